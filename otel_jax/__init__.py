@@ -1,0 +1,87 @@
+"""otel_jax: make JAX recompilation visible in OpenTelemetry.
+
+``otel_jax.install()`` turns every JAX backend compilation into a
+``jax.compile <function>`` span (with the cause of the compile as a
+structured diff against the closest earlier signature), metrics and a JSON
+log line. Cache hits of jitted functions cost nothing: otel_jax only runs
+when JAX itself falls back to Python to compile.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._diff import ALL_KINDS as CAUSE_KINDS
+from ._engine import ENGINE as _ENGINE
+from ._engine import OtelJaxWarning, RecompileError
+from ._hints import hint_for
+from ._history import CompileEntry
+from ._install import Installation, install, installation, uninstall
+from ._logs import add_otel_context
+from ._source import function_info as _function_info
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from ._instrumentor import JaxInstrumentor
+
+__all__ = [
+    "CAUSE_KINDS",
+    "CompileEntry",
+    "Installation",
+    "JaxInstrumentor",
+    "OtelJaxWarning",
+    "RecompileError",
+    "__version__",
+    "add_otel_context",
+    "compile_history",
+    "hint_for",
+    "install",
+    "installation",
+    "mark_warmup_done",
+    "step",
+    "testing",
+    "uninstall",
+]
+
+
+def compile_history(fn: Any) -> list[CompileEntry]:
+    """The compilations of ``fn`` seen so far, oldest first, each with its signature and cause.
+
+    ``fn`` is the jitted function (or the function it wraps, or its qualified
+    name as a string). Each entry holds the signature that compile saw
+    (argument paths with types and placements, static arguments), its cause
+    kind, the one-line cause, the full diff and the phase durations; ``print``
+    an entry to read it. Compiles are recorded while otel_jax is installed or
+    an ``otel_jax.testing`` budget is active; the last 64 per function are kept.
+    """
+    if isinstance(fn, str):
+        return _ENGINE.history.entries_by_name(fn)
+    return _ENGINE.history.entries(_function_info(fn))
+
+
+def step() -> None:
+    """Count one training step toward ``install(warmup_steps=...)``."""
+    _ENGINE.step()
+
+
+def mark_warmup_done() -> None:
+    """Declare warm-up over: later compiles are marked ``jax.compile.after_warmup``.
+
+    With ``install(on_recompile="raise")`` a recompile after this point raises
+    ``otel_jax.RecompileError`` from the jit call that caused it.
+    """
+    _ENGINE.mark_warmup_done()
+
+
+def __getattr__(name: str) -> Any:
+    # The instrumentor pulls in opentelemetry-instrumentation and the testing
+    # kit is only for tests: keep ``import otel_jax`` light.
+    if name == "JaxInstrumentor":
+        from ._instrumentor import JaxInstrumentor
+
+        return JaxInstrumentor
+    if name == "testing":
+        import importlib
+
+        return importlib.import_module(".testing", __name__)
+    raise AttributeError(f"module 'otel_jax' has no attribute {name!r}")

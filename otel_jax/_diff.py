@@ -1,0 +1,397 @@
+"""Why a compile happened: a structured diff against the closest earlier signature.
+
+The diff names every difference (path, kind, before, after); the cause kind is
+the most significant of them. Cost depends only on the two signatures being
+compared (their leaf count) and on the bounded history of *this* function,
+never on how many other functions the process has compiled.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._signature import Signature, StaticArg
+from ._text import safe_repr, truncate
+
+FIRST_COMPILE = "first_compile"
+UNKNOWN = "unknown"
+
+# Most significant first: the one a user has to fix before the others matter.
+KINDS: tuple[str, ...] = (
+    "function_identity",
+    "jit_options",
+    "tracing_context",
+    "pytree_structure",
+    "static_argument",
+    "dtype",
+    "shape",
+    "weak_type",
+    "sharding",
+    "device_placement",
+)
+ALL_KINDS: tuple[str, ...] = (FIRST_COMPILE, *KINDS, UNKNOWN)
+_RANK = {k: i for i, k in enumerate(KINDS)}
+
+MAX_CHANGES = 1000  # kept per compile; the total is always reported
+DIFF_JSON_LIMIT = 16_384  # characters of the `jax.compile.cause.diff` attribute
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One difference between two signatures."""
+
+    path: str
+    kind: str
+    before: str
+    after: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"path": self.path, "kind": self.kind, "before": self.before, "after": self.after}
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.before} -> {self.after}"
+
+
+@dataclass(frozen=True, slots=True)
+class Diff:
+    """All differences found, capped at ``MAX_CHANGES``; ``total`` counts them all."""
+
+    changes: tuple[Change, ...]
+    total: int
+
+    @property
+    def kind(self) -> str:
+        if not self.changes:
+            return UNKNOWN
+        return min((c.kind for c in self.changes), key=lambda k: _RANK.get(k, len(_RANK)))
+
+    def to_json(self, limit: int = DIFF_JSON_LIMIT) -> str:
+        """JSON list of changes; past ``limit`` characters, a final entry counts the rest."""
+        parts: list[str] = []
+        size = 2
+        for i, change in enumerate(self.changes):
+            item = json.dumps(change.as_dict(), ensure_ascii=False)
+            if size + len(item) + 200 > limit:
+                rest = self.total - i
+                parts.append(json.dumps({"path": "", "kind": "truncated", "before": "",
+                                         "after": f"{rest} more changes not shown"}))
+                break
+            parts.append(item)
+            size += len(item) + 2
+        else:
+            if self.total > len(self.changes):
+                parts.append(json.dumps({
+                    "path": "", "kind": "truncated", "before": "",
+                    "after": f"{self.total - len(self.changes)} more changes not shown"}))
+        return "[" + ", ".join(parts) + "]"
+
+
+# --- comparing -----------------------------------------------------------------
+
+def _safe_ne(a: Any, b: Any) -> bool:
+    if a is b:
+        return False
+    try:
+        return bool(a != b)
+    except Exception:  # a config value or mesh with a broken __eq__
+        return safe_repr(a) != safe_repr(b)
+
+
+def _same_function(old: Signature, new: Signature) -> bool:
+    if old.function_ref is not None and new.function_ref is not None:
+        previous = old.function_ref()
+        return previous is not None and previous is new.function_ref()
+    return old.function_id == new.function_id
+
+
+def _static_changed(old: StaticArg, new: StaticArg) -> bool:
+    if old.type != new.type:
+        return True
+    if old.identity_hashed or new.identity_hashed:
+        same = old.same_object_as(new)
+        return not same if same is not None else old.repr != new.repr
+    return old.hash != new.hash or old.repr != new.repr
+
+
+def distance(old: Signature, new: Signature) -> int:
+    """How many things differ: a cheap count used to pick the closest signature."""
+    d = 0 if _same_function(old, new) else 1
+    d += sum(1 for (_, a), (_, b) in zip(old.options, new.options) if a != b)
+    d += sum(1 for (_, a), (_, b) in zip(old.context, new.context) if _safe_ne(a, b))
+    olds = {s.name: s for s in old.statics}
+    for s in new.statics:
+        prev = olds.get(s.name)
+        d += 1 if prev is None or _static_changed(prev, s) else 0
+    d += len(olds.keys() - {s.name for s in new.statics})
+    if old.leaves_hash == new.leaves_hash and old.types == new.types \
+            and old.placements == new.placements and _treedef_equal(old, new):
+        return d
+    if _treedef_equal(old, new):
+        return d + sum(map(operator.ne, old.types, new.types)) + sum(
+            map(operator.ne, old.placements, new.placements))
+    old_paths = dict(zip(old.paths, old.types))
+    new_paths = dict(zip(new.paths, new.types))
+    d += 1 + len(old_paths.keys() ^ new_paths.keys())
+    return d + sum(1 for p, t in new_paths.items() if p in old_paths and old_paths[p] != t)
+
+
+def _treedef_equal(old: Signature, new: Signature) -> bool:
+    return not _safe_ne(old.treedef, new.treedef)
+
+
+def closest(history: Sequence[Signature], new: Signature) -> tuple[int, Signature] | None:
+    """Index and signature in ``history`` with the fewest differences (latest on ties)."""
+    best: tuple[int, Signature] | None = None
+    best_d = -1
+    for i in range(len(history) - 1, -1, -1):
+        old = history[i]
+        if not old.captured:
+            continue
+        d = distance(old, new)
+        if best is None or d < best_d:
+            best, best_d = (i, old), d
+            if d <= 1:
+                break
+    return best
+
+
+def diff(old: Signature, new: Signature) -> Diff:
+    """Every difference between two signatures of the same function."""
+    out: list[Change] = []
+    total = 0
+
+    def add(change: Change) -> None:
+        nonlocal total
+        total += 1
+        if len(out) < MAX_CHANGES:
+            out.append(change)
+
+    if not _same_function(old, new):
+        alive = old.function_ref is not None and old.function_ref() is not None
+        add(Change("<function>", "function_identity",
+                   "earlier function object" + ("" if alive else " (garbage-collected)"),
+                   "new function object, same source"))
+    for (name, a), (_, b) in zip(old.options, new.options):
+        if a != b:
+            add(Change(f"jit({name})", "jit_options", a, b))
+    for (name, a), (_, b) in zip(old.context, new.context):
+        if _safe_ne(a, b):
+            add(Change(name, "tracing_context", safe_repr(a), safe_repr(b)))
+    _static_changes(old, new, add)
+    if _treedef_equal(old, new):
+        _leaf_changes(old, new, range(len(new.types)), add)
+    else:
+        _structure_changes(old, new, add)
+    return Diff(tuple(out), total)
+
+
+def _static_changes(old: Signature, new: Signature, add: Any) -> None:
+    olds = {s.name: s for s in old.statics}
+    news = {s.name: s for s in new.statics}
+    for name, s in news.items():
+        prev = olds.get(name)
+        if prev is None:
+            add(Change(name, "static_argument", "<absent>", s.repr))
+        elif _static_changed(prev, s):
+            if s.identity_hashed and prev.type == s.type:
+                add(Change(name, "static_argument",
+                           f"{prev.repr} (a {prev.type} hashed by identity)",
+                           f"new {s.type} instance (hashed by identity)"))
+            else:
+                add(Change(name, "static_argument", prev.repr, s.repr))
+    for name in olds.keys() - news.keys():
+        add(Change(name, "static_argument", olds[name].repr, "<absent>"))
+
+
+def _leaf_kind(old_aval: Any, new_aval: Any) -> str:
+    try:
+        if old_aval.dtype != new_aval.dtype:
+            return "dtype"
+        if old_aval.shape != new_aval.shape:
+            return "shape"
+        if getattr(old_aval, "weak_type", False) != getattr(new_aval, "weak_type", False):
+            return "weak_type"
+    except Exception:
+        return "shape"
+    return "sharding"  # same shape and dtype: the type's own sharding differs
+
+
+def _leaf_changes(old: Signature, new: Signature, indices: Any, add: Any) -> None:
+    ot, nt, op, np_ = old.types, new.types, old.placements, new.placements
+    if ot != nt:
+        changed = [i for i in indices if ot[i] != nt[i] or op[i] != np_[i]]
+    else:
+        changed = [i for i in indices if op[i] != np_[i]]
+    for i in changed:
+        if ot[i] != nt[i]:
+            add(Change(new.paths[i], _leaf_kind(old.avals[i], new.avals[i]), ot[i], nt[i]))
+        else:
+            kind = "sharding" if "sharded" in op[i] or "sharded" in np_[i] else "device_placement"
+            add(Change(new.paths[i], kind, op[i], np_[i]))
+
+
+# --- pytree structure ------------------------------------------------------------
+
+def _is_leaf(t: Any) -> bool:
+    return t.num_nodes == 1 and t.num_leaves == 1
+
+
+def _summary(t: Any, sig: Signature, offset: int) -> str:
+    if _is_leaf(t):
+        return sig.types[offset] if offset < len(sig.types) else "leaf"
+    data = t.node_data()
+    node_type = data[0] if data else None
+    if node_type is type(None):
+        return "None"
+    name = getattr(node_type, "__name__", "node")
+    if node_type is dict:
+        return truncate(f"dict with keys {list(data[1])}")
+    return f"{name} with {t.num_leaves} leaves"
+
+
+def _child_names(t: Any, path: str, data: Any) -> list[str]:
+    node_type, aux = data
+    n = len(t.children())
+    if node_type is dict and aux is not None:
+        return [f"{path}[{k!r}]" for k in aux]
+    fields = getattr(node_type, "_fields", None)
+    if isinstance(fields, tuple) and len(fields) == n:
+        return [f"{path}.{f}" for f in fields]
+    return [f"{path}[{i}]" for i in range(n)]
+
+
+def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Signature,
+          add: Any, names_a: list[str] | None = None, names_b: list[str] | None = None) -> None:
+    if _is_leaf(a) and _is_leaf(b):
+        if oa < len(old.types) and ob < len(new.types) and (
+                old.types[oa] != new.types[ob] or old.placements[oa] != new.placements[ob]):
+            kind = (_leaf_kind(old.avals[oa], new.avals[ob])
+                    if old.types[oa] != new.types[ob] else "device_placement")
+            before = old.types[oa] if old.types[oa] != new.types[ob] else old.placements[oa]
+            after = new.types[ob] if old.types[oa] != new.types[ob] else new.placements[ob]
+            add(Change(path, kind, before, after))
+        return
+    da = None if _is_leaf(a) else a.node_data()
+    db = None if _is_leaf(b) else b.node_data()
+    if da is None or db is None or da[0] is not db[0] or (
+            da[0] is not dict and (_safe_ne(da[1], db[1]) or len(a.children()) != len(b.children()))):
+        add(Change(path or "<arguments>", "pytree_structure",
+                   _summary(a, old, oa), _summary(b, new, ob)))
+        return
+    ca, cb = a.children(), b.children()
+    na = names_a or _child_names(a, path, da)
+    nb = names_b or _child_names(b, path, db)
+    offs_a, offs_b = _offsets(ca, oa), _offsets(cb, ob)
+    if da[0] is dict:
+        index_b = {n: i for i, n in enumerate(nb)}
+        seen = set()
+        for i, n in enumerate(na):
+            j = index_b.get(n)
+            if j is None:
+                add(Change(n, "pytree_structure", _summary(ca[i], old, offs_a[i]), "<absent>"))
+            else:
+                seen.add(j)
+                _walk(ca[i], cb[j], n, offs_a[i], offs_b[j], old, new, add)
+        for j, n in enumerate(nb):
+            if j not in seen:
+                add(Change(n, "pytree_structure", "<absent>", _summary(cb[j], new, offs_b[j])))
+        return
+    for i, (x, y) in enumerate(zip(ca, cb)):
+        _walk(x, y, nb[i], offs_a[i], offs_b[i], old, new, add)
+
+
+def _offsets(children: Sequence[Any], start: int) -> list[int]:
+    out = []
+    for c in children:
+        out.append(start)
+        start += c.num_leaves
+    return out
+
+
+def _structure_changes(old: Signature, new: Signature, add: Any) -> None:
+    """Walk both argument trees together and report where they part."""
+    found: list[Change] = []
+    try:
+        _walk_arguments(old, new, found.append)
+    except Exception:
+        found = [Change("<arguments>", "pytree_structure",
+                        safe_repr(old.treedef, 200), safe_repr(new.treedef, 200))]
+    for change in _merge_moved_arguments(found):
+        add(change)
+
+
+def _merge_moved_arguments(changes: list[Change]) -> list[Change]:
+    """``x`` gone from the positionals and new among the keywords is one change."""
+    removed = {c.path: c for c in changes if c.after == "<absent>"}
+    added = {c.path: c for c in changes if c.before == "<absent>"}
+    moved = removed.keys() & added.keys()
+    if not moved:
+        return changes
+    out = []
+    for c in changes:
+        if c.path in moved:
+            if c.after == "<absent>":
+                out.append(Change(c.path, "pytree_structure",
+                                  f"passed positionally ({c.before})",
+                                  f"passed by keyword ({added[c.path].after})"))
+            continue
+        out.append(c)
+    return out
+
+
+def _walk_arguments(old: Signature, new: Signature, add: Any) -> None:
+    a, b = old.treedef, new.treedef
+    # The root is ``(positional_args, kwargs)``: name the positional ones.
+    (pa, ka), (pb, kb) = a.children(), b.children()
+    names_a = list(old.top_names) + [f"args[{i}]" for i in range(
+        len(old.top_names), len(pa.children()))]
+    names_b = list(new.top_names) + [f"args[{i}]" for i in range(
+        len(new.top_names), len(pb.children()))]
+    ca, cb = pa.children(), pb.children()
+    offs_a, offs_b = _offsets(ca, 0), _offsets(cb, 0)
+    if len(ca) != len(cb):
+        common = min(len(ca), len(cb))
+        for i in range(common, len(ca)):
+            add(Change(names_a[i], "pytree_structure",
+                       _summary(ca[i], old, offs_a[i]), "<absent>"))
+        for i in range(common, len(cb)):
+            add(Change(names_b[i], "pytree_structure",
+                       "<absent>", _summary(cb[i], new, offs_b[i])))
+    for i in range(min(len(ca), len(cb))):
+        _walk(ca[i], cb[i], names_b[i], offs_a[i], offs_b[i], old, new, add)
+    _walk(ka, kb, "", pa.num_leaves, pb.num_leaves, old, new, add,
+          *_kwarg_names(ka, kb))
+
+
+def _kwarg_names(ka: Any, kb: Any) -> tuple[list[str] | None, list[str] | None]:
+    def names(t: Any) -> list[str] | None:
+        data = None if _is_leaf(t) else t.node_data()
+        if data and data[0] is dict and data[1] is not None:
+            return [str(k) for k in data[1]]
+        return None
+    return names(ka), names(kb)
+
+
+# --- one line a person reads ------------------------------------------------------
+
+def describe(d: Diff) -> str:
+    """``x: f32[3] -> f32[4]``, most significant change first, ``(+N more)`` after it."""
+    if not d.changes:
+        return ""
+    kind = d.kind
+    top = next(c for c in d.changes if c.kind == kind)
+    if kind == "function_identity":
+        text = ("a new function object for the same source (jax.jit caches per function "
+                "object: a jax.jit(lambda ...) or functools.partial re-created each call)")
+    elif kind == "static_argument" and "hashed by identity" in top.after:
+        type_ = top.after.removeprefix("new ").removesuffix(" instance (hashed by identity)")
+        text = (f"static argument {top.path}: a new {type_} instance; {type_} hashes by "
+                "identity (no __eq__/__hash__), so every new instance compiles again")
+    else:
+        text = str(top)
+    more = d.total - 1
+    return text + (f" (+{more} more)" if more > 0 else "")

@@ -1,0 +1,381 @@
+"""From JAX's compile events to one ``CompileRecord`` per backend compile.
+
+Data flows one way: JAX event -> signature -> cause diff -> record -> sinks
+(span, metrics, log line, test recorders). Everything here runs inside JAX's
+monitoring listeners, synchronously on the compiling thread, where an
+exception would surface in the user's jit call: every step is guarded, and a
+failure degrades the explanation (``unknown`` at worst) and warns once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from . import _diff, _jax_hooks, _signature
+from ._hints import hint_for
+from ._history import CompileEntry, History
+from ._record import PHASES, CompileRecord, Phase
+from ._source import FunctionInfo, function_info, name_from_event, user_callsite
+from ._text import safe_repr
+
+Sink = Callable[[CompileRecord], None]
+
+_logger = logging.getLogger("otel_jax")
+_MAX_PENDING_PHASES = 64
+_PHASE_KEY = {_jax_hooks.TRACE_EVENT: "trace_s", _jax_hooks.LOWER_EVENT: "lower_s"}
+_ON_RECOMPILE = ("log", "warn", "raise")
+
+
+class OtelJaxWarning(RuntimeWarning):
+    """otel_jax could not do part of its work; the user's program is unaffected."""
+
+
+class RecompileError(RuntimeError):
+    """A recompile after warm-up, raised when installed with ``on_recompile="raise"``."""
+
+    def __init__(self, record: CompileRecord) -> None:
+        self.record = record
+        super().__init__(
+            f"{record.function.qualname} recompiled after warm-up (compile "
+            f"#{record.count}, cause {record.cause_kind}: {record.cause}). "
+            f"Hint: {record.hint}")
+
+
+class Engine:
+    """Owns JAX's hooks while anything consumes compile records, and builds them."""
+
+    def __init__(self) -> None:
+        self.history = History()
+        self.storm_threshold = 8
+        self.on_recompile = "log"
+        self.internal_errors = 0
+        self._warmup_done = False
+        self._warmup_steps: int | None = None
+        self._steps = 0
+        self._sinks: list[Sink] = []
+        self._storm_sink: Callable[[dict[str, Any]], None] | None = None
+        self._lock = threading.RLock()
+        self._tls = threading.local()
+        self._hooks: _jax_hooks.Hooks | None = None
+        self._warned: set[str] = set()
+        self._device_cache: dict[str, Any] = {}
+
+    # --- lifecycle -------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self._hooks is not None
+
+    @property
+    def captures_signatures(self) -> bool:
+        return self._hooks is not None and self._hooks.captures_signatures
+
+    def add_sink(self, sink: Sink, *, first: bool = False) -> None:
+        """Start delivering records to ``sink``; hooks JAX on the first one."""
+        with self._lock:
+            self._sinks = [sink, *self._sinks] if first else [*self._sinks, sink]
+            if self._hooks is None:
+                hooks = _jax_hooks.Hooks(self._on_time_span, self._on_event)
+                hooks.install()
+                self._hooks = hooks
+                if not hooks.captures_signatures:
+                    self.warn_once(
+                        "no-capture",
+                        "otel_jax: this JAX version does not expose "
+                        "jax._src.pjit._infer_params; compiles are still reported, but their "
+                        "cause will be 'unknown' (signatures cannot be captured).")
+
+    def remove_sink(self, sink: Sink) -> None:
+        """Stop delivering to ``sink``; unhooks JAX when no sink is left."""
+        with self._lock:
+            self._sinks = [s for s in self._sinks if s is not sink]
+            if not self._sinks and self._hooks is not None:
+                self._hooks.uninstall()
+                self._hooks = None
+
+    def set_storm_sink(self, sink: Callable[[dict[str, Any]], None] | None) -> None:
+        self._storm_sink = sink
+
+    # --- warm-up -----------------------------------------------------------------
+
+    def configure_warmup(self, steps: int | None) -> None:
+        with self._lock:
+            self._warmup_steps = steps
+            self._steps = 0
+            self._warmup_done = False
+
+    def step(self) -> None:
+        with self._lock:
+            self._steps += 1
+            if self._warmup_steps is not None and self._steps >= self._warmup_steps:
+                self._warmup_done = True
+
+    def mark_warmup_done(self) -> None:
+        self._warmup_done = True
+
+    @property
+    def warmup_done(self) -> bool:
+        return self._warmup_done
+
+    # --- failure handling ----------------------------------------------------------
+
+    def warn_once(self, key: str, message: str) -> None:
+        """One clear warning per kind of problem; never raises into the caller."""
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        try:
+            warnings.warn(message, OtelJaxWarning, stacklevel=3)
+        except Exception:  # warnings turned into errors must not reach JAX
+            _logger.warning(message)
+
+    def _internal_error(self, where: str, exc: BaseException) -> None:
+        self.internal_errors += 1
+        _logger.debug("otel_jax internal error in %s", where, exc_info=exc)
+        self.warn_once(
+            f"internal:{where}:{type(exc).__name__}",
+            f"otel_jax: internal error in {where} ({type(exc).__name__}: "
+            f"{safe_repr(str(exc), 200)}); the jit call is unaffected and the compile is "
+            "reported with the best explanation available.")
+
+    # --- JAX listeners -----------------------------------------------------------
+
+    def _on_event(self, event: str, **kwargs: Any) -> None:
+        try:
+            if event == _jax_hooks.CACHE_HIT_EVENT:
+                self._tls.cache_hit = True
+            elif event == _jax_hooks.CACHE_WRITE_EVENT:
+                self._tls.cache_written = True
+        except Exception as exc:
+            self._internal_error("event listener", exc)
+
+    def _on_time_span(self, event: str, start: float, end: float, **kwargs: Any) -> None:
+        if event not in _jax_hooks.PHASE_EVENTS:
+            return
+        try:
+            name = str(kwargs.get("fun_name", "?"))
+            if event != _jax_hooks.BACKEND_COMPILE_EVENT:
+                pending = getattr(self._tls, "phases", None)
+                if pending is None:
+                    pending = self._tls.phases = []
+                if len(pending) >= _MAX_PENDING_PHASES:
+                    del pending[: _MAX_PENDING_PHASES // 2]
+                pending.append((event, name, start, end))
+                return
+            record = self._build_record(name, start, end)
+        except Exception as exc:
+            self._internal_error("compile listener", exc)
+            return
+        self._deliver(record)
+        self._enforce_policy(record)
+
+    # --- building the record --------------------------------------------------------
+
+    def _take_phases(self, name: str) -> dict[str, Phase]:
+        pending = getattr(self._tls, "phases", None) or []
+        self._tls.phases = []
+        wanted = {_jax_hooks.TRACE_EVENT: name_from_event(name), _jax_hooks.LOWER_EVENT: name}
+        found: dict[str, Phase] = {}
+        for event, fun_name, start, end in reversed(pending):
+            key = _PHASE_KEY[event]
+            if key not in found and wanted[event] == fun_name:
+                found[key] = Phase(dict(PHASES)[key], start, end)
+        return found
+
+    def _take_miss(self, name: str) -> _jax_hooks.Miss | None:
+        miss = _jax_hooks.current_miss()
+        if miss is None:
+            return None
+        fun = miss.fun
+        fun_name = getattr(fun, "__name__", None)
+        if fun_name is None:
+            fun_name = getattr(getattr(fun, "func", None), "__name__", "<unnamed function>")
+        if name_from_event(name) != fun_name:
+            return None  # a compile this miss did not cause (e.g. an eager op inside)
+        _jax_hooks.clear_miss()
+        return miss
+
+    def _build_record(self, name: str, start: float, end: float) -> CompileRecord:
+        phases = self._take_phases(name)
+        phases["backend_compile_s"] = Phase("jax.backend_compile", start, end)
+        cache_hit = getattr(self._tls, "cache_hit", False)
+        cache_written = getattr(self._tls, "cache_written", False)
+        self._tls.cache_hit = self._tls.cache_written = False
+        cache_in_use = _jax_hooks.persistent_cache_enabled()
+        miss = self._take_miss(name)
+        info = self._function_info(miss, name)
+        eager = miss is not None and _jax_hooks.is_eager_primitive(miss.fun)
+        signature = self._signature(miss)
+
+        count, earlier = self.history.begin(info)
+        kind, cause, diff, compared = self._cause(info, count, earlier, signature)
+        record = CompileRecord(
+            function=info, count=count, cause_kind=kind, cause=cause, diff=diff,
+            signature=signature,
+            start=min(p.start for p in phases.values()), end=end, phases=phases,
+            callsite=self._callsite(), eager_op=eager,
+            persistent_cache_hit=cache_hit if cache_in_use else None,
+            persistent_cache_written=cache_written if cache_in_use else None,
+            hint=hint_for(kind), compared_with=compared,
+        )
+        record.after_warmup = self._warmup_done and not eager
+        self._fill_devices(record, miss)
+        entry = CompileEntry(
+            count=count, cause_kind=kind, cause=cause,
+            diff=tuple(c.as_dict() for c in diff.changes),
+            signature=self._signature_dict(signature),
+            compile_s=record.compile_s, trace_s=record.phase_seconds("trace_s"),
+            lower_s=record.phase_seconds("lower_s"),
+            backend_compile_s=record.phase_seconds("backend_compile_s"),
+            callsite=record.callsite, timestamp=record.start,
+            persistent_cache_hit=record.persistent_cache_hit,
+        )
+        fh = self.history.finish(info, count, signature, entry, kind)
+        if (record.is_recompile and not eager and not fh.storm_warned
+                and fh.causes.total() - fh.causes[_diff.FIRST_COMPILE] >= self.storm_threshold):
+            fh.storm_warned = True
+            self._warn_storm(record, dict(fh.causes))
+        return record
+
+    def _function_info(self, miss: _jax_hooks.Miss | None, name: str) -> FunctionInfo:
+        if miss is not None:
+            try:
+                return function_info(miss.fun)
+            except Exception as exc:
+                self._internal_error("function name", exc)
+        return FunctionInfo(name_from_event(name))
+
+    def _signature(self, miss: _jax_hooks.Miss | None) -> _signature.Signature:
+        if miss is None:
+            return _signature.uncaptured()
+        try:
+            return _signature.from_miss(miss)
+        except Exception as exc:
+            self._internal_error("signature capture", exc)
+            return _signature.uncaptured()
+
+    def _cause(self, info: FunctionInfo, count: int,
+               earlier: list[tuple[int, _signature.Signature]],
+               signature: _signature.Signature,
+               ) -> tuple[str, str, _diff.Diff, int | None]:
+        empty = _diff.Diff((), 0)
+        if count == 1:
+            return _diff.FIRST_COMPILE, f"first compilation of {info.qualname}", empty, None
+        if not signature.captured:
+            return (_diff.UNKNOWN, "signature not captured for this compile (no jit dispatch "
+                    "miss seen: pmap, AOT compile, or JAX internals that moved)", empty, None)
+        if not earlier:
+            return (_diff.UNKNOWN, f"compile #{count} of {info.qualname}, but no earlier "
+                    "signature is kept to compare with", empty, None)
+        try:
+            index, old = _diff.closest([s for _, s in earlier], signature)  # type: ignore[misc]
+            d = _diff.diff(old, signature)
+        except Exception as exc:
+            self._internal_error("cause diff", exc)
+            return (_diff.UNKNOWN, f"cause diff failed ({type(exc).__name__}); compared "
+                    f"{len(earlier)} earlier signatures", empty, None)
+        compared = earlier[index][0]
+        if not d.changes:
+            return (_diff.UNKNOWN, f"same signature as compile #{compared} (arguments, static "
+                    "arguments, pytree, tracing context, jit options and function object all "
+                    "equal): likely a cache eviction (jax.clear_caches(), clear_cache())",
+                    d, compared)
+        return d.kind, _diff.describe(d), d, compared
+
+    def _callsite(self) -> str | None:
+        try:
+            return user_callsite(skip=3)
+        except Exception as exc:
+            self._internal_error("callsite", exc)
+            return None
+
+    def _signature_dict(self, signature: _signature.Signature) -> dict[str, Any]:
+        try:
+            return signature.as_dict()
+        except Exception as exc:
+            self._internal_error("signature summary", exc)
+            return {}
+
+    def _fill_devices(self, record: CompileRecord, miss: _jax_hooks.Miss | None) -> None:
+        try:
+            devices: set[Any] = set()
+            if miss is not None:
+                for value in list(miss.args_flat)[:256]:
+                    sharding = getattr(value, "sharding", None)
+                    if sharding is not None:
+                        devices.update(sharding.device_set)
+            if not devices:
+                devices = {self._default_device()}
+            device = min(devices, key=lambda d: getattr(d, "id", 0))
+            record.device_platform = str(getattr(device, "platform", "unknown"))
+            record.device_kind = str(getattr(device, "device_kind", "unknown"))
+            record.device_count = len(devices)
+            record.process_index = self._process_index()
+        except Exception as exc:
+            self._internal_error("device info", exc)
+
+    def _default_device(self) -> Any:
+        device = self._device_cache.get("default")
+        if device is None:
+            import jax
+
+            device = self._device_cache["default"] = jax.devices()[0]
+        return device
+
+    def _process_index(self) -> int:
+        index = self._device_cache.get("process_index")
+        if index is None:
+            import jax
+
+            index = self._device_cache["process_index"] = int(jax.process_index())
+        return int(index)
+
+    # --- delivery ---------------------------------------------------------------------
+
+    def _deliver(self, record: CompileRecord) -> None:
+        for sink in list(self._sinks):
+            try:
+                sink(record)
+            except Exception as exc:
+                self._internal_error(f"sink {getattr(sink, '__name__', type(sink).__name__)}",
+                                     exc)
+
+    def _warn_storm(self, record: CompileRecord, causes: dict[str, int]) -> None:
+        recompiles = sum(v for k, v in causes.items() if k != _diff.FIRST_COMPILE)
+        event = {
+            "function": record.function.qualname,
+            "file": record.function.file,
+            "line": record.function.line,
+            "recompiles": recompiles,
+            "threshold": self.storm_threshold,
+            "causes": {k: v for k, v in causes.items() if k != _diff.FIRST_COMPILE},
+            "last_cause": record.cause,
+            "hint": record.hint,
+        }
+        sink = self._storm_sink
+        try:
+            if sink is not None:
+                sink(event)
+                return
+        except Exception as exc:
+            self._internal_error("storm warning", exc)
+        _logger.warning(
+            "%s recompiled %d times (threshold %d); causes so far: %s; last: %s",
+            event["function"], recompiles, self.storm_threshold, event["causes"],
+            record.cause)
+
+    def _enforce_policy(self, record: CompileRecord) -> None:
+        if not (record.after_warmup and record.is_recompile):
+            return
+        if self.on_recompile == "raise":
+            raise RecompileError(record)
+        if self.on_recompile == "warn":
+            warnings.warn(str(RecompileError(record)), OtelJaxWarning, stacklevel=2)
+
+
+ENGINE = Engine()
+

@@ -1,0 +1,128 @@
+"""Per-function memory of past compiles, bounded however many compiles happen."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._signature import Signature
+from ._source import FunctionInfo
+
+DEFAULT_SIGNATURES_PER_FUNCTION = 16
+DEFAULT_ENTRIES_PER_FUNCTION = 64
+DEFAULT_MAX_FUNCTIONS = 4096
+_MAX_COUNTED_FUNCTIONS = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class CompileEntry:
+    """One compilation of a function, as ``otel_jax.compile_history`` returns it."""
+
+    count: int
+    cause_kind: str
+    cause: str
+    diff: tuple[dict[str, str], ...]
+    signature: dict[str, Any]
+    compile_s: float
+    trace_s: float | None
+    lower_s: float | None
+    backend_compile_s: float | None
+    callsite: str | None
+    timestamp: float
+    persistent_cache_hit: bool | None = None
+
+    def __str__(self) -> str:
+        lines = [f"#{self.count} {self.cause_kind}: {self.cause or '-'}"
+                 f"  ({self.compile_s * 1e3:.1f} ms, at {self.callsite or '?'})"]
+        for path, arg in self.signature.get("arguments", {}).items():
+            placement = arg["placement"]
+            lines.append(f"    {path}: {arg['type']}"
+                         + ("" if placement == "uncommitted" else f"  [{placement}]"))
+        for name, value in self.signature.get("static_arguments", {}).items():
+            lines.append(f"    {name} (static) = {value}")
+        return "\n".join(lines)
+
+
+@dataclass
+class FunctionHistory:
+    info: FunctionInfo
+    signatures: deque[tuple[int, Signature]]
+    entries: deque[CompileEntry]
+    causes: Counter[str] = field(default_factory=Counter)
+    storm_warned: bool = False
+
+
+class History:
+    """Signatures and compile entries per function key, least recently compiled evicted first.
+
+    Counts live apart from the evictable histories so that
+    ``jax.compile.count`` stays exact even after a function's signatures
+    were dropped.
+    """
+
+    def __init__(self, signatures_per_function: int = DEFAULT_SIGNATURES_PER_FUNCTION,
+                 entries_per_function: int = DEFAULT_ENTRIES_PER_FUNCTION,
+                 max_functions: int = DEFAULT_MAX_FUNCTIONS) -> None:
+        self._lock = threading.Lock()
+        self._functions: OrderedDict[tuple[Any, ...], FunctionHistory] = OrderedDict()
+        self._counts: OrderedDict[tuple[Any, ...], int] = OrderedDict()
+        self._signatures_per_function = max(1, signatures_per_function)
+        self._entries_per_function = max(1, entries_per_function)
+        self._max_functions = max(1, max_functions)
+
+    def begin(self, info: FunctionInfo) -> tuple[int, list[tuple[int, Signature]]]:
+        """Count one more compile of ``info``; return that count and its earlier signatures.
+
+        Earlier signatures come as ``(count, signature)``, oldest first.
+        """
+        key = info.key
+        with self._lock:
+            count = self._counts.pop(key, 0) + 1
+            self._counts[key] = count
+            if len(self._counts) > _MAX_COUNTED_FUNCTIONS:
+                self._counts.popitem(last=False)
+            fh = self._functions.get(key)
+            earlier = list(fh.signatures) if fh is not None else []
+        return count, earlier
+
+    def finish(self, info: FunctionInfo, count: int, signature: Signature, entry: CompileEntry,
+               cause_kind: str) -> FunctionHistory:
+        """Remember a finished compile; returns the function's history for storm checks."""
+        key = info.key
+        with self._lock:
+            fh = self._functions.pop(key, None)
+            if fh is None:
+                fh = FunctionHistory(info, deque(maxlen=self._signatures_per_function),
+                                     deque(maxlen=self._entries_per_function))
+            self._functions[key] = fh
+            while len(self._functions) > self._max_functions:
+                self._functions.popitem(last=False)
+            if signature.captured:
+                fh.signatures.append((count, signature))
+            fh.entries.append(entry)
+            fh.causes[cause_kind] += 1
+            return fh
+
+    def entries(self, info: FunctionInfo) -> list[CompileEntry]:
+        with self._lock:
+            fh = self._functions.get(info.key)
+            return list(fh.entries) if fh is not None else []
+
+    def entries_by_name(self, qualname: str) -> list[CompileEntry]:
+        with self._lock:
+            out: list[CompileEntry] = []
+            for key, fh in self._functions.items():
+                if key[0] == qualname:
+                    out.extend(fh.entries)
+            return sorted(out, key=lambda e: e.timestamp)
+
+    def count(self, info: FunctionInfo) -> int:
+        with self._lock:
+            return self._counts.get(info.key, 0)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._functions.clear()
+            self._counts.clear()

@@ -1,0 +1,149 @@
+"""``install()`` / ``uninstall()``: wire the compile records to spans, metrics and logs."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import IO, Any, Literal
+
+from opentelemetry import trace
+
+from . import _providers
+from ._engine import _ON_RECOMPILE, ENGINE, Sink
+from ._logs import JsonLogSink, OtelLogSink
+from ._metrics import MetricsSink
+from ._spans import SpanSink
+from ._version import __version__
+
+_SCOPE = "otel_jax"
+_lock = threading.Lock()
+
+
+@dataclass
+class Installation:
+    """The handle ``install()`` returns; ``uninstall()`` undoes it."""
+
+    tracer_provider: Any
+    meter_provider: Any
+    logger_provider: Any | None
+    prometheus_address: tuple[str, int] | None
+    sinks: list[Sink] = field(default_factory=list)
+    _providers: _providers.Providers | None = None
+
+    @property
+    def active(self) -> bool:
+        return _current is self
+
+    def uninstall(self) -> None:
+        """Remove every hook and listener otel_jax added to JAX (same as ``otel_jax.uninstall``)."""
+        uninstall()
+
+
+_current: Installation | None = None
+
+
+def install(
+    *,
+    tracer_provider: Any = None,
+    meter_provider: Any = None,
+    logger_provider: Any = None,
+    log_output: IO[str] | Literal["stderr"] | None = "stderr",
+    log_level: Literal["debug", "info", "warning"] = "info",
+    prometheus_port: int | None = None,
+    storm_threshold: int = 8,
+    warmup_steps: int | None = None,
+    on_recompile: Literal["log", "warn", "raise"] = "log",
+) -> Installation:
+    """Report every JAX compilation as a span, metrics and a JSON log line, with its cause.
+
+    One line, idempotent: a second call changes nothing and returns the same
+    handle. Cache hits of jitted functions cost nothing: otel_jax only runs when
+    JAX itself falls back to Python to compile.
+
+    Args:
+        tracer_provider, meter_provider, logger_provider: OpenTelemetry
+            providers to use. By default the global ones the application
+            configured; when it configured none, a default honouring the
+            standard ``OTEL_*`` variables (OTLP export when
+            ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set).
+        log_output: where the ``jax.compile`` JSON lines go: ``"stderr"``
+            (default), any text stream, or ``None`` for none.
+        log_level: ``"debug"`` also logs JAX's eager op-by-op compiles.
+        prometheus_port: serve a Prometheus scrape endpoint on this port
+            (or set ``OTEL_EXPORTER_PROMETHEUS_PORT``); only with the default
+            meter provider.
+        storm_threshold: recompiles of one function after which one WARNING
+            names it and the causes seen so far.
+        warmup_steps: warm-up ends after this many ``otel_jax.step()`` calls
+            (or at ``otel_jax.mark_warmup_done()``); later compiles are marked
+            ``jax.compile.after_warmup``.
+        on_recompile: what a recompile after warm-up does: ``"log"`` (mark and
+            count it), ``"warn"`` (also a Python warning) or ``"raise"``
+            (``otel_jax.RecompileError`` from the jit call, for CI and canaries).
+    """
+    global _current
+    if on_recompile not in _ON_RECOMPILE:
+        raise ValueError(f"on_recompile must be one of {_ON_RECOMPILE}, not {on_recompile!r}")
+    with _lock:
+        if _current is not None:
+            return _current
+        providers = _providers.resolve(tracer_provider, meter_provider, logger_provider,
+                                       prometheus_port)
+        tracer = trace.get_tracer(_SCOPE, __version__, tracer_provider=providers.tracer_provider)
+        sinks: list[Sink] = [SpanSink(tracer)]
+        sinks.append(MetricsSink(providers.meter_provider.get_meter(_SCOPE, __version__)))
+        json_sink = None
+        if log_output is not None:
+            json_sink = JsonLogSink(None if log_output == "stderr" else log_output,  # type: ignore[arg-type]
+                                    log_level)
+            sinks.append(json_sink)
+        if providers.logger_provider is not None:
+            sinks.append(OtelLogSink(providers.logger_provider.get_logger(_SCOPE, __version__)))
+        ENGINE.storm_threshold = storm_threshold
+        ENGINE.on_recompile = on_recompile
+        ENGINE.configure_warmup(warmup_steps)
+        ENGINE.set_storm_sink(json_sink.storm if json_sink is not None else None)
+        # Spans first: the log sinks need the span ids it writes on the record.
+        for sink in reversed(sinks):
+            ENGINE.add_sink(sink, first=True)
+        _current = Installation(
+            tracer_provider=providers.tracer_provider,
+            meter_provider=providers.meter_provider,
+            logger_provider=providers.logger_provider,
+            prometheus_address=providers.prometheus_address,
+            sinks=sinks,
+            _providers=providers,
+        )
+        return _current
+
+
+def uninstall() -> None:
+    """Remove every hook and listener otel_jax added; JAX is left exactly as it was.
+
+    Providers otel_jax created are flushed (not shut down: the application's
+    own spans may still use them). A no-op when not installed.
+    """
+    global _current
+    with _lock:
+        current, _current = _current, None
+        if current is None:
+            return
+        for sink in current.sinks:
+            ENGINE.remove_sink(sink)
+        ENGINE.set_storm_sink(None)
+        ENGINE.on_recompile = "log"
+        if current._providers is not None:
+            for provider in current._providers.owned:
+                flush = getattr(provider, "force_flush", None)
+                if flush is not None:
+                    try:
+                        flush(2000)
+                    except Exception:  # never let a collector that is down fail uninstall
+                        pass
+            _providers.stop_prometheus(current._providers)
+
+
+def installation() -> Installation | None:
+    """The active installation, if any."""
+    return _current
+

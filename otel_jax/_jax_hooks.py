@@ -1,0 +1,270 @@
+"""Every use of JAX internals lives here, each with a fallback for when it moves.
+
+Public ``jax.monitoring`` tells us *that* a compile happened and how long each
+phase took, but not *which call* caused it. The call's function, arguments and
+jit options are only visible inside ``jax._src.pjit``: the C++ dispatch path
+falls back to Python on a cache miss and calls the module-level
+``_infer_params`` by name. Wrapping that name costs nothing on cache hits (the
+C++ fast path never reaches it). ``_run_python_pjit`` runs right after it in
+the same miss; wrapping it lets us drop the captured arguments as soon as the
+call is over, so we never keep a user's arrays alive.
+
+When these names are missing (a JAX version that moved them), otel_jax still
+emits one span per compile from the monitoring events, with cause ``unknown``
+and an explanation saying that the signature could not be captured.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+# Event names JAX records around compilation (jax/_src/dispatch.py).
+TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
+LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+PHASE_EVENTS = frozenset({TRACE_EVENT, LOWER_EVENT, BACKEND_COMPILE_EVENT})
+CACHE_REQUEST_EVENT = "/jax/compilation_cache/compile_requests_use_cache"
+CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+CACHE_WRITE_EVENT = "/jax/compilation_cache/cache_misses"
+
+
+class Miss(NamedTuple):
+    """What one dispatch-cache miss saw: enough to build a signature later.
+
+    Built on every miss (including the nested ones made while tracing), so it
+    only stores references; the signature is derived from it only when a
+    backend compile really follows.
+    """
+
+    fun: Callable[..., Any]
+    jit_info: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    params: Any  # PjitParams: in_avals, in_tree, arg_names, consts
+    args_flat: Any  # consts + dynamic args, as JAX will pass them
+
+
+_tls = threading.local()
+
+
+def current_miss() -> Miss | None:
+    """The latest miss seen on this thread whose call has not finished yet."""
+    return getattr(_tls, "miss", None)
+
+
+def clear_miss() -> None:
+    _tls.miss = None
+
+
+class _Patch:
+    """A wrapped module attribute that can be removed without clobbering others."""
+
+    def __init__(self, module: Any, name: str, make_wrapper: Callable[[Any], Any]):
+        self.module = module
+        self.name = name
+        self.original = getattr(module, name)
+        self.wrapper = make_wrapper(self.original)
+        self.wrapper.__otel_jax_original__ = self.original  # type: ignore[attr-defined]
+        setattr(module, name, self.wrapper)
+
+    def remove(self) -> None:
+        if getattr(self.module, self.name, None) is self.wrapper:
+            setattr(self.module, self.name, self.original)
+
+
+def _wrap_infer_params(original: Callable[..., Any]) -> Callable[..., Any]:
+    def _infer_params(fun, ji, args, kwargs):  # type: ignore[no-untyped-def]
+        result = original(fun, ji, args, kwargs)
+        # Set on return, so that the nested misses made while tracing `fun`
+        # (every jnp op inside it) are overwritten by the outer call's.
+        try:
+            _tls.miss = Miss(fun, ji, args, kwargs, result[0], result[1])
+        except Exception:  # pragma: no cover - result shape moved
+            _tls.miss = None
+        return result
+
+    return _infer_params
+
+
+def _wrap_run_python_pjit(original: Callable[..., Any]) -> Callable[..., Any]:
+    def _run_python_pjit(*args, **kwargs):  # type: ignore[no-untyped-def]
+        try:
+            return original(*args, **kwargs)
+        finally:
+            # The compile (if any) happened inside; stop referencing the
+            # arguments so that donated or large arrays can be freed.
+            _tls.miss = None
+
+    return _run_python_pjit
+
+
+class Hooks:
+    """JAX listeners and patches owned by one otel_jax engine."""
+
+    def __init__(
+        self,
+        on_time_span: Callable[..., None],
+        on_event: Callable[..., None],
+    ) -> None:
+        self._on_time_span = on_time_span
+        self._on_event = on_event
+        self._patches: list[_Patch] = []
+        self.captures_signatures = False
+
+    def install(self) -> None:
+        from jax._src import monitoring
+
+        monitoring.register_event_time_span_listener(self._on_time_span)
+        monitoring.register_event_listener(self._on_event)
+        self.captures_signatures = self._patch_pjit()
+
+    def _patch_pjit(self) -> bool:
+        try:
+            from jax._src import pjit
+        except Exception:
+            return False
+        if not (
+            callable(getattr(pjit, "_infer_params", None))
+            and callable(getattr(pjit, "_run_python_pjit", None))
+        ):
+            return False
+        self._patches.append(_Patch(pjit, "_infer_params", _wrap_infer_params))
+        self._patches.append(_Patch(pjit, "_run_python_pjit", _wrap_run_python_pjit))
+        return True
+
+    def uninstall(self) -> None:
+        from jax._src import monitoring
+
+        for patch in reversed(self._patches):
+            patch.remove()
+        self._patches.clear()
+        self.captures_signatures = False
+        _unregister(monitoring, "unregister_event_time_span_listener",
+                    "_event_time_span_listeners", self._on_time_span)
+        _unregister(monitoring, "unregister_event_listener",
+                    "_event_listeners", self._on_event)
+        clear_miss()
+
+
+def _unregister(monitoring: Any, fn_name: str, list_name: str, callback: Any) -> None:
+    unregister = getattr(monitoring, fn_name, None)
+    try:
+        if unregister is not None:
+            unregister(callback)
+            return
+    except (AssertionError, ValueError):
+        return  # already gone
+    listeners = getattr(monitoring, list_name, None)
+    if listeners is not None and callback in listeners:
+        listeners.remove(callback)
+
+
+def listener_registered(callback: Any) -> bool:
+    """Whether ``callback`` is still among JAX's monitoring listeners."""
+    from jax._src import monitoring
+
+    return any(
+        callback in getattr(monitoring, name, ())
+        for name in ("_event_time_span_listeners", "_event_listeners",
+                     "_event_duration_secs_listeners", "_scalar_listeners")
+    )
+
+
+def pjit_patched() -> bool:
+    """Whether otel_jax's wrappers are on ``jax._src.pjit`` right now."""
+    from jax._src import pjit
+
+    return any(
+        hasattr(getattr(pjit, name, None), "__otel_jax_original__")
+        for name in ("_infer_params", "_run_python_pjit")
+    )
+
+
+# --- reading facts off JAX objects -------------------------------------------
+
+def trace_context_items() -> tuple[tuple[str, Any], ...]:
+    """The named config values that are part of JAX's tracing cache key."""
+    try:
+        from jax._src import config
+
+        return tuple(zip(config.trace_context_names(), config.trace_context()))
+    except Exception:
+        return ()
+
+
+def is_eager_primitive(fun: Any) -> bool:
+    """A single primitive compiled by JAX for op-by-op (eager) execution."""
+    return bool(getattr(fun, "_apply_primitive", False))
+
+
+def is_committed(arr: Any) -> bool | None:
+    return getattr(arr, "_committed", None)
+
+
+_JIT_OPTION_FIELDS = (
+    ("donate_argnums", "donate_argnums"),
+    ("donate_argnames", "donate_argnames"),
+    ("static_argnums", "static_argnums"),
+    ("static_argnames", "static_argnames"),
+    ("in_shardings", "in_shardings_leaves"),
+    ("out_shardings", "out_shardings_leaves"),
+    ("in_layouts", "in_layouts_leaves"),
+    ("out_layouts", "out_layouts_leaves"),
+    ("device", "device"),
+    ("backend", "backend"),
+    ("keep_unused", "keep_unused"),
+    ("inline", "inline"),
+    ("compiler_options", "compiler_options_kvs"),
+)
+
+
+def jit_options(jit_info: Any) -> tuple[tuple[str, Any], ...]:
+    """The options of one ``jax.jit`` wrapper, by their public names."""
+    return tuple(
+        (public, getattr(jit_info, field, None)) for public, field in _JIT_OPTION_FIELDS
+    )
+
+
+def static_arguments(miss: Miss) -> list[tuple[str, Any]]:
+    """``(name, value)`` of each static argument of the call, in call order."""
+    ji = miss.jit_info
+    names = parameter_names(ji, len(miss.args))
+    out = [(names[i], miss.args[i]) for i in getattr(ji, "static_argnums", ())
+           if 0 <= i < len(miss.args)]
+    out.extend((k, miss.kwargs[k]) for k in getattr(ji, "static_argnames", ())
+               if k in miss.kwargs)
+    return out
+
+
+def parameter_names(jit_info: Any, n_args: int) -> list[str]:
+    """Names of the first ``n_args`` positional parameters (``args[i]`` past them)."""
+    names: list[str] = []
+    sig = getattr(jit_info, "fun_signature", None)
+    if sig is not None:
+        import inspect
+
+        for p in sig.parameters.values():
+            if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                          inspect.Parameter.POSITIONAL_OR_KEYWORD):
+                names.append(p.name)
+    names = names[:n_args]
+    names.extend(f"args[{i}]" for i in range(len(names), n_args))
+    return names
+
+
+def dynamic_positions(miss: Miss) -> list[int]:
+    """Indices into ``miss.args`` of the arguments that are traced (not static)."""
+    static = set(getattr(miss.jit_info, "static_argnums", ()))
+    return [i for i in range(len(miss.args)) if i not in static]
+
+
+def persistent_cache_enabled() -> bool:
+    try:
+        import jax
+
+        return bool(jax.config.jax_compilation_cache_dir) and bool(
+            getattr(jax.config, "jax_enable_compilation_cache", True))
+    except Exception:
+        return False

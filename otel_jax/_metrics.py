@@ -1,0 +1,73 @@
+"""Record -> metrics: compile counts by function and cause, compile durations, cache counters."""
+
+from __future__ import annotations
+
+from opentelemetry.metrics import Meter
+
+from ._record import CompileRecord
+
+# Compile times span 1 ms (a small CPU program) to 10 minutes (a large model on TPU/GPU).
+DURATION_BUCKETS: tuple[float, ...] = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 25.0, 60.0, 120.0, 300.0, 600.0,
+)
+
+
+class MetricsSink:
+    """OpenTelemetry instruments named as SPEC.md fixes them; low-cardinality attributes only."""
+
+    def __init__(self, meter: Meter) -> None:
+        self._compilations = meter.create_counter(
+            "jax.compilations", unit="{compilation}",
+            description="JAX backend (XLA) compilations, by function and cause kind")
+        self._duration = meter.create_histogram(
+            "jax.compile.duration", unit="s",
+            description="Wall time of one JAX compilation: trace, lower and backend compile",
+            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
+        self._after_warmup = meter.create_counter(
+            "jax.compilations.after_warmup", unit="{compilation}",
+            description="Compilations that happened after warm-up was declared done")
+        self._cache_requests = meter.create_counter(
+            "jax.persistent_cache.requests", unit="{request}",
+            description="Compilations that looked up the persistent compilation cache")
+        self._cache_hits = meter.create_counter(
+            "jax.persistent_cache.hits", unit="{hit}",
+            description="Compilations served from the persistent compilation cache")
+        self._cache_misses = meter.create_counter(
+            "jax.persistent_cache.misses", unit="{miss}",
+            description="Persistent-cache lookups that had to compile")
+        self._cache_writes = meter.create_counter(
+            "jax.persistent_cache.writes", unit="{entry}",
+            description="Entries JAX wrote to the persistent compilation cache")
+        self._cache_not_written = meter.create_counter(
+            "jax.persistent_cache.not_written", unit="{entry}",
+            description="Misses whose result JAX did not write to the persistent cache "
+                        "(too fast to be worth caching, or the write failed)")
+
+    def __call__(self, record: CompileRecord) -> None:
+        name = record.function.qualname
+        recompile = record.is_recompile
+        self._compilations.add(1, {
+            "code.function.name": name,
+            "jax.compile.cause.kind": record.cause_kind,
+            "jax.compile.is_recompile": recompile,
+        })
+        self._duration.record(record.compile_s, {
+            "code.function.name": name,
+            "jax.compile.is_recompile": recompile,
+        })
+        if record.after_warmup:
+            self._after_warmup.add(1, {
+                "code.function.name": name,
+                "jax.compile.cause.kind": record.cause_kind,
+            })
+        if record.persistent_cache_hit is not None:
+            self._cache_requests.add(1)
+            if record.persistent_cache_hit:
+                self._cache_hits.add(1)
+            else:
+                self._cache_misses.add(1)
+                if record.persistent_cache_written:
+                    self._cache_writes.add(1)
+                else:
+                    self._cache_not_written.add(1)

@@ -1,0 +1,831 @@
+"""``otel-jax report``: summarise otel_jax's JSON compile logs per function.
+
+otel_jax writes one structlog JSON object per line; every JAX compilation is a
+line whose ``"event"`` is ``"jax.compile"``.  This module reads such a log (a
+file, a ``.gz`` file, or stdin) and prints, per jitted function, how many
+compiles and recompiles happened, how many seconds they cost, and *why* the
+recompiles happened (cause kind, the most frequent argument diff, the hint).
+Rows are sorted by compile time lost, so the function worth fixing first is at
+the top.
+
+Usage::
+
+    otel-jax report app.log                 # readable table
+    otel-jax report --format json app.log   # list of per-function objects
+    otel-jax report --format markdown -     # GitHub table, log on stdin
+    python -m otel_jax._report report app.log.gz --top 5 --function train_step
+
+Design constraints, and how they are met:
+
+* **Streaming, bounded memory.**  Logs of long training runs reach gigabytes,
+  so nothing here grows with the number of lines.  Lines are read one at a
+  time (each capped at :data:`MAX_LINE_BYTES`).  Per function we keep plain
+  counters, a bounded p95 estimator (:class:`_Quantiles`) and, per recompile
+  cause, a bounded "most frequent diff" counter (:class:`_TopK`, the
+  space-saving algorithm).  The number of rows is capped too: functions beyond
+  ``--max-functions`` (default 10,000) are merged into one ``(other)`` row, and
+  causes beyond :data:`MAX_CAUSES_PER_FUNCTION` into an ``(other)`` cause.
+  Memory therefore depends on the number of distinct functions, never on the
+  length of the log.
+* **Tolerant input.**  Lines that are not JSON, not objects, or not
+  ``jax.compile`` events are skipped and counted (the count goes to stderr);
+  missing or mistyped fields fall back to sensible defaults.
+* **Fast import.**  Standard library only; importing this module must not pull
+  in jax or opentelemetry, because the command runs on machines (CI, laptops)
+  where only the log is available.
+
+Log fields read from each ``jax.compile`` line (all optional except
+``event``): ``function``, ``file``, ``line``, ``is_recompile``, ``count``,
+``eager_op``, ``persistent_cache_hit``, ``after_warmup``, ``cause_kind``,
+``cause``, ``diff`` (list of ``{path, kind, before, after}``),
+``diff_total``, ``hint``, ``compile_s``, ``trace_s``, ``lower_s``,
+``backend_compile_s``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from typing import IO, Any, Iterable, Sequence
+
+__all__ = ["Report", "main", "render", "summarize"]
+
+#: The ``event`` value that marks a compile line.
+COMPILE_EVENT = "jax.compile"
+#: Cheap substring test done before ``json.loads``: most lines of a mixed log
+#: are other events, and a substring search is far cheaper than parsing.
+_COMPILE_MARKER = b'"jax.compile"'
+
+#: Longest line considered; longer lines are skipped (and counted) without
+#: ever being held in memory whole, so a corrupt log cannot exhaust memory.
+MAX_LINE_BYTES = 1 << 20
+#: Default cap on distinct rows; later functions are merged into ``(other)``.
+DEFAULT_MAX_FUNCTIONS = 10_000
+#: Cap on distinct recompile causes per function (real logs have a handful).
+MAX_CAUSES_PER_FUNCTION = 32
+#: Distinct diffs tracked per cause by the space-saving counter.
+TOP_K_DIFFS = 32
+#: Exact compile times kept per function before switching to the histogram.
+EXACT_SAMPLES = 256
+#: Length caps for strings kept from the log (bounds memory per entry).
+_MAX_NAME = 200
+_MAX_FILE = 400
+_MAX_DIFF = 240
+_MAX_HINT = 400
+_MAX_DIFF_ENTRIES = 4
+
+FIRST_COMPILE = "first_compile"
+EAGER_ROW = "(eager ops)"
+OTHER_ROW = "(other)"
+UNKNOWN_FUNCTION = "(unknown)"
+UNKNOWN_CAUSE = "unknown"
+
+
+# --------------------------------------------------------------------------
+# Bounded estimators
+# --------------------------------------------------------------------------
+
+#: Histogram range and resolution for compile seconds.  100 log-spaced buckets
+#: per decade from 1e-4 s to 1e4 s (800 buckets) means adjacent bucket edges
+#: differ by a factor 10**0.01 = 1.0233; reporting a bucket's geometric middle
+#: is within sqrt(1.0233) - 1 = 1.16 % of any value in it.
+_HIST_MIN = 1e-4
+_HIST_MAX = 1e4
+_BUCKETS_PER_DECADE = 100
+_LOG_MIN = math.log10(_HIST_MIN)
+_N_BUCKETS = int(round((math.log10(_HIST_MAX) - _LOG_MIN) * _BUCKETS_PER_DECADE))
+
+
+class _Quantiles:
+    """Bounded-memory estimator of a nearest-rank quantile of compile times.
+
+    The first :data:`EXACT_SAMPLES` values are kept verbatim, so small logs get
+    exact answers.  Every value is also counted in a sparse log-scale histogram
+    (at most ``_N_BUCKETS + 2`` entries); once the exact list overflows it is
+    dropped and the quantile comes from the histogram: the geometric middle of
+    the bucket holding the nearest-rank value, clamped to the observed
+    ``[min, max]``.  The error is then at most 1.16 % relative for values in
+    1e-4 s .. 1e4 s; values outside that range fall into an under/overflow
+    bucket and are reported as the observed min/max.
+    """
+
+    __slots__ = ("n", "min", "max", "samples", "buckets")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.min = math.inf
+        self.max = -math.inf
+        self.samples: list[float] | None = []
+        self.buckets: dict[int, int] = {}
+
+    def add(self, x: float) -> None:
+        """Record one compile time in seconds (finite and >= 0)."""
+        self.n += 1
+        if x < self.min:
+            self.min = x
+        if x > self.max:
+            self.max = x
+        samples = self.samples
+        if samples is not None:
+            if len(samples) < EXACT_SAMPLES:
+                samples.append(x)
+            else:
+                self.samples = None
+        if x < _HIST_MIN:
+            b = -1
+        elif x >= _HIST_MAX:
+            b = _N_BUCKETS
+        else:
+            b = int((math.log10(x) - _LOG_MIN) * _BUCKETS_PER_DECADE)
+            if b >= _N_BUCKETS:  # float rounding just below _HIST_MAX
+                b = _N_BUCKETS - 1
+        buckets = self.buckets
+        buckets[b] = buckets.get(b, 0) + 1
+
+    def merge(self, other: _Quantiles) -> None:
+        """Fold ``other`` into this estimator (used for the ``(other)`` row)."""
+        if other.n == 0:
+            return
+        self.n += other.n
+        self.min = min(self.min, other.min)
+        self.max = max(self.max, other.max)
+        if self.samples is not None and other.samples is not None and (
+            len(self.samples) + len(other.samples) <= EXACT_SAMPLES
+        ):
+            self.samples.extend(other.samples)
+        else:
+            self.samples = None
+        for b, c in other.buckets.items():
+            self.buckets[b] = self.buckets.get(b, 0) + c
+
+    def quantile(self, q: float) -> float | None:
+        """Nearest-rank ``q`` quantile: the smallest recorded value with at
+        least ``ceil(q * n)`` values <= it.  ``None`` when nothing was
+        recorded."""
+        if self.n == 0:
+            return None
+        rank = max(1, math.ceil(q * self.n - 1e-9))
+        if self.samples is not None:
+            return sorted(self.samples)[rank - 1]
+        if rank >= self.n:
+            return self.max
+        seen = 0
+        for b in sorted(self.buckets):
+            seen += self.buckets[b]
+            if seen >= rank:
+                if b < 0:
+                    return self.min
+                if b >= _N_BUCKETS:
+                    return self.max
+                mid = 10 ** (_LOG_MIN + (b + 0.5) / _BUCKETS_PER_DECADE)
+                return min(max(mid, self.min), self.max)
+        return self.max  # unreachable: bucket counts sum to n
+
+
+class _TopK:
+    """Most frequent keys in a stream, in bounded memory (space-saving).
+
+    Keeps at most ``k`` keys.  A new key arriving when full replaces the key
+    with the smallest count and inherits that count + 1 (Metwally et al.,
+    2005).  Any key occurring more than ``n / k`` times is guaranteed to be
+    kept, and counts are exact as long as no more than ``k`` distinct keys were
+    seen; otherwise a count may over-estimate by at most the count it
+    inherited.  Each key also remembers the first non-empty hint seen with it.
+    """
+
+    __slots__ = ("k", "items")
+
+    def __init__(self, k: int = TOP_K_DIFFS) -> None:
+        self.k = k
+        # key -> [count, hint]
+        self.items: dict[str, list[Any]] = {}
+
+    def add(self, key: str, hint: str | None, n: int = 1) -> None:
+        """Count ``n`` occurrences of ``key``."""
+        items = self.items
+        entry = items.get(key)
+        if entry is not None:
+            entry[0] += n
+            if hint and not entry[1]:
+                entry[1] = hint
+            return
+        if len(items) < self.k:
+            items[key] = [n, hint]
+            return
+        victim = min(items, key=lambda k: (items[k][0], k))
+        floor = items.pop(victim)[0]
+        items[key] = [floor + n, hint]
+
+    def merge(self, other: _TopK) -> None:
+        """Fold ``other``'s counts into this counter."""
+        for key, (count, hint) in other.items.items():
+            self.add(key, hint, count)
+
+    def top(self) -> tuple[str, int, str | None] | None:
+        """``(key, count, hint)`` of the most frequent key; ties go to the
+        alphabetically first key so output does not depend on line order."""
+        if not self.items:
+            return None
+        key = min(self.items, key=lambda k: (-self.items[k][0], k))
+        count, hint = self.items[key]
+        return key, count, hint
+
+
+# --------------------------------------------------------------------------
+# Aggregation
+# --------------------------------------------------------------------------
+
+
+class _Cause:
+    """Counters for one recompile cause kind of one function."""
+
+    __slots__ = ("count", "seconds", "diffs")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seconds = 0.0
+        self.diffs = _TopK()
+
+    def merge(self, other: _Cause) -> None:
+        self.count += other.count
+        self.seconds += other.seconds
+        self.diffs.merge(other.diffs)
+
+
+class _Row:
+    """Everything kept for one output row (a function or an aggregate)."""
+
+    __slots__ = (
+        "function", "file", "line", "row_kind", "compiles", "recompiles",
+        "after_warmup", "cache_hits", "total_s", "recompile_s", "trace_s",
+        "lower_s", "backend_s", "times", "causes",
+    )
+
+    def __init__(self, function: str, file: str | None, line: int | None,
+                 row_kind: str) -> None:
+        self.function = function
+        self.file = file
+        self.line = line
+        self.row_kind = row_kind
+        self.compiles = 0
+        self.recompiles = 0
+        self.after_warmup = 0
+        self.cache_hits = 0
+        self.total_s = 0.0
+        self.recompile_s = 0.0
+        self.trace_s = 0.0
+        self.lower_s = 0.0
+        self.backend_s = 0.0
+        self.times = _Quantiles()
+        self.causes: dict[str, _Cause] = {}
+
+    def cause(self, kind: str) -> _Cause:
+        """The counters for ``kind``, merging overflow kinds into ``(other)``."""
+        causes = self.causes
+        c = causes.get(kind)
+        if c is None:
+            if len(causes) >= MAX_CAUSES_PER_FUNCTION:
+                kind = OTHER_ROW
+                c = causes.get(kind)
+            if c is None:
+                c = causes[kind] = _Cause()
+        return c
+
+    def merge(self, other: _Row) -> None:
+        """Fold ``other`` into this row (functions past the row cap)."""
+        self.compiles += other.compiles
+        self.recompiles += other.recompiles
+        self.after_warmup += other.after_warmup
+        self.cache_hits += other.cache_hits
+        self.total_s += other.total_s
+        self.recompile_s += other.recompile_s
+        self.trace_s += other.trace_s
+        self.lower_s += other.lower_s
+        self.backend_s += other.backend_s
+        self.times.merge(other.times)
+        for kind, c in other.causes.items():
+            self.cause(kind).merge(c)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON shape of one row (see :func:`summarize`)."""
+        causes = []
+        for kind, c in self.causes.items():
+            top = c.diffs.top()
+            causes.append({
+                "cause": kind,
+                "count": c.count,
+                "seconds": _round(c.seconds),
+                "top_diff": top[0] if top else None,
+                "top_diff_count": top[1] if top else 0,
+                "hint": top[2] if top else None,
+            })
+        causes.sort(key=lambda d: (-d["count"], -d["seconds"], d["cause"]))
+        return {
+            "function": self.function,
+            "file": self.file,
+            "line": self.line,
+            "row_kind": self.row_kind,
+            "compiles": self.compiles,
+            "first_compiles": self.compiles - self.recompiles,
+            "recompiles": self.recompiles,
+            "recompiles_after_warmup": self.after_warmup,
+            "persistent_cache_hits": self.cache_hits,
+            "total_s": _round(self.total_s),
+            "recompile_s": _round(self.recompile_s),
+            "p95_s": _round(self.times.quantile(0.95)),
+            "max_s": _round(self.times.max if self.times.n else None),
+            "trace_s": _round(self.trace_s),
+            "lower_s": _round(self.lower_s),
+            "backend_compile_s": _round(self.backend_s),
+            "causes": causes,
+        }
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 6)
+
+
+def _seconds(v: Any) -> float | None:
+    """A usable duration from a log field: a finite, non-negative number.
+    (``json.loads`` accepts ``NaN``/``Infinity`` and bools are ints; both are
+    rejected.)"""
+    if type(v) is float or type(v) is int:
+        if v >= 0 and v != math.inf:  # NaN fails ``v >= 0``
+            return float(v)
+    return None
+
+
+def _text(v: Any, limit: int) -> str | None:
+    """A non-empty string field, truncated to ``limit`` characters."""
+    if v is None or v == "":
+        return None
+    s = v if isinstance(v, str) else str(v)
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def render_diff(diff: Any, total: Any = None) -> str | None:
+    """Render otel_jax's ``diff`` field compactly, e.g.
+    ``batch['x']: f32[32,8] -> f32[17,8]``; several entries are joined with
+    ``"; "`` and the rest counted as ``+N more`` (``total`` is the log's
+    ``diff_total``, the count before otel_jax capped the list).  Returns
+    ``None`` when there is nothing usable, so the caller can fall back to the
+    ``cause`` string."""
+    if not isinstance(diff, list) or not diff:
+        return None
+    n = total if type(total) is int and total > len(diff) else len(diff)
+    parts = []
+    for entry in diff[:_MAX_DIFF_ENTRIES]:
+        if isinstance(entry, dict):
+            path = entry.get("path")
+            before, after = entry.get("before"), entry.get("after")
+            if before is not None or after is not None:
+                change = f"{before} -> {after}"
+            else:
+                change = str(entry.get("kind") or "changed")
+            parts.append(f"{path}: {change}" if path not in (None, "") else change)
+        else:
+            parts.append(str(entry))
+    shown = min(len(diff), _MAX_DIFF_ENTRIES)
+    if n > shown:
+        parts.append(f"+{n - shown} more")
+    return _text("; ".join(parts), _MAX_DIFF)
+
+
+class Report:
+    """Streaming aggregator of ``jax.compile`` events.
+
+    Feed lines with :meth:`feed_lines` (or parsed events with :meth:`add`),
+    then call :meth:`rows`.  Memory is bounded by ``max_functions`` rows.
+    """
+
+    def __init__(self, *, include_eager: bool = False,
+                 functions: Iterable[str] | None = None,
+                 max_functions: int = DEFAULT_MAX_FUNCTIONS) -> None:
+        """
+        :param include_eager: show eager-op compiles as their own rows instead
+            of one ``(eager ops)`` row.
+        :param functions: keep only events of these function names (the name
+            ``(eager ops)`` selects all eager-op compiles).
+        :param max_functions: row cap; later functions go to ``(other)``.
+        """
+        self.include_eager = include_eager
+        self.functions = frozenset(functions) if functions else None
+        self.max_functions = max(1, max_functions)
+        self.events = 0
+        self.skipped = 0  # lines that are not jax.compile JSON objects
+        self.filtered = 0  # compile events dropped by ``functions``
+        self._rows: dict[tuple[str, str | None, int | None, bool], _Row] = {}
+        self._eager: _Row | None = None
+        self._other: _Row | None = None
+
+    # -- input -------------------------------------------------------------
+
+    def feed_lines(self, stream: IO[bytes]) -> None:
+        """Consume a binary stream of log lines, one JSON object per line.
+
+        Reads with ``readline(MAX_LINE_BYTES)`` so even a corrupt log with a
+        gigantic line is processed in bounded memory.
+        """
+        readline = stream.readline
+        loads = json.loads
+        marker = _COMPILE_MARKER
+        limit = MAX_LINE_BYTES
+        add = self.add
+        skipped = 0
+        while True:
+            line = readline(limit)
+            if not line:
+                break
+            if len(line) >= limit and not line.endswith(b"\n"):
+                # Over-long line: drain the rest of it chunk by chunk.
+                while True:
+                    rest = readline(limit)
+                    if not rest or rest.endswith(b"\n"):
+                        break
+                skipped += 1
+                continue
+            if marker not in line:
+                if line.strip():
+                    skipped += 1
+                continue
+            try:
+                event = loads(line)
+            except (ValueError, RecursionError):  # bad JSON/UTF-8, deep nesting
+                skipped += 1
+                continue
+            if type(event) is not dict or event.get("event") != COMPILE_EVENT:
+                skipped += 1
+                continue
+            add(event)
+        self.skipped += skipped
+
+    def add(self, ev: dict[str, Any]) -> None:
+        """Aggregate one parsed ``jax.compile`` event."""
+        function = ev.get("function")
+        if type(function) is not str or not function:
+            function = _text(function, _MAX_NAME) or UNKNOWN_FUNCTION
+        elif len(function) > _MAX_NAME:
+            function = _text(function, _MAX_NAME)
+        eager = ev.get("eager_op") is True
+        if self.functions is not None and function not in self.functions and not (
+            eager and EAGER_ROW in self.functions
+        ):
+            self.filtered += 1
+            return
+        self.events += 1
+
+        row = self._row_for(ev, function, eager)
+
+        # Recompile: trust ``is_recompile``; else ``count > 1`` unless the
+        # persistent cache served it (otel_jax's own definition); else any
+        # cause other than first_compile.
+        cause_kind = ev.get("cause_kind")
+        rec = ev.get("is_recompile")
+        if type(rec) is not bool:
+            count = ev.get("count")
+            if type(count) is int:
+                rec = count > 1 and ev.get("persistent_cache_hit") is not True
+            else:
+                rec = isinstance(cause_kind, str) and cause_kind not in ("", FIRST_COMPILE)
+
+        secs = _seconds(ev.get("compile_s"))
+        trace = _seconds(ev.get("trace_s"))
+        lower = _seconds(ev.get("lower_s"))
+        backend = _seconds(ev.get("backend_compile_s"))
+        if secs is None and (trace is not None or lower is not None or backend is not None):
+            secs = (trace or 0.0) + (lower or 0.0) + (backend or 0.0)
+
+        row.compiles += 1
+        if secs is not None:
+            row.total_s += secs
+            row.times.add(secs)
+        if trace is not None:
+            row.trace_s += trace
+        if lower is not None:
+            row.lower_s += lower
+        if backend is not None:
+            row.backend_s += backend
+        if ev.get("persistent_cache_hit") is True:
+            row.cache_hits += 1
+        if not rec:
+            return
+
+        row.recompiles += 1
+        if secs is not None:
+            row.recompile_s += secs
+        if ev.get("after_warmup") is True:
+            row.after_warmup += 1
+        if type(cause_kind) is not str or not cause_kind:
+            cause_kind = UNKNOWN_CAUSE
+        elif len(cause_kind) > _MAX_NAME:
+            cause_kind = _text(cause_kind, _MAX_NAME)
+        c = row.cause(cause_kind)
+        c.count += 1
+        if secs is not None:
+            c.seconds += secs
+        key = (render_diff(ev.get("diff"), ev.get("diff_total"))
+               or _text(ev.get("cause"), _MAX_DIFF))
+        if key is not None:
+            c.diffs.add(key, _text(ev.get("hint"), _MAX_HINT))
+
+    def _row_for(self, ev: dict[str, Any], function: str, eager: bool) -> _Row:
+        if eager and not self.include_eager:
+            if self._eager is None:
+                self._eager = _Row(EAGER_ROW, None, None, "eager_ops")
+            return self._eager
+        file = ev.get("file")
+        file = _text(file, _MAX_FILE) if file is not None else None
+        line = ev.get("line")
+        if type(line) is not int:
+            line = None
+        key = (function, file, line, eager)
+        row = self._rows.get(key)
+        if row is None:
+            if len(self._rows) >= self.max_functions:
+                if self._other is None:
+                    self._other = _Row(OTHER_ROW, None, None, "other")
+                return self._other
+            row = self._rows[key] = _Row(function, file, line,
+                                         "eager_op" if eager else "function")
+        return row
+
+    # -- output ------------------------------------------------------------
+
+    def rows(self, top: int | None = None) -> list[dict[str, Any]]:
+        """Per-function summaries, most compile seconds first.
+
+        ``top`` keeps the first N function rows; the aggregate rows
+        ``(other)`` and ``(eager ops)`` are always appended last, in that
+        order, when they have events.
+        """
+        rows = sorted(
+            self._rows.values(),
+            key=lambda r: (-r.total_s, -r.recompile_s, -r.compiles,
+                           r.function, r.file or "", -1 if r.line is None else r.line),
+        )
+        if top is not None:
+            rows = rows[:top]
+        out = [r.to_dict() for r in rows]
+        for agg in (self._other, self._eager):
+            if agg is not None and agg.compiles:
+                out.append(agg.to_dict())
+        return out
+
+
+def summarize(stream: IO[bytes], **kwargs: Any) -> tuple[list[dict[str, Any]], Report]:
+    """Aggregate a binary log stream and return ``(rows, report)``.
+
+    Each row is a dict (``row_kind`` is ``function``, ``eager_op`` with
+    ``include_eager``, or the aggregates ``other`` / ``eager_ops``) with the
+    stable keys ``function, file, line, row_kind,
+    compiles, first_compiles, recompiles, recompiles_after_warmup,
+    persistent_cache_hits, total_s, recompile_s, p95_s, max_s, trace_s,
+    lower_s, backend_compile_s, causes``; each cause has ``cause, count,
+    seconds, top_diff, top_diff_count, hint``.  ``kwargs`` go to
+    :class:`Report` except ``top``, which goes to :meth:`Report.rows`.
+    """
+    top = kwargs.pop("top", None)
+    report = Report(**kwargs)
+    report.feed_lines(stream)
+    return report.rows(top), report
+
+
+# --------------------------------------------------------------------------
+# Rendering
+# --------------------------------------------------------------------------
+
+_COLUMNS = ("FUNCTION", "LOCATION", "COMPILES", "RECOMPILES", "TOTAL_S",
+            "P95_S", "RECOMPILE_S")
+
+
+def _location(row: dict[str, Any]) -> str:
+    if not row["file"]:
+        return ""
+    base = os.path.basename(row["file"]) or row["file"]
+    return f"{base}:{row['line']}" if row["line"] is not None else base
+
+
+def _fmt_s(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _cells(row: dict[str, Any]) -> list[str]:
+    return [row["function"], _location(row), str(row["compiles"]),
+            str(row["recompiles"]), _fmt_s(row["total_s"]), _fmt_s(row["p95_s"]),
+            _fmt_s(row["recompile_s"])]
+
+
+def _clip(s: str, width: int | None) -> str:
+    if width is None or len(s) <= width:
+        return s
+    return s[: max(0, width - 3)] + "..."
+
+
+def render_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> str:
+    """Aligned plain-text table; each recompile cause is listed under its
+    function with its most frequent diff and hint.  ``width`` (terminal
+    columns) shortens long function names and clips the cause/hint lines;
+    ``None`` keeps everything whole (pipes, files)."""
+    if not rows:
+        return "no jax.compile events\n"
+    table = [list(_COLUMNS)] + [_cells(r) for r in rows]
+    if width is not None:  # keep names from pushing the numbers off-screen
+        name_cap = max(12, width - 70)
+        for cells in table[1:]:
+            cells[0] = _clip(cells[0], name_cap)
+            cells[1] = _clip(cells[1], 30)
+    widths = [max(len(cells[i]) for cells in table) for i in range(len(_COLUMNS))]
+
+    def line(cells: list[str]) -> str:
+        left = [c.ljust(w) for c, w in zip(cells[:2], widths[:2])]
+        right = [c.rjust(w) for c, w in zip(cells[2:], widths[2:])]
+        return "  ".join(left + right).rstrip()
+
+    out = [line(table[0])]
+    for row, cells in zip(rows, table[1:]):
+        out.append(line(cells))  # numbers are never clipped
+        for c in row["causes"]:
+            detail = f"  - {c['cause']} x{c['count']} ({_fmt_s(c['seconds'])} s)"
+            if c["top_diff"]:
+                detail += f": {c['top_diff']}"
+                if c["top_diff_count"] != c["count"]:
+                    detail += f" (x{c['top_diff_count']})"
+            out.append(_clip(detail, width))
+            if c["hint"]:
+                out.append(_clip(f"      hint: {c['hint']}", width))
+    return "\n".join(out) + "\n"
+
+
+def _md(s: str) -> str:
+    """Escape text for a GitHub table cell."""
+    return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _md_code(s: str) -> str:
+    if "`" in s:
+        return _md(s)
+    return f"`{_md(s)}`"
+
+
+def render_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """A GitHub-flavoured Markdown table, one row per function; recompile
+    causes (with most frequent diff and hint) share the last cell."""
+    header = ["Function", "Location", "Compiles", "Recompiles", "Total s",
+              "p95 s", "Recompile s", "Recompile causes"]
+    out = ["| " + " | ".join(header) + " |",
+           "| " + " | ".join(["---", "---"] + ["---:"] * 5 + ["---"]) + " |"]
+    for row in rows:
+        causes = []
+        for c in row["causes"]:
+            text = f"**{_md(c['cause'])}** ×{c['count']} ({_fmt_s(c['seconds'])} s)"
+            if c["top_diff"]:
+                text += f": {_md_code(c['top_diff'])}"
+            if c["hint"]:
+                text += f" — {_md(c['hint'])}"
+            causes.append(text)
+        cells = [_md(x) for x in _cells(row)] + ["<br>".join(causes)]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def render(rows: Sequence[dict[str, Any]], fmt: str, width: int | None = None) -> str:
+    """Render ``rows`` as ``table``, ``json`` or ``markdown`` text."""
+    if fmt == "json":
+        return json.dumps(list(rows), indent=2, ensure_ascii=False) + "\n"
+    if fmt == "markdown":
+        return render_markdown(rows)
+    return render_table(rows, width)
+
+
+# --------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1: {n}")
+    return n
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="otel-jax",
+        description="Tools for otel_jax's JSON compile logs.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    rep = sub.add_parser(
+        "report",
+        help="summarise jax.compile log lines per function",
+        description=(
+            "Summarise otel_jax JSON log lines (one object per line) per "
+            "function: compiles, recompiles, compile seconds, p95, seconds "
+            "lost to recompiles, and recompile causes with their most "
+            "frequent diff and hint. Rows are sorted by total compile "
+            "seconds. Reads in a streaming way; memory does not grow with "
+            "the log's length."
+        ),
+    )
+    rep.add_argument("file", nargs="?", default="-",
+                     help="log file ('.gz' is decompressed); '-' or omitted reads stdin")
+    rep.add_argument("--format", choices=("table", "json", "markdown"), default="table",
+                     help="output format (default: table)")
+    rep.add_argument("--top", type=_positive_int, metavar="N",
+                     help="show only the N functions with the most compile seconds "
+                          "(the (other)/(eager ops) aggregate rows are still shown)")
+    rep.add_argument("--function", action="append", metavar="NAME", dest="functions",
+                     help="only this function (repeatable); '(eager ops)' selects "
+                          "eager-op compiles")
+    rep.add_argument("--include-eager", action="store_true",
+                     help="list eager-op compiles per op instead of one "
+                          "'(eager ops)' row")
+    rep.add_argument("--max-functions", type=_positive_int, default=DEFAULT_MAX_FUNCTIONS,
+                     metavar="N",
+                     help="distinct rows kept before merging the rest into '(other)' "
+                          f"(default: {DEFAULT_MAX_FUNCTIONS})")
+    return parser
+
+
+def _open(path: str) -> IO[bytes]:
+    if path.endswith(".gz"):
+        import gzip
+
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return open(path, "rb")
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    report = Report(include_eager=args.include_eager, functions=args.functions,
+                    max_functions=args.max_functions)
+    if args.file == "-":
+        if sys.stdin is None:
+            print("otel-jax report: no stdin to read", file=sys.stderr)
+            return 1
+        if sys.stdin.isatty():
+            print("otel-jax report: reading the log from stdin (Ctrl-D ends)",
+                  file=sys.stderr)
+        report.feed_lines(sys.stdin.buffer)
+    else:
+        try:
+            stream = _open(args.file)
+        except OSError as exc:
+            print(f"otel-jax report: cannot open {args.file}: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return 1
+        try:
+            with stream:
+                report.feed_lines(stream)
+        except (OSError, EOFError) as exc:  # e.g. a truncated .gz file
+            print(f"otel-jax report: error reading {args.file}: {exc}", file=sys.stderr)
+            return 1
+
+    rows = report.rows(args.top)
+    width = None
+    if args.format == "table" and sys.stdout.isatty():
+        import shutil
+
+        width = shutil.get_terminal_size().columns
+    sys.stdout.write(render(rows, args.format, width))
+    sys.stdout.flush()
+
+    note = f"otel-jax report: {report.events} jax.compile events"
+    if report.filtered:
+        note += f", {report.filtered} filtered out by --function"
+    if report.skipped:
+        note += f"; skipped {report.skipped} lines that are not jax.compile JSON events"
+    print(note, file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``otel-jax`` console command; returns the exit
+    status (0 ok, 1 unreadable input, 2 usage error)."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits on --help and on usage errors
+        return exc.code if isinstance(exc.code, int) else 2
+    try:
+        return _run_report(args)
+    except BrokenPipeError:
+        # Output piped into e.g. ``head``: stop quietly, like other CLI tools.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""The signature a compile saw: everything that is part of JAX's cache key, as plain data.
+
+A signature is built only when a backend compile really happens, from the
+references the dispatch-cache miss left (see ``_jax_hooks.Miss``). It keeps no
+array and no argument value: abstract types, placements, static-argument
+reprs and hashes, and a weak reference to the function object.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _jax_hooks
+from ._text import safe_repr, type_name
+
+_MAX_CACHED_STRINGS = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class StaticArg:
+    """A static argument as JAX's cache compares it: by hash and equality."""
+
+    name: str
+    type: str
+    repr: str
+    hash: int | None
+    identity_hashed: bool
+    ref: Any = field(default=None, compare=False)  # weakref to the object, or None
+    obj_id: int = field(default=0, compare=False)
+
+    def same_object_as(self, other: StaticArg) -> bool | None:
+        """For identity-hashed statics: were both the same object? ``None`` if unknown."""
+        if self.ref is not None and other.ref is not None:
+            mine = self.ref()
+            return mine is not None and mine is other.ref()
+        if self.ref is not None and self.ref() is None:
+            return False
+        return self.obj_id == other.obj_id if self.obj_id and other.obj_id else None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Signature:
+    """What one compilation of a function saw.
+
+    ``paths``, ``types`` and ``placements`` are parallel, one entry per array
+    leaf of the traced arguments, in JAX's flattening order.
+    """
+
+    function_ref: Any  # weakref to the function object, or None
+    function_id: int
+    options: tuple[tuple[str, str], ...]
+    context: tuple[tuple[str, Any], ...]
+    treedef: Any
+    avals: tuple[Any, ...]
+    top_names: tuple[str, ...]  # names of the positional args in ``treedef``
+    paths: tuple[str, ...]
+    types: tuple[str, ...]
+    placements: tuple[str, ...]
+    statics: tuple[StaticArg, ...]
+    captured: bool = True  # False: built without a miss (fallback)
+    leaves_hash: int = 0
+
+    @property
+    def num_leaves(self) -> int:
+        return len(self.types)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data for ``compile_history``: what a person reads."""
+        return {
+            "arguments": {p: {"type": t, "placement": pl}
+                          for p, t, pl in zip(self.paths, self.types, self.placements)},
+            "static_arguments": {s.name: s.repr + (" (hashed by identity)"
+                                                   if s.identity_hashed else "")
+                                 for s in self.statics},
+            "pytree_structure": safe_repr(self.treedef, 400),
+            "jit_options": {k: v for k, v in self.options if v not in ("()", "None", "False")},
+        }
+
+
+def _weak(obj: Any) -> Any:
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return None
+
+
+_type_strings: dict[Any, str] = {}
+_placement_strings: dict[Any, str] = {}
+
+
+def _remember(cache: dict[Any, str], key: Any, value: str) -> str:
+    if len(cache) >= _MAX_CACHED_STRINGS:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
+def aval_text(aval: Any) -> str:
+    """``f32[3]``, ``i32[] (weak)``, ``f32[8@data,4]`` (the sharding is part of the type)."""
+    try:
+        cached = _type_strings.get(aval)
+    except TypeError:  # unhashable abstract value
+        cached = None
+    if cached is not None:
+        return cached
+    try:
+        text = aval.str_short(short_dtypes=True)
+    except Exception:
+        text = safe_repr(aval)
+    if getattr(aval, "weak_type", False):
+        text += " (weak)"
+    try:
+        return _remember(_type_strings, aval, text)
+    except TypeError:
+        return text
+
+
+def _device_text(device: Any) -> str:
+    return f"{getattr(device, 'platform', '?')}:{getattr(device, 'id', '?')}"
+
+
+def placement_text(value: Any) -> str:
+    """Where an argument lives, as far as it affects compilation.
+
+    Uncommitted arrays (and host values) may be moved by JAX, so their device
+    is not part of the key; committed ones pin the computation to theirs.
+    """
+    sharding = getattr(value, "sharding", None)
+    if sharding is None:
+        return "uncommitted"
+    committed = _jax_hooks.is_committed(value)
+    key = (sharding, committed)
+    try:
+        cached = _placement_strings.get(key)
+    except TypeError:
+        cached, key = None, None
+    if cached is not None:
+        return cached
+    try:
+        devices = sharding.device_set
+        if len(devices) == 1:
+            text = (f"committed {_device_text(next(iter(devices)))}"
+                    if committed else "uncommitted")
+        else:
+            mesh = getattr(sharding, "mesh", None)
+            spec = getattr(sharding, "spec", None)
+            if mesh is not None and spec is not None:
+                axes = ",".join(f"{n}={s}" for n, s in dict(mesh.shape).items())
+                text = f"sharded {spec} over mesh({axes})"
+            else:
+                text = f"sharded {safe_repr(sharding, 80)}"
+            if not committed:
+                text += " uncommitted"
+    except Exception:
+        text = f"sharded {safe_repr(sharding, 80)}"
+    return _remember(_placement_strings, key, text) if key is not None else text
+
+
+def _static_arg(name: str, value: Any) -> StaticArg:
+    t = type(value)
+    identity = getattr(t, "__hash__", None) is object.__hash__
+    try:
+        h: int | None = hash(value)
+    except Exception:
+        h = None
+    return StaticArg(
+        name=name, type=type_name(value), repr=safe_repr(value),
+        hash=h, identity_hashed=identity,
+        ref=_weak(value) if identity else None,
+        obj_id=id(value) if identity else 0,
+    )
+
+
+def from_miss(miss: _jax_hooks.Miss) -> Signature:
+    """The signature of the compile that ``miss`` led to."""
+    params = miss.params
+    avals = tuple(params.in_avals)
+    n_consts = len(params.consts)
+    flat = list(miss.args_flat)[n_consts:]
+    types = tuple(aval_text(a) for a in avals)
+    placements = tuple(placement_text(v) for v in flat) if len(flat) == len(types) \
+        else ("uncommitted",) * len(types)
+    names = _jax_hooks.parameter_names(miss.jit_info, len(miss.args))
+    top_names = tuple(names[i] for i in _jax_hooks.dynamic_positions(miss))
+    paths = tuple(params.arg_names) if params.arg_names and len(
+        params.arg_names) == len(types) else tuple(f"leaf[{i}]" for i in range(len(types)))
+    return Signature(
+        function_ref=_weak(miss.fun),
+        function_id=id(miss.fun),
+        options=tuple((k, safe_repr(v, 200)) for k, v in _jax_hooks.jit_options(miss.jit_info)),
+        context=_jax_hooks.trace_context_items(),
+        treedef=params.in_tree,
+        avals=avals,
+        top_names=top_names,
+        paths=paths,
+        types=types,
+        placements=placements,
+        statics=tuple(_static_arg(n, v) for n, v in _jax_hooks.static_arguments(miss)),
+        leaves_hash=hash((types, placements)),
+    )
+
+
+def uncaptured() -> Signature:
+    """Stand-in when JAX gave us no miss to read (moved internals, pmap, AOT)."""
+    return Signature(None, 0, (), _jax_hooks.trace_context_items(), None, (), (), (), (), (),
+                     (), captured=False)

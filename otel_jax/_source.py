@@ -1,0 +1,132 @@
+"""Where in the user's source a compiled function lives, and which line called it."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import sysconfig
+from dataclasses import dataclass
+from typing import Any
+
+# Libraries whose frames are never "the user's callsite": JAX itself, otel_jax,
+# the usual wrappers around jax.jit, and the standard library (functools,
+# contextlib, threading).
+_WRAPPER_PACKAGES = (
+    "jax", "jaxlib", "otel_jax", "flax", "equinox", "optax", "haiku", "chex",
+    "orbax", "penzai", "pytest", "_pytest", "pluggy", "opentelemetry",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionInfo:
+    """Identity of a compiled function's source: what spans and metrics name."""
+
+    qualname: str
+    file: str | None = None
+    line: int | None = None
+
+    @property
+    def key(self) -> tuple[str, str | None, int | None]:
+        """Compiles of the same source share history even across new objects."""
+        return (self.qualname, self.file, self.line)
+
+
+def _unwrap(fun: Any) -> Any:
+    seen = 0
+    while seen < 32:
+        seen += 1
+        if isinstance(fun, functools.partial):
+            fun = fun.func
+        elif hasattr(fun, "__wrapped__"):
+            fun = fun.__wrapped__
+        elif hasattr(fun, "__func__"):  # bound method
+            fun = fun.__func__
+        else:
+            break
+    return fun
+
+
+def function_info(fun: Any) -> FunctionInfo:
+    """Qualified name and definition site of ``fun`` (a function, partial or callable)."""
+    target = _unwrap(fun)
+    code = getattr(target, "__code__", None)
+    qualname = getattr(target, "__qualname__", None)
+    if code is None and not isinstance(target, type):
+        call = getattr(type(target), "__call__", None)
+        call_code = getattr(call, "__code__", None)
+        if call_code is not None:
+            code = call_code
+            qualname = getattr(call, "__qualname__", None)
+    if not isinstance(qualname, str):
+        qualname = getattr(target, "__name__", None) or type(target).__name__
+    if code is None:
+        return FunctionInfo(qualname)
+    return FunctionInfo(qualname, code.co_filename, code.co_firstlineno)
+
+
+def name_from_event(fun_name: str) -> str:
+    """``jit(f)`` -> ``f``: the only name JAX's monitoring events carry."""
+    if fun_name.endswith(")"):
+        head, sep, rest = fun_name.partition("(")
+        if sep and head.isidentifier():
+            return rest[:-1]
+    return fun_name
+
+
+@functools.lru_cache(maxsize=1)
+def _stdlib_dirs() -> tuple[str, ...]:
+    dirs = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib")}
+    return tuple(os.path.normcase(os.path.realpath(d)) + os.sep for d in dirs if d)
+
+
+_skip_dirs: dict[str, str] = {}
+
+
+def _library_dirs() -> tuple[str, ...]:
+    # Only packages already imported can appear on the stack, so resolving
+    # their directories lazily keeps this free of imports.
+    for name in _WRAPPER_PACKAGES:
+        if name not in _skip_dirs:
+            module = sys.modules.get(name)
+            path = getattr(module, "__file__", None)
+            if path:
+                _skip_dirs[name] = os.path.normcase(
+                    os.path.dirname(os.path.realpath(path))) + os.sep
+    return tuple(_skip_dirs.values())
+
+
+_frame_verdict: dict[str, bool] = {}
+
+
+def _is_library_file(filename: str, package_dirs: tuple[str, ...]) -> bool:
+    verdict = _frame_verdict.get(filename)
+    if verdict is None:
+        if filename.startswith("<frozen"):
+            verdict = True
+        else:
+            real = os.path.normcase(os.path.realpath(filename))
+            in_stdlib = real.startswith(_stdlib_dirs()) and not any(
+                part in real for part in ("site-packages", "dist-packages"))
+            verdict = in_stdlib or real.startswith(package_dirs)
+        if len(_frame_verdict) > 4096:
+            _frame_verdict.clear()
+        _frame_verdict[filename] = verdict
+    return verdict
+
+
+def user_callsite(skip: int = 1, limit: int = 200) -> str | None:
+    """``file:line`` of the innermost frame that is the user's own code."""
+    dirs = _library_dirs()
+    try:
+        frame = sys._getframe(skip)
+    except ValueError:
+        return None
+    depth = 0
+    while frame is not None and depth < limit:
+        filename = frame.f_code.co_filename
+        if not _is_library_file(filename, dirs):
+            return f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back
+        depth += 1
+    return None

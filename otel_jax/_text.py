@@ -1,0 +1,38 @@
+"""Safe, bounded text for telemetry: no repr may raise, hang the user, or grow unbounded."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+REPR_LIMIT = 120
+_ADDRESS = re.compile(r" (?:object )?at 0x[0-9a-fA-F]+")
+
+
+def truncate(text: str, limit: int = REPR_LIMIT) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - 14)] + f"...(+{len(text) - limit + 14} chars)"
+
+
+def safe_repr(obj: Any, limit: int = REPR_LIMIT) -> str:
+    """``repr`` that never raises, never shows a memory address, and stays short.
+
+    Addresses are dropped because they change every run (they would make
+    every identity-hashed object look new in a log diff) and must never
+    become a metric attribute.
+    """
+    try:
+        text = repr(obj)
+    except Exception as exc:  # a user's broken __repr__
+        text = f"<{type(obj).__name__} (repr failed: {type(exc).__name__})>"
+    if not isinstance(text, str):
+        text = f"<{type(obj).__name__}>"
+    return truncate(_ADDRESS.sub("", text), limit)
+
+
+def type_name(obj: Any) -> str:
+    t = type(obj)
+    module = getattr(t, "__module__", "")
+    qual = getattr(t, "__qualname__", t.__name__)
+    return qual if module in ("builtins", "__main__", None) else f"{module}.{qual}"

@@ -1,0 +1,127 @@
+"""Compile budgets for tests: count real backend compiles and say why each happened.
+
+Unlike tracing counters (``chex.assert_max_traces``) or the jit dispatch cache
+size, this counts XLA compiles only, and on failure lists each one with its
+cause diff. Works without ``otel_jax.install()`` and without any
+OpenTelemetry setup: it hooks JAX for its own duration.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import ContextDecorator
+from typing import Any
+
+from ._engine import ENGINE
+from ._record import CompileRecord
+from ._source import FunctionInfo, function_info
+
+__all__ = ["CompileRecorder", "assert_max_compiles", "record_compiles"]
+
+_MAX_KEPT = 10_000
+
+
+class CompileRecorder(ContextDecorator):
+    """Collects the compile records that happen while it is active (any thread).
+
+    ``fn`` narrows it to one function (the jitted function, the function it
+    wraps, or a qualified name); eager op-by-op compiles of single primitives
+    are left out unless ``include_eager`` is true.
+    """
+
+    def __init__(self, fn: Any = None, *, include_eager: bool = False) -> None:
+        self._target: FunctionInfo | str | None = (
+            fn if fn is None or isinstance(fn, str) else function_info(fn))
+        self.include_eager = include_eager
+        self.records: list[CompileRecord] = []
+        self.dropped = 0
+        self._lock = threading.Lock()
+
+    def _matches(self, record: CompileRecord) -> bool:
+        if record.eager_op and not self.include_eager:
+            return False
+        target = self._target
+        if target is None:
+            return True
+        if isinstance(target, str):
+            return record.function.qualname == target
+        return record.function.key == target.key
+
+    def __call__(self, record_or_fn: Any) -> Any:  # type: ignore[override]
+        if isinstance(record_or_fn, CompileRecord):
+            if self._matches(record_or_fn):
+                with self._lock:
+                    if len(self.records) < _MAX_KEPT:
+                        self.records.append(record_or_fn)
+                    else:
+                        self.dropped += 1
+            return None
+        return super().__call__(record_or_fn)  # used as a decorator
+
+    def __enter__(self) -> CompileRecorder:
+        ENGINE.add_sink(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        ENGINE.remove_sink(self)
+
+    @property
+    def count(self) -> int:
+        return len(self.records) + self.dropped
+
+    def __iter__(self) -> Iterator[CompileRecord]:
+        return iter(list(self.records))
+
+    def __len__(self) -> int:
+        return self.count
+
+    def report(self) -> str:
+        """One block per compile: count, cause kind, cause, time, callsite, fix hint."""
+        lines = []
+        for r in self.records:
+            where = f" at {r.callsite}" if r.callsite else ""
+            lines.append(f"  {r.function.qualname} #{r.count} {r.cause_kind}: {r.cause}"
+                         f" ({r.compile_s * 1e3:.1f} ms{where})")
+            for change in r.diff.changes[1:6]:
+                lines.append(f"      also {change.kind}: {change}")
+            if r.cause_kind != "first_compile":
+                lines.append(f"      hint: {r.hint}")
+        if self.dropped:
+            lines.append(f"  ... and {self.dropped} more")
+        return "\n".join(lines)
+
+
+def record_compiles(fn: Any = None, *, include_eager: bool = False) -> CompileRecorder:
+    """Context manager that records the compiles inside it (``len()`` counts them)."""
+    return CompileRecorder(fn, include_eager=include_eager)
+
+
+class assert_max_compiles(CompileRecorder):  # noqa: N801 - reads as a statement
+    """Fail when more than ``n`` compilations happen inside the block.
+
+    >>> with otel_jax.testing.assert_max_compiles(1, fn=train_step):
+    ...     for batch in batches:
+    ...         train_step(params, batch)
+
+    Counts real backend (XLA) compiles of user functions — of ``fn`` only,
+    when given — and on failure lists every compile with its cause diff.
+    Also works as a decorator.
+    """
+
+    def __init__(self, n: int, fn: Any = None, *, include_eager: bool = False) -> None:
+        super().__init__(fn, include_eager=include_eager)
+        self.n = n
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        super().__exit__(exc_type, *exc)
+        if exc_type is None and self.count > self.n:
+            what = "compilation" if self.n == 1 else "compilations"
+            scope = ""
+            if isinstance(self._target, FunctionInfo):
+                scope = f" of {self._target.qualname}"
+            elif isinstance(self._target, str):
+                scope = f" of {self._target}"
+            raise AssertionError(
+                f"expected at most {self.n} {what}{scope}, got {self.count}:\n"
+                + self.report())

@@ -1,0 +1,762 @@
+"""Checks of the local observability stack in deploy/.
+
+What runs here:
+  * promtool (Debian package ``prometheus``) checks prometheus.yml and the rule file, runs
+    the rule unit tests in deploy/prometheus/rules/otel_jax_alerts.test.yml, parses every
+    PromQL expression of the Grafana dashboard, and proves that the unit tests catch a
+    broken rule (a changed threshold or ``for`` duration makes ``promtool test rules`` fail);
+  * structural checks of docker-compose.yml, the collector configs, the Kubernetes manifest
+    and the Grafana provisioning, which need only PyYAML;
+  * ``docker compose config -q`` when a Docker Compose v2 client is installed.
+
+When promtool is missing the promtool tests fail, unless OTEL_JAX_ALLOW_MISSING_TOOLS=1,
+in which case they are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path, PurePosixPath
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+DEPLOY = REPO / "deploy"
+COMPOSE_FILE = DEPLOY / "docker-compose.yml"
+COLLECTOR_CONFIG = DEPLOY / "otel-collector" / "config.yaml"
+COLLECTOR_K8S_CONFIG = DEPLOY / "otel-collector" / "config.k8s.yaml"
+K8S_MANIFEST = DEPLOY / "k8s" / "otel-collector.yaml"
+PROMETHEUS_CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
+RULES_DIR = DEPLOY / "prometheus" / "rules"
+RULES_FILE = RULES_DIR / "otel_jax_alerts.yml"
+RULES_TEST_FILE = RULES_DIR / "otel_jax_alerts.test.yml"
+GRAFANA = DEPLOY / "grafana"
+DATASOURCES_FILE = GRAFANA / "provisioning" / "datasources" / "datasources.yml"
+DASHBOARD_PROVIDERS_FILE = GRAFANA / "provisioning" / "dashboards" / "dashboards.yml"
+DASHBOARD_FILE = GRAFANA / "dashboards" / "otel_jax.json"
+README = DEPLOY / "README.md"
+
+# The Prometheus names of the otel_jax instruments, as exported by the collector's
+# prometheus exporter. Dashboards and rules may use nothing else (recording rules aside).
+METRICS = {
+    "jax_compilations_total",
+    "jax_compile_duration_seconds_bucket",
+    "jax_compile_duration_seconds_sum",
+    "jax_compile_duration_seconds_count",
+    "jax_compilations_after_warmup_total",
+    "jax_persistent_cache_requests_total",
+    "jax_persistent_cache_hits_total",
+    "jax_persistent_cache_misses_total",
+}
+LABELS = {
+    "job",
+    "instance",
+    "le",
+    "code_function_name",
+    "jax_compile_cause_kind",
+    "jax_compile_is_recompile",
+}
+CAUSE_KINDS = {
+    "first_compile",
+    "shape",
+    "dtype",
+    "weak_type",
+    "pytree_structure",
+    "static_argument",
+    "function_identity",
+    "tracing_context",
+    "sharding",
+    "device_placement",
+    "jit_options",
+    "unknown",
+}
+ALERTS = {
+    "JaxRecompilationStorm": "5m",
+    "JaxCompileTimeHighShareOfWallTime": "10m",
+    "JaxRecompileAfterWarmup": "0m",
+}
+SERVICES = {"otel-collector", "jaeger", "prometheus", "grafana"}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def load_yaml(path: Path):
+    with path.open(encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def rule_groups() -> list[dict]:
+    return load_yaml(RULES_FILE)["groups"]
+
+
+def alert_rules() -> dict[str, dict]:
+    return {r["alert"]: r for g in rule_groups() for r in g["rules"] if "alert" in r}
+
+
+def recording_rules() -> dict[str, dict]:
+    return {r["record"]: r for g in rule_groups() for r in g["rules"] if "record" in r}
+
+
+def compose() -> dict:
+    return load_yaml(COMPOSE_FILE)
+
+
+def dashboard() -> dict:
+    with DASHBOARD_FILE.open(encoding="utf-8") as f:
+        return json.load(f)
+
+
+def all_panels(panels: list[dict]):
+    for panel in panels:
+        yield panel
+        yield from all_panels(panel.get("panels", []))
+
+
+_PROMQL_KEYWORDS = {
+    "by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool",
+    "and", "or", "unless", "inf", "nan", "atan2",
+}
+
+
+def promql_metric_names(expr: str) -> set[str]:
+    """Metric names a PromQL expression selects (a lexical approximation that is exact
+    for the expressions used in deploy/: no metric name appears inside a string)."""
+    s = re.sub(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`', '""', expr)
+    s = re.sub(r"\{[^}]*\}", " ", s)  # label matchers
+    s = re.sub(r"\[[^\]]*\]", " ", s)  # ranges and subqueries
+    s = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", s)
+    names = set()
+    for m in re.finditer(r"(?<![\w.$])[A-Za-z_:][A-Za-z0-9_:]*", s):
+        word = m.group(0)
+        if word.lower() in _PROMQL_KEYWORDS:
+            continue
+        if re.match(r"\s*\(", s[m.end():]):  # function or aggregation
+            continue
+        names.add(word)
+    return names
+
+
+def grafana_to_promql(expr: str) -> str:
+    """Replace Grafana's variables so the expression can be parsed by Prometheus."""
+    values = {
+        "__rate_interval": "1m",
+        "__interval": "1m",
+        "__range": "1h",
+        "job": "train",
+        "instance": ".*",
+        "function": ".*",
+    }
+    out = re.sub(
+        r"\$\{?(\w+)\}?", lambda m: values.get(m.group(1), m.group(0)), expr
+    )
+    assert "$" not in out, f"unknown Grafana variable in {expr!r}"
+    return out
+
+
+def label_values_selector(query: str) -> str:
+    m = re.fullmatch(r"\s*label_values\((.*),\s*(\w+)\s*\)\s*", query)
+    assert m, f"unexpected variable query {query!r}"
+    return m.group(1)
+
+
+def dashboard_prometheus_exprs() -> list[tuple[str, str]]:
+    """(where, PromQL) for every Prometheus query of the dashboard, variables included."""
+    exprs = []
+    dash = dashboard()
+    for panel in all_panels(dash["panels"]):
+        for target in panel.get("targets", []):
+            ds = target.get("datasource") or panel.get("datasource") or {}
+            if ds.get("type") == "prometheus":
+                exprs.append((f"panel {panel['title']!r} {target['refId']}", target["expr"]))
+    for var in dash["templating"]["list"]:
+        if var.get("type") == "query":
+            query = var["query"]["query"] if isinstance(var["query"], dict) else var["query"]
+            exprs.append((f"variable {var['name']}", label_values_selector(query)))
+    return exprs
+
+
+def annotation_queries(rule: dict) -> list[str]:
+    """PromQL run by the `query` template function inside an alert's annotations."""
+    queries = []
+    for text in rule.get("annotations", {}).values():
+        for q in re.findall(r"printf\s+`([^`]*)`", text):
+            queries.append(q.replace("%q", '"x"'))
+    return queries
+
+
+def find_promtool() -> str:
+    path = shutil.which("promtool") or (
+        "/usr/bin/promtool" if os.access("/usr/bin/promtool", os.X_OK) else None
+    )
+    if path:
+        return path
+    message = (
+        "promtool not found: install it (Debian/Ubuntu: apt-get install prometheus; "
+        "or the promtool binary of a Prometheus release) to check the rules in deploy/. "
+        "Set OTEL_JAX_ALLOW_MISSING_TOOLS=1 to skip these tests instead."
+    )
+    if os.environ.get("OTEL_JAX_ALLOW_MISSING_TOOLS") == "1":
+        pytest.skip(message)
+    pytest.fail(message)
+
+
+@pytest.fixture(scope="module")
+def promtool() -> str:
+    return find_promtool()
+
+
+def run(cmd: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        cmd, cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def output(proc: subprocess.CompletedProcess) -> str:
+    return proc.stdout + proc.stderr
+
+
+# ------------------------------------------------------------------------- promtool
+
+
+def test_promtool_check_config(promtool):
+    # rule_files are relative to prometheus.yml, so the same file works in the container
+    # (/etc/prometheus/prometheus.yml + /etc/prometheus/rules) and here.
+    proc = run([promtool, "check", "config", str(PROMETHEUS_CONFIG)])
+    assert proc.returncode == 0, output(proc)
+    assert "SUCCESS" in output(proc)
+    assert "1 rule files found" in output(proc), output(proc)
+
+
+def test_promtool_check_rules(promtool):
+    proc = run([promtool, "check", "rules", str(RULES_FILE)])
+    assert proc.returncode == 0, output(proc)
+    n = len(alert_rules()) + len(recording_rules())
+    assert f"SUCCESS: {n} rules found" in output(proc), output(proc)
+
+
+def test_promtool_test_rules(promtool):
+    proc = run([promtool, "test", "rules", str(RULES_TEST_FILE)])
+    assert proc.returncode == 0, output(proc)
+    assert "SUCCESS" in output(proc)
+    assert "FAILED" not in output(proc)
+
+
+# Each change breaks the behaviour of one alert; the unit tests must notice every one.
+RULE_MUTATIONS = {
+    "storm threshold raised": ("* 60 > 6", "* 60 > 20"),
+    "storm threshold lowered": ("* 60 > 6", "* 60 > 4"),
+    "storm counts first compiles": (
+        'rate(jax_compilations_total{jax_compile_is_recompile="true"}[5m])\n          ) * 60',
+        "rate(jax_compilations_total[5m])\n          ) * 60",
+    ),
+    "storm for shortened": ("for: 5m", "for: 1m"),
+    "compile share threshold raised": (
+        "rate(jax_compile_duration_seconds_sum[10m])) > 0.25",
+        "rate(jax_compile_duration_seconds_sum[10m])) > 0.5",
+    ),
+    "compile share threshold lowered": (
+        "rate(jax_compile_duration_seconds_sum[10m])) > 0.25",
+        "rate(jax_compile_duration_seconds_sum[10m])) > 0.15",
+    ),
+    "compile share for shortened": ("for: 10m", "for: 5m"),
+    "after-warmup misses new series": (
+        "jax_compilations_after_warmup_total offset 10m",
+        "jax_compilations_after_warmup_total offset 1h",
+    ),
+    "after-warmup misses increments": (
+        "increase(jax_compilations_after_warmup_total[10m])",
+        "increase(jax_compilations_after_warmup_total[10m]) * 0",
+    ),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(RULE_MUTATIONS))
+def test_promtool_unit_tests_catch_a_broken_rule(promtool, tmp_path, mutation):
+    before, after = RULE_MUTATIONS[mutation]
+    rules = RULES_FILE.read_text(encoding="utf-8")
+    assert before in rules, f"mutation {mutation!r} no longer applies: {before!r} not found"
+    (tmp_path / RULES_FILE.name).write_text(rules.replace(before, after, 1), encoding="utf-8")
+    shutil.copy(RULES_TEST_FILE, tmp_path / RULES_TEST_FILE.name)
+    proc = run([promtool, "test", "rules", RULES_TEST_FILE.name], cwd=tmp_path)
+    assert proc.returncode != 0, f"rule unit tests pass with {mutation!r}:\n{output(proc)}"
+    assert "FAILED" in output(proc)
+
+
+def test_dashboard_and_annotation_queries_parse_with_promtool(promtool, tmp_path):
+    """Every PromQL of the dashboard, of the Jaeger trace-to-metrics links and of the alert
+    annotation templates is parsed by Prometheus' own parser (as recording rules)."""
+    exprs = [grafana_to_promql(e) for _, e in dashboard_prometheus_exprs()]
+    for rule in alert_rules().values():
+        exprs.extend(annotation_queries(rule))
+    for ds in load_yaml(DATASOURCES_FILE)["datasources"]:
+        for q in ds.get("jsonData", {}).get("tracesToMetrics", {}).get("queries", []):
+            exprs.append(trace_to_metrics_promql(q["query"]))
+    rules = {
+        "groups": [
+            {
+                "name": "dashboard",
+                "rules": [{"record": f"check:expr_{i}", "expr": e} for i, e in enumerate(exprs)],
+            }
+        ]
+    }
+    path = tmp_path / "exprs.yml"
+    path.write_text(yaml.safe_dump(rules), encoding="utf-8")
+    proc = run([promtool, "check", "rules", str(path)])
+    assert proc.returncode == 0, output(proc)
+    assert f"SUCCESS: {len(exprs)} rules found" in output(proc)
+
+
+def test_promtool_is_not_skipped_silently():
+    """Without OTEL_JAX_ALLOW_MISSING_TOOLS=1 a missing promtool is a failure, not a skip."""
+    if os.environ.get("OTEL_JAX_ALLOW_MISSING_TOOLS") == "1":
+        pytest.skip("OTEL_JAX_ALLOW_MISSING_TOOLS=1")
+    assert find_promtool()
+
+
+# ------------------------------------------------------------------ rules (structure)
+
+
+def test_alerts_exist_with_severity_threshold_and_texts():
+    alerts = alert_rules()
+    assert set(ALERTS) <= set(alerts)
+    for name, rule in alerts.items():
+        assert rule["labels"]["severity"] in {"info", "warning", "critical"}, name
+        for key in ("summary", "description", "threshold"):
+            assert rule["annotations"].get(key), f"{name} lacks annotation {key}"
+        assert "code_function_name" in rule["annotations"]["summary"] or name == (
+            "JaxCompileTimeHighShareOfWallTime"
+        ), name
+    for name, duration in ALERTS.items():
+        assert alerts[name].get("for", "0m") == duration, name
+
+
+def test_alert_expressions_follow_the_contract():
+    alerts = alert_rules()
+    storm = alerts["JaxRecompilationStorm"]["expr"]
+    assert 'jax_compile_is_recompile="true"' in storm
+    assert re.search(r"by \(job, instance, code_function_name\)", storm)
+    share = alerts["JaxCompileTimeHighShareOfWallTime"]["expr"]
+    assert re.search(r"sum by \(job, instance\) \(rate\(jax_compile_duration_seconds_sum\[10m\]\)\) > 0\.25", share)
+    warm = alerts["JaxRecompileAfterWarmup"]["expr"]
+    assert "increase(jax_compilations_after_warmup_total[10m])" in warm
+
+
+def test_rules_use_only_known_metrics_and_labels():
+    records = set(recording_rules())
+    for rule in rule_groups():
+        for r in rule["rules"]:
+            name = r.get("alert") or r.get("record")
+            exprs = [r["expr"], *annotation_queries(r)]
+            for expr in exprs:
+                names = promql_metric_names(expr)
+                assert names, f"{name}: no metric in {expr!r}"
+                assert names <= METRICS | records, f"{name}: unknown metric {names - METRICS}"
+                for label in re.findall(r"(\w+)\s*(?:=~|!=|!~|=)\s*\"", expr):
+                    assert label in LABELS, f"{name}: unknown label {label}"
+    for record in records:
+        assert re.fullmatch(r"[a-z_]+:[a-z0-9_]+:[a-z0-9_]+", record), record
+
+
+def test_every_alert_has_a_firing_and_a_quiet_unit_test():
+    tests = load_yaml(RULES_TEST_FILE)
+    assert tests["rule_files"] == [RULES_FILE.name]
+    fires: dict[str, int] = {}
+    quiet: dict[str, int] = {}
+    for group in tests["tests"]:
+        for case in group.get("alert_rule_test", []):
+            name = case["alertname"]
+            if case["exp_alerts"]:
+                fires[name] = fires.get(name, 0) + 1
+                for alert in case["exp_alerts"]:
+                    assert alert["exp_labels"]["severity"], name
+                    assert {"summary", "description"} <= set(alert["exp_annotations"]), name
+            else:
+                quiet[name] = quiet.get(name, 0) + 1
+    for name in alert_rules():
+        assert fires.get(name), f"no unit test where {name} fires"
+        assert quiet.get(name), f"no unit test where {name} stays quiet"
+    tested_records = {
+        e["expr"] for g in tests["tests"] for e in g.get("promql_expr_test", [])
+    }
+    assert tested_records, "recording rules are not tested"
+    assert tested_records <= set(recording_rules())
+
+
+def test_unit_test_series_use_the_contract_labels():
+    tests = load_yaml(RULES_TEST_FILE)
+    for group in tests["tests"]:
+        for series in group["input_series"]:
+            name = series["series"].split("{", 1)[0]
+            assert name in METRICS, name
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', series["series"]))
+            assert set(labels) <= LABELS, labels
+            if "jax_compile_cause_kind" in labels:
+                assert labels["jax_compile_cause_kind"] in CAUSE_KINDS
+            if "jax_compile_is_recompile" in labels:
+                assert labels["jax_compile_is_recompile"] in {"true", "false"}
+
+
+# --------------------------------------------------------------------- prometheus.yml
+
+
+def test_prometheus_scrapes_the_collector_exporter():
+    config = load_yaml(PROMETHEUS_CONFIG)
+    assert config["global"]["evaluation_interval"] == "15s"
+    jobs = {j["job_name"]: j for j in config["scrape_configs"]}
+    collector = jobs["otel-collector"]
+    # job/instance must come from the exporter (service.name), not from the scrape target.
+    assert collector["honor_labels"] is True
+    targets = [t for sc in collector["static_configs"] for t in sc["targets"]]
+    assert targets == ["otel-collector:8889"]
+    exporter = load_yaml(COLLECTOR_CONFIG)["exporters"]["prometheus"]
+    assert exporter["endpoint"].endswith(":8889")
+
+
+def test_rule_files_resolve_on_disk_and_in_the_container():
+    config = load_yaml(PROMETHEUS_CONFIG)
+    prometheus = compose()["services"]["prometheus"]
+    mounts = {}
+    for volume in prometheus["volumes"]:
+        parts = volume.split(":")
+        if parts[0].startswith("."):
+            mounts[PurePosixPath(parts[1])] = (COMPOSE_FILE.parent / parts[0]).resolve()
+    config_flag = next(a for a in prometheus["command"] if a.startswith("--config.file="))
+    container_config = PurePosixPath(config_flag.split("=", 1)[1])
+    assert mounts[container_config] == PROMETHEUS_CONFIG.resolve()
+    assert config["rule_files"], "no rule files"
+    for rule_file in config["rule_files"]:
+        assert not rule_file.startswith("/"), "rule_files must be relative to prometheus.yml"
+        assert (PROMETHEUS_CONFIG.parent / rule_file).resolve() == RULES_FILE.resolve()
+        in_container = container_config.parent / rule_file
+        mount = next(m for m in mounts if m in in_container.parents)
+        assert mounts[mount] / in_container.relative_to(mount) == RULES_FILE.resolve()
+
+
+# --------------------------------------------------------------------- docker compose
+
+
+def published_ports(service: dict) -> set[int]:
+    ports = set()
+    for spec in service.get("ports", []):
+        spec = str(spec).split("/")[0]
+        host_and_container = spec.rsplit(":", 2)
+        ports.add(int(host_and_container[-2]) if len(host_and_container) > 1 else int(spec))
+    return ports
+
+
+def test_compose_services_images_and_ports():
+    services = compose()["services"]
+    assert SERVICES <= set(services)
+    images = {name: services[name]["image"] for name in SERVICES}
+    assert images["otel-collector"].startswith("otel/opentelemetry-collector-contrib:0.")
+    assert re.fullmatch(r"jaegertracing/jaeger:2\.\d+\.\d+", images["jaeger"])
+    assert re.fullmatch(r"prom/prometheus:v\d+\.\d+\.\d+", images["prometheus"])
+    assert re.fullmatch(r"grafana/grafana:\d+\.\d+\.\d+", images["grafana"])
+    for name, image in images.items():
+        assert not image.endswith(":latest"), f"{name} image is not pinned"
+    assert {4317, 4318} <= published_ports(services["otel-collector"])
+    assert 16686 in published_ports(services["jaeger"])
+    assert 9090 in published_ports(services["prometheus"])
+    assert 3000 in published_ports(services["grafana"])
+    # Only the collector receives OTLP from the host: no clash on 4317/4318.
+    for name in SERVICES - {"otel-collector"}:
+        assert not {4317, 4318} & published_ports(services[name]), name
+
+
+def test_compose_bind_mounts_exist():
+    services = compose()["services"]
+    count = 0
+    for name, service in services.items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("."):
+                count += 1
+                assert (COMPOSE_FILE.parent / source).exists(), f"{name}: {source} missing"
+    assert count >= 6
+
+
+def test_compose_wires_the_configs_where_the_services_read_them():
+    services = compose()["services"]
+    collector = services["otel-collector"]
+    flag = next(a for a in collector["command"] if a.startswith("--config="))
+    target = flag.split("=", 1)[1]
+    assert f"./otel-collector/config.yaml:{target}:ro" in collector["volumes"]
+
+    grafana = services["grafana"]
+    env = dict(e.split("=", 1) for e in grafana["environment"])
+    assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "true"
+    assert env["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Admin"
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in grafana["volumes"]}
+    assert mounts["/etc/grafana/provisioning/datasources"] == "./grafana/provisioning/datasources"
+    assert mounts["/etc/grafana/provisioning/dashboards"] == "./grafana/provisioning/dashboards"
+    provider = load_yaml(DASHBOARD_PROVIDERS_FILE)["providers"][0]
+    assert mounts[provider["options"]["path"]] == "./grafana/dashboards"
+    home = env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert PurePosixPath(home).parent == PurePosixPath(provider["options"]["path"])
+    assert (GRAFANA / "dashboards" / PurePosixPath(home).name).is_file()
+
+
+def docker_compose_available() -> bool:
+    if not shutil.which("docker"):
+        return False
+    try:
+        return run(["docker", "compose", "version"]).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@pytest.mark.skipif(
+    not docker_compose_available(),
+    reason="`docker compose version` does not work here (no Docker Compose v2 client)",
+)
+def test_docker_compose_config_is_valid():
+    proc = run(["docker", "compose", "-f", str(COMPOSE_FILE), "config", "-q"])
+    assert proc.returncode == 0, output(proc)
+
+
+# ------------------------------------------------------------------ collector configs
+
+
+def check_pipelines(config: dict, where: str) -> None:
+    for ext in config["service"].get("extensions", []):
+        assert ext in (config.get("extensions") or {}), f"{where}: extension {ext} undefined"
+    pipelines = config["service"]["pipelines"]
+    assert set(pipelines) == {"traces", "metrics", "logs"}, where
+    for name, pipeline in pipelines.items():
+        for kind in ("receivers", "processors", "exporters"):
+            for component in pipeline.get(kind, []):
+                assert component in (config.get(kind) or {}), (
+                    f"{where}: {name} pipeline uses undefined {kind[:-1]} {component}"
+                )
+        assert pipeline["receivers"] == ["otlp"], where
+        assert pipeline["processors"][0] == "memory_limiter", where
+        assert "batch" in pipeline["processors"], where
+
+
+def test_collector_config_pipelines():
+    config = load_yaml(COLLECTOR_CONFIG)
+    check_pipelines(config, COLLECTOR_CONFIG.name)
+    pipelines = config["service"]["pipelines"]
+    assert pipelines["traces"]["exporters"] == ["otlp/jaeger"]
+    assert pipelines["metrics"]["exporters"] == ["prometheus"]
+    assert pipelines["logs"]["exporters"] == ["debug"]
+    jaeger = config["exporters"]["otlp/jaeger"]
+    assert jaeger["endpoint"] == "jaeger:4317"
+    assert jaeger["tls"]["insecure"] is True
+    protocols = config["receivers"]["otlp"]["protocols"]
+    assert protocols["grpc"]["endpoint"] == "0.0.0.0:4317"
+    assert protocols["http"]["endpoint"] == "0.0.0.0:4318"
+    assert config["exporters"]["prometheus"]["endpoint"] == "0.0.0.0:8889"
+
+
+ENV_REF = re.compile(r"\$\{env:([A-Z_][A-Z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_env_defaults(text: str) -> str:
+    def repl(m: re.Match) -> str:
+        assert m.group(2) is not None, f"${{env:{m.group(1)}}} has no default"
+        return m.group(2)
+
+    return ENV_REF.sub(repl, text)
+
+
+def test_k8s_collector_config_matches_and_is_env_driven():
+    text = COLLECTOR_K8S_CONFIG.read_text(encoding="utf-8")
+    refs = ENV_REF.findall(text)
+    names = {name for name, _ in refs}
+    assert {"JAEGER_OTLP_ENDPOINT", "PROMETHEUS_EXPORTER_PORT"} <= names
+    k8s = load_yaml(COLLECTOR_K8S_CONFIG)
+    check_pipelines(k8s, COLLECTOR_K8S_CONFIG.name)
+    local = load_yaml(COLLECTOR_CONFIG)
+    assert k8s["service"] == local["service"]
+    for kind in ("extensions", "receivers", "processors", "exporters"):
+        assert set(k8s[kind]) == set(local[kind]), kind
+    # With every variable at its default the config is a complete, typed collector config.
+    expanded = yaml.safe_load(expand_env_defaults(text))
+    assert "${" not in json.dumps(expanded)
+    assert expanded["exporters"]["otlp/jaeger"]["tls"]["insecure"] is True
+    assert expanded["exporters"]["prometheus"]["endpoint"] == "0.0.0.0:8889"
+    assert expanded["receivers"]["otlp"]["protocols"]["http"]["endpoint"] == "0.0.0.0:4318"
+
+
+def test_k8s_manifest_embeds_the_k8s_config():
+    docs = [d for d in yaml.safe_load_all(K8S_MANIFEST.read_text(encoding="utf-8")) if d]
+    by_kind = {d["kind"]: d for d in docs}
+    assert set(by_kind) == {"ConfigMap", "Deployment", "Service"}
+    configmap = by_kind["ConfigMap"]
+    assert configmap["data"]["config.yaml"] == COLLECTOR_K8S_CONFIG.read_text(encoding="utf-8")
+    pod = by_kind["Deployment"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["image"] == compose()["services"]["otel-collector"]["image"]
+    volume = next(v for v in pod["volumes"] if v.get("configMap"))
+    assert volume["configMap"]["name"] == configmap["metadata"]["name"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == volume["name"])
+    assert f"--config={mount['mountPath']}/config.yaml" in container["args"]
+    ports = {p["port"] for p in by_kind["Service"]["spec"]["ports"]}
+    assert {4317, 4318, 8889} <= ports
+    selector = by_kind["Service"]["spec"]["selector"]
+    assert selector.items() <= by_kind["Deployment"]["spec"]["template"]["metadata"]["labels"].items()
+
+
+# ---------------------------------------------------------------------------- grafana
+
+
+def provisioned_datasources() -> dict[str, dict]:
+    return {ds["uid"]: ds for ds in load_yaml(DATASOURCES_FILE)["datasources"]}
+
+
+def test_grafana_datasources():
+    ds = provisioned_datasources()
+    assert ds["prometheus"]["type"] == "prometheus"
+    assert ds["prometheus"]["url"] == "http://prometheus:9090"
+    assert ds["jaeger"]["type"] == "jaeger"
+    assert ds["jaeger"]["url"] == "http://jaeger:16686"
+    exemplars = ds["prometheus"]["jsonData"]["exemplarTraceIdDestinations"]
+    assert {"name": "trace_id", "datasourceUid": "jaeger"} in exemplars
+    t2m = ds["jaeger"]["jsonData"]["tracesToMetrics"]
+    assert t2m["datasourceUid"] == "prometheus"
+    assert t2m["queries"]
+    for q in t2m["queries"]:
+        # `$$` is Grafana's escape for a literal `$` in provisioning files: a bare
+        # `$__tags` would be expanded (to nothing) as an environment variable.
+        assert "{$$__tags}" in q["query"]
+        assert promql_metric_names(trace_to_metrics_promql(q["query"])) <= METRICS
+
+
+def trace_to_metrics_promql(query: str) -> str:
+    """A tracesToMetrics query as Prometheus receives it for a span of job `train`."""
+    return query.replace("$$", "$").replace("$__tags", 'job="train"')
+
+
+def test_dashboard_is_valid_and_uses_provisioned_datasources():
+    dash = dashboard()
+    assert dash["uid"] and dash["title"]
+    uids = set(provisioned_datasources())
+    panels = list(all_panels(dash["panels"]))
+    assert len(panels) >= 8
+    assert len({p["id"] for p in panels}) == len(panels), "panel ids are not unique"
+    for panel in panels:
+        if panel["type"] in {"row", "text"}:
+            continue
+        assert panel["datasource"]["uid"] in uids, panel["title"]
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            assert target.get("datasource", panel["datasource"])["uid"] in uids, panel["title"]
+    for var in dash["templating"]["list"]:
+        assert var["datasource"]["uid"] in uids, var["name"]
+
+
+def test_dashboard_panels_do_not_overlap():
+    boxes = []
+    for panel in dashboard()["panels"]:
+        g = panel["gridPos"]
+        assert 0 <= g["x"] and g["x"] + g["w"] <= 24, panel["title"]
+        for other_title, o in boxes:
+            overlap = (
+                g["x"] < o["x"] + o["w"] and o["x"] < g["x"] + g["w"]
+                and g["y"] < o["y"] + o["h"] and o["y"] < g["y"] + g["h"]
+            )
+            assert not overlap, f"{panel['title']!r} overlaps {other_title!r}"
+        boxes.append((panel["title"], g))
+
+
+def test_dashboard_queries_use_only_contract_metrics():
+    exprs = dashboard_prometheus_exprs()
+    assert len(exprs) >= 10
+    seen = set()
+    for where, expr in exprs:
+        names = promql_metric_names(grafana_to_promql(expr))
+        assert names, f"{where}: no metric in {expr!r}"
+        assert names <= METRICS, f"{where}: unknown metric(s) {sorted(names - METRICS)}"
+        for label in re.findall(r"(\w+)\s*(?:=~|!=|!~|=)\s*\"", expr):
+            assert label in LABELS, f"{where}: unknown label {label}"
+        seen |= names
+    # Every instrument shows up somewhere on the dashboard.
+    assert METRICS - {"jax_compile_duration_seconds_count"} <= seen, sorted(METRICS - seen)
+
+
+def test_dashboard_has_the_expected_views():
+    dash = dashboard()
+    exprs = [e for _, e in dashboard_prometheus_exprs()]
+    joined = "\n".join(exprs)
+    for q in ("0.5", "0.95"):
+        assert re.search(
+            rf"histogram_quantile\({q}, sum by \(le[^)]*\) \(rate\(jax_compile_duration_seconds_bucket",
+            joined,
+        ), f"no p{q} compile-duration panel"
+    assert re.search(r"topk\(\d+, sum by \([^)]*code_function_name[^)]*\) \(increase\(jax_compilations_total\{[^}]*jax_compile_is_recompile=\"true\"", joined)
+    assert "rate(jax_compile_duration_seconds_sum" in joined
+    assert re.search(r"jax_persistent_cache_hits_total.*\) / sum\(.*jax_persistent_cache_requests_total", joined)
+    panels = {p["title"]: p for p in all_panels(dash["panels"])}
+    per_minute = [
+        p for p in panels.values()
+        if any("by (job, code_function_name, jax_compile_cause_kind)" in t.get("expr", "")
+               and "* 60" in t.get("expr", "") for t in p.get("targets", []))
+    ]
+    assert len(per_minute) == 2, "compilations and recompilations per minute panels"
+    variables = {v["name"] for v in dash["templating"]["list"]}
+    assert {"job", "function"} <= variables
+    for where, expr in dashboard_prometheus_exprs():
+        if where.startswith("panel"):
+            assert 'job="$job"' in expr, f"{where} ignores the job variable"
+
+
+def test_recompilation_panels_link_to_jaeger_traces():
+    dash = dashboard()
+    linked = 0
+    for panel in all_panels(dash["panels"]):
+        exprs = " ".join(t.get("expr", "") for t in panel.get("targets", []))
+        if 'jax_compile_is_recompile="true"' not in exprs or panel["type"] == "stat":
+            continue
+        if panel["type"] == "table":
+            continue
+        links = panel["fieldConfig"]["defaults"].get("links", [])
+        internal = [l["internal"] for l in links if l.get("internal")]
+        assert internal, f"{panel['title']!r} has no link to Jaeger"
+        for link in internal:
+            assert link["datasourceUid"] == "jaeger"
+            query = link["query"]
+            assert query["queryType"] == "search"
+            assert query["operation"] == "jax.compile ${__field.labels.code_function_name}"
+            assert query["service"] == "${__field.labels.job}"
+        # The labels used by the link are kept by the panel's aggregation.
+        for target in panel["targets"]:
+            assert re.search(r"by \((?=[^)]*\bjob\b)(?=[^)]*\bcode_function_name\b)[^)]*\)", target["expr"])
+        ui = [l["url"] for l in links if l.get("url", "").startswith("http://localhost:16686/search?")]
+        assert ui and "operation=jax.compile%20${__field.labels.code_function_name}" in ui[0]
+        linked += 1
+    assert linked >= 2
+    jaeger_panels = [
+        p for p in all_panels(dash["panels"]) if p["datasource"]["uid"] == "jaeger"
+    ]
+    assert jaeger_panels, "no panel lists traces from Jaeger"
+    for p in jaeger_panels:
+        for target in p["targets"]:
+            assert target["queryType"] == "search" and target["service"] == "$job"
+
+
+def test_promql_metric_name_extraction():
+    assert promql_metric_names(
+        'topk(10, sum by (job, code_function_name) (increase(jax_compilations_total{job="$job", '
+        'jax_compile_is_recompile="true"}[$__range])) > 0)'
+    ) == {"jax_compilations_total"}
+    assert promql_metric_names(
+        "a_total unless b_total offset 10m or rate(c_seconds_sum[5m]) * 60 > 1e3"
+    ) == {"a_total", "b_total", "c_seconds_sum"}
+    assert promql_metric_names('histogram_quantile(0.95, sum by (le) (rate(x_bucket{a="b"}[5m])))') == {"x_bucket"}
+
+
+# ----------------------------------------------------------------------------- readme
+
+
+def test_readme_documents_the_one_command_and_ports():
+    text = README.read_text(encoding="utf-8")
+    assert "docker compose up" in text
+    for port in ("16686", "9090", "3000", "4317", "4318"):
+        assert port in text, port
