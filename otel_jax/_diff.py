@@ -131,12 +131,26 @@ def distance(old: Signature, new: Signature) -> int:
             and old.placements == new.placements and _treedef_equal(old, new):
         return d
     if _treedef_equal(old, new):
-        return d + sum(map(operator.ne, old.types, new.types)) + sum(
-            map(operator.ne, old.placements, new.placements))
+        d += sum(map(operator.ne, old.placements, new.placements))
+        if old.types == new.types:
+            return d
+        # Count each differing aspect (dtype, shape, weak type) so that a
+        # signature differing in one aspect is closer than one differing in two.
+        return d + sum(_aspects(old.avals[i], new.avals[i])
+                       for i, (a, b) in enumerate(zip(old.types, new.types)) if a != b)
     old_paths = dict(zip(old.paths, old.types))
     new_paths = dict(zip(new.paths, new.types))
     d += 1 + len(old_paths.keys() ^ new_paths.keys())
     return d + sum(1 for p, t in new_paths.items() if p in old_paths and old_paths[p] != t)
+
+
+def _aspects(a: Any, b: Any) -> int:
+    try:
+        n = (a.dtype != b.dtype) + (a.shape != b.shape) + (
+            getattr(a, "weak_type", False) != getattr(b, "weak_type", False))
+        return max(1, int(n))
+    except Exception:
+        return 1
 
 
 def _treedef_equal(old: Signature, new: Signature) -> bool:

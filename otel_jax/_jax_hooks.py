@@ -100,6 +100,18 @@ def _wrap_run_python_pjit(original: Callable[..., Any]) -> Callable[..., Any]:
     return _run_python_pjit
 
 
+def pjit_module() -> Any | None:
+    """``jax._src.pjit`` if it still has the two names we wrap, else ``None``."""
+    try:
+        from jax._src import pjit
+    except Exception:
+        return None
+    if all(callable(getattr(pjit, name, None))
+           for name in ("_infer_params", "_run_python_pjit")):
+        return pjit
+    return None
+
+
 class Hooks:
     """JAX listeners and patches owned by one otel_jax engine."""
 
@@ -121,14 +133,8 @@ class Hooks:
         self.captures_signatures = self._patch_pjit()
 
     def _patch_pjit(self) -> bool:
-        try:
-            from jax._src import pjit
-        except Exception:
-            return False
-        if not (
-            callable(getattr(pjit, "_infer_params", None))
-            and callable(getattr(pjit, "_run_python_pjit", None))
-        ):
+        pjit = pjit_module()
+        if pjit is None:
             return False
         self._patches.append(_Patch(pjit, "_infer_params", _wrap_infer_params))
         self._patches.append(_Patch(pjit, "_run_python_pjit", _wrap_run_python_pjit))
@@ -203,11 +209,13 @@ def is_committed(arr: Any) -> bool | None:
     return getattr(arr, "_committed", None)
 
 
+# JAX keeps argnums and argnames in sync when it can read the signature, so
+# one of each pair is enough (names are used only when no numbers are set).
+_PAIRED_FIELDS = (
+    ("donate_argnums", "donate_argnums", "donate_argnames"),
+    ("static_argnums", "static_argnums", "static_argnames"),
+)
 _JIT_OPTION_FIELDS = (
-    ("donate_argnums", "donate_argnums"),
-    ("donate_argnames", "donate_argnames"),
-    ("static_argnums", "static_argnums"),
-    ("static_argnames", "static_argnames"),
     ("in_shardings", "in_shardings_leaves"),
     ("out_shardings", "out_shardings_leaves"),
     ("in_layouts", "in_layouts_leaves"),
@@ -222,9 +230,11 @@ _JIT_OPTION_FIELDS = (
 
 def jit_options(jit_info: Any) -> tuple[tuple[str, Any], ...]:
     """The options of one ``jax.jit`` wrapper, by their public names."""
-    return tuple(
-        (public, getattr(jit_info, field, None)) for public, field in _JIT_OPTION_FIELDS
-    )
+    paired = tuple(
+        (public, getattr(jit_info, nums, None) or getattr(jit_info, names, None) or ())
+        for public, nums, names in _PAIRED_FIELDS)
+    return paired + tuple(
+        (public, getattr(jit_info, field, None)) for public, field in _JIT_OPTION_FIELDS)
 
 
 def static_arguments(miss: Miss) -> list[tuple[str, Any]]:

@@ -1,0 +1,102 @@
+"""Shared fixtures: real JAX on several CPU devices, otel_jax installed on in-memory exporters."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+# Several CPU devices for the sharding and device-placement tests; must be set
+# before JAX starts its backend.
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                           + " --xla_force_host_platform_device_count=4").strip()
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+    InMemorySpanExporter,
+)
+
+import otel_jax  # noqa: E402
+from otel_jax._engine import ENGINE  # noqa: E402
+
+
+class Telemetry:
+    """What one installed otel_jax emitted during a test."""
+
+    def __init__(self) -> None:
+        self.exporter = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.reader = InMemoryMetricReader()
+        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+        self.log = io.StringIO()
+        self.tracer = self.tracer_provider.get_tracer("tests")
+
+    def spans(self, name_prefix: str = "jax.compile ") -> list:
+        return [s for s in self.exporter.get_finished_spans() if s.name.startswith(name_prefix)]
+
+    def compiles(self, function: str | None = None, *, eager: bool = False) -> list:
+        out = []
+        for s in self.spans():
+            if s.attributes.get("jax.compile.eager_op") and not eager:
+                continue
+            if function is None or s.attributes["code.function.name"] == function:
+                out.append(s)
+        return out
+
+    def last(self, function: str):
+        spans = self.compiles(function)
+        assert spans, f"no compile span for {function}"
+        return spans[-1]
+
+    def log_lines(self) -> list[dict]:
+        return [json.loads(line) for line in self.log.getvalue().splitlines() if line.strip()]
+
+    def metric_points(self, name: str) -> list:
+        data = self.reader.get_metrics_data()
+        out = []
+        for rm in data.resource_metrics if data else []:
+            for sm in rm.scope_metrics:
+                for m in sm.metrics:
+                    if m.name == name:
+                        out.extend(m.data.data_points)
+        return out
+
+
+@pytest.fixture
+def telemetry():
+    otel_jax.uninstall()
+    t = Telemetry()
+    errors_before = ENGINE.internal_errors
+    otel_jax.install(tracer_provider=t.tracer_provider, meter_provider=t.meter_provider,
+                     log_output=t.log)
+    try:
+        yield t
+    finally:
+        otel_jax.uninstall()
+    t.internal_errors = ENGINE.internal_errors - errors_before
+
+
+@pytest.fixture(autouse=True)
+def _no_internal_errors(request):
+    """Any otel_jax internal error is a bug, unless the test injects one on purpose."""
+    before = ENGINE.internal_errors
+    ENGINE._warned.clear()
+    yield
+    if "injects_errors" not in request.keywords:
+        assert ENGINE.internal_errors == before, "otel_jax hit an internal error"
+
+
+def diff_of(span) -> list[dict]:
+    return json.loads(span.attributes["jax.compile.cause.diff"])
+
+
+def cpu_devices(n: int = 2):
+    devices = jax.devices()
+    assert len(devices) >= n, "tests need XLA_FLAGS=--xla_force_host_platform_device_count"
+    return devices

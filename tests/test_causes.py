@@ -1,0 +1,310 @@
+"""Every cause kind of SPEC.md, provoked with real JAX: kind, diff path, before and after."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from conftest import cpu_devices, diff_of
+
+
+def only_change(span) -> dict:
+    changes = diff_of(span)
+    assert len(changes) == 1, changes
+    return changes[0]
+
+
+def test_first_compile(telemetry):
+    @jax.jit
+    def first(x):
+        return x + 1
+
+    first(jnp.ones(3))
+    span = telemetry.last("test_first_compile.<locals>.first")
+    assert span.attributes["jax.compile.cause.kind"] == "first_compile"
+    assert span.attributes["jax.compile.count"] == 1
+    assert span.attributes["jax.compile.is_recompile"] is False
+    assert diff_of(span) == []
+
+
+def test_weak_type_python_scalar_then_returned_f32(telemetry):
+    @jax.jit
+    def scale(x):
+        return x * jnp.float32(0.5)  # a strongly typed result, as a schedule returns
+
+    y = scale(0.0)  # a Python float: weakly typed f32[]
+    assert not y.aval.weak_type
+    scale(y)  # the f32[] it returned: strongly typed
+    span = telemetry.last("test_weak_type_python_scalar_then_returned_f32.<locals>.scale")
+    assert span.attributes["jax.compile.cause.kind"] == "weak_type"
+    assert only_change(span) == {"path": "x", "kind": "weak_type",
+                                 "before": "f32[] (weak)", "after": "f32[]"}
+    assert span.attributes["jax.compile.cause"] == "x: f32[] (weak) -> f32[]"
+    assert span.attributes["jax.compile.is_recompile"] is True
+
+
+def test_dtype_ones_then_arange(telemetry):
+    @jax.jit
+    def total(x):
+        return x.sum()
+
+    total(jnp.ones(4))
+    total(jnp.arange(4))
+    span = telemetry.last("test_dtype_ones_then_arange.<locals>.total")
+    assert span.attributes["jax.compile.cause.kind"] == "dtype"
+    assert only_change(span) == {"path": "x", "kind": "dtype",
+                                 "before": "f32[4]", "after": "i32[4]"}
+
+
+def test_shape_last_partial_batch(telemetry):
+    @jax.jit
+    def loss(params, batch):
+        return ((batch["x"] @ params["w"]) ** 2).mean()
+
+    params = {"w": jnp.ones((8, 2))}
+    loss(params, {"x": jnp.ones((32, 8))})
+    loss(params, {"x": jnp.ones((32, 8))})
+    loss(params, {"x": jnp.ones((17, 8))})
+    assert len(telemetry.compiles("test_shape_last_partial_batch.<locals>.loss")) == 2
+    span = telemetry.last("test_shape_last_partial_batch.<locals>.loss")
+    assert span.attributes["jax.compile.cause.kind"] == "shape"
+    assert only_change(span) == {"path": "batch['x']", "kind": "shape",
+                                 "before": "f32[32,8]", "after": "f32[17,8]"}
+
+
+def test_pytree_dict_gains_key(telemetry):
+    @jax.jit
+    def apply(x, config):
+        return x * config["scale"]
+
+    apply(jnp.ones(2), {"scale": 2.0})
+    apply(jnp.ones(2), {"scale": 2.0, "dropout": 0.1})
+    span = telemetry.last("test_pytree_dict_gains_key.<locals>.apply")
+    assert span.attributes["jax.compile.cause.kind"] == "pytree_structure"
+    assert only_change(span) == {"path": "config['dropout']", "kind": "pytree_structure",
+                                 "before": "<absent>", "after": "f32[] (weak)"}
+
+
+def test_pytree_none_then_array(telemetry):
+    @jax.jit
+    def maybe_bias(x, bias):
+        return x if bias is None else x + bias
+
+    maybe_bias(jnp.ones(3), None)
+    maybe_bias(jnp.ones(3), jnp.ones(3))
+    span = telemetry.last("test_pytree_none_then_array.<locals>.maybe_bias")
+    assert span.attributes["jax.compile.cause.kind"] == "pytree_structure"
+    assert only_change(span) == {"path": "bias", "kind": "pytree_structure",
+                                 "before": "None", "after": "f32[3]"}
+
+
+def test_pytree_positional_then_keyword(telemetry):
+    @jax.jit
+    def add(x, y):
+        return x + y
+
+    add(jnp.ones(3), jnp.ones(3))
+    add(jnp.ones(3), y=jnp.ones(3))
+    span = telemetry.last("test_pytree_positional_then_keyword.<locals>.add")
+    assert span.attributes["jax.compile.cause.kind"] == "pytree_structure"
+    change = only_change(span)
+    assert change["path"] == "y"
+    assert change["before"] == "passed positionally (f32[3])"
+    assert change["after"] == "passed by keyword (f32[3])"
+
+
+def test_static_argument_value(telemetry):
+    @functools.partial(jax.jit, static_argnums=1)
+    def power(x, n):
+        return x ** n
+
+    power(jnp.ones(3), 2)
+    power(jnp.ones(3), 3)
+    span = telemetry.last("test_static_argument_value.<locals>.power")
+    assert span.attributes["jax.compile.cause.kind"] == "static_argument"
+    assert only_change(span) == {"path": "n", "kind": "static_argument",
+                                 "before": "2", "after": "3"}
+
+
+class StepConfig:  # no __eq__/__hash__: hashed by identity
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+
+def test_static_argument_hashed_by_identity(telemetry):
+    @functools.partial(jax.jit, static_argnames="cfg")
+    def step(x, cfg):
+        return x * cfg.scale
+
+    for _ in range(3):
+        step(jnp.ones(3), cfg=StepConfig(2.0))  # a new instance each step
+    spans = telemetry.compiles("test_static_argument_hashed_by_identity.<locals>.step")
+    assert len(spans) == 3
+    for span in spans[1:]:
+        assert span.attributes["jax.compile.cause.kind"] == "static_argument"
+        change = only_change(span)
+        assert change["path"] == "cfg"
+        assert "StepConfig" in change["after"] and "identity" in change["after"]
+        cause = span.attributes["jax.compile.cause"]
+        assert "hashes by identity" in cause and "StepConfig" in cause
+        assert "0x" not in span.attributes["jax.compile.cause.diff"]
+
+
+def test_function_identity_lambda_recreated(telemetry):
+    for _ in range(3):
+        jax.jit(lambda x: x * 3)(jnp.ones(2))
+    spans = telemetry.compiles("test_function_identity_lambda_recreated.<locals>.<lambda>")
+    assert [s.attributes["jax.compile.count"] for s in spans] == [1, 2, 3]
+    for span in spans[1:]:
+        assert span.attributes["jax.compile.cause.kind"] == "function_identity"
+        assert only_change(span)["path"] == "<function>"
+
+
+def scaled(x, factor):
+    return x * factor
+
+
+def test_function_identity_partial_recreated(telemetry):
+    for _ in range(2):
+        jax.jit(functools.partial(scaled, factor=2.0))(jnp.ones(2))
+    span = telemetry.last("scaled")
+    assert span.attributes["jax.compile.cause.kind"] == "function_identity"
+    assert span.attributes["code.function.name"] == "scaled"
+
+
+def test_tracing_context_enable_x64(telemetry):
+    @jax.jit
+    def double(x):
+        return x * 2
+
+    double(jnp.ones(3))
+    with jax.enable_x64(True):
+        double(jnp.ones(3, dtype=jnp.float32))
+    span = telemetry.last("test_tracing_context_enable_x64.<locals>.double")
+    assert span.attributes["jax.compile.cause.kind"] == "tracing_context"
+    change = next(c for c in diff_of(span) if c["kind"] == "tracing_context")
+    assert change == {"path": "jax_enable_x64", "kind": "tracing_context",
+                      "before": "False", "after": "True"}
+
+
+def test_tracing_context_matmul_precision(telemetry):
+    @jax.jit
+    def mm(a):
+        return a @ a
+
+    mm(jnp.ones((4, 4)))
+    with jax.default_matmul_precision("highest"):
+        mm(jnp.ones((4, 4)))
+    span = telemetry.last("test_tracing_context_matmul_precision.<locals>.mm")
+    assert span.attributes["jax.compile.cause.kind"] == "tracing_context"
+    change = only_change(span)
+    assert change["path"] == "jax_default_matmul_precision"
+    assert change["before"] == "None" and "highest" in change["after"]
+
+
+def test_sharding_changed(telemetry):
+    devices = cpu_devices(4)
+    mesh = Mesh(np.array(devices[:4]), ("data",))
+    x = jnp.ones((8, 4))
+
+    @jax.jit
+    def norm(x):
+        return (x * x).sum()
+
+    norm(jax.device_put(x, NamedSharding(mesh, P("data"))))
+    norm(jax.device_put(x, NamedSharding(mesh, P(None, "data"))))
+    span = telemetry.last("test_sharding_changed.<locals>.norm")
+    assert span.attributes["jax.compile.cause.kind"] == "sharding"
+    change = only_change(span)
+    assert change["path"] == "x" and change["kind"] == "sharding"
+    assert "'data'" in change["before"] and "None, 'data'" in change["after"]
+    assert span.attributes["jax.device.count"] == 4
+
+
+def test_device_placement_changed(telemetry):
+    devices = cpu_devices(2)
+
+    @jax.jit
+    def inc(x):
+        return x + 1
+
+    x = jnp.ones(3)
+    inc(jax.device_put(x, devices[0]))
+    inc(jax.device_put(x, devices[1]))
+    span = telemetry.last("test_device_placement_changed.<locals>.inc")
+    assert span.attributes["jax.compile.cause.kind"] == "device_placement"
+    assert only_change(span) == {"path": "x", "kind": "device_placement",
+                                 "before": "committed cpu:0", "after": "committed cpu:1"}
+
+
+def test_device_placement_committed_ness(telemetry):
+    devices = cpu_devices(2)
+
+    @jax.jit
+    def inc(x):
+        return x + 1
+
+    inc(jnp.ones(3))  # uncommitted, default device
+    inc(jax.device_put(jnp.ones(3), devices[1]))
+    span = telemetry.last("test_device_placement_committed_ness.<locals>.inc")
+    assert span.attributes["jax.compile.cause.kind"] == "device_placement"
+    assert only_change(span) == {"path": "x", "kind": "device_placement",
+                                 "before": "uncommitted", "after": "committed cpu:1"}
+
+
+def test_jit_options_donate_argnums(telemetry):
+    def update(w, g):
+        return w - 0.1 * g
+
+    jax.jit(update)(jnp.ones(3), jnp.ones(3))
+    jax.jit(update, donate_argnums=0)(jnp.ones(3), jnp.ones(3))
+    span = telemetry.last("test_jit_options_donate_argnums.<locals>.update")
+    assert span.attributes["jax.compile.cause.kind"] == "jit_options"
+    assert only_change(span) == {"path": "jit(donate_argnums)", "kind": "jit_options",
+                                 "before": "()", "after": "(0,)"}
+
+
+def test_unknown_after_cache_eviction(telemetry):
+    @jax.jit
+    def neg(x):
+        return -x
+
+    neg(jnp.ones(3))
+    jax.clear_caches()
+    neg(jnp.ones(3))
+    span = telemetry.last("test_unknown_after_cache_eviction.<locals>.neg")
+    assert span.attributes["jax.compile.cause.kind"] == "unknown"
+    assert "clear_caches" in span.attributes["jax.compile.cause"]
+    assert span.attributes["jax.compile.count"] == 2
+
+
+def test_several_changes_listed_most_significant_first(telemetry):
+    @functools.partial(jax.jit, static_argnums=2)
+    def f(x, y, n):
+        return x * n + y
+
+    f(jnp.ones(3), jnp.ones(3), 1)
+    f(jnp.ones(4), jnp.arange(4), 2)
+    span = telemetry.last("test_several_changes_listed_most_significant_first.<locals>.f")
+    assert span.attributes["jax.compile.cause.kind"] == "static_argument"
+    kinds = {c["path"]: c["kind"] for c in diff_of(span)}
+    assert kinds == {"n": "static_argument", "x": "shape", "y": "dtype"}
+    assert span.attributes["jax.compile.cause"].endswith("(+2 more)")
+
+
+def test_closest_earlier_signature_is_compared(telemetry):
+    @jax.jit
+    def f(x):
+        return x + 1
+
+    f(jnp.ones(3))
+    f(jnp.ones(5))
+    f(jnp.ones(3, dtype=jnp.int32))  # closest to the first (shape equal), not the latest
+    span = telemetry.last("test_closest_earlier_signature_is_compared.<locals>.f")
+    assert only_change(span) == {"path": "x", "kind": "dtype",
+                                 "before": "f32[3]", "after": "i32[3]"}
