@@ -208,7 +208,7 @@ class Engine:
         cache_in_use = _jax_hooks.persistent_cache_enabled()
         miss = self._take_miss(name)
         info = self._function_info(miss, name)
-        eager = miss is not None and _jax_hooks.is_eager_primitive(miss.fun)
+        eager = miss is not None and _jax_hooks.is_eager_op(miss.fun)
         signature = self._signature(miss)
 
         count, earlier = self.history.begin(info)

@@ -200,9 +200,17 @@ def trace_context_items() -> tuple[tuple[str, Any], ...]:
         return ()
 
 
-def is_eager_primitive(fun: Any) -> bool:
-    """A single primitive compiled by JAX for op-by-op (eager) execution."""
-    return bool(getattr(fun, "_apply_primitive", False))
+def is_eager_op(fun: Any) -> bool:
+    """JAX compiling one of its own ops for op-by-op (eager) execution.
+
+    Either a single primitive (``x + 1`` outside jit) or one of JAX's own
+    jitted library functions called eagerly (``jnp.sin(x)`` is a jitted
+    function inside ``jax.numpy``).
+    """
+    if getattr(fun, "_apply_primitive", False):
+        return True
+    module = getattr(fun, "__module__", None) or ""
+    return module == "jax" or module.startswith(("jax.", "jax._src"))
 
 
 def is_committed(arr: Any) -> bool | None:

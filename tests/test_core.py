@@ -1,0 +1,403 @@
+"""Spans, counts, install/uninstall and fail-open behaviour, with real JAX."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import warnings
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax._src import monitoring, pjit
+from opentelemetry import trace
+
+import otel_jax
+from otel_jax import _jax_hooks, _signature
+from otel_jax._engine import ENGINE
+from conftest import diff_of
+
+HERE = __file__
+
+
+def test_no_recompile_when_nothing_changes(telemetry):
+    @jax.jit
+    def step(w, x):
+        return w - 0.1 * x
+
+    w = jnp.ones(8)
+    for _ in range(100):
+        w = step(w, jnp.ones(8))
+    assert len(telemetry.compiles("test_no_recompile_when_nothing_changes.<locals>.step")) == 1
+
+
+def test_span_attributes_and_parent(telemetry):
+    @jax.jit
+    def train_step(x):
+        return x * 2
+
+    with telemetry.tracer.start_as_current_span("train_step") as parent:
+        train_step(jnp.ones(3)); line = __import__("inspect").currentframe().f_lineno
+    span = telemetry.last("test_span_attributes_and_parent.<locals>.train_step")
+    assert span.name == "jax.compile test_span_attributes_and_parent.<locals>.train_step"
+    assert span.kind == trace.SpanKind.INTERNAL
+    assert span.parent is not None
+    assert span.parent.span_id == parent.get_span_context().span_id
+    assert span.context.trace_id == parent.get_span_context().trace_id
+    a = span.attributes
+    assert a["code.file.path"] == HERE
+    assert isinstance(a["code.line.number"], int) and a["code.line.number"] > 0
+    assert a["jax.compile.callsite"] == f"{HERE}:{line}"
+    assert a["jax.compile.count"] == 1 and a["jax.compile.is_recompile"] is False
+    assert a["jax.device.platform"] == "cpu" and a["jax.device.kind"] == "cpu"
+    assert a["jax.device.count"] == 1 and a["jax.process.index"] == 0
+    for key in ("jax.compile.trace_s", "jax.compile.lower_s", "jax.compile.backend_compile_s"):
+        assert a[key] > 0
+    assert "jax.persistent_cache.hit" not in a  # the persistent cache is not enabled
+
+
+def test_phase_child_spans(telemetry):
+    @jax.jit
+    def phases(x):
+        return jnp.sin(x)
+
+    phases(jnp.ones(3))
+    compile_span = telemetry.last("test_phase_child_spans.<locals>.phases")
+    children = [s for s in telemetry.exporter.get_finished_spans()
+                if s.parent is not None and s.parent.span_id == compile_span.context.span_id]
+    assert [c.name for c in children] == ["jax.trace", "jax.lower", "jax.backend_compile"]
+    for child in children:
+        assert compile_span.start_time <= child.start_time <= child.end_time
+        assert child.end_time <= compile_span.end_time
+    assert children[0].end_time <= children[1].start_time <= children[2].start_time
+
+
+def test_compile_without_retrace_has_no_trace_phase(telemetry):
+    devices = jax.devices()
+
+    @jax.jit
+    def inc(x):
+        return x + 1
+
+    inc(jax.device_put(jnp.ones(3), devices[0]))
+    inc(jax.device_put(jnp.ones(3), devices[1]))  # same jaxpr, new placement
+    span = telemetry.last("test_compile_without_retrace_has_no_trace_phase.<locals>.inc")
+    assert "jax.compile.backend_compile_s" in span.attributes
+    assert span.attributes["jax.compile.count"] == 2
+
+
+def test_model_call_method_named(telemetry):
+    class Model:
+        def __call__(self, x):
+            return x @ x.T
+
+    jax.jit(Model())(jnp.ones((2, 3)))
+    span = telemetry.compiles()[-1]
+    assert span.attributes["code.function.name"].endswith("Model.__call__")
+
+
+def test_eager_op_compiles_are_marked(telemetry):
+    x = jnp.ones((7, 13))
+    jnp.sin(x) * 3.5  # eager op-by-op: compiles single primitives
+    eager = [s for s in telemetry.spans() if s.attributes["jax.compile.eager_op"]]
+    assert {"sin", "multiply"} <= {s.attributes["code.function.name"] for s in eager}
+    assert telemetry.compiles() == []  # no user function compiled
+
+
+def test_log_line_per_compile_with_trace_ids(telemetry):
+    @jax.jit
+    def logged(x):
+        return x - 1
+
+    logged(jnp.ones(2))
+    logged(jnp.ones(3))
+    spans = telemetry.compiles("test_log_line_per_compile_with_trace_ids.<locals>.logged")
+    lines = [ln for ln in telemetry.log_lines() if ln["function"].endswith("logged")]
+    assert len(lines) == 2
+    assert [ln["event"] for ln in lines] == ["jax.compile", "jax.compile"]
+    for span, line in zip(spans, lines):
+        assert line["trace_id"] == trace.format_trace_id(span.context.trace_id)
+        assert line["span_id"] == trace.format_span_id(span.context.span_id)
+        assert line["level"] == "info"
+    assert lines[1]["cause_kind"] == "shape"
+    assert lines[1]["diff"] == [{"path": "x", "kind": "shape", "before": "f32[2]",
+                                 "after": "f32[3]"}]
+    assert lines[1]["count"] == 2 and lines[1]["is_recompile"] is True
+    assert lines[1]["compile_s"] > 0 and "hint" in lines[1]
+
+
+def test_metrics(telemetry):
+    @jax.jit
+    def measured(x):
+        return x * x
+
+    measured(jnp.ones(2))
+    measured(jnp.ones(3))
+    name = "test_metrics.<locals>.measured"
+    points = [p for p in telemetry.metric_points("jax.compilations")
+              if p.attributes["code.function.name"] == name]
+    by_kind = {p.attributes["jax.compile.cause.kind"]: p for p in points}
+    assert by_kind["first_compile"].value == 1
+    assert by_kind["first_compile"].attributes["jax.compile.is_recompile"] is False
+    assert by_kind["shape"].value == 1
+    assert by_kind["shape"].attributes["jax.compile.is_recompile"] is True
+    durations = [p for p in telemetry.metric_points("jax.compile.duration")
+                 if p.attributes["code.function.name"] == name]
+    assert sum(p.count for p in durations) == 2
+    assert durations[0].explicit_bounds[0] == 0.001 and durations[0].explicit_bounds[-1] == 600
+
+
+def test_recompile_storm_warns_once(telemetry):
+    @jax.jit
+    def stormy(x):
+        return x + 1
+
+    for n in range(1, 13):
+        stormy(jnp.ones(n))
+    warnings_ = [ln for ln in telemetry.log_lines() if ln["event"] == "jax.recompile_storm"]
+    assert len(warnings_) == 1
+    w = warnings_[0]
+    assert w["level"] == "warning"
+    assert w["function"] == "test_recompile_storm_warns_once.<locals>.stormy"
+    assert w["recompiles"] == 8 and w["causes"] == {"shape": 8}
+    assert len(telemetry.compiles("test_recompile_storm_warns_once.<locals>.stormy")) == 12
+
+
+def test_install_is_idempotent_and_uninstall_restores_jax():
+    otel_jax.uninstall()
+    original_infer, original_run = pjit._infer_params, pjit._run_python_pjit
+    listeners_before = (list(monitoring._event_time_span_listeners),
+                        list(monitoring._event_listeners))
+    handle = otel_jax.install(log_output=None)
+    try:
+        assert otel_jax.install(log_output=None) is handle
+        assert pjit._infer_params is not original_infer
+        assert _jax_hooks.pjit_patched()
+    finally:
+        otel_jax.uninstall()
+    assert pjit._infer_params is original_infer
+    assert pjit._run_python_pjit is original_run
+    assert (list(monitoring._event_time_span_listeners),
+            list(monitoring._event_listeners)) == listeners_before
+    assert not _jax_hooks.pjit_patched()
+    assert otel_jax.installation() is None
+    otel_jax.uninstall()  # a second uninstall is a no-op
+
+
+def test_no_work_after_uninstall():
+    otel_jax.uninstall()
+    before = len(ENGINE.history.entries_by_name("test_no_work_after_uninstall.<locals>.g"))
+
+    @jax.jit
+    def g(x):
+        return x
+
+    g(jnp.ones(3))
+    assert len(ENGINE.history.entries_by_name(
+        "test_no_work_after_uninstall.<locals>.g")) == before == 0
+
+
+@pytest.mark.injects_errors
+def test_exception_in_signature_capture_does_not_reach_user(telemetry, monkeypatch):
+    def broken(miss):
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(_signature, "from_miss", broken)
+
+    @jax.jit
+    def safe(x):
+        return x * 3
+
+    with pytest.warns(otel_jax.OtelJaxWarning, match="signature capture"):
+        assert float(safe(jnp.float32(2.0))) == 6.0
+        assert safe(jnp.ones(2)).tolist() == [3.0, 3.0]
+    spans = telemetry.compiles("test_exception_in_signature_capture_does_not_reach_user"
+                               ".<locals>.safe")
+    assert [s.attributes["jax.compile.cause.kind"] for s in spans] == ["first_compile",
+                                                                      "unknown"]
+
+
+@pytest.mark.injects_errors
+def test_exception_in_a_sink_does_not_reach_user(telemetry, monkeypatch):
+    def broken_sink(record):
+        raise ValueError("sink down")
+
+    ENGINE.add_sink(broken_sink)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+
+            @jax.jit
+            def f(x):
+                return x + 2
+
+            assert f(jnp.ones(2)).tolist() == [3.0, 3.0]
+            f(jnp.ones(3))
+    finally:
+        ENGINE.remove_sink(broken_sink)
+    ours = [w for w in caught if issubclass(w.category, otel_jax.OtelJaxWarning)]
+    assert len(ours) == 1 and "sink down" in str(ours[0].message)
+    assert len(telemetry.compiles("test_exception_in_a_sink_does_not_reach_user"
+                                  ".<locals>.f")) == 2
+
+
+@pytest.mark.injects_errors
+def test_warnings_as_errors_still_fail_open(telemetry, monkeypatch):
+    monkeypatch.setattr(_signature, "from_miss", lambda miss: 1 / 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+
+        @jax.jit
+        def f(x):
+            return x + 2
+
+        assert f(jnp.ones(2)).tolist() == [3.0, 3.0]
+
+
+class BrokenStatic:
+    """Hashable, but its __eq__ and __repr__ raise."""
+
+    def __hash__(self):
+        return 7
+
+    def __eq__(self, other):
+        if self is other:
+            return True
+        raise RuntimeError("no __eq__ for you")
+
+    def __repr__(self):
+        raise RuntimeError("no repr either")
+
+
+def test_static_with_broken_eq_and_repr(telemetry):
+    @functools.partial(jax.jit, static_argnums=1)
+    def f(x, s):
+        return x + 1
+
+    s = BrokenStatic()
+    assert f(jnp.ones(2), s).tolist() == [2.0, 2.0]
+    assert f(jnp.ones(3), s).tolist() == [2.0, 2.0, 2.0]
+    span = telemetry.last("test_static_with_broken_eq_and_repr.<locals>.f")
+    assert span.attributes["jax.compile.cause.kind"] == "shape"
+
+
+def test_two_threads_compiling_at_once(telemetry):
+    @jax.jit
+    def shared(x):
+        return x * 2
+
+    barrier = threading.Barrier(2)
+    parents = {}
+    errors = []
+
+    def worker(name, sizes):
+        try:
+            with telemetry.tracer.start_as_current_span(f"worker {name}") as span:
+                parents[name] = span.get_span_context().span_id
+                barrier.wait()
+                for n in sizes:
+                    shared(jnp.ones(n))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=("a", range(1, 11))),
+               threading.Thread(target=worker, args=("b", range(11, 21)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    spans = telemetry.compiles("test_two_threads_compiling_at_once.<locals>.shared")
+    assert len(spans) == 20
+    assert sorted(s.attributes["jax.compile.count"] for s in spans) == list(range(1, 21))
+    for s in spans:
+        shape = s.attributes["jax.compile.cause.diff"]
+        n = int(diff_of(s)[0]["after"][4:-1]) if diff_of(s) else None
+        if n is not None:
+            expected = parents["a"] if n <= 10 else parents["b"]
+            assert s.parent.span_id == expected, shape
+
+
+def test_ten_thousand_leaves_one_changed(telemetry):
+    params = {f"layer_{i}": {"w": jnp.zeros((2,)), "b": jnp.zeros(())} for i in range(5000)}
+
+    @jax.jit
+    def count(params):
+        # Cheap to compile: unused inputs are pruned, the signature keeps all 10,000.
+        return params["layer_0"]["b"] + 1
+
+    count(params)
+    params["layer_4321"]["w"] = jnp.zeros((3,))
+    count(params)
+    span = telemetry.last("test_ten_thousand_leaves_one_changed.<locals>.count")
+    assert span.attributes["jax.compile.cause.kind"] == "shape"
+    assert diff_of(span) == [{"path": "params['layer_4321']['w']", "kind": "shape",
+                              "before": "f32[2]", "after": "f32[3]"}]
+
+
+def test_huge_diff_is_truncated_safely(telemetry):
+    @jax.jit
+    def f(xs):
+        return [x + 1 for x in xs]
+
+    f([jnp.ones(2)] * 3000)
+    f([jnp.ones(3)] * 3000)
+    span = telemetry.last("test_huge_diff_is_truncated_safely.<locals>.f")
+    changes = diff_of(span)  # still valid JSON
+    assert len(span.attributes["jax.compile.cause.diff"]) <= 16_384
+    assert changes[-1]["kind"] == "truncated"
+    assert span.attributes["jax.compile.cause"].endswith("(+2999 more)")
+
+
+def test_fallback_when_jax_internals_are_missing(monkeypatch):
+    otel_jax.uninstall()
+    from conftest import Telemetry
+
+    t = Telemetry()
+    monkeypatch.setattr(_jax_hooks, "pjit_module", lambda: None)
+    with pytest.warns(otel_jax.OtelJaxWarning, match="_infer_params"):
+        otel_jax.install(tracer_provider=t.tracer_provider, meter_provider=t.meter_provider,
+                         log_output=t.log)
+    try:
+        assert not _jax_hooks.pjit_patched()
+
+        @jax.jit
+        def fallback(x):
+            return x + 1
+
+        fallback(jnp.ones(2))
+        fallback(jnp.ones(3))
+    finally:
+        otel_jax.uninstall()
+    spans = [s for s in t.spans() if s.attributes["code.function.name"] == "fallback"]
+    assert [s.attributes["jax.compile.cause.kind"] for s in spans] == ["first_compile",
+                                                                      "unknown"]
+    assert "not captured" in spans[1].attributes["jax.compile.cause"]
+    assert spans[1].attributes["jax.compile.backend_compile_s"] > 0
+
+
+def test_compile_history(telemetry):
+    @jax.jit
+    def hist(x, y):
+        return x + y
+
+    hist(jnp.ones(2), 1.0)
+    hist(jnp.ones(3), 1.0)
+    entries = otel_jax.compile_history(hist)
+    assert [e.count for e in entries] == [1, 2]
+    assert [e.cause_kind for e in entries] == ["first_compile", "shape"]
+    assert entries[1].signature["arguments"] == {
+        "x": {"type": "f32[3]", "placement": "uncommitted"},
+        "y": {"type": "f32[] (weak)", "placement": "uncommitted"}}
+    assert entries[1].diff == ({"path": "x", "kind": "shape", "before": "f32[2]",
+                                "after": "f32[3]"},)
+    text = str(entries[1])
+    assert "#2 shape: x: f32[2] -> f32[3]" in text and "y: f32[] (weak)" in text
+
+
+def test_add_otel_context_processor(telemetry):
+    with telemetry.tracer.start_as_current_span("app") as span:
+        event = otel_jax.add_otel_context(None, "info", {"event": "hello"})
+    assert event["trace_id"] == trace.format_trace_id(span.get_span_context().trace_id)
+    assert event["span_id"] == trace.format_span_id(span.get_span_context().span_id)
+    assert otel_jax.add_otel_context(None, "info", {"event": "x"}) == {"event": "x"}
