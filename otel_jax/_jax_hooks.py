@@ -56,6 +56,9 @@ def current_miss() -> Miss | None:
 
 def clear_miss() -> None:
     _tls.miss = None
+    stack = getattr(_tls, "stack", None)
+    if stack:
+        stack[-1] = None
 
 
 class _Patch:
@@ -90,12 +93,20 @@ def _wrap_infer_params(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _wrap_run_python_pjit(original: Callable[..., Any]) -> Callable[..., Any]:
     def _run_python_pjit(*args, **kwargs):  # type: ignore[no-untyped-def]
+        # Lowering can run nested jitted calls (JAX traces the impl of some
+        # primitives then), each with its own miss: keep a stack so that the
+        # outer call's miss is current again when its backend compile starts.
+        stack = getattr(_tls, "stack", None)
+        if stack is None:
+            stack = _tls.stack = []
+        stack.append(getattr(_tls, "miss", None))
         try:
             return original(*args, **kwargs)
         finally:
-            # The compile (if any) happened inside; stop referencing the
-            # arguments so that donated or large arrays can be freed.
-            _tls.miss = None
+            stack.pop()
+            # The call is over: stop referencing its arguments, so that donated
+            # or large arrays can be freed.
+            _tls.miss = stack[-1] if stack else None
 
     return _run_python_pjit
 

@@ -401,3 +401,28 @@ def test_add_otel_context_processor(telemetry):
     assert event["trace_id"] == trace.format_trace_id(span.get_span_context().trace_id)
     assert event["span_id"] == trace.format_span_id(span.get_span_context().span_id)
     assert otel_jax.add_otel_context(None, "info", {"event": "x"}) == {"event": "x"}
+
+
+def test_compiles_inside_lowering_keep_their_own_signature(telemetry):
+    # Lowering threefry runs nested jitted jnp calls; the outer compile must
+    # still be matched with its own miss (not reported as "not captured").
+    key = jax.random.PRNGKey(11)
+    jax.random.split(key, 3)
+    jax.random.split(key, 5)
+    spans = telemetry.spans()
+    assert spans
+    assert all("not captured" not in s.attributes["jax.compile.cause"] for s in spans)
+    assert all(s.attributes["jax.compile.eager_op"] for s in spans)  # JAX's own functions
+    assert all("code.file.path" in s.attributes for s in spans)
+
+
+def test_user_jit_calling_random_inside(telemetry):
+    @jax.jit
+    def noisy(key, x):
+        return x + jax.random.normal(key, x.shape)
+
+    noisy(jax.random.PRNGKey(0), jnp.ones(3))
+    noisy(jax.random.PRNGKey(0), jnp.ones(4))
+    span = telemetry.last("test_user_jit_calling_random_inside.<locals>.noisy")
+    assert span.attributes["jax.compile.cause.kind"] == "shape"
+    assert diff_of(span)[0]["path"] == "x"
