@@ -27,6 +27,7 @@ Sink = Callable[[CompileRecord], None]
 _logger = logging.getLogger("otel_jax")
 _MAX_PENDING_PHASES = 64
 _PHASE_KEY = {_jax_hooks.TRACE_EVENT: "trace_s", _jax_hooks.LOWER_EVENT: "lower_s"}
+_PHASE_NAME = dict(PHASES)
 _ON_RECOMPILE = ("log", "warn", "raise")
 
 
@@ -85,9 +86,10 @@ class Engine:
                 if not hooks.captures_signatures:
                     self.warn_once(
                         "no-capture",
-                        "otel_jax: this JAX version does not expose "
-                        "jax._src.pjit._infer_params; compiles are still reported, but their "
-                        "cause will be 'unknown' (signatures cannot be captured).")
+                        "otel_jax: this JAX version does not call jax._src.pjit._infer_params "
+                        "and _run_python_pjit on a dispatch miss; compiles are still reported, "
+                        "but recompile causes will be 'unknown' (signatures cannot be "
+                        "captured).")
 
     def remove_sink(self, sink: Sink) -> None:
         """Stop delivering to ``sink``; unhooks JAX when no sink is left."""
@@ -183,7 +185,7 @@ class Engine:
         for event, fun_name, start, end in reversed(pending):
             key = _PHASE_KEY[event]
             if key not in found and wanted[event] == fun_name:
-                found[key] = Phase(dict(PHASES)[key], start, end)
+                found[key] = Phase(_PHASE_NAME[key], start, end)
         return found
 
     def _take_miss(self, name: str) -> _jax_hooks.Miss | None:
@@ -227,12 +229,12 @@ class Engine:
         entry = CompileEntry(
             count=count, cause_kind=kind, cause=cause,
             diff=tuple(c.as_dict() for c in diff.changes),
-            signature=self._signature_dict(signature),
             compile_s=record.compile_s, trace_s=record.phase_seconds("trace_s"),
             lower_s=record.phase_seconds("lower_s"),
             backend_compile_s=record.phase_seconds("backend_compile_s"),
             callsite=record.callsite, timestamp=record.start,
             persistent_cache_hit=record.persistent_cache_hit,
+            _signature=signature,
         )
         fh = self.history.finish(info, count, signature, entry, kind)
         if (record.is_recompile and not eager and not fh.storm_warned
@@ -292,13 +294,6 @@ class Engine:
         except Exception as exc:
             self._internal_error("callsite", exc)
             return None
-
-    def _signature_dict(self, signature: _signature.Signature) -> dict[str, Any]:
-        try:
-            return signature.as_dict()
-        except Exception as exc:
-            self._internal_error("signature summary", exc)
-            return {}
 
     def _fill_devices(self, record: CompileRecord, miss: _jax_hooks.Miss | None) -> None:
         try:

@@ -24,7 +24,6 @@ class CompileEntry:
     cause_kind: str
     cause: str
     diff: tuple[dict[str, str], ...]
-    signature: dict[str, Any]
     compile_s: float
     trace_s: float | None
     lower_s: float | None
@@ -32,6 +31,14 @@ class CompileEntry:
     callsite: str | None
     timestamp: float
     persistent_cache_hit: bool | None = None
+    _signature: Signature | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def signature(self) -> dict[str, Any]:
+        """Argument paths with types and placements, static arguments, pytree, jit options."""
+        if self._signature is None or not self._signature.captured:
+            return {}
+        return self._signature.as_dict()
 
     def __str__(self) -> str:
         lines = [f"#{self.count} {self.cause_kind}: {self.cause or '-'}"

@@ -111,15 +111,36 @@ def _wrap_run_python_pjit(original: Callable[..., Any]) -> Callable[..., Any]:
     return _run_python_pjit
 
 
-def pjit_module() -> Any | None:
-    """``jax._src.pjit`` if it still has the two names we wrap, else ``None``."""
+# What the miss path calls to trace, by JAX version (same arguments and result).
+_TRACE_ENTRY_NAMES = ("_infer_params", "_trace_for_jit")
+
+
+def _miss_path_names(pjit: Any) -> frozenset[str]:
+    """Global names the ``cache_miss`` closure of ``_cpp_pjit`` looks up at call time."""
+    cpp_pjit = getattr(pjit, "_cpp_pjit", None)
+    for const in getattr(getattr(cpp_pjit, "__code__", None), "co_consts", ()):
+        if getattr(const, "co_name", None) == "cache_miss":
+            return frozenset(const.co_names)
+    return frozenset()
+
+
+def pjit_module() -> tuple[Any, str] | None:
+    """``jax._src.pjit`` and the name of its trace entry point, if both can be wrapped.
+
+    Reads the names the miss path really calls, so a JAX version that renamed
+    them falls back to uncaptured signatures instead of wrapping a function
+    that is never called.
+    """
     try:
         from jax._src import pjit
     except Exception:
         return None
-    if all(callable(getattr(pjit, name, None))
-           for name in ("_infer_params", "_run_python_pjit")):
-        return pjit
+    names = _miss_path_names(pjit)
+    if "_run_python_pjit" not in names or not callable(getattr(pjit, "_run_python_pjit", None)):
+        return None
+    for entry in _TRACE_ENTRY_NAMES:
+        if entry in names and callable(getattr(pjit, entry, None)):
+            return pjit, entry
     return None
 
 
@@ -144,10 +165,11 @@ class Hooks:
         self.captures_signatures = self._patch_pjit()
 
     def _patch_pjit(self) -> bool:
-        pjit = pjit_module()
-        if pjit is None:
+        found = pjit_module()
+        if found is None:
             return False
-        self._patches.append(_Patch(pjit, "_infer_params", _wrap_infer_params))
+        pjit, entry = found
+        self._patches.append(_Patch(pjit, entry, _wrap_infer_params))
         self._patches.append(_Patch(pjit, "_run_python_pjit", _wrap_run_python_pjit))
         return True
 
@@ -195,20 +217,55 @@ def pjit_patched() -> bool:
 
     return any(
         hasattr(getattr(pjit, name, None), "__otel_jax_original__")
-        for name in ("_infer_params", "_run_python_pjit")
+        for name in (*_TRACE_ENTRY_NAMES, "_run_python_pjit")
     )
 
 
 # --- reading facts off JAX objects -------------------------------------------
 
+# Config values known to be part of the tracing cache key, for JAX versions
+# whose config does not list the names of its trace context.
+_KNOWN_TRACE_CONTEXT = (
+    "jax_enable_x64", "jax_default_matmul_precision", "jax_default_device",
+    "jax_numpy_rank_promotion", "jax_numpy_dtype_promotion", "jax_disable_jit",
+    "jax_threefry_partitionable", "jax_softmax_custom_jvp", "jax_use_shardy_partitioner",
+    "jax_random_seed_offset",
+)
+
+
+_trace_context_names: dict[int, tuple[str, ...]] = {}
+
+
 def trace_context_items() -> tuple[tuple[str, Any], ...]:
     """The named config values that are part of JAX's tracing cache key."""
     try:
         from jax._src import config
-
-        return tuple(zip(config.trace_context_names(), config.trace_context()))
     except Exception:
         return ()
+    try:
+        values = config.trace_context()
+        names = _trace_context_names.get(len(values))
+        if names is None:
+            names = _trace_context_names[len(values)] = tuple(config.trace_context_names())
+        return tuple(zip(names, values))
+    except Exception:
+        pass
+    items = []
+    states = getattr(config, "config_states", {})
+    for name in _KNOWN_TRACE_CONTEXT:
+        state = states.get(name)
+        if state is not None:
+            try:
+                items.append((name, state.value))
+            except Exception:
+                continue
+    try:
+        from jax._src import mesh as mesh_lib
+
+        items.append(("mesh_context_manager", mesh_lib.thread_resources.env.physical_mesh))
+    except Exception:
+        pass
+    return tuple(items)
 
 
 def is_eager_op(fun: Any) -> bool:

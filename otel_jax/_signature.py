@@ -60,7 +60,6 @@ class Signature:
     placements: tuple[str, ...]
     statics: tuple[StaticArg, ...]
     captured: bool = True  # False: built without a miss (fallback)
-    leaves_hash: int = 0
 
     @property
     def num_leaves(self) -> int:
@@ -88,6 +87,9 @@ def _weak(obj: Any) -> Any:
 
 _type_strings: dict[Any, str] = {}
 _placement_strings: dict[Any, str] = {}
+# PjitInfo hashes by identity and lives as long as its jit wrapper: its
+# options are rendered once per wrapper, not once per compile.
+_options_text: dict[Any, tuple[tuple[str, str], ...]] = {}
 
 
 def _remember(cache: dict[Any, str], key: Any, value: str) -> str:
@@ -158,6 +160,22 @@ def placement_text(value: Any) -> str:
     return _remember(_placement_strings, key, text) if key is not None else text
 
 
+def _options(jit_info: Any) -> tuple[tuple[str, str], ...]:
+    try:
+        cached = _options_text.get(jit_info)
+    except TypeError:
+        cached = None
+    if cached is None:
+        cached = tuple((k, safe_repr(v, 200)) for k, v in _jax_hooks.jit_options(jit_info))
+        try:
+            if len(_options_text) >= 1024:
+                _options_text.clear()
+            _options_text[jit_info] = cached
+        except TypeError:
+            pass
+    return cached
+
+
 def _static_arg(name: str, value: Any) -> StaticArg:
     t = type(value)
     identity = getattr(t, "__hash__", None) is object.__hash__
@@ -189,7 +207,7 @@ def from_miss(miss: _jax_hooks.Miss) -> Signature:
     return Signature(
         function_ref=_weak(miss.fun),
         function_id=id(miss.fun),
-        options=tuple((k, safe_repr(v, 200)) for k, v in _jax_hooks.jit_options(miss.jit_info)),
+        options=_options(miss.jit_info),
         context=_jax_hooks.trace_context_items(),
         treedef=params.in_tree,
         avals=avals,
@@ -198,7 +216,6 @@ def from_miss(miss: _jax_hooks.Miss) -> Signature:
         types=types,
         placements=placements,
         statics=tuple(_static_arg(n, v) for n, v in _jax_hooks.static_arguments(miss)),
-        leaves_hash=hash((types, placements)),
     )
 
 

@@ -33,7 +33,9 @@ class SpanSink:
             attributes=record.span_attributes(),
         )
         context = trace.set_span_in_context(span)
-        for key, name in PHASES:
+        # JAX's eager op-by-op compiles are many and small: their phase
+        # durations stay as attributes, without three child spans each.
+        for key, name in () if record.eager_op else PHASES:
             phase = record.phases.get(key)
             if phase is not None:
                 child = self._tracer.start_span(name, context=context, kind=SpanKind.INTERNAL,

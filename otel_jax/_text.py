@@ -28,7 +28,9 @@ def safe_repr(obj: Any, limit: int = REPR_LIMIT) -> str:
         text = f"<{type(obj).__name__} (repr failed: {type(exc).__name__})>"
     if not isinstance(text, str):
         text = f"<{type(obj).__name__}>"
-    return truncate(_ADDRESS.sub("", text), limit)
+    if " at 0x" in text:
+        text = _ADDRESS.sub("", text)
+    return truncate(text, limit)
 
 
 def type_name(obj: Any) -> str:

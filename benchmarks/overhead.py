@@ -1,0 +1,196 @@
+"""What otel_jax costs, measured side by side in one run and printed as ratios.
+
+(a) a cache-hit call of a small jitted function, installed vs not (target <= 1.02);
+(b) a compile-heavy loop over 60 distinct shapes, installed vs not (target <= 1.05);
+(c) the cause diff of a 10,000-leaf pytree with one leaf changed (target <= 2 ms);
+(d) otel_jax's own work per compile with 0 vs N other functions already compiled
+    (must not grow with N).
+
+    python benchmarks/overhead.py            # the full run (about 2 minutes, N = 5000)
+    python benchmarks/overhead.py --quick    # a smoke run with small sizes
+
+Rounds alternate between the two sides so that drift on a shared machine hits
+both alike; each side reports its best round (the least disturbed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+import otel_jax
+from otel_jax import _diff
+from otel_jax._engine import ENGINE
+
+
+class _Discard(SpanExporter):
+    def export(self, spans):  # type: ignore[no-untyped-def]
+        return SpanExportResult.SUCCESS
+
+
+_devnull = open(os.devnull, "w")  # noqa: SIM115 - lives for the whole run
+_tracer_provider = TracerProvider()
+_tracer_provider.add_span_processor(BatchSpanProcessor(_Discard()))
+_meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+
+
+def install() -> None:
+    """The full pipeline a user gets: spans through a batch processor, metrics, JSON logs."""
+    otel_jax.install(tracer_provider=_tracer_provider, meter_provider=_meter_provider,
+                     log_output=_devnull)
+
+
+def alternate(off: Callable[[], float], on: Callable[[], float], rounds: int,
+              ) -> tuple[float, float]:
+    best_off, best_on = float("inf"), float("inf")
+    for _ in range(rounds):
+        otel_jax.uninstall()
+        best_off = min(best_off, off())
+        install()
+        best_on = min(best_on, on())
+        otel_jax.uninstall()
+    return best_off, best_on
+
+
+def bench_cache_hit(calls: int, rounds: int) -> tuple[float, float]:
+    @jax.jit
+    def small(x, y):
+        return x * y + 1
+
+    x, y = jnp.ones(8), jnp.ones(8)
+    small(x, y).block_until_ready()
+
+    def timed() -> float:
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            small(x, y)
+        return (time.perf_counter() - t0) / calls
+
+    return alternate(timed, timed, rounds)
+
+
+def bench_compile_loop(shapes: int, rounds: int) -> tuple[float, float]:
+    def timed() -> float:
+        @jax.jit
+        def layer(x):  # a new function object each time: compiles from scratch
+            return jnp.tanh(x @ x.T).sum() + jnp.sin(x).mean()
+
+        t0 = time.perf_counter()
+        for n in range(1, shapes + 1):
+            layer(jnp.ones((n, 4))).block_until_ready()
+        return time.perf_counter() - t0
+
+    timed()  # warm JAX's own one-time costs
+    return alternate(timed, timed, rounds)
+
+
+def bench_diff(leaves: int, repeats: int) -> float:
+    params = {f"layer_{i}": {"w": jnp.zeros((2,)), "b": jnp.zeros(())}
+              for i in range(leaves // 2)}
+
+    @jax.jit
+    def count(params):
+        return params["layer_0"]["b"] + 1
+
+    with otel_jax.testing.record_compiles(count):
+        count(params)
+        params[f"layer_{leaves // 4}"]["w"] = jnp.zeros((3,))
+        count(params)
+    earlier = [sig for _, sig in ENGINE.history._functions[
+        otel_jax._function_info(count).key].signatures]
+    old, new = earlier[0], earlier[-1]
+    assert new.num_leaves == leaves
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        index, closest = _diff.closest(earlier[:-1], new)  # type: ignore[misc]
+        d = _diff.diff(closest, new)
+        times.append(time.perf_counter() - t0)
+    assert d.total == 1 and d.changes[0].path == f"params['layer_{leaves // 4}']['w']"
+    return statistics.median(times)
+
+
+def own_time_per_compile(compiles: int) -> float:
+    """Median seconds otel_jax itself spends per compile (record + span + metric + log)."""
+    spent: list[float] = []
+    build, deliver = ENGINE._build_record, ENGINE._deliver
+
+    def timed_build(*args):  # type: ignore[no-untyped-def]
+        t0 = time.perf_counter()
+        record = build(*args)
+        spent.append(time.perf_counter() - t0)
+        return record
+
+    def timed_deliver(record):  # type: ignore[no-untyped-def]
+        t0 = time.perf_counter()
+        deliver(record)
+        spent[-1] += time.perf_counter() - t0
+
+    ENGINE._build_record, ENGINE._deliver = timed_build, timed_deliver  # type: ignore[method-assign]
+    try:
+        @jax.jit
+        def probe(x):
+            return x * 2 + 1
+
+        for n in range(1, compiles + 1):
+            probe(jnp.ones(n))
+    finally:
+        del ENGINE._build_record, ENGINE._deliver
+    return statistics.median(spent)
+
+
+def bench_scaling(others: int, compiles: int) -> tuple[float, float]:
+    install()
+    try:
+        before = own_time_per_compile(compiles)
+        for i in range(others):
+            jax.jit(lambda x, i=i: x + i)(1.0)  # noqa: B023 - one new function each
+        after = own_time_per_compile(compiles)
+    finally:
+        otel_jax.uninstall()
+    return before, after
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    parser.add_argument("--only", default="abcd", help="which measurements, e.g. 'bc'")
+    args = parser.parse_args()
+    q = args.quick
+    print(f"jax {jax.__version__}, otel_jax {otel_jax.__version__}, "
+          f"{jax.devices()[0].platform}, {os.cpu_count()} CPUs\n")
+
+    if "a" in args.only:
+        off, on = bench_cache_hit(calls=2_000 if q else 200_000, rounds=2 if q else 7)
+        print(f"(a) cache-hit call      off {off * 1e6:7.3f} us   on {on * 1e6:7.3f} us   "
+              f"ratio {on / off:.3f}  (target <= 1.02)", flush=True)
+    if "b" in args.only:
+        n = 8 if q else 60
+        off, on = bench_compile_loop(shapes=n, rounds=1 if q else 5)
+        print(f"(b) compile loop x{n:<3}   off {off:7.3f} s    on {on:7.3f} s    "
+              f"ratio {on / off:.3f}  (target <= 1.05)", flush=True)
+    if "c" in args.only:
+        leaves = 1_000 if q else 10_000
+        d = bench_diff(leaves, repeats=5 if q else 50)
+        print(f"(c) cause diff, {leaves:,} leaves: {d * 1e3:.3f} ms  (target <= 2 ms)",
+              flush=True)
+    if "d" in args.only:
+        others = 50 if q else 5_000
+        before, after = bench_scaling(others, compiles=5 if q else 30)
+        print(f"(d) otel_jax work per compile: {before * 1e3:.3f} ms with 0 other functions, "
+              f"{after * 1e3:.3f} ms with {others:,}  ratio {after / before:.3f}  "
+              "(must not grow)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
