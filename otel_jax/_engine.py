@@ -28,6 +28,7 @@ _logger = logging.getLogger("otel_jax")
 _MAX_PENDING_PHASES = 64
 _PHASE_KEY = {_jax_hooks.TRACE_EVENT: "trace_s", _jax_hooks.LOWER_EVENT: "lower_s"}
 _PHASE_NAME = dict(PHASES)
+_PLACEHOLDERS = frozenset({"<unknown>", "<unnamed function>"})
 _ON_RECOMPILE = ("log", "warn", "raise")
 
 
@@ -192,11 +193,9 @@ class Engine:
         miss = _jax_hooks.current_miss()
         if miss is None:
             return None
-        fun = miss.fun
-        fun_name = getattr(fun, "__name__", None)
-        if fun_name is None:
-            fun_name = getattr(getattr(fun, "func", None), "__name__", "<unnamed function>")
-        if name_from_event(name) != fun_name:
+        event_fun = name_from_event(name)
+        # Some JAX versions name partials and callable objects "<unknown>".
+        if event_fun != _jax_hooks.event_name(miss.fun) and event_fun not in _PLACEHOLDERS:
             return None  # a compile this miss did not cause (e.g. an eager op inside)
         _jax_hooks.clear_miss()
         return miss

@@ -268,6 +268,19 @@ def trace_context_items() -> tuple[tuple[str, Any], ...]:
     return tuple(items)
 
 
+def event_name(fun: Any) -> str:
+    """The name JAX's compile events give ``fun`` (``f`` in ``jit(f)``)."""
+    try:
+        from jax._src.util import fun_name
+
+        return str(fun_name(fun))
+    except Exception:
+        name = getattr(fun, "__name__", None)
+        if name is None:
+            name = getattr(getattr(fun, "func", None), "__name__", "<unnamed function>")
+        return str(name)
+
+
 def is_eager_op(fun: Any) -> bool:
     """JAX compiling one of its own ops for op-by-op (eager) execution.
 
