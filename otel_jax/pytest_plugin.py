@@ -42,4 +42,5 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[Any]:
         budget.__exit__(None, None, None)
     except AssertionError as exc:
         if outcome.excinfo is None:
-            outcome.force_exception(exc)
+            # A plain failure message: the compiles and their causes, not our frames.
+            outcome.force_exception(pytest.fail.Exception(str(exc), pytrace=False))

@@ -121,8 +121,10 @@ def test_pytest_marker_fails_a_recompiling_test(pytester):
     # The plugin is registered through the pytest11 entry point: nothing to enable.
     result = pytester.runpytest_subprocess("-q")
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*expected at most 1 compilation, got 2*",
-                                 "*#2 shape: x: f32[3] -> f32[4]*"])
+    out = result.stdout.str()
+    assert "expected at most 1 compilation, got 2" in out
+    assert "step #2 shape: x: f32[3] -> f32[4]" in out
+    assert "pytest_plugin.py" not in out  # a clean failure, not the plugin's traceback
 
 
 def test_guard_raises_only_after_warmup(telemetry):
