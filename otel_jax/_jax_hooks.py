@@ -281,6 +281,23 @@ def event_name(fun: Any) -> str:
         return str(name)
 
 
+def primitive_params(fun: Any) -> dict[str, Any] | None:
+    """The parameters an eager primitive was compiled for (its closure), or ``None``.
+
+    JAX builds a new function object per distinct primitive parameters (e.g.
+    the target shape of ``broadcast_in_dim``): those parameters, not the
+    function object, are what changed when such a compile repeats.
+    """
+    if not getattr(fun, "_apply_primitive", False):
+        return None
+    try:
+        cells = dict(zip(fun.__code__.co_freevars, fun.__closure__ or ()))
+        params = cells["params"].cell_contents
+        return dict(params) if isinstance(params, dict) else None
+    except Exception:
+        return None
+
+
 def is_eager_op(fun: Any) -> bool:
     """JAX compiling one of its own ops for op-by-op (eager) execution.
 

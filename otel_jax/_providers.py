@@ -66,22 +66,37 @@ def _protocol(signal: str) -> str:
             or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip()
 
 
+_breakers: dict[str, Any] = {}
+
+
 def _exporter(signal: str) -> Any:
-    """The OTLP exporter class for ``signal``: gRPC when asked for and installed, else HTTP."""
+    """The OTLP exporter for ``signal`` (gRPC when asked for and installed, else HTTP),
+    wrapped so that an unreachable collector costs one warning, not the user's time."""
+    from . import _export
+
     names = {"traces": "trace_exporter.OTLPSpanExporter",
              "metrics": "metric_exporter.OTLPMetricExporter",
              "logs": "_log_exporter.OTLPLogExporter"}
+    wrappers = {"traces": _export.FailOpenSpanExporter,
+                "metrics": _export.FailOpenMetricExporter,
+                "logs": _export.FailOpenLogExporter}
     module, cls = names[signal].split(".")
+    inner = None
     if _protocol(signal) == "grpc":
         try:
             mod = __import__(f"opentelemetry.exporter.otlp.proto.grpc.{module}",
                              fromlist=[cls])
-            return getattr(mod, cls)()
+            inner = getattr(mod, cls)()
         except ImportError:
             _log.warning("OTEL_EXPORTER_OTLP_PROTOCOL=grpc but the gRPC exporter is not "
                          "installed (pip install 'otel_jax[grpc]'); using http/protobuf")
-    mod = __import__(f"opentelemetry.exporter.otlp.proto.http.{module}", fromlist=[cls])
-    return getattr(mod, cls)()
+    if inner is None:
+        mod = __import__(f"opentelemetry.exporter.otlp.proto.http.{module}", fromlist=[cls])
+        inner = getattr(mod, cls)()
+    endpoint = otlp_endpoint(signal) or "the OTLP endpoint"
+    breaker = _breakers.setdefault(endpoint, _export.Breaker(endpoint))
+    _export.quiet_exporter_logs()
+    return wrappers[signal](inner, breaker)
 
 
 def _resource() -> Any:

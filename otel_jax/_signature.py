@@ -204,9 +204,14 @@ def from_miss(miss: _jax_hooks.Miss) -> Signature:
     top_names = tuple(names[i] for i in _jax_hooks.dynamic_positions(miss))
     paths = tuple(params.arg_names) if params.arg_names and len(
         params.arg_names) == len(types) else tuple(f"leaf[{i}]" for i in range(len(types)))
+    statics = [_static_arg(n, v) for n, v in _jax_hooks.static_arguments(miss)]
+    primitive = _jax_hooks.primitive_params(miss.fun)
+    if primitive is not None:
+        statics.extend(_static_arg(f"params.{k}", v) for k, v in sorted(primitive.items()))
     return Signature(
-        function_ref=_weak(miss.fun),
-        function_id=id(miss.fun),
+        # One function object per primitive parameters: compare those instead.
+        function_ref=_weak(miss.fun) if primitive is None else None,
+        function_id=id(miss.fun) if primitive is None else 0,
         options=_options(miss.jit_info),
         context=_jax_hooks.trace_context_items(),
         treedef=params.in_tree,
@@ -215,7 +220,7 @@ def from_miss(miss: _jax_hooks.Miss) -> Signature:
         paths=paths,
         types=types,
         placements=placements,
-        statics=tuple(_static_arg(n, v) for n, v in _jax_hooks.static_arguments(miss)),
+        statics=tuple(statics),
     )
 
 

@@ -429,3 +429,15 @@ def test_user_jit_calling_random_inside(telemetry):
     span = telemetry.last("test_user_jit_calling_random_inside.<locals>.noisy")
     assert span.attributes["jax.compile.cause.kind"] == "shape"
     assert diff_of(span)[0]["path"] == "x"
+
+
+def test_eager_primitive_recompile_names_its_parameters(telemetry):
+    jnp.zeros((3, 5)) + jnp.ones(5)  # broadcast_in_dim to (3, 5)
+    jnp.zeros((4, 5)) + jnp.ones(5)  # ... to (4, 5): a new primitive function object
+    spans = [s for s in telemetry.spans()
+             if s.attributes["code.function.name"] == "broadcast_in_dim"
+             and s.attributes["jax.compile.is_recompile"]]
+    assert spans
+    assert all(s.attributes["jax.compile.cause.kind"] != "function_identity" for s in spans)
+    changes = [c for s in spans for c in diff_of(s)]
+    assert any(c["path"] == "params.shape" and c["after"] == "(4, 5)" for c in changes)
