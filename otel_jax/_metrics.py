@@ -47,11 +47,16 @@ class MetricsSink:
     def __call__(self, record: CompileRecord) -> None:
         name = record.function.qualname
         recompile = record.is_recompile
-        self._compilations.add(1, {
+        attributes = {
             "code.function.name": name,
             "jax.compile.cause.kind": record.cause_kind,
             "jax.compile.is_recompile": recompile,
-        })
+        }
+        if record.eager_op:
+            # Only on JAX's own op-by-op compiles, so that user functions keep
+            # exactly the labels SPEC.md names and alerts can leave these out.
+            attributes["jax.compile.eager_op"] = True
+        self._compilations.add(1, attributes)
         self._duration.record(record.compile_s, {
             "code.function.name": name,
             "jax.compile.is_recompile": recompile,

@@ -60,6 +60,7 @@ LABELS = {
     "code_function_name",
     "jax_compile_cause_kind",
     "jax_compile_is_recompile",
+    "jax_compile_eager_op",  # only on JAX's own op-by-op compiles
 }
 CAUSE_KINDS = {
     "first_compile",
@@ -252,8 +253,13 @@ RULE_MUTATIONS = {
     "storm threshold raised": ("* 60 > 6", "* 60 > 20"),
     "storm threshold lowered": ("* 60 > 6", "* 60 > 4"),
     "storm counts first compiles": (
-        'rate(jax_compilations_total{jax_compile_is_recompile="true"}[5m])\n          ) * 60',
-        "rate(jax_compilations_total[5m])\n          ) * 60",
+        'rate(jax_compilations_total{jax_compile_is_recompile="true", '
+        'jax_compile_eager_op!="true"}[5m])\n          ) * 60',
+        'rate(jax_compilations_total{jax_compile_eager_op!="true"}[5m])\n          ) * 60',
+    ),
+    "storm counts eager ops": (
+        ', jax_compile_eager_op!="true"}[5m])\n          ) * 60',
+        '}[5m])\n          ) * 60',
     ),
     "storm for shortened": ("for: 5m", "for: 1m"),
     "compile share threshold raised": (
@@ -399,6 +405,8 @@ def test_unit_test_series_use_the_contract_labels():
                 assert labels["jax_compile_cause_kind"] in CAUSE_KINDS
             if "jax_compile_is_recompile" in labels:
                 assert labels["jax_compile_is_recompile"] in {"true", "false"}
+            if "jax_compile_eager_op" in labels:
+                assert labels["jax_compile_eager_op"] == "true"
 
 
 # --------------------------------------------------------------------- prometheus.yml
