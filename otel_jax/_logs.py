@@ -19,6 +19,7 @@ from opentelemetry._logs import Logger as OtelLogger
 from opentelemetry._logs import LogRecord, SeverityNumber
 
 from ._record import CompileRecord
+from ._spans import compile_span_context
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
@@ -97,12 +98,7 @@ class OtelLogSink:
         self._logger = logger
 
     def __call__(self, record: CompileRecord) -> None:
-        context = None
-        if record.trace_id is not None and record.span_id is not None:
-            span_context = trace.SpanContext(
-                int(record.trace_id, 16), int(record.span_id, 16), is_remote=False,
-                trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED))
-            context = trace.set_span_in_context(trace.NonRecordingSpan(span_context))
+        context = compile_span_context(record)
         severity = SeverityNumber.DEBUG if record.eager_op else SeverityNumber.INFO
         self._logger.emit(LogRecord(
             timestamp=int(record.end * 1e9),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from opentelemetry.metrics import Meter
 
 from ._record import CompileRecord
+from ._spans import compile_span_context
 
 # Compile times span 1 ms (a small CPU program) to 10 minutes (a large model on TPU/GPU).
 DURATION_BUCKETS: tuple[float, ...] = (
@@ -60,7 +61,7 @@ class MetricsSink:
         self._duration.record(record.compile_s, {
             "code.function.name": name,
             "jax.compile.is_recompile": recompile,
-        })
+        }, context=compile_span_context(record))  # an exemplar that opens the trace
         if record.after_warmup:
             self._after_warmup.add(1, {
                 "code.function.name": name,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Tracer
 
 from ._record import PHASES, CompileRecord
@@ -46,3 +47,17 @@ class SpanSink:
         if span_context.is_valid:
             record.trace_id = trace.format_trace_id(span_context.trace_id)
             record.span_id = trace.format_span_id(span_context.span_id)
+
+
+def compile_span_context(record: CompileRecord) -> Context | None:
+    """A context whose current span is the record's compile span (after ``SpanSink`` ran).
+
+    Metrics recorded and logs emitted in it carry the compile span's ids: an
+    exemplar on the duration histogram and a log record both link to the trace.
+    """
+    if record.trace_id is None or record.span_id is None:
+        return None
+    span_context = trace.SpanContext(
+        int(record.trace_id, 16), int(record.span_id, 16), is_remote=False,
+        trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED))
+    return trace.set_span_in_context(trace.NonRecordingSpan(span_context))

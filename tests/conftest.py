@@ -58,13 +58,16 @@ class Telemetry:
         return [json.loads(line) for line in self.log.getvalue().splitlines() if line.strip()]
 
     def metric_points(self, name: str) -> list:
+        return self.collect_metrics().get(name, [])
+
+    def collect_metrics(self) -> dict[str, list]:
+        """All data points by metric name, from one collection (exemplars reset per one)."""
         data = self.reader.get_metrics_data()
-        out = []
+        out: dict[str, list] = {}
         for rm in data.resource_metrics if data else []:
             for sm in rm.scope_metrics:
                 for m in sm.metrics:
-                    if m.name == name:
-                        out.extend(m.data.data_points)
+                    out.setdefault(m.name, []).extend(m.data.data_points)
         return out
 
 

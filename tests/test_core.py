@@ -134,17 +134,21 @@ def test_metrics(telemetry):
     measured(jnp.ones(2))
     measured(jnp.ones(3))
     name = "test_metrics.<locals>.measured"
-    points = [p for p in telemetry.metric_points("jax.compilations")
+    collected = telemetry.collect_metrics()
+    points = [p for p in collected["jax.compilations"]
               if p.attributes["code.function.name"] == name]
     by_kind = {p.attributes["jax.compile.cause.kind"]: p for p in points}
     assert by_kind["first_compile"].value == 1
     assert by_kind["first_compile"].attributes["jax.compile.is_recompile"] is False
     assert by_kind["shape"].value == 1
     assert by_kind["shape"].attributes["jax.compile.is_recompile"] is True
-    durations = [p for p in telemetry.metric_points("jax.compile.duration")
+    durations = [p for p in collected["jax.compile.duration"]
                  if p.attributes["code.function.name"] == name]
     assert sum(p.count for p in durations) == 2
     assert durations[0].explicit_bounds[0] == 0.001 and durations[0].explicit_bounds[-1] == 600
+    # Exemplars link the duration histogram to the compile spans.
+    exemplar_traces = {e.trace_id for p in durations for e in p.exemplars}
+    assert exemplar_traces & {s.context.trace_id for s in telemetry.compiles(name)}
 
 
 def test_recompile_storm_warns_once(telemetry):
