@@ -19,7 +19,14 @@ from . import _diff, _jax_hooks, _signature
 from ._hints import hint_for
 from ._history import CompileEntry, History
 from ._record import PHASES, CompileRecord, Phase
-from ._source import FunctionInfo, function_info, name_from_event, user_callsite
+from ._source import (
+    FunctionInfo,
+    find_user_function,
+    function_info,
+    is_library_file,
+    name_from_event,
+    user_callsite,
+)
 from ._text import safe_repr
 
 Sink = Callable[[CompileRecord], None]
@@ -245,7 +252,13 @@ class Engine:
     def _function_info(self, miss: _jax_hooks.Miss | None, name: str) -> FunctionInfo:
         if miss is not None:
             try:
-                return function_info(miss.fun)
+                info = function_info(miss.fun)
+                if info.file is not None and is_library_file(info.file):
+                    statics = (v for _, v in _jax_hooks.static_arguments(miss))
+                    user = find_user_function(statics)
+                    if user is not None:
+                        return function_info(user)
+                return info
             except Exception as exc:
                 self._internal_error("function name", exc)
         return FunctionInfo(name_from_event(name))

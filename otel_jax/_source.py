@@ -115,6 +115,35 @@ def _is_library_file(filename: str, package_dirs: tuple[str, ...]) -> bool:
     return verdict
 
 
+def is_library_file(filename: str) -> bool:
+    """Whether ``filename`` belongs to JAX, a wrapper library or the standard library."""
+    return _is_library_file(filename, _library_dirs())
+
+
+def find_user_function(values: Any, depth: int = 4, budget: int = 64) -> Any | None:
+    """The first function defined in user code inside ``values`` (nested tuples/lists).
+
+    Wrapper libraries such as ``equinox.filter_jit`` jit a function of their
+    own and pass the user's function as a static argument: the user's one is
+    the function worth naming.
+    """
+    stack = [(v, depth) for v in reversed(list(values))]
+    while stack and budget > 0:
+        value, d = stack.pop()
+        budget -= 1
+        if isinstance(value, (tuple, list)):
+            if d > 0:
+                stack.extend((v, d - 1) for v in reversed(value[:16]))
+            continue
+        target = _unwrap(value)
+        code = getattr(target, "__code__", None)
+        if code is None and callable(target) and not isinstance(target, type):
+            code = getattr(getattr(type(target), "__call__", None), "__code__", None)
+        if code is not None and not is_library_file(code.co_filename):
+            return value
+    return None
+
+
 def user_callsite(skip: int = 1, limit: int = 200) -> str | None:
     """``file:line`` of the innermost frame that is the user's own code."""
     dirs = _library_dirs()

@@ -445,3 +445,18 @@ def test_eager_primitive_recompile_names_its_parameters(telemetry):
     assert all(s.attributes["jax.compile.cause.kind"] != "function_identity" for s in spans)
     changes = [c for s in spans for c in diff_of(s)]
     assert any(c["path"] == "params.shape" and c["after"] == "(4, 5)" for c in changes)
+
+
+def test_wrapper_library_function_is_named_by_the_users_function():
+    from otel_jax._source import find_user_function, function_info, is_library_file
+
+    def user_loss(model, x):
+        return x
+
+    # As equinox.filter_jit passes it: the user's function nested in a static tuple,
+    # beside JAX's own functions.
+    statics = [((jnp.sin,), "treedef"), (((user_loss,), "treedef"),)]
+    assert find_user_function(statics) is user_loss
+    assert find_user_function([(jnp.sin, jax.nn.relu)]) is None
+    assert is_library_file(function_info(jnp.sin).file)
+    assert not is_library_file(__file__)
