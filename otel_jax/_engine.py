@@ -232,6 +232,9 @@ class Engine:
         )
         record.after_warmup = self._warmup_done and not eager
         self._fill_devices(record, miss)
+        if cache_in_use and not cache_hit and not cache_written:
+            record.persistent_cache_skip_reason = _jax_hooks.persistent_cache_skip_reason(
+                phases["backend_compile_s"].seconds, record.process_index)
         entry = CompileEntry(
             count=count, cause_kind=kind, cause=cause,
             diff=tuple(c.as_dict() for c in diff.changes),

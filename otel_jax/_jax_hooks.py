@@ -376,6 +376,26 @@ def dynamic_positions(miss: Miss) -> list[int]:
     return [i for i in range(len(miss.args)) if i not in static]
 
 
+def persistent_cache_skip_reason(backend_compile_s: float, process_index: int) -> str:
+    """Why JAX did not write a persistent-cache entry, as far as its config tells.
+
+    JAX skips the write on processes other than 0, for programs that compiled
+    faster than ``jax_persistent_cache_min_compile_time_secs``, for programs
+    with host callbacks, for entries under the minimum size, and on write
+    errors; the last three are not told apart here.
+    """
+    if process_index != 0:
+        return "not_process_0"
+    try:
+        import jax
+
+        if backend_compile_s < float(jax.config.jax_persistent_cache_min_compile_time_secs):
+            return "compile_time_below_minimum"
+    except Exception:
+        pass
+    return "other"
+
+
 def persistent_cache_enabled() -> bool:
     try:
         import jax

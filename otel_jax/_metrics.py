@@ -76,4 +76,5 @@ class MetricsSink:
                 if record.persistent_cache_written:
                     self._cache_writes.add(1)
                 else:
-                    self._cache_not_written.add(1)
+                    self._cache_not_written.add(1, {
+                        "reason": record.persistent_cache_skip_reason or "other"})

@@ -47,6 +47,7 @@ class CompileRecord:
     eager_op: bool = False
     persistent_cache_hit: bool | None = None  # None: the persistent cache is not in use
     persistent_cache_written: bool | None = None
+    persistent_cache_skip_reason: str | None = None  # why a miss was not written
     after_warmup: bool = False
     hint: str = ""
     device_platform: str = "unknown"
@@ -100,6 +101,8 @@ class CompileRecord:
                 attrs[f"jax.compile.{key}"] = seconds
         if self.persistent_cache_hit is not None:
             attrs["jax.persistent_cache.hit"] = self.persistent_cache_hit
+        if self.persistent_cache_skip_reason is not None:
+            attrs["jax.persistent_cache.not_written_reason"] = self.persistent_cache_skip_reason
         return attrs
 
     def log_fields(self) -> dict[str, Any]:

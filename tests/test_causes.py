@@ -308,3 +308,40 @@ def test_closest_earlier_signature_is_compared(telemetry):
     span = telemetry.last("test_closest_earlier_signature_is_compared.<locals>.f")
     assert only_change(span) == {"path": "x", "kind": "dtype",
                                  "before": "f32[3]", "after": "i32[3]"}
+
+
+@pytest.mark.filterwarnings("ignore:.*mesh.*:DeprecationWarning")
+def test_tracing_context_mesh(telemetry):
+    devices = cpu_devices(4)
+
+    @jax.jit
+    def f(x):
+        return x * 2
+
+    f(jnp.ones((8, 4)))
+    with Mesh(np.array(devices[:4]), ("d",)):
+        f(jnp.ones((8, 4)))
+    span = telemetry.last("test_tracing_context_mesh.<locals>.f")
+    assert span.attributes["jax.compile.cause.kind"] == "tracing_context"
+    change = only_change(span)
+    assert change["path"] == "mesh_context_manager" and "'d'" in change["after"]
+
+
+def test_sharding_in_the_type_on_an_explicit_mesh(telemetry):
+    cpu_devices(4)
+    from jax.sharding import AxisType
+
+    mesh = jax.make_mesh((4,), ("data",), axis_types=(AxisType.Explicit,))
+
+    @jax.jit
+    def f(x):
+        return x + 1
+
+    with jax.set_mesh(mesh):
+        f(jnp.ones((8, 4)))
+        f(jax.device_put(jnp.ones((8, 4)), NamedSharding(mesh, P("data"))))
+    span = telemetry.last("test_sharding_in_the_type_on_an_explicit_mesh.<locals>.f")
+    assert span.attributes["jax.compile.cause.kind"] == "sharding"
+    change = only_change(span)
+    assert change == {"path": "x", "kind": "sharding", "before": "f32[8,4]",
+                      "after": "f32[8@data,4]"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import threading
 import warnings
 
@@ -460,3 +461,37 @@ def test_wrapper_library_function_is_named_by_the_users_function():
     assert find_user_function([(jnp.sin, jax.nn.relu)]) is None
     assert is_library_file(function_info(jnp.sin).file)
     assert not is_library_file(__file__)
+
+
+def test_memory_stays_bounded_over_many_compiles(telemetry):
+    from otel_jax._history import (
+        DEFAULT_ENTRIES_PER_FUNCTION,
+        DEFAULT_SIGNATURES_PER_FUNCTION,
+    )
+
+    @jax.jit
+    def many(x):
+        return x + 1
+
+    for n in range(1, 101):
+        many(jnp.ones(n))
+    entries = otel_jax.compile_history(many)
+    assert len(entries) == DEFAULT_ENTRIES_PER_FUNCTION  # the latest ones
+    assert entries[-1].count == 100
+    fh = ENGINE.history._functions[otel_jax._function_info(many).key]
+    assert len(fh.signatures) == DEFAULT_SIGNATURES_PER_FUNCTION
+    assert telemetry.last("test_memory_stays_bounded_over_many_compiles.<locals>.many"
+                          ).attributes["jax.compile.count"] == 100
+
+
+def test_no_array_values_in_telemetry(telemetry):
+    @jax.jit
+    def f(x, scale):
+        return x * scale
+
+    secret = jnp.full((3,), 12345.678)
+    f(secret, 2.0)
+    f(jnp.full((4,), 12345.678), 3.0)
+    text = telemetry.log.getvalue() + "".join(
+        json.dumps(dict(s.attributes)) for s in telemetry.spans())
+    assert "12345" not in text and "3.0" not in text

@@ -12,7 +12,7 @@ SCRIPT = textwrap.dedent("""
     import io, json, sys
     import jax
     jax.config.update("jax_compilation_cache_dir", sys.argv[1])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(sys.argv[2]))
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     import jax.numpy as jnp
     from opentelemetry.sdk.metrics import MeterProvider
@@ -36,16 +36,20 @@ SCRIPT = textwrap.dedent("""
             for m in sm.metrics:
                 if m.name.startswith("jax.persistent_cache."):
                     counters[m.name] = sum(p.value for p in m.data.data_points)
+                    for p in m.data.data_points:
+                        if "reason" in p.attributes:
+                            counters[m.name + ":" + p.attributes["reason"]] = p.value
     print(json.dumps({"lines": [l for l in lines if l["function"] == "cached"],
                       "counters": counters}))
 """)
 
 
-def run(tmp_path, cache_dir):
+def run(tmp_path, cache_dir, min_compile_time=0.0):
     script = tmp_path / "cached.py"
     script.write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    out = subprocess.run([sys.executable, str(script), str(cache_dir)], env=env,
+    out = subprocess.run([sys.executable, str(script), str(cache_dir), str(min_compile_time)],
+                         env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -66,3 +70,10 @@ def test_persistent_cache_hits_are_marked_and_not_recompiles(tmp_path):
     assert lines[1]["cause_kind"] == "shape"  # the cause is still explained
     assert warm["counters"]["jax.persistent_cache.hits"] >= 2
     assert warm["counters"]["jax.persistent_cache.requests"] >= 2
+
+
+def test_entries_not_written_are_counted_with_the_reason(tmp_path):
+    out = run(tmp_path, tmp_path / "jax-cache", min_compile_time=3600.0)
+    assert [ln["persistent_cache_hit"] for ln in out["lines"]] == [False, False]
+    assert out["counters"]["jax.persistent_cache.not_written:compile_time_below_minimum"] >= 2
+    assert out["counters"].get("jax.persistent_cache.writes", 0) == 0
