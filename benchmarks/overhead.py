@@ -4,7 +4,9 @@
 (b) a compile-heavy loop over 60 distinct shapes, installed vs not (target <= 1.05);
 (c) the cause diff of a 10,000-leaf pytree with one leaf changed (target <= 2 ms);
 (d) otel_jax's own work per compile with 0 vs N other functions already compiled
-    (must not grow with N).
+    (must not grow with N);
+(e) the median step time of a training loop (a span per step, a recompile every 50
+    steps) exporting to a collector that is down vs exporting nowhere (target ~1.0).
 
     python benchmarks/overhead.py            # the full run (about 2 minutes, N = 5000)
     python benchmarks/overhead.py --quick    # a smoke run with small sizes
@@ -17,7 +19,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import statistics
+import subprocess
+import sys
+import textwrap
 import time
 from collections.abc import Callable
 
@@ -161,10 +167,52 @@ def bench_scaling(others: int, compiles: int) -> tuple[float, float]:
     return before, after
 
 
+_STEP_LOOP = textwrap.dedent("""
+    import statistics, sys, time
+    import otel_jax
+    otel_jax.install(log_output=None)
+    import jax, jax.numpy as jnp
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer("bench")
+
+    @jax.jit
+    def step(w, x):
+        return w - 0.01 * (x.T @ (x @ w))
+
+    w = jnp.ones((64, 8))
+    times = []
+    for i in range(int(sys.argv[1])):
+        x = jnp.ones((32 + i // 50, 64))  # a new shape every 50 steps: a recompile
+        t0 = time.perf_counter()
+        with tracer.start_as_current_span("train_step"):
+            w = step(w, x).block_until_ready()
+        times.append(time.perf_counter() - t0)
+    print(statistics.median(times))
+""")
+
+
+def bench_collector_down(steps: int) -> tuple[float, float]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]  # nothing will listen there
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(OTEL_BSP_SCHEDULE_DELAY="100", OTEL_METRIC_EXPORT_INTERVAL="1000")
+
+    def median_step(extra: dict[str, str]) -> float:
+        out = subprocess.run([sys.executable, "-c", _STEP_LOOP, str(steps)],
+                             env={**env, **extra}, capture_output=True, text=True, check=True)
+        return float(out.stdout.strip().splitlines()[-1])
+
+    nowhere = median_step({})
+    down = median_step({"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{closed}"})
+    return nowhere, down
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
-    parser.add_argument("--only", default="abcd", help="which measurements, e.g. 'bc'")
+    parser.add_argument("--only", default="abcde", help="which measurements, e.g. 'bc'")
     args = parser.parse_args()
     q = args.quick
     print(f"jax {jax.__version__}, otel_jax {otel_jax.__version__}, "
@@ -190,6 +238,10 @@ def main() -> None:
         print(f"(d) otel_jax work per compile: {before * 1e3:.3f} ms with 0 other functions, "
               f"{after * 1e3:.3f} ms with {others:,}  ratio {after / before:.3f}  "
               "(must not grow)", flush=True)
+    if "e" in args.only:
+        nowhere, down = bench_collector_down(steps=100 if q else 1000)
+        print(f"(e) step time, collector down vs no exporter: {down * 1e3:.3f} ms vs "
+              f"{nowhere * 1e3:.3f} ms  ratio {down / nowhere:.3f}  (target ~1.0)", flush=True)
 
 
 if __name__ == "__main__":

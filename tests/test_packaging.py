@@ -54,6 +54,7 @@ def test_benchmark_runs_and_prints_its_ratios():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "overhead.py"), "--quick"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    for label in ("(a) cache-hit call", "(b) compile loop", "(c) cause diff", "(d) otel_jax"):
+    for label in ("(a) cache-hit call", "(b) compile loop", "(c) cause diff", "(d) otel_jax",
+                  "(e) step time"):
         assert label in out.stdout
-    assert out.stdout.count("ratio") == 3
+    assert out.stdout.count("ratio") == 4
