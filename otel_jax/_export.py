@@ -105,34 +105,33 @@ def _guarded_export(breaker: Breaker, signal: str, export: Any, batch: Any, ok: 
     return result
 
 
-class FailOpenSpanExporter(SpanExporter):
-    def __init__(self, inner: SpanExporter, breaker: Breaker) -> None:
+class _Delegating:
+    """Shutdown and flush go to the wrapped exporter; only ``export`` is guarded."""
+
+    _inner: Any
+    _breaker: Breaker
+
+    def __init__(self, inner: Any, breaker: Breaker) -> None:
         self._inner, self._breaker = inner, breaker
 
+    def shutdown(self) -> None:
+        self._inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        flush = getattr(self._inner, "force_flush", None)
+        return True if flush is None else bool(flush(timeout_millis))
+
+
+class FailOpenSpanExporter(_Delegating, SpanExporter):
     def export(self, spans: Sequence[Any]) -> SpanExportResult:
         return _guarded_export(self._breaker, "spans", self._inner.export, spans,
                                SpanExportResult.SUCCESS, SpanExportResult.FAILURE)
 
-    def shutdown(self) -> None:
-        self._inner.shutdown()
 
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self._inner.force_flush(timeout_millis)
-
-
-class FailOpenLogExporter(LogRecordExporter):
-    def __init__(self, inner: LogRecordExporter, breaker: Breaker) -> None:
-        self._inner, self._breaker = inner, breaker
-
+class FailOpenLogExporter(_Delegating, LogRecordExporter):
     def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
         return _guarded_export(self._breaker, "logs", self._inner.export, batch,
                                LogRecordExportResult.SUCCESS, LogRecordExportResult.FAILURE)
-
-    def shutdown(self) -> None:
-        self._inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return bool(getattr(self._inner, "force_flush", lambda *_: True)(timeout_millis))
 
 
 class FailOpenMetricExporter(MetricExporter):

@@ -40,6 +40,22 @@ class CompileEntry:
             return {}
         return self._signature.as_dict()
 
+    def as_dict(self) -> dict[str, Any]:
+        """Everything as plain data (JSON-serialisable)."""
+        return {
+            "count": self.count, "cause_kind": self.cause_kind, "cause": self.cause,
+            "diff": list(self.diff), "signature": self.signature,
+            "compile_s": self.compile_s, "trace_s": self.trace_s, "lower_s": self.lower_s,
+            "backend_compile_s": self.backend_compile_s, "callsite": self.callsite,
+            "timestamp": self.timestamp, "persistent_cache_hit": self.persistent_cache_hit,
+        }
+
+    def __getitem__(self, key: str) -> Any:
+        """``entry["cause_kind"]`` reads like ``entry.cause_kind``: plain-data access."""
+        if key.startswith("_") or key not in self.as_dict():
+            raise KeyError(key)
+        return getattr(self, key)
+
     def __str__(self) -> str:
         lines = [f"#{self.count} {self.cause_kind}: {self.cause or '-'}"
                  f"  ({self.compile_s * 1e3:.1f} ms, at {self.callsite or '?'})"]

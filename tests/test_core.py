@@ -401,6 +401,9 @@ def test_compile_history(telemetry):
                                 "after": "f32[3]"},)
     text = str(entries[1])
     assert "#2 shape: x: f32[2] -> f32[3]" in text and "y: f32[] (weak)" in text
+    assert entries[1]["cause_kind"] == "shape"
+    assert json.loads(json.dumps(entries[1].as_dict()))["signature"]["arguments"]["x"] == {
+        "type": "f32[3]", "placement": "uncommitted"}
 
 
 def test_add_otel_context_processor(telemetry):
