@@ -195,10 +195,10 @@ _STEP_LOOP = textwrap.dedent("""
     def step(w, x):
         return w - 0.01 * (x.T @ (x @ w))
 
-    w = jnp.ones((64, 8))
+    w = jnp.ones((512, 256))
     times = []
     for i in range(int(sys.argv[1])):
-        x = jnp.ones((32 + i // 50, 64))  # a new shape every 50 steps: a recompile
+        x = jnp.ones((256 + i // 50, 512))  # a new shape every 50 steps: a recompile
         t0 = time.perf_counter()
         with tracer.start_as_current_span("train_step"):
             w = step(w, x).block_until_ready()
