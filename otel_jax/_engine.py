@@ -75,14 +75,6 @@ class Engine:
 
     # --- lifecycle -------------------------------------------------------------
 
-    @property
-    def active(self) -> bool:
-        return self._hooks is not None
-
-    @property
-    def captures_signatures(self) -> bool:
-        return self._hooks is not None and self._hooks.captures_signatures
-
     def add_sink(self, sink: Sink, *, first: bool = False) -> None:
         """Start delivering records to ``sink``; hooks JAX on the first one."""
         with self._lock:
@@ -126,10 +118,6 @@ class Engine:
 
     def mark_warmup_done(self) -> None:
         self._warmup_done = True
-
-    @property
-    def warmup_done(self) -> bool:
-        return self._warmup_done
 
     # --- failure handling ----------------------------------------------------------
 

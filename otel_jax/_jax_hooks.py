@@ -25,7 +25,6 @@ TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 PHASE_EVENTS = frozenset({TRACE_EVENT, LOWER_EVENT, BACKEND_COMPILE_EVENT})
-CACHE_REQUEST_EVENT = "/jax/compilation_cache/compile_requests_use_cache"
 CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
 CACHE_WRITE_EVENT = "/jax/compilation_cache/cache_misses"
 
@@ -198,17 +197,6 @@ def _unregister(monitoring: Any, fn_name: str, list_name: str, callback: Any) ->
     listeners = getattr(monitoring, list_name, None)
     if listeners is not None and callback in listeners:
         listeners.remove(callback)
-
-
-def listener_registered(callback: Any) -> bool:
-    """Whether ``callback`` is still among JAX's monitoring listeners."""
-    from jax._src import monitoring
-
-    return any(
-        callback in getattr(monitoring, name, ())
-        for name in ("_event_time_span_listeners", "_event_listeners",
-                     "_event_duration_secs_listeners", "_scalar_listeners")
-    )
 
 
 def pjit_patched() -> bool:
