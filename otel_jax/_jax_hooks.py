@@ -76,11 +76,25 @@ class _Patch:
             setattr(self.module, self.name, self.original)
 
 
+def _top_level() -> Callable[[], bool]:
+    """JAX's "no trace in progress" test; misses made while tracing never compile."""
+    try:
+        from jax._src import core
+
+        return core.trace_state_clean
+    except Exception:  # pragma: no cover - moved: treat every miss as top level
+        return lambda: True
+
+
 def _wrap_infer_params(original: Callable[..., Any]) -> Callable[..., Any]:
+    top_level = _top_level()
+
     def _infer_params(fun, ji, args, kwargs):  # type: ignore[no-untyped-def]
+        if not top_level():
+            # A jitted call made while tracing another (every jnp op inside a
+            # jitted function): it binds into that trace and never compiles.
+            return original(fun, ji, args, kwargs)
         result = original(fun, ji, args, kwargs)
-        # Set on return, so that the nested misses made while tracing `fun`
-        # (every jnp op inside it) are overwritten by the outer call's.
         try:
             _tls.miss = Miss(fun, ji, args, kwargs, result[0], result[1])
         except Exception:  # pragma: no cover - result shape moved
@@ -91,10 +105,14 @@ def _wrap_infer_params(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _wrap_run_python_pjit(original: Callable[..., Any]) -> Callable[..., Any]:
+    top_level = _top_level()
+
     def _run_python_pjit(*args, **kwargs):  # type: ignore[no-untyped-def]
-        # Lowering can run nested jitted calls (JAX traces the impl of some
-        # primitives then), each with its own miss: keep a stack so that the
-        # outer call's miss is current again when its backend compile starts.
+        if not top_level():
+            return original(*args, **kwargs)
+        # A call made while another call runs (a host callback calling a jitted
+        # function, JAX compiling an op it needs): keep a stack so that the
+        # outer call's miss is current again when its own compile starts.
         stack = getattr(_tls, "stack", None)
         if stack is None:
             stack = _tls.stack = []
