@@ -25,6 +25,7 @@ from ._source import (
     function_info,
     is_library_file,
     name_from_event,
+    owner_info,
     user_callsite,
 )
 from ._text import safe_repr
@@ -249,6 +250,7 @@ class Engine:
                     user = find_user_function(statics)
                     if user is not None:
                         return function_info(user)
+                    return owner_info(miss.fun) or info
                 return info
             except Exception as exc:
                 self._internal_error("function name", exc)

@@ -115,6 +115,43 @@ def _is_library_file(filename: str, package_dirs: tuple[str, ...]) -> bool:
     return verdict
 
 
+def owner_info(fun: Any) -> FunctionInfo | None:
+    """``MLP.apply`` for a library method bound to an instance of a user's class.
+
+    ``jax.jit(model.apply)`` with a flax module jits ``flax.linen.Module.apply``:
+    the user's subclass, not the library's method, names what was compiled.
+    """
+    owner = getattr(fun, "__self__", None)
+    method = getattr(fun, "__name__", None)
+    if owner is None or method is None or isinstance(owner, type):
+        return None
+    cls = type(owner)
+    for klass in cls.__mro__:
+        for value in vars(klass).values():
+            code = getattr(_unwrap(value), "__code__", None)
+            if code is not None and not is_library_file(code.co_filename):
+                return FunctionInfo(f"{cls.__qualname__}.{method}", code.co_filename,
+                                    _class_line(klass, code.co_firstlineno))
+        if klass.__module__ != cls.__module__:
+            break
+    return None
+
+
+def _class_line(klass: type, fallback: int) -> int:
+    """The ``class`` line: the first method's line, walked back to its ``class`` statement."""
+    try:
+        import linecache
+
+        filename = sys.modules[klass.__module__].__file__ or ""
+        for line in range(fallback, max(0, fallback - 2000), -1):
+            if linecache.getline(filename, line).lstrip().startswith(
+                    f"class {klass.__name__}"):
+                return line
+    except Exception:
+        pass
+    return fallback
+
+
 def is_library_file(filename: str) -> bool:
     """Whether ``filename`` belongs to JAX, a wrapper library or the standard library."""
     return _is_library_file(filename, _library_dirs())

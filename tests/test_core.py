@@ -498,3 +498,38 @@ def test_no_array_values_in_telemetry(telemetry):
     text = telemetry.log.getvalue() + "".join(
         json.dumps(dict(s.attributes)) for s in telemetry.spans())
     assert "12345" not in text and "3.0" not in text
+
+
+def test_library_method_bound_to_a_users_class_is_named_by_the_class(
+        telemetry, monkeypatch, tmp_path):
+    import importlib.util
+
+    from otel_jax import _engine, _source
+
+    # A stand-in for flax.linen.Module, in a file treated as library code.
+    library = tmp_path / "fake_nn.py"
+    library.write_text("class Module:\n    def apply(self, x):\n        return x * self.scale()\n")
+    spec = importlib.util.spec_from_file_location("fake_nn", library)
+    fake_nn = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fake_nn)
+    real = _source.is_library_file
+
+    def is_library(filename):
+        return filename == str(library) or real(filename)
+
+    monkeypatch.setattr(_source, "is_library_file", is_library)
+    monkeypatch.setattr(_engine, "is_library_file", is_library)
+
+    class MLP(fake_nn.Module):
+        def scale(self):
+            return 2.0
+
+    class_line = MLP.scale.__code__.co_firstlineno - 1
+    info = _source.owner_info(MLP().apply)
+    assert info.qualname.endswith("MLP.apply") and info.file == HERE
+    assert info.line == class_line
+
+    jax.jit(MLP().apply)(jnp.ones(2))  # as jax.jit(model.apply) with flax
+    span = telemetry.compiles()[-1]
+    assert span.name.endswith("MLP.apply")
+    assert span.attributes["code.file.path"] == HERE
