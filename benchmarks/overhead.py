@@ -149,9 +149,9 @@ def own_time_per_compile(probe: Callable, compiles: int) -> float:
 
     def timed_build(*args):  # type: ignore[no-untyped-def]
         t0 = time.perf_counter()
-        record = build(*args)
+        built = build(*args)
         spent.append(time.perf_counter() - t0)
-        return record
+        return built
 
     def timed_deliver(record):  # type: ignore[no-untyped-def]
         t0 = time.perf_counter()

@@ -165,23 +165,30 @@ class Engine:
                     del pending[: _MAX_PENDING_PHASES // 2]
                 pending.append((event, name, start, end))
                 return
-            record = self._build_record(name, start, end)
+            record, storm = self._build_record(name, start, end)
         except Exception as exc:
             self._internal_error("compile listener", exc)
             return
         self._deliver(record)
+        if storm is not None:
+            self._warn_storm(storm)
         self._enforce_policy(record)
 
     # --- building the record --------------------------------------------------------
 
-    def _take_phases(self, name: str) -> dict[str, Phase]:
+    def _take_phases(self, name: str, since: float) -> dict[str, Phase]:
+        """This compile's trace and lower phases: same function, not before its miss began.
+
+        A trace without a compile (``jax.eval_shape``, ``.trace()``) leaves a
+        phase behind; ``since`` keeps it from being taken for a later compile.
+        """
         pending = getattr(self._tls, "phases", None) or []
         self._tls.phases = []
         wanted = {_jax_hooks.TRACE_EVENT: name_from_event(name), _jax_hooks.LOWER_EVENT: name}
         found: dict[str, Phase] = {}
         for event, fun_name, start, end in reversed(pending):
             key = _PHASE_KEY[event]
-            if key not in found and wanted[event] == fun_name:
+            if key not in found and wanted[event] == fun_name and start >= since:
                 found[key] = Phase(_PHASE_NAME[key], start, end)
         return found
 
@@ -196,14 +203,18 @@ class Engine:
         _jax_hooks.clear_miss()
         return miss
 
-    def _build_record(self, name: str, start: float, end: float) -> CompileRecord:
-        phases = self._take_phases(name)
-        phases["backend_compile_s"] = Phase("jax.backend_compile", start, end)
+    def _build_record(self, name: str, start: float, end: float,
+                      ) -> tuple[CompileRecord, dict[str, Any] | None]:
+        """The record of one backend compile, and the storm warning it triggers, if any."""
         cache_hit = getattr(self._tls, "cache_hit", False)
         cache_written = getattr(self._tls, "cache_written", False)
         self._tls.cache_hit = self._tls.cache_written = False
         cache_in_use = _jax_hooks.persistent_cache_enabled()
         miss = self._take_miss(name)
+        # Without a miss (AOT compile of an earlier lowering, moved internals) any
+        # phase of this function seen in the last minute is taken as its own.
+        phases = self._take_phases(name, miss.started if miss is not None else start - 60.0)
+        phases["backend_compile_s"] = Phase("jax.backend_compile", start, end)
         info = self._function_info(miss, name)
         eager = miss is not None and _jax_hooks.is_eager_op(miss.fun)
         signature = self._signature(miss)
@@ -234,12 +245,13 @@ class Engine:
             persistent_cache_hit=record.persistent_cache_hit,
             _signature=signature,
         )
-        fh = self.history.finish(info, count, signature, entry, kind)
+        fh = self.history.finish(info, count, signature, entry, kind, record.is_recompile)
+        storm = None
         if (record.is_recompile and not eager and not fh.storm_warned
-                and fh.causes.total() - fh.causes[_diff.FIRST_COMPILE] >= self.storm_threshold):
+                and fh.recompiles >= self.storm_threshold):
             fh.storm_warned = True
-            self._warn_storm(record, dict(fh.causes))
-        return record
+            storm = self._storm_event(record, fh.recompiles, dict(fh.causes))
+        return record, storm
 
     def _function_info(self, miss: _jax_hooks.Miss | None, name: str) -> FunctionInfo:
         if miss is not None:
@@ -344,9 +356,9 @@ class Engine:
                 self._internal_error(f"sink {getattr(sink, '__name__', type(sink).__name__)}",
                                      exc)
 
-    def _warn_storm(self, record: CompileRecord, causes: dict[str, int]) -> None:
-        recompiles = sum(v for k, v in causes.items() if k != _diff.FIRST_COMPILE)
-        event = {
+    def _storm_event(self, record: CompileRecord, recompiles: int,
+                     causes: dict[str, int]) -> dict[str, Any]:
+        return {
             "function": record.function.qualname,
             "file": record.function.file,
             "line": record.function.line,
@@ -356,6 +368,9 @@ class Engine:
             "last_cause": record.cause,
             "hint": record.hint,
         }
+
+    def _warn_storm(self, event: dict[str, Any]) -> None:
+        """One WARNING naming the function and the causes seen so far (then keeps counting)."""
         sink = self._storm_sink
         try:
             if sink is not None:
@@ -365,8 +380,8 @@ class Engine:
             self._internal_error("storm warning", exc)
         _logger.warning(
             "%s recompiled %d times (threshold %d); causes so far: %s; last: %s",
-            event["function"], recompiles, self.storm_threshold, event["causes"],
-            record.cause)
+            event["function"], event["recompiles"], self.storm_threshold, event["causes"],
+            event["last_cause"])
 
     def _enforce_policy(self, record: CompileRecord) -> None:
         if not (record.after_warmup and record.is_recompile):

@@ -74,6 +74,7 @@ class FunctionHistory:
     signatures: deque[tuple[int, Signature]]
     entries: deque[CompileEntry]
     causes: Counter[str] = field(default_factory=Counter)
+    recompiles: int = 0  # compiles XLA had to redo (persistent-cache hits excluded)
     storm_warned: bool = False
 
 
@@ -111,7 +112,7 @@ class History:
         return count, earlier
 
     def finish(self, info: FunctionInfo, count: int, signature: Signature, entry: CompileEntry,
-               cause_kind: str) -> FunctionHistory:
+               cause_kind: str, recompile: bool) -> FunctionHistory:
         """Remember a finished compile; returns the function's history for storm checks."""
         key = info.key
         with self._lock:
@@ -126,6 +127,7 @@ class History:
                 fh.signatures.append((count, signature))
             fh.entries.append(entry)
             fh.causes[cause_kind] += 1
+            fh.recompiles += recompile
             return fh
 
     def entries(self, info: FunctionInfo) -> list[CompileEntry]:

@@ -17,6 +17,7 @@ and an explanation saying that the signature could not be captured.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -43,6 +44,7 @@ class Miss(NamedTuple):
     kwargs: dict[str, Any]
     params: Any  # PjitParams: in_avals, in_tree, arg_names, consts
     args_flat: Any  # consts + dynamic args, as JAX will pass them
+    started: float  # wall clock (JAX's clock for phases) when the miss began
 
 
 _tls = threading.local()
@@ -94,9 +96,10 @@ def _wrap_infer_params(original: Callable[..., Any]) -> Callable[..., Any]:
             # A jitted call made while tracing another (every jnp op inside a
             # jitted function): it binds into that trace and never compiles.
             return original(fun, ji, args, kwargs)
+        started = time.time()
         result = original(fun, ji, args, kwargs)
         try:
-            _tls.miss = Miss(fun, ji, args, kwargs, result[0], result[1])
+            _tls.miss = Miss(fun, ji, args, kwargs, result[0], result[1], started)
         except Exception:  # pragma: no cover - result shape moved
             _tls.miss = None
         return result

@@ -165,6 +165,9 @@ def test_recompile_storm_warns_once(telemetry):
     assert w["level"] == "warning"
     assert w["function"] == "test_recompile_storm_warns_once.<locals>.stormy"
     assert w["recompiles"] == 8 and w["causes"] == {"shape": 8}
+    lines = telemetry.log_lines()
+    at = lines.index(w)  # right after the compile that crossed the threshold
+    assert lines[at - 1]["event"] == "jax.compile" and lines[at - 1]["count"] == 9
     assert len(telemetry.compiles("test_recompile_storm_warns_once.<locals>.stormy")) == 12
 
 
@@ -533,3 +536,20 @@ def test_library_method_bound_to_a_users_class_is_named_by_the_class(
     span = telemetry.compiles()[-1]
     assert span.name.endswith("MLP.apply")
     assert span.attributes["code.file.path"] == HERE
+
+
+def test_a_trace_without_compile_is_not_taken_for_a_later_compile(telemetry):
+    import time
+
+    @jax.jit
+    def traced_first(x):
+        return x * 5
+
+    traced_first.trace(jnp.ones(3))  # traces, no compile
+    time.sleep(0.2)
+    before = time.time_ns()
+    traced_first(jnp.ones(3))  # compiles, reusing that trace
+    span = telemetry.last("test_a_trace_without_compile_is_not_taken_for_a_later_compile"
+                          ".<locals>.traced_first")
+    assert span.start_time >= before
+    assert span.attributes["jax.compile.duration_s"] < 0.2
