@@ -56,9 +56,22 @@ def otlp_endpoint(signal: str) -> str | None:
             or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None)
 
 
+def _selected(signal: str) -> list[str]:
+    """``OTEL_{TRACES,METRICS,LOGS}_EXPORTER``: a comma-separated list, ``otlp`` by default."""
+    value = os.environ.get(f"OTEL_{signal.upper()}_EXPORTER", "otlp").strip().lower()
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
 def _wants_otlp(signal: str) -> bool:
-    selected = os.environ.get(f"OTEL_{signal.upper()}_EXPORTER", "otlp").strip().lower()
-    return "otlp" in selected.split(",") and otlp_endpoint(signal) is not None
+    return "otlp" in _selected(signal) and otlp_endpoint(signal) is not None
+
+
+def _wants_console(signal: str) -> bool:
+    return "console" in _selected(signal)
+
+
+def sdk_disabled() -> bool:
+    return os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
 
 
 def _protocol(signal: str) -> str:
@@ -112,6 +125,10 @@ def _default_tracer_provider(owned: list[Any]) -> Any:
     provider = TracerProvider(resource=_resource())
     if _wants_otlp("traces"):
         provider.add_span_processor(BatchSpanProcessor(_exporter("traces")))
+    if _wants_console("traces"):
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
     trace.set_tracer_provider(provider)
     owned.append(provider)
     return provider
@@ -134,6 +151,13 @@ def _default_meter_provider(owned: list[Any], prometheus: tuple[str, int] | None
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
         readers.append(PeriodicExportingMetricReader(_exporter("metrics")))
+    if _wants_console("metrics"):
+        from opentelemetry.sdk.metrics.export import (
+            ConsoleMetricExporter,
+            PeriodicExportingMetricReader,
+        )
+
+        readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter()))
     if prometheus is not None:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from prometheus_client import start_http_server
@@ -151,13 +175,18 @@ def _default_meter_provider(owned: list[Any], prometheus: tuple[str, int] | None
 
 
 def _default_logger_provider(owned: list[Any]) -> Any | None:
-    if not _wants_otlp("logs"):
+    if not (_wants_otlp("logs") or _wants_console("logs")):
         return None
     from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 
     provider = LoggerProvider(resource=_resource())
-    provider.add_log_record_processor(BatchLogRecordProcessor(_exporter("logs")))
+    if _wants_otlp("logs"):
+        provider.add_log_record_processor(BatchLogRecordProcessor(_exporter("logs")))
+    if _wants_console("logs"):
+        from opentelemetry.sdk._logs.export import ConsoleLogExporter
+
+        provider.add_log_record_processor(BatchLogRecordProcessor(ConsoleLogExporter()))
     otel_logs.set_logger_provider(provider)
     owned.append(provider)
     return provider
@@ -168,6 +197,10 @@ def resolve(tracer_provider: Any = None, meter_provider: Any = None,
     """Providers passed in, else the global ones the application set, else defaults."""
     owned: list[Any] = []
     servers: list[Any] = []
+    if sdk_disabled():
+        # OTEL_SDK_DISABLED=true: the API's no-op providers (and the JSON lines) only.
+        return Providers(tracer_provider or trace.get_tracer_provider(),
+                         meter_provider or metrics.get_meter_provider(), logger_provider)
     if tracer_provider is None:
         tracer_provider = (trace.get_tracer_provider() if tracer_provider_configured()
                            else _default_tracer_provider(owned))
