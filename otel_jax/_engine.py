@@ -217,7 +217,7 @@ class Engine:
         phases["backend_compile_s"] = Phase("jax.backend_compile", start, end)
         info = self._function_info(miss, name)
         eager = miss is not None and _jax_hooks.is_eager_op(miss.fun)
-        signature = self._signature(miss)
+        signature = self._capture_signature(miss)
 
         count, earlier = self.history.begin(info)
         kind, cause, diff, compared = self._cause(info, count, earlier, signature)
@@ -268,7 +268,7 @@ class Engine:
                 self._internal_error("function name", exc)
         return FunctionInfo(name_from_event(name))
 
-    def _signature(self, miss: _jax_hooks.Miss | None) -> _signature.Signature:
+    def _capture_signature(self, miss: _jax_hooks.Miss | None) -> _signature.Signature:
         if miss is None:
             return _signature.uncaptured()
         try:

@@ -48,7 +48,7 @@ class MetricsSink:
     def __call__(self, record: CompileRecord) -> None:
         name = record.function.qualname
         recompile = record.is_recompile
-        attributes = {
+        attributes: dict[str, str | bool] = {
             "code.function.name": name,
             "jax.compile.cause.kind": record.cause_kind,
             "jax.compile.is_recompile": recompile,

@@ -133,7 +133,7 @@ def placement_text(value: Any) -> str:
     if sharding is None:
         return "uncommitted"
     committed = _jax_hooks.is_committed(value)
-    key = (sharding, committed)
+    key: tuple[Any, bool | None] | None = (sharding, committed)
     try:
         cached = _placement_strings.get(key)
     except TypeError:

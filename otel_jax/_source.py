@@ -7,6 +7,7 @@ import os
 import sys
 import sysconfig
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 # Libraries whose frames are never "the user's callsite": JAX itself, otel_jax,
@@ -184,6 +185,7 @@ def find_user_function(values: Any, depth: int = 4, budget: int = 64) -> Any | N
 def user_callsite(skip: int = 1, limit: int = 200) -> str | None:
     """``file:line`` of the innermost frame that is the user's own code."""
     dirs = _library_dirs()
+    frame: FrameType | None
     try:
         frame = sys._getframe(skip)
     except ValueError:

@@ -37,7 +37,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[Any]:
         return
     budget = assert_max_compiles(*marker.args, **marker.kwargs)
     budget.__enter__()
-    outcome = yield
+    outcome: Any = yield
     try:
         budget.__exit__(None, None, None)
     except AssertionError as exc:
