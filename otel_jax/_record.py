@@ -95,6 +95,8 @@ class CompileRecord:
             attrs["code.line.number"] = self.function.line
         if self.callsite is not None:
             attrs["jax.compile.callsite"] = self.callsite
+        if self.compared_with is not None:
+            attrs["jax.compile.compared_with"] = self.compared_with
         for key, _ in PHASES:
             seconds = self.phase_seconds(key)
             if seconds is not None:
@@ -120,6 +122,7 @@ class CompileRecord:
             "cause": self.cause,
             "diff": [c.as_dict() for c in self.diff.changes[:50]],
             "diff_total": self.diff.total,
+            "compared_with": self.compared_with,
             "hint": self.hint,
             "compile_s": round(self.compile_s, 6),
         }

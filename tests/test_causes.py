@@ -306,6 +306,7 @@ def test_closest_earlier_signature_is_compared(telemetry):
     f(jnp.ones(5))
     f(jnp.ones(3, dtype=jnp.int32))  # closest to the first (shape equal), not the latest
     span = telemetry.last("test_closest_earlier_signature_is_compared.<locals>.f")
+    assert span.attributes["jax.compile.compared_with"] == 1
     assert only_change(span) == {"path": "x", "kind": "dtype",
                                  "before": "f32[3]", "after": "i32[3]"}
 
