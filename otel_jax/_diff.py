@@ -37,6 +37,7 @@ KINDS: tuple[str, ...] = (
 ALL_KINDS: tuple[str, ...] = (FIRST_COMPILE, *KINDS, UNKNOWN)
 _RANK = {k: i for i, k in enumerate(KINDS)}
 
+TRANSFORMATION_PATH = "<transformation>"
 MAX_CHANGES = 1000  # kept per compile; the total is always reported
 DIFF_JSON_LIMIT = 16_384  # characters of the `jax.compile.cause.diff` attribute
 
@@ -118,8 +119,15 @@ def _static_changed(old: StaticArg, new: StaticArg) -> bool:
     return old.hash != new.hash or old.repr != new.repr
 
 
+_OTHER_PROGRAM = 1 << 30  # a transformed computation is never "close" to a plain call
+
+
 def distance(old: Signature, new: Signature) -> int:
     """How many things differ: a cheap count used to pick the closest signature."""
+    if old.transform != new.transform:
+        return _OTHER_PROGRAM
+    if old.program != new.program:
+        return _OTHER_PROGRAM // 2  # another program of the same transformation
     d = 0 if _same_function(old, new) else 1
     d += sum(1 for (_, a), (_, b) in zip(old.options, new.options) if a != b)
     if _safe_ne(old.context, new.context):
@@ -188,6 +196,19 @@ def diff(old: Signature, new: Signature) -> Diff:
         if len(out) < MAX_CHANGES:
             out.append(change)
 
+    if old.transform != new.transform:
+        # Arguments of two different programs (f, and grad's jvp of f) do not
+        # line up: the transformation is the whole story.
+        add(Change(TRANSFORMATION_PATH, "function_identity",
+                   old.transform or "called directly", new.transform or "called directly"))
+        return Diff(tuple(out), total)
+    if old.program != new.program:
+        add(Change(TRANSFORMATION_PATH, "function_identity",
+                   f"transformed program ({old.program})",
+                   f"another transformed program of the same function ({new.program}): "
+                   "grad's forward and backward passes and each vmap are programs of their "
+                   "own"))
+        return Diff(tuple(out), total)
     if not _same_function(old, new):
         alive = old.function_ref is not None and old.function_ref() is not None
         add(Change("<function>", "function_identity",
@@ -400,7 +421,11 @@ def describe(d: Diff) -> str:
         return ""
     kind = d.kind
     top = next(c for c in d.changes if c.kind == kind)
-    if kind == "function_identity":
+    if kind == "function_identity" and top.path == TRANSFORMATION_PATH:
+        text = f"{top.path}: {top.before} -> {top.after}"
+        if "called directly" in (top.before, top.after):
+            text += "; JAX compiles the transformed computation apart from the plain call"
+    elif kind == "function_identity":
         text = ("a new function object for the same source (jax.jit caches per function "
                 "object: a jax.jit(lambda ...) or functools.partial re-created each call)")
     elif kind == "static_argument" and "hashed by identity" in top.after:

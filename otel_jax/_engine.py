@@ -23,7 +23,9 @@ from ._record import PHASES, CompileRecord, Phase
 from ._source import (
     FunctionInfo,
     find_user_function,
+    find_user_function_in_closure,
     function_info,
+    is_jax_file,
     is_library_file,
     name_from_event,
     owner_info,
@@ -216,9 +218,9 @@ class Engine:
         # phase of this function seen in the last minute is taken as its own.
         phases = self._take_phases(name, miss.started if miss is not None else start - 60.0)
         phases["backend_compile_s"] = Phase("jax.backend_compile", start, end)
-        info = self._function_info(miss, name)
-        eager = miss is not None and _jax_hooks.is_eager_op(miss.fun)
-        signature = self._capture_signature(miss)
+        info, stands_for = self._function_info(miss, name)
+        eager = miss is not None and self._is_eager(miss, info)
+        signature = self._capture_signature(miss, stands_for)
 
         count, earlier = self.history.begin(info)
         kind, cause, diff, compared = self._cause(info, count, earlier, signature)
@@ -229,7 +231,8 @@ class Engine:
             callsite=self._callsite(), eager_op=eager,
             persistent_cache_hit=cache_hit if cache_in_use else None,
             persistent_cache_written=cache_written if cache_in_use else None,
-            hint=hint_for(kind), compared_with=compared,
+            hint=hint_for(kind, transformed=bool(signature.transform)),
+            compared_with=compared,
         )
         record.after_warmup = self._warmup_done and not eager
         self._fill_devices(record, miss)
@@ -254,7 +257,20 @@ class Engine:
             storm = self._storm_event(record, fh.recompiles, dict(fh.causes))
         return record, storm
 
-    def _function_info(self, miss: _jax_hooks.Miss | None, name: str) -> FunctionInfo:
+    def _function_info(self, miss: _jax_hooks.Miss | None, name: str,
+                       ) -> tuple[FunctionInfo, Any | None]:
+        """What names the compile, and the user's function a library's one stands for.
+
+        The second is set when a library jits a function of its own that closes
+        over the user's (``jax.pmap``): the user's function object, not the
+        library's per-call one, is the identity that matters.
+        """
+        if miss is not None and miss.transformed:
+            try:
+                return self._transformed_info(miss.fun), None
+            except Exception as exc:
+                self._internal_error("function name", exc)
+                return FunctionInfo(name_from_event(name)), None
         if miss is not None:
             try:
                 info = function_info(miss.fun)
@@ -262,18 +278,43 @@ class Engine:
                     statics = (v for _, v in _jax_hooks.static_arguments(miss))
                     user = find_user_function(statics)
                     if user is not None:
-                        return function_info(user)
-                    return owner_info(miss.fun) or info
-                return info
+                        return function_info(user), None
+                    user = find_user_function_in_closure(miss.fun)
+                    if user is not None:
+                        return function_info(user), user
+                    return owner_info(miss.fun) or info, None
+                return info, None
             except Exception as exc:
                 self._internal_error("function name", exc)
-        return FunctionInfo(name_from_event(name))
+        return FunctionInfo(name_from_event(name)), None
 
-    def _capture_signature(self, miss: _jax_hooks.Miss | None) -> _signature.Signature:
+    def _transformed_info(self, fun: Any) -> FunctionInfo:
+        """Name and site of a transformed program, from its jaxpr's ``"f at file:line"``."""
+        name = str(fun.__name__)
+        head, sep, site = (fun.source or "").rpartition(" at ")
+        file, colon, line = site.rpartition(":")
+        if not (sep and colon and line.isdigit()):
+            return FunctionInfo(name)
+        # The jaxpr knows the plain name; a direct call of the same function,
+        # if there was one, knows its qualified name (``Model.loss``).
+        known = self.history.defined_at(file, int(line), head or name)
+        return known or FunctionInfo(head or name, file, int(line))
+
+    @staticmethod
+    def _is_eager(miss: _jax_hooks.Miss, info: FunctionInfo) -> bool:
+        if miss.transformed:  # jnp.sum under grad is still one of JAX's own ops
+            return info.file is not None and is_jax_file(info.file)
+        # A library's jitted function standing for a user's one (jax.pmap's)
+        # is named after the user's function and is not an eager op.
+        return _jax_hooks.is_eager_op(miss.fun) and (
+            info.file is None or is_library_file(info.file))
+
+    def _capture_signature(self, miss: _jax_hooks.Miss | None, stands_for: Any | None = None,
+                           ) -> _signature.Signature:
         if miss is None:
             return _signature.uncaptured()
         try:
-            return _signature.from_miss(miss)
+            return _signature.from_miss(miss, stands_for)
         except Exception as exc:
             self._internal_error("signature capture", exc)
             return _signature.uncaptured()
@@ -287,7 +328,8 @@ class Engine:
             return _diff.FIRST_COMPILE, f"first compilation of {info.qualname}", empty, None
         if not signature.captured:
             return (_diff.UNKNOWN, "signature not captured for this compile (no jit dispatch "
-                    "miss seen: pmap, AOT compile, or JAX internals that moved)", empty, None)
+                    "miss seen: a compile JAX started without a jit call, or JAX internals "
+                    "that moved)", empty, None)
         if not earlier:
             return (_diff.UNKNOWN, f"compile #{count} of {info.qualname}, but no earlier "
                     "signature is kept to compare with", empty, None)

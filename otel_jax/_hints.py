@@ -33,6 +33,19 @@ HINTS: dict[str, str] = {
 }
 
 
-def hint_for(kind: str) -> str:
-    """The fix hint for a cause kind (the ``unknown`` hint for an unrecognised one)."""
+TRANSFORMED_HINT = (
+    "jax.grad/vmap/jvp of a jitted function, called outside jit, compiles each transformed "
+    "program separately: jit the transformed function instead (jax.jit(jax.grad(loss))), "
+    "once, outside the loop")
+
+
+def hint_for(kind: str, transformed: bool = False) -> str:
+    """The fix hint for a cause kind (the ``unknown`` hint for an unrecognised one).
+
+    ``transformed``: the compile was of a jitted function's computation under a
+    transformation outside jit, where a function-identity cause means the
+    transformation itself.
+    """
+    if transformed and kind == "function_identity":
+        return TRANSFORMED_HINT
     return HINTS.get(kind, HINTS["unknown"])

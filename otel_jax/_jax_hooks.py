@@ -9,6 +9,12 @@ C++ fast path never reaches it). ``_run_python_pjit`` runs right after it in
 the same miss; wrapping it lets us drop the captured arguments as soon as the
 call is over, so we never keep a user's arrays alive.
 
+A jitted function called under a transformation outside jit
+(``jax.grad(jitted)(x)``, ``jax.vmap(jitted)(xs)``) never reaches
+``_run_python_pjit``: JAX evaluates the transformed computation (a new jaxpr)
+through ``_pjit_call_impl_python``, again only on a cache miss. Wrapping that
+name too turns those compiles into a signature of flat arguments.
+
 When these names are missing (a JAX version that moved them), otel_jax still
 emits one span per compile from the monitoring events, with cause ``unknown``
 and an explanation saying that the signature could not be captured.
@@ -45,6 +51,45 @@ class Miss(NamedTuple):
     params: Any  # PjitParams: in_avals, in_tree, arg_names, consts
     args_flat: Any  # consts + dynamic args, as JAX will pass them
     started: float  # wall clock (JAX's clock for phases) when the miss began
+    transformed: bool = False  # a jitted computation evaluated under grad/vmap/jvp
+
+
+class TransformedFunction:
+    """Stands in for the function of a computation JAX runs under a transformation.
+
+    Only the jaxpr reaches the miss, so the name and definition site come from
+    its debug info (``"f at /path/train.py:12"``), not from a function object.
+    """
+
+    __slots__ = ("__name__", "source")
+
+    def __init__(self, name: str, source: str | None) -> None:
+        self.__name__ = name
+        self.source = source
+
+    def __repr__(self) -> str:
+        return f"<transformed {self.__name__}>"
+
+
+class _TransformedParams(NamedTuple):
+    in_avals: tuple[Any, ...]
+    in_tree: Any
+    arg_names: tuple[str, ...]
+    consts: tuple[Any, ...]
+    out_count: int  # with the input count, tells grad's forward and backward programs apart
+
+
+class _TransformedJitInfo(NamedTuple):
+    """The jit options a transformed computation carries, under ``PjitInfo``'s field names."""
+
+    donate_argnums: tuple[int, ...]
+    in_shardings_leaves: Any
+    out_shardings_leaves: Any
+    in_layouts_leaves: Any
+    out_layouts_leaves: Any
+    keep_unused: Any
+    inline: Any
+    compiler_options_kvs: Any
 
 
 _tls = threading.local()
@@ -57,6 +102,7 @@ def current_miss() -> Miss | None:
 
 def clear_miss() -> None:
     _tls.miss = None
+    _tls.direct = False
     stack = getattr(_tls, "stack", None)
     if stack:
         stack[-1] = None
@@ -113,6 +159,9 @@ def _wrap_run_python_pjit(original: Callable[..., Any]) -> Callable[..., Any]:
     def _run_python_pjit(*args, **kwargs):  # type: ignore[no-untyped-def]
         if not top_level():
             return original(*args, **kwargs)
+        # Tells the _pjit_call_impl_python wrapper that this call's own miss
+        # is already the current one.
+        _tls.direct = True
         # A call made while another call runs (a host callback calling a jitted
         # function, JAX compiling an op it needs): keep a stack so that the
         # outer call's miss is current again when its own compile starts.
@@ -123,12 +172,83 @@ def _wrap_run_python_pjit(original: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return original(*args, **kwargs)
         finally:
+            _tls.direct = False
             stack.pop()
             # The call is over: stop referencing its arguments, so that donated
             # or large arrays can be freed.
             _tls.miss = stack[-1] if stack else None
 
     return _run_python_pjit
+
+
+_in_trees: dict[int, Any] = {}
+
+
+def _flat_in_tree(n: int) -> Any:
+    """The ``(args, kwargs)`` tree of ``n`` positional leaves, as a jit call has."""
+    tree = _in_trees.get(n)
+    if tree is None:
+        from jax import tree_util
+
+        if len(_in_trees) > 256:
+            _in_trees.clear()
+        tree = _in_trees[n] = tree_util.tree_structure((tuple(range(n)), {}))
+    return tree
+
+
+def transformed_miss(args: tuple[Any, ...], params: dict[str, Any], started: float) -> Miss:
+    """The miss of a jitted computation JAX evaluates under a transformation."""
+    jaxpr = params["jaxpr"]
+    debug = getattr(getattr(jaxpr, "jaxpr", None), "debug_info", None)
+    source = getattr(debug, "func_src_info", None)
+    in_avals = tuple(jaxpr.in_avals)
+    names = getattr(debug, "arg_names", None)
+    if (not isinstance(names, tuple) or len(names) != len(in_avals)
+            or not all(isinstance(n, str) and n for n in names)):
+        names = tuple(f"args[{i}]" for i in range(len(in_avals)))
+    donated = params.get("donated_invars") or ()
+    jit_info = _TransformedJitInfo(
+        donate_argnums=tuple(i for i, d in enumerate(donated) if d),
+        in_shardings_leaves=params.get("in_shardings"),
+        out_shardings_leaves=None,
+        in_layouts_leaves=params.get("in_layouts"),
+        out_layouts_leaves=None,
+        keep_unused=params.get("keep_unused"),
+        inline=params.get("inline"),
+        compiler_options_kvs=params.get("compiler_options_kvs"),
+    )
+    fun = TransformedFunction(str(params.get("name", "<unnamed function>")),
+                              source if isinstance(source, str) else None)
+    return Miss(fun, jit_info, args, {},
+                _TransformedParams(in_avals, _flat_in_tree(len(in_avals)), names, (),
+                                   len(jaxpr.out_avals)),
+                args, started, transformed=True)
+
+
+def _wrap_call_impl_python(original: Callable[..., Any]) -> Callable[..., Any]:
+    # No trace-state test here: this is jit_p's evaluation rule, reached only
+    # to run a computation, and vmap may still hold a trace while it does.
+    def _pjit_call_impl_python(*args, **params):  # type: ignore[no-untyped-def]
+        if getattr(_tls, "direct", False):
+            _tls.direct = False  # reached from _run_python_pjit: its miss is current
+            return original(*args, **params)
+        try:
+            miss: Miss | None = transformed_miss(args, params, time.time())
+        except Exception:  # the jit_p parameters moved: the compile stays uncaptured
+            miss = None
+        # Same stack discipline as _run_python_pjit: the top is this level's miss.
+        stack = getattr(_tls, "stack", None)
+        if stack is None:
+            stack = _tls.stack = []
+        stack.append(miss)
+        _tls.miss = miss
+        try:
+            return original(*args, **params)
+        finally:
+            stack.pop()
+            _tls.miss = stack[-1] if stack else None
+
+    return _pjit_call_impl_python
 
 
 # What the miss path calls to trace, by JAX version (same arguments and result).
@@ -142,6 +262,23 @@ def _miss_path_names(pjit: Any) -> frozenset[str]:
         if getattr(const, "co_name", None) == "cache_miss":
             return frozenset(const.co_names)
     return frozenset()
+
+
+def _call_impl_miss_names(pjit: Any) -> frozenset[str]:
+    """Global names the ``call_impl_cache_miss`` closure of ``_pjit_call_impl`` looks up."""
+    call_impl = getattr(pjit, "_pjit_call_impl", None)
+    for const in getattr(getattr(call_impl, "__code__", None), "co_consts", ()):
+        if getattr(const, "co_name", None) == "call_impl_cache_miss":
+            return frozenset(const.co_names)
+    return frozenset()
+
+
+def transformed_entry(pjit: Any) -> str | None:
+    """The name JAX calls on a miss of a jitted computation run under a transformation."""
+    name = "_pjit_call_impl_python"
+    if name in _call_impl_miss_names(pjit) and callable(getattr(pjit, name, None)):
+        return name
+    return None
 
 
 def pjit_module() -> tuple[Any, str] | None:
@@ -180,6 +317,7 @@ class Hooks:
     def install(self) -> None:
         from jax._src import monitoring
 
+        _exclude_from_tracebacks()
         monitoring.register_event_time_span_listener(self._on_time_span)
         monitoring.register_event_listener(self._on_event)
         self.captures_signatures = self._patch_pjit()
@@ -191,6 +329,9 @@ class Hooks:
         pjit, entry = found
         self._patches.append(_Patch(pjit, entry, _wrap_infer_params))
         self._patches.append(_Patch(pjit, "_run_python_pjit", _wrap_run_python_pjit))
+        transformed = transformed_entry(pjit)
+        if transformed is not None:
+            self._patches.append(_Patch(pjit, transformed, _wrap_call_impl_python))
         return True
 
     def uninstall(self) -> None:
@@ -205,6 +346,21 @@ class Hooks:
         _unregister(monitoring, "unregister_event_listener",
                     "_event_listeners", self._on_event)
         clear_miss()
+
+
+def _exclude_from_tracebacks() -> None:
+    """Hide these wrappers from JAX's filtered tracebacks and source locations.
+
+    They sit on the stack of every traced jit call; an error in the user's
+    function should point at the user's code and JAX, not at otel_jax.
+    """
+    try:
+        from jax._src import traceback_util
+
+        if __file__ not in getattr(traceback_util, "_exclude_paths", ()):
+            traceback_util.register_exclusion(__file__)
+    except Exception:  # pragma: no cover - moved: tracebacks just show one more frame
+        pass
 
 
 def _unregister(monitoring: Any, fn_name: str, list_name: str, callback: Any) -> None:
@@ -226,7 +382,7 @@ def pjit_patched() -> bool:
 
     return any(
         hasattr(getattr(pjit, name, None), "__otel_jax_original__")
-        for name in (*_TRACE_ENTRY_NAMES, "_run_python_pjit")
+        for name in (*_TRACE_ENTRY_NAMES, "_run_python_pjit", "_pjit_call_impl_python")
     )
 
 

@@ -16,6 +16,7 @@ from . import _jax_hooks
 from ._text import safe_repr, type_name
 
 _MAX_CACHED_STRINGS = 8192
+TRANSFORMED = "transformed (grad/jvp/vmap outside jit)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,10 @@ class Signature:
     placements: tuple[str, ...]
     statics: tuple[StaticArg, ...]
     captured: bool = True  # False: built without a miss (fallback)
+    # "" for a call of the jitted function; TRANSFORMED for its computation
+    # evaluated under grad/vmap/jvp outside jit (a different program).
+    transform: str = ""
+    program: str = ""  # transformed only: "2 inputs, 1 output"
 
     @property
     def num_leaves(self) -> int:
@@ -191,8 +196,12 @@ def _static_arg(name: str, value: Any) -> StaticArg:
     )
 
 
-def from_miss(miss: _jax_hooks.Miss) -> Signature:
-    """The signature of the compile that ``miss`` led to."""
+def from_miss(miss: _jax_hooks.Miss, stands_for: Any | None = None) -> Signature:
+    """The signature of the compile that ``miss`` led to.
+
+    ``stands_for``: the user's function that the jitted library function wraps
+    (``jax.pmap``'s), whose identity is compared instead of the wrapper's.
+    """
     params = miss.params
     avals = tuple(params.in_avals)
     n_consts = len(params.consts)
@@ -208,11 +217,16 @@ def from_miss(miss: _jax_hooks.Miss) -> Signature:
     primitive = _jax_hooks.primitive_params(miss.fun)
     if primitive is not None:
         statics.extend(_static_arg(f"params.{k}", v) for k, v in sorted(primitive.items()))
+    # One function object per primitive parameters, and one jaxpr per argument
+    # types under a transformation: neither identity says anything more.
+    by_identity = primitive is None and not miss.transformed
+    identity = miss.fun if stands_for is None else stands_for
     return Signature(
-        # One function object per primitive parameters: compare those instead.
-        function_ref=_weak(miss.fun) if primitive is None else None,
-        function_id=id(miss.fun) if primitive is None else 0,
-        options=_options(miss.jit_info),
+        function_ref=_weak(identity) if by_identity else None,
+        function_id=id(identity) if by_identity else 0,
+        # A library's internal jit wrapper derives its options (pmap's
+        # in_shardings) from the call: they are not the user's to change.
+        options=_options(miss.jit_info) if stands_for is None else (),
         context=_jax_hooks.trace_context_items(),
         treedef=params.in_tree,
         avals=avals,
@@ -221,10 +235,18 @@ def from_miss(miss: _jax_hooks.Miss) -> Signature:
         types=types,
         placements=placements,
         statics=tuple(statics),
+        transform=TRANSFORMED if miss.transformed else "",
+        program=_program(len(avals), getattr(params, "out_count", 0))
+        if miss.transformed else "",
     )
 
 
+def _program(inputs: int, outputs: int) -> str:
+    return (f"{inputs} input{'s' * (inputs != 1)}, "
+            f"{outputs} output{'s' * (outputs != 1)}")
+
+
 def uncaptured() -> Signature:
-    """Stand-in when JAX gave us no miss to read (moved internals, pmap, AOT)."""
+    """Stand-in when JAX gave us no miss to read (moved internals)."""
     return Signature(None, 0, (), _jax_hooks.trace_context_items(), None, (), (), (), (), (),
                      (), captured=False)

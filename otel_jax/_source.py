@@ -158,6 +158,13 @@ def is_library_file(filename: str) -> bool:
     return _is_library_file(filename, _library_dirs())
 
 
+def is_jax_file(filename: str) -> bool:
+    """Whether ``filename`` is part of JAX itself (its own jitted library functions)."""
+    _library_dirs()
+    jax_dirs = tuple(_skip_dirs[name] for name in ("jax", "jaxlib") if name in _skip_dirs)
+    return bool(jax_dirs) and os.path.normcase(os.path.realpath(filename)).startswith(jax_dirs)
+
+
 def find_user_function(values: Any, depth: int = 4, budget: int = 64) -> Any | None:
     """The first function defined in user code inside ``values`` (nested tuples/lists).
 
@@ -180,6 +187,52 @@ def find_user_function(values: Any, depth: int = 4, budget: int = 64) -> Any | N
         if code is not None and not is_library_file(code.co_filename):
             return value
     return None
+
+
+def find_user_function_in_closure(fun: Any, depth: int = 6, budget: int = 64) -> Any | None:
+    """A user's function that a library's jitted function wraps or closes over, or ``None``.
+
+    ``jax.pmap(f)`` jits a function of JAX's own that reaches ``f`` through
+    wrappers, bound methods and closures (as a ``lu.WrappedFun``, whose ``.f``
+    is the user's function).
+    """
+    stack = [(fun, depth)]
+    seen: set[int] = set()
+    while stack and budget > 0:
+        value, d = stack.pop()
+        budget -= 1
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        code = getattr(value, "__code__", None)
+        if code is not None and not is_library_file(code.co_filename):
+            return value
+        if d > 0:
+            stack.extend((child, d - 1) for child in reversed(_inner_callables(value)))
+    return None
+
+
+def _inner_callables(value: Any) -> list[Any]:
+    """What ``value`` wraps: partials, ``__wrapped__``, bound methods' owners, closures."""
+    out: list[Any] = []
+    if isinstance(value, functools.partial):
+        out.append(value.func)
+    for attr in ("__wrapped__", "__func__", "f"):
+        inner = getattr(value, attr, None)
+        if callable(inner):
+            out.append(inner)
+    owner = getattr(value, "__self__", None)
+    if owner is not None and not isinstance(owner, type) and callable(
+            getattr(owner, "f", None)):
+        out.append(owner)
+    for cell in getattr(value, "__closure__", None) or ():
+        try:
+            contents = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if callable(contents) or callable(getattr(contents, "f", None)):
+            out.append(contents)
+    return out
 
 
 def user_callsite(skip: int = 1, limit: int = 200) -> str | None:

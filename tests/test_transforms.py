@@ -1,0 +1,118 @@
+"""Compiles that do not come from a plain jit call: a jitted function under grad or vmap
+outside jit, and pmap (a jit of JAX's own around the user's function)."""
+
+from __future__ import annotations
+
+import traceback
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import otel_jax
+from conftest import diff_of
+
+
+def causes(spans) -> list[str]:
+    return [s.attributes["jax.compile.cause.kind"] for s in spans]
+
+
+def test_grad_of_a_jitted_function_outside_jit_explains_its_recompile(telemetry):
+    @jax.jit
+    def loss(w, x):
+        return jnp.sum(jnp.tanh(x @ w) ** 2)
+
+    w = jnp.ones((3, 2))
+    loss(w, jnp.ones((8, 3)))  # a plain call first: the transformed programs are new
+    grad = jax.grad(loss)
+    grad(w, jnp.ones((8, 3)))
+    grad(w, jnp.ones((8, 3)))  # cached: no compile
+    grad(w, jnp.ones((5, 3)))  # the last partial batch
+
+    name = "test_grad_of_a_jitted_function_outside_jit_explains_its_recompile.<locals>.loss"
+    spans = telemetry.compiles(name)
+    # The plain call, then grad's forward and backward programs, for each batch size.
+    assert [s.attributes["jax.compile.count"] for s in spans] == [1, 2, 3, 4, 5]
+    kinds = causes(spans)
+    assert kinds[:3] == ["first_compile", "function_identity", "function_identity"]
+    assert diff_of(spans[1]) == [{
+        "path": "<transformation>", "kind": "function_identity", "before": "called directly",
+        "after": "transformed (grad/jvp/vmap outside jit)"}]
+    assert "another transformed program" in spans[2].attributes["jax.compile.cause"]
+    assert "jax.jit(jax.grad(loss))" in spans[1].attributes["jax.compile.hint"]
+    # The new batch size is named, with before and after, in both programs.
+    assert kinds[3:] == ["shape", "shape"]
+    for span in spans[3:]:
+        change = next(c for c in diff_of(span) if c["before"] == "f32[8,3]")
+        assert change["kind"] == "shape" and change["after"] == "f32[5,3]"
+        assert change["path"].startswith("args[")
+    assert all(not s.attributes["jax.compile.eager_op"] for s in spans)
+    assert all(s.attributes["code.file.path"] == __file__ for s in spans)
+    assert all(s.attributes["jax.compile.callsite"].startswith(__file__ + ":") for s in spans)
+
+
+def test_vmap_of_a_jitted_function_outside_jit_is_captured(telemetry):
+    @jax.jit
+    def affine(x, b):
+        return 2.0 * x + b
+
+    batched = jax.vmap(affine, in_axes=(0, None))
+    batched(jnp.ones((4, 3)), 1.0)
+    batched(jnp.ones((4, 5)), 1.0)
+    spans = telemetry.compiles("affine")  # named from the jaxpr: never called directly
+    assert causes(spans) == ["first_compile", "shape"]
+    change = diff_of(spans[1])[0]
+    assert (change["kind"], change["before"], change["after"]) == ("shape", "f32[4,3]",
+                                                                  "f32[4,5]")
+    assert change["path"] in ("x", "args[0]")
+    assert "not captured" not in spans[1].attributes["jax.compile.cause"]
+
+
+def test_jax_own_functions_under_grad_stay_eager_ops(telemetry):
+    grad = jax.grad(lambda x: jnp.sum(x))  # jnp.sum is a jitted function inside JAX
+    grad(jnp.ones(3))
+    grad(jnp.ones(4))
+    eager = telemetry.compiles("_reduce_sum", eager=True)
+    assert eager and all(s.attributes["jax.compile.eager_op"] for s in eager)
+    assert "shape" in causes(eager)
+    assert telemetry.compiles("_reduce_sum") == []  # not counted as the user's compiles
+
+
+def test_pmap_is_named_after_the_users_function(telemetry):
+    def double(batch):
+        return {"y": batch["x"] * 2}
+
+    pmapped = jax.pmap(double)
+    n = jax.local_device_count()
+    pmapped({"x": jnp.ones((n, 2))})
+    pmapped({"x": jnp.ones((n, 3))})
+    pmapped({"x": jnp.ones((n, 3)), "extra": jnp.ones((n, 1))})
+    name = "test_pmap_is_named_after_the_users_function.<locals>.double"
+    spans = telemetry.compiles(name)
+    assert causes(spans) == ["first_compile", "shape", "pytree_structure"]
+    assert [s.attributes["jax.compile.count"] for s in spans] == [1, 2, 3]
+    shape = diff_of(spans[1])[0]
+    assert (shape["kind"], shape["before"], shape["after"]) == ("shape", f"f32[{n},2]",
+                                                               f"f32[{n},3]")
+    assert all(s.attributes["code.file.path"] == __file__ for s in spans)
+    assert all(not s.attributes["jax.compile.eager_op"] for s in spans)
+
+
+def test_errors_in_a_users_function_show_no_otel_jax_frame(telemetry):
+    @jax.jit
+    def broken(x):
+        return x @ jnp.ones((5, 5))
+
+    with pytest.raises(TypeError) as info:
+        broken(jnp.ones(3))
+    files = [frame.filename for frame in traceback.extract_tb(info.value.__traceback__)]
+    assert any(f == __file__ for f in files)
+    assert not any("otel_jax" in f and "tests" not in f for f in files), files
+
+
+def test_uninstall_restores_the_transformed_path(telemetry):
+    from jax._src import pjit
+
+    assert hasattr(pjit._pjit_call_impl_python, "__otel_jax_original__")
+    otel_jax.uninstall()
+    assert not hasattr(pjit._pjit_call_impl_python, "__otel_jax_original__")
