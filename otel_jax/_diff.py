@@ -110,6 +110,14 @@ def _same_function(old: Signature, new: Signature) -> bool:
     return old.function_id == new.function_id
 
 
+BOUND_METHOD = "new bound method object, same method"
+
+
+def _is_bound_method(sig: Signature) -> bool:
+    fun = sig.function_ref() if sig.function_ref is not None else None
+    return getattr(fun, "__self__", None) is not None and hasattr(fun, "__func__")
+
+
 def _static_changed(old: StaticArg, new: StaticArg) -> bool:
     if old.type != new.type:
         return True
@@ -213,7 +221,7 @@ def diff(old: Signature, new: Signature) -> Diff:
         alive = old.function_ref is not None and old.function_ref() is not None
         add(Change("<function>", "function_identity",
                    "earlier function object" + ("" if alive else " (garbage-collected)"),
-                   "new function object, same source"))
+                   BOUND_METHOD if _is_bound_method(new) else "new function object, same source"))
     for (name, a), (_, b) in zip(old.options, new.options):
         if a != b:
             add(Change(f"jit({name})", "jit_options", a, b))
@@ -425,6 +433,10 @@ def describe(d: Diff) -> str:
         text = f"{top.path}: {top.before} -> {top.after}"
         if "called directly" in (top.before, top.after):
             text += "; JAX compiles the transformed computation apart from the plain call"
+    elif kind == "function_identity" and top.after == BOUND_METHOD:
+        text = ("a new bound method object for the same method (jax.jit(obj.method) re-created "
+                "each call: every obj.method access makes a new object, and jax.jit caches per "
+                "function object)")
     elif kind == "function_identity":
         text = ("a new function object for the same source (jax.jit caches per function "
                 "object: a jax.jit(lambda ...) or functools.partial re-created each call)")

@@ -16,8 +16,8 @@ HINTS: dict[str, str] = {
                         "give its type value-based __eq__/__hash__ (or pass a tuple) instead of "
                         "a fresh object compared by identity"),
     "function_identity": ("hoist jax.jit out of the loop: jit a named function once and reuse "
-                          "it instead of re-creating jax.jit(lambda ...) or functools.partial "
-                          "each call"),
+                          "it instead of re-creating jax.jit(lambda ...), "
+                          "jax.jit(functools.partial(...)) or jax.jit(obj.method) each call"),
     "tracing_context": ("a config value or context manager in the cache key changed "
                         "(enable_x64, default_matmul_precision, a mesh): enter it once around "
                         "the whole loop"),

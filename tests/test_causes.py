@@ -177,6 +177,25 @@ def test_function_identity_partial_recreated(telemetry):
     assert span.attributes["code.function.name"] == "scaled"
 
 
+class Scaler:
+    def __init__(self, k: float) -> None:
+        self.k = k
+
+    def apply(self, x):
+        return x * self.k
+
+
+def test_function_identity_bound_method_rejitted(telemetry):
+    scaler = Scaler(2.0)
+    for _ in range(2):
+        jax.jit(scaler.apply)(jnp.ones(2))  # each scaler.apply is a new method object
+    span = telemetry.last("Scaler.apply")
+    assert span.attributes["jax.compile.cause.kind"] == "function_identity"
+    assert only_change(span)["after"] == "new bound method object, same method"
+    assert "jax.jit(obj.method) re-created" in span.attributes["jax.compile.cause"]
+    assert "jax.jit(obj.method)" in span.attributes["jax.compile.hint"]
+
+
 def test_tracing_context_enable_x64(telemetry):
     @jax.jit
     def double(x):
