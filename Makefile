@@ -37,7 +37,7 @@ test-newest: $(VENV)/.installed
 # The library's own behaviour on the oldest supported JAX (the integration
 # tests exercise exporters and servers, which do not depend on the JAX version).
 test-oldest: $(OLDEST_VENV)/.installed
-	$(OLDEST_VENV)/bin/python -m pytest -q tests/test_causes.py tests/test_core.py tests/test_testing_kit.py tests/test_transforms.py
+	$(OLDEST_VENV)/bin/python -m pytest -q tests/test_causes.py tests/test_core.py tests/test_testing_kit.py tests/test_transforms.py tests/test_wrappers.py
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/overhead.py

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._signature import Signature, StaticArg
-from ._text import safe_repr, truncate
+from ._text import safe_repr, truncate, type_name
 
 FIRST_COMPILE = "first_compile"
 UNKNOWN = "unknown"
@@ -136,25 +136,31 @@ def distance(old: Signature, new: Signature) -> int:
         return _OTHER_PROGRAM
     if old.program != new.program:
         return _OTHER_PROGRAM // 2  # another program of the same transformation
-    d = 0 if _same_function(old, new) else 1
+    d = 0  # whole differences, doubled on return if _same_function(old, new) else 1
     d += sum(1 for (_, a), (_, b) in zip(old.options, new.options) if a != b)
     if _safe_ne(old.context, new.context):
         d += sum(1 for (_, a), (_, b) in zip(old.context, new.context) if _safe_ne(a, b))
-    olds = {s.name: s for s in old.statics}
+    olds = {(s.kind, s.name): s for s in old.statics}
     for s in new.statics:
-        prev = olds.get(s.name)
+        prev = olds.get((s.kind, s.name))
         d += 1 if prev is None or _static_changed(prev, s) else 0
-    d += len(olds.keys() - {s.name for s in new.statics})
+    d += len(olds.keys() - {(s.kind, s.name) for s in new.statics})
     if _treedef_equal(old, new):
         d += len(_differing(old.placements, new.placements))
         # Count each differing aspect (dtype, shape, weak type) so that a
         # signature differing in one aspect is closer than one differing in two.
-        return d + sum(_aspects(old.avals[i], new.avals[i])
-                       for i in _differing(old.types, new.types))
+        leaves = _differing(old.types, new.types)
+        d += sum(_aspects(old.avals[i], new.avals[i]) for i in leaves)
+        # In half units: of two signatures one difference away, the one that
+        # differs by a weak type alone is the telling one (f(1) vs f(jnp.int32(1))).
+        weak_only = d == 1 and len(leaves) == 1 and _weak_type_only(
+            old.avals[leaves[0]], new.avals[leaves[0]])
+        return 2 * d - weak_only
     old_paths = dict(zip(old.paths, old.types))
     new_paths = dict(zip(new.paths, new.types))
     d += 1 + len(old_paths.keys() ^ new_paths.keys())
-    return d + sum(1 for p, t in new_paths.items() if p in old_paths and old_paths[p] != t)
+    return 2 * (d + sum(1 for p, t in new_paths.items()
+                        if p in old_paths and old_paths[p] != t))
 
 
 def _differing(a: Sequence[str], b: Sequence[str]) -> list[int]:
@@ -173,6 +179,14 @@ def _aspects(a: Any, b: Any) -> int:
         return 1
 
 
+def _weak_type_only(a: Any, b: Any) -> bool:
+    try:
+        return bool(a.dtype == b.dtype and a.shape == b.shape
+                    and getattr(a, "weak_type", False) != getattr(b, "weak_type", False))
+    except Exception:
+        return False
+
+
 def _treedef_equal(old: Signature, new: Signature) -> bool:
     return not _safe_ne(old.treedef, new.treedef)
 
@@ -188,7 +202,7 @@ def closest(history: Sequence[Signature], new: Signature) -> tuple[int, Signatur
         d = distance(old, new)
         if best is None or d < best_d:
             best, best_d = (i, old), d
-            if d <= 1:
+            if d <= 1:  # a weak type alone, or nothing: none can be closer
                 break
     return best
 
@@ -229,19 +243,34 @@ def diff(old: Signature, new: Signature) -> Diff:
         for (name, a), (_, b) in zip(old.context, new.context):
             if _safe_ne(a, b):
                 add(Change(name, "tracing_context", safe_repr(a), safe_repr(b)))
-    _static_changes(old, new, add)
+    structure: list[Change] = []
+    _static_changes(old, new, add, structure.append)
     if _treedef_equal(old, new):
         _leaf_changes(old, new, add)
     else:
         _structure_changes(old, new, add)
-    return Diff(tuple(out), total)
+    # A wrapper library's whole argument structure, passed as a static value,
+    # says less than a path that appeared or went: only when nothing else does.
+    if structure and not any(c.kind == "pytree_structure" for c in out):
+        for change in structure:
+            add(change)
+    merged = _merge_traced_and_static(out)
+    return Diff(tuple(merged), total - (len(out) - len(merged)))
 
 
-def _static_changes(old: Signature, new: Signature, add: Any) -> None:
-    olds = {s.name: s for s in old.statics}
-    news = {s.name: s for s in new.statics}
-    for name, s in news.items():
-        prev = olds.get(name)
+def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any) -> None:
+    # Keyed by kind too: a wrapper's argument ``n`` has a value and a structure.
+    olds = {(s.kind, s.name): s for s in old.statics}
+    news = {(s.kind, s.name): s for s in new.statics}
+    for key, s in news.items():
+        name = s.name
+        prev = olds.get(key)
+        if s.kind == "pytree_structure":
+            if prev is None:
+                add_structure(Change(name, s.kind, "<absent>", s.repr))
+            elif _static_changed(prev, s):
+                _tree_changes(name, prev.tree, s.tree, add_structure)
+            continue
         if prev is None:
             add(Change(name, "static_argument", "<absent>", s.repr))
         elif _static_changed(prev, s):
@@ -251,8 +280,83 @@ def _static_changes(old: Signature, new: Signature, add: Any) -> None:
                            f"new {s.type} instance (hashed by identity)"))
             else:
                 add(Change(name, "static_argument", prev.repr, s.repr))
-    for name in olds.keys() - news.keys():
-        add(Change(name, "static_argument", olds[name].repr, "<absent>"))
+    for key in olds.keys() - news.keys():
+        gone = olds[key]
+        if gone.kind == "pytree_structure":
+            add_structure(Change(gone.name, "pytree_structure", gone.repr, "<absent>"))
+        else:
+            add(Change(gone.name, "static_argument", gone.repr, "<absent>"))
+
+
+def _merge_traced_and_static(changes: list[Change]) -> list[Change]:
+    """An argument that went from traced array to static value (or back) is one change.
+
+    Wrappers that make every non-array leaf static (``equinox.filter_jit``)
+    report ``scale=2.0`` after ``scale=jnp.float32(2)`` as a leaf gone and a
+    static value come.
+    """
+    leaves = {c.path: c for c in changes if c.kind == "pytree_structure"
+              and "<absent>" in (c.before, c.after)}
+    statics = {c.path: c for c in changes if c.kind == "static_argument"
+               and "<absent>" in (c.before, c.after)}
+    both = {p for p in leaves.keys() & statics.keys()
+            if (leaves[p].after == "<absent>") == (statics[p].before == "<absent>")}
+    if not both:
+        return changes
+    out = []
+    for c in changes:
+        if c.path not in both:
+            out.append(c)
+        elif c.kind == "static_argument":
+            leaf = leaves[c.path]
+            if c.before == "<absent>":
+                out.append(Change(c.path, "static_argument", f"{leaf.before} (traced)",
+                                  f"{c.after} (static)"))
+            else:
+                out.append(Change(c.path, "static_argument", f"{c.before} (static)",
+                                  f"{leaf.after} (traced)"))
+    return out
+
+
+def _tree_changes(path: str, a: Any, b: Any, add: Any) -> None:
+    """Where two argument trees (treedefs a wrapper passed as static) part."""
+    if a is None or b is None or not hasattr(a, "node_data") or not hasattr(b, "node_data"):
+        add(Change(path, "pytree_structure", safe_repr(a), safe_repr(b)))
+        return
+    if not _safe_ne(a, b):
+        return
+    da = None if _is_leaf(a) else a.node_data()
+    db = None if _is_leaf(b) else b.node_data()
+    if da is None or db is None or da[0] is not db[0] or (
+            da[0] is not dict and len(a.children()) != len(b.children())):
+        add(Change(path, "pytree_structure", _tree_text(a, da), _tree_text(b, db)))
+        return
+    if da[0] is dict:
+        kb = dict(zip(db[1], b.children()))
+        ka = dict(zip(da[1], a.children()))
+        for k, child in ka.items():
+            if k not in kb:
+                add(Change(f"{path}[{k!r}]", "pytree_structure", _tree_text(child), "<absent>"))
+            else:
+                _tree_changes(f"{path}[{k!r}]", child, kb[k], add)
+        for k, child in kb.items():
+            if k not in ka:
+                add(Change(f"{path}[{k!r}]", "pytree_structure", "<absent>", _tree_text(child)))
+        return
+    if _safe_ne(da[1], db[1]):
+        _aux_changes(path, da[0], da[1], db[1], add)
+    for name, x, y in zip(_child_names(b, path, db), a.children(), b.children()):
+        _tree_changes(name, x, y, add)
+
+
+def _tree_text(t: Any, data: Any = None) -> str:
+    if _is_leaf(t):
+        return "leaf"
+    data = data or t.node_data()
+    node_type = data[0] if data else None
+    if node_type is type(None):
+        return "None"
+    return f"{getattr(node_type, '__name__', 'node')} with {t.num_leaves} leaves"
 
 
 def _leaf_kind(old_aval: Any, new_aval: Any) -> str:
@@ -323,10 +427,14 @@ def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Sign
     da = None if _is_leaf(a) else a.node_data()
     db = None if _is_leaf(b) else b.node_data()
     if da is None or db is None or da[0] is not db[0] or (
-            da[0] is not dict and (_safe_ne(da[1], db[1]) or len(a.children()) != len(b.children()))):
+            da[0] is not dict and len(a.children()) != len(b.children())):
         add(Change(path or "<arguments>", "pytree_structure",
                    _summary(a, old, oa), _summary(b, new, ob)))
         return
+    if da[0] is not dict and _safe_ne(da[1], db[1]):
+        # Same node type and arity, other auxiliary data: the static fields of a
+        # dataclass-like node (flax.struct, equinox, register_dataclass) changed.
+        _aux_changes(path or "<arguments>", da[0], da[1], db[1], add)
     ca, cb = a.children(), b.children()
     na = names_a or _child_names(a, path, da)
     nb = names_b or _child_names(b, path, db)
@@ -347,6 +455,44 @@ def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Sign
         return
     for i, (x, y) in enumerate(zip(ca, cb)):
         _walk(x, y, nb[i], offs_a[i], offs_b[i], old, new, add)
+
+
+def _static_field_names(node_type: Any, n: int) -> list[str] | None:
+    """Names of a dataclass node's static fields, when they account for its aux data."""
+    import dataclasses
+
+    if not (isinstance(node_type, type) and dataclasses.is_dataclass(node_type)):
+        return None
+    try:
+        fields = dataclasses.fields(node_type)
+    except Exception:
+        return None
+    static = [f.name for f in fields
+              if f.metadata.get("static") or f.metadata.get("pytree_node") is False]
+    if len(static) == n:
+        return static
+    # equinox keeps one entry per field, a placeholder for the dynamic ones
+    return [f.name for f in fields] if len(fields) == n else None
+
+
+def _aux_changes(path: str, node_type: Any, before: Any, after: Any, add: Any) -> None:
+    name = getattr(node_type, "__name__", "node")
+    if not (isinstance(before, tuple) and isinstance(after, tuple)
+            and len(before) == len(after)):
+        add(Change(path, "pytree_structure", f"{name} with static data {safe_repr(before)}",
+                   f"{name} with static data {safe_repr(after)}"))
+        return
+    names = _static_field_names(node_type, len(after))
+    for i, (x, y) in enumerate(zip(before, after)):
+        if not _safe_ne(x, y):
+            continue
+        field = names[i] if names else f"<static {i}>"
+        x_text, y_text = safe_repr(x), safe_repr(y)
+        if x_text == y_text:  # equal reprs, unequal values: compared by identity
+            x_text = f"{x_text} (a {type_name(x)} compared by identity)"
+            y_text = f"new {type_name(y)} instance"
+        add(Change(f"{path}.{field}", "pytree_structure", f"static {x_text}",
+                   f"static {y_text}"))
 
 
 def _offsets(children: Sequence[Any], start: int) -> list[int]:

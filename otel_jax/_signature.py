@@ -12,7 +12,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _jax_hooks
+from . import _jax_hooks, _wrappers
 from ._text import safe_repr, type_name
 
 _MAX_CACHED_STRINGS = 8192
@@ -30,6 +30,11 @@ class StaticArg:
     identity_hashed: bool
     ref: Any = field(default=None, compare=False)  # weakref to the object, or None
     obj_id: int = field(default=0, compare=False)
+    # pytree_structure: not an argument but the shape of the argument trees,
+    # which a wrapper library passes as a static value.
+    kind: str = "static_argument"
+    # pytree_structure only: the treedef itself (no array in it), walked by the diff
+    tree: Any = field(default=None, compare=False)
 
     def same_object_as(self, other: StaticArg) -> bool | None:
         """For identity-hashed statics: were both the same object? ``None`` if unknown."""
@@ -77,7 +82,7 @@ class Signature:
                           for p, t, pl in zip(self.paths, self.types, self.placements)},
             "static_arguments": {s.name: s.repr + (" (hashed by identity)"
                                                    if s.identity_hashed else "")
-                                 for s in self.statics},
+                                 for s in self.statics if s.kind == "static_argument"},
             "pytree_structure": safe_repr(self.treedef, 400),
             "jit_options": {k: v for k, v in self.options if v not in ("()", "None", "False")},
         }
@@ -181,7 +186,7 @@ def _options(jit_info: Any) -> tuple[tuple[str, str], ...]:
     return cached
 
 
-def _static_arg(name: str, value: Any) -> StaticArg:
+def _static_arg(name: str, value: Any, kind: str = "static_argument") -> StaticArg:
     t = type(value)
     identity = getattr(t, "__hash__", None) is object.__hash__
     try:
@@ -193,6 +198,8 @@ def _static_arg(name: str, value: Any) -> StaticArg:
         hash=h, identity_hashed=identity,
         ref=_weak(value) if identity else None,
         obj_id=id(value) if identity else 0,
+        kind=kind,
+        tree=value if kind == "pytree_structure" else None,
     )
 
 
@@ -214,6 +221,14 @@ def from_miss(miss: _jax_hooks.Miss, stands_for: Any | None = None) -> Signature
     paths = tuple(params.arg_names) if params.arg_names and len(
         params.arg_names) == len(types) else tuple(f"leaf[{i}]" for i in range(len(types)))
     statics = [_static_arg(n, v) for n, v in _jax_hooks.static_arguments(miss)]
+    treedef = params.in_tree
+    layout = _wrappers.layout_for(miss)
+    if layout is not None:
+        treedef, top_names, paths, avals, types, placements = _as_user_paths(
+            layout, treedef, top_names, paths, avals, types, placements)
+        statics = [_static_arg(n, v) for n, v in layout.statics]
+        statics.extend(_static_arg(name, tree, kind="pytree_structure")
+                       for name, tree in layout.structure)
     primitive = _jax_hooks.primitive_params(miss.fun)
     if primitive is not None:
         statics.extend(_static_arg(f"params.{k}", v) for k, v in sorted(primitive.items()))
@@ -228,7 +243,7 @@ def from_miss(miss: _jax_hooks.Miss, stands_for: Any | None = None) -> Signature
         # in_shardings) from the call: they are not the user's to change.
         options=_options(miss.jit_info) if stands_for is None else (),
         context=_jax_hooks.trace_context_items(),
-        treedef=params.in_tree,
+        treedef=treedef,
         avals=avals,
         top_names=top_names,
         paths=paths,
@@ -239,6 +254,25 @@ def from_miss(miss: _jax_hooks.Miss, stands_for: Any | None = None) -> Signature
         program=_program(len(avals), getattr(params, "out_count", 0))
         if miss.transformed else "",
     )
+
+
+def _as_user_paths(layout: _wrappers.Layout, treedef: Any, top_names: tuple[str, ...],
+                   paths: tuple[str, ...], avals: tuple[Any, ...], types: tuple[str, ...],
+                   placements: tuple[str, ...]) -> tuple[Any, ...]:
+    """Leaves renamed to the user's paths, as one keyword tree keyed by those paths.
+
+    Keyed by path, a structure diff reads ``batch['mask']: <absent> -> f32[8]``
+    instead of walking the library's flat dynamic tuples.
+    """
+    renamed = tuple(layout.rename(p) for p in paths)
+    if len(set(renamed)) != len(renamed):  # not a layout we understood: keep JAX's tree
+        return treedef, top_names, renamed, avals, types, placements
+    from jax import tree_util
+
+    order = sorted(range(len(renamed)), key=renamed.__getitem__)
+    user_tree = tree_util.tree_structure(((), {renamed[i]: 0 for i in order}))
+    return (user_tree, (), tuple(renamed[i] for i in order), tuple(avals[i] for i in order),
+            tuple(types[i] for i in order), tuple(placements[i] for i in order))
 
 
 def _program(inputs: int, outputs: int) -> str:

@@ -365,3 +365,40 @@ def test_sharding_in_the_type_on_an_explicit_mesh(telemetry):
     change = only_change(span)
     assert change == {"path": "x", "kind": "sharding", "before": "f32[8,4]",
                       "after": "f32[8@data,4]"}
+
+
+def test_static_field_of_a_dataclass_pytree(telemetry):
+    import dataclasses
+
+    @functools.partial(jax.tree_util.register_dataclass, data_fields=["w"],
+                       meta_fields=["layers"])
+    @dataclasses.dataclass
+    class Config:  # as flax.struct marks it: a field that is not a pytree node
+        w: jax.Array
+        layers: int = dataclasses.field(metadata={"pytree_node": False})
+
+    @jax.jit
+    def run(cfg, x):
+        return x * cfg.w * cfg.layers
+
+    run(Config(jnp.ones(2), 2), jnp.ones(2))
+    run(Config(jnp.ones(2), 3), jnp.ones(2))
+    span = telemetry.last("test_static_field_of_a_dataclass_pytree.<locals>.run")
+    assert span.attributes["jax.compile.cause.kind"] == "pytree_structure"
+    assert only_change(span) == {"path": "cfg.layers", "kind": "pytree_structure",
+                                 "before": "static 2", "after": "static 3"}
+
+
+def test_weak_type_difference_is_preferred_among_equally_close_signatures(telemetry):
+    @jax.jit
+    def g(x):
+        return x * 2
+
+    g(1)  # i32[] (weak)
+    g(True)  # bool[]
+    g(jnp.int32(1))  # as far from both by count; the weak-type change is the telling one
+    span = telemetry.last(
+        "test_weak_type_difference_is_preferred_among_equally_close_signatures.<locals>.g")
+    assert only_change(span) == {"path": "x", "kind": "weak_type",
+                                 "before": "i32[] (weak)", "after": "i32[]"}
+    assert span.attributes["jax.compile.compared_with"] == 1

@@ -1,0 +1,79 @@
+"""Wrapper libraries that jit a function of their own around the user's: equinox.filter_jit.
+
+Every cause is named by the user's own argument paths, not by the wrapper's
+``dynamic_nodonate['rest'][3]`` and ``static`` tuples.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from conftest import diff_of
+
+
+def only_change(span) -> dict:
+    changes = diff_of(span)
+    assert len(changes) == 1, changes
+    return changes[0]
+
+
+@eqx.filter_jit
+def step(params, batch, n, *, scale=1.0):
+    return params["w"].sum() * batch[0] * n * scale
+
+
+class Net(eqx.Module):
+    w: jax.Array
+    activation: str = eqx.field(static=True)
+
+    def __call__(self, x):
+        y = x @ self.w
+        return jnp.tanh(y) if self.activation == "tanh" else y
+
+
+@eqx.filter_jit
+def forward(net, x):
+    return net(x)
+
+
+def test_filter_jit_causes_use_the_users_argument_paths(telemetry):
+    params = {"w": jnp.ones(2), "b": 3}
+    step(params, (jnp.ones(2), jnp.ones(2)), 2, scale=jnp.float32(2))
+    step(params, (jnp.ones(3), jnp.ones(2)), 2, scale=jnp.float32(2))  # partial batch
+    step(params, (jnp.ones(3), jnp.ones(2)), 3, scale=jnp.float32(2))  # a static value
+    step(params, (jnp.ones(3), jnp.ones(2)), 3, scale=2.0)  # traced -> static
+    step({**params, "c": jnp.ones(1)}, (jnp.ones(3), jnp.ones(2)), 3, scale=2.0)
+    spans = telemetry.compiles("step")
+    assert [s.attributes["jax.compile.count"] for s in spans] == [1, 2, 3, 4, 5]
+    assert all(s.attributes["code.file.path"] == __file__ for s in spans)
+    assert all(not s.attributes["jax.compile.eager_op"] for s in spans)
+    assert only_change(spans[1]) == {"path": "batch[0]", "kind": "shape",
+                                     "before": "f32[2]", "after": "f32[3]"}
+    assert only_change(spans[2]) == {"path": "n", "kind": "static_argument",
+                                     "before": "2", "after": "3"}
+    assert only_change(spans[3]) == {"path": "scale", "kind": "static_argument",
+                                     "before": "f32[] (traced)", "after": "2.0 (static)"}
+    assert only_change(spans[4]) == {"path": "params['c']", "kind": "pytree_structure",
+                                     "before": "<absent>", "after": "f32[1]"}
+
+
+def test_filter_jit_module_static_field_and_structure(telemetry):
+    forward(Net(jnp.ones((3, 2)), "tanh"), jnp.ones((4, 3)))
+    forward(Net(jnp.ones((3, 2)), "relu"), jnp.ones((4, 3)))
+    forward(Net(jnp.ones((3, 2)), "relu"), [jnp.ones((4, 3))][0])  # cached: no compile
+    spans = telemetry.compiles("forward")
+    assert len(spans) == 2
+    assert only_change(spans[1]) == {"path": "net.activation", "kind": "pytree_structure",
+                                     "before": "static 'tanh'", "after": "static 'relu'"}
+
+
+def test_filter_jit_signature_in_compile_history(telemetry):
+    import otel_jax
+
+    step({"w": jnp.ones(2), "b": 3}, (jnp.ones(2), jnp.ones(2)), 4)
+    entry = otel_jax.compile_history(step)[-1]
+    assert entry.signature["arguments"]["batch[1]"]["type"] == "f32[2]"
+    assert entry.signature["static_arguments"]["n"] == "4"
+    assert entry.signature["static_arguments"]["params['b']"] == "3"
