@@ -242,7 +242,7 @@ def diff(old: Signature, new: Signature) -> Diff:
     if _safe_ne(old.context, new.context):
         for (name, a), (_, b) in zip(old.context, new.context):
             if _safe_ne(a, b):
-                add(Change(name, "tracing_context", safe_repr(a), safe_repr(b)))
+                add(Change(name, "tracing_context", _config_text(a), _config_text(b)))
     structure: list[Change] = []
     _static_changes(old, new, add, structure.append)
     if _treedef_equal(old, new):
@@ -256,6 +256,15 @@ def diff(old: Signature, new: Signature) -> Diff:
             add(change)
     merged = _merge_traced_and_static(out)
     return Diff(tuple(merged), total - (len(out) - len(merged)))
+
+
+def _config_text(value: Any) -> str:
+    """A config value as a user sets it: ``'strict'``, not ``<NumpyDtypePromotion.STRICT: ...>``."""
+    import enum
+
+    if isinstance(value, enum.Enum):
+        return safe_repr(value.value)
+    return safe_repr(value)
 
 
 def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any) -> None:
@@ -278,6 +287,10 @@ def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any
                 add(Change(name, "static_argument",
                            f"{prev.repr} (a {prev.type} hashed by identity)",
                            f"new {s.type} instance (hashed by identity)"))
+            elif prev.repr == s.repr:
+                add(Change(name, "static_argument", prev.repr,
+                           f"{s.repr} (looks the same but is not == to it or hashes "
+                           "differently, e.g. a NaN)"))
             else:
                 add(Change(name, "static_argument", prev.repr, s.repr))
     for key in olds.keys() - news.keys():

@@ -402,3 +402,31 @@ def test_weak_type_difference_is_preferred_among_equally_close_signatures(teleme
     assert only_change(span) == {"path": "x", "kind": "weak_type",
                                  "before": "i32[] (weak)", "after": "i32[]"}
     assert span.attributes["jax.compile.compared_with"] == 1
+
+
+def test_static_argument_that_never_equals_itself(telemetry):
+    @functools.partial(jax.jit, static_argnums=1)
+    def shift(x, eps):
+        return x + eps
+
+    shift(jnp.ones(2), float("nan"))
+    shift(jnp.ones(2), float("nan"))  # NaN != NaN: JAX compiles again
+    span = telemetry.last("test_static_argument_that_never_equals_itself.<locals>.shift")
+    change = only_change(span)
+    assert (change["path"], change["kind"], change["before"]) == ("eps", "static_argument",
+                                                                  "nan")
+    assert "looks the same" in change["after"]
+
+
+def test_tracing_context_enum_value_reads_as_set(telemetry):
+    @jax.jit
+    def add(x, y):
+        return x + y
+
+    add(jnp.ones(2), jnp.ones(2))
+    with jax.numpy_dtype_promotion("strict"):
+        add(jnp.ones(2), jnp.ones(2))
+    span = telemetry.last("test_tracing_context_enum_value_reads_as_set.<locals>.add")
+    assert only_change(span) == {"path": "jax_numpy_dtype_promotion",
+                                 "kind": "tracing_context",
+                                 "before": "'standard'", "after": "'strict'"}
