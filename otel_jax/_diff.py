@@ -283,7 +283,12 @@ def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any
         if prev is None:
             add(Change(name, "static_argument", "<absent>", s.repr))
         elif _static_changed(prev, s):
-            if s.identity_hashed and prev.type == s.type:
+            if prev.type == s.type and s.type.endswith("Jaxpr"):
+                # An eager scan/cond/while_loop: its body was traced again.
+                add(Change(name, "static_argument", "the earlier traced body",
+                           "a newly traced body (a new function object, e.g. a lambda or "
+                           "closure defined in the loop, or a body that traced differently)"))
+            elif s.identity_hashed and prev.type == s.type:
                 add(Change(name, "static_argument",
                            f"{prev.repr} (a {prev.type} hashed by identity)",
                            f"new {s.type} instance (hashed by identity)"))

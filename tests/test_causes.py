@@ -430,3 +430,14 @@ def test_tracing_context_enum_value_reads_as_set(telemetry):
     assert only_change(span) == {"path": "jax_numpy_dtype_promotion",
                                  "kind": "tracing_context",
                                  "before": "'standard'", "after": "'strict'"}
+
+
+def test_eager_scan_with_a_body_recreated_each_call(telemetry):
+    for _ in range(2):
+        jax.lax.scan(lambda c, v: (c + v, c), 0.0, jnp.ones(4))  # outside jit: eager
+    scans = telemetry.compiles("scan", eager=True)
+    assert [s.attributes["jax.compile.count"] for s in scans][-1] >= 2
+    change = next(c for c in diff_of(scans[-1]) if c["path"] == "params.jaxpr")
+    assert change["kind"] == "static_argument"
+    assert "newly traced body" in change["after"]
+    assert all(s.attributes["jax.compile.eager_op"] for s in scans)
