@@ -255,22 +255,22 @@ def _wrap_call_impl_python(original: Callable[..., Any]) -> Callable[..., Any]:
 _TRACE_ENTRY_NAMES = ("_infer_params", "_trace_for_jit")
 
 
-def _miss_path_names(pjit: Any) -> frozenset[str]:
-    """Global names the ``cache_miss`` closure of ``_cpp_pjit`` looks up at call time."""
-    cpp_pjit = getattr(pjit, "_cpp_pjit", None)
-    for const in getattr(getattr(cpp_pjit, "__code__", None), "co_consts", ()):
-        if getattr(const, "co_name", None) == "cache_miss":
+def _inner_global_names(function: Any, inner: str) -> frozenset[str]:
+    """Global names the closure ``inner`` defined in ``function`` looks up at call time."""
+    for const in getattr(getattr(function, "__code__", None), "co_consts", ()):
+        if getattr(const, "co_name", None) == inner:
             return frozenset(const.co_names)
     return frozenset()
+
+
+def _miss_path_names(pjit: Any) -> frozenset[str]:
+    """What the ``cache_miss`` closure of ``_cpp_pjit`` (a jit call's miss) calls."""
+    return _inner_global_names(getattr(pjit, "_cpp_pjit", None), "cache_miss")
 
 
 def _call_impl_miss_names(pjit: Any) -> frozenset[str]:
-    """Global names the ``call_impl_cache_miss`` closure of ``_pjit_call_impl`` looks up."""
-    call_impl = getattr(pjit, "_pjit_call_impl", None)
-    for const in getattr(getattr(call_impl, "__code__", None), "co_consts", ()):
-        if getattr(const, "co_name", None) == "call_impl_cache_miss":
-            return frozenset(const.co_names)
-    return frozenset()
+    """What the ``call_impl_cache_miss`` closure of ``_pjit_call_impl`` calls."""
+    return _inner_global_names(getattr(pjit, "_pjit_call_impl", None), "call_impl_cache_miss")
 
 
 def transformed_entry(pjit: Any) -> str | None:
