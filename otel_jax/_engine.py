@@ -279,7 +279,11 @@ class Engine:
                     user = find_user_function(statics)
                     if user is not None:
                         return function_info(user), None
-                    user = find_user_function_in_closure(miss.fun)
+                    # Only JAX's own wrappers (pmap, vectorize): another library's
+                    # function may close over user callbacks it merely calls (an
+                    # optax schedule), which would be the wrong name.
+                    user = (find_user_function_in_closure(miss.fun)
+                            if is_jax_file(info.file) else None)
                     if user is not None:
                         return function_info(user), user
                     return owner_info(miss.fun) or info, None

@@ -204,8 +204,12 @@ def find_user_function_in_closure(fun: Any, depth: int = 6, budget: int = 64) ->
         if id(value) in seen:
             continue
         seen.add(id(value))
-        code = getattr(value, "__code__", None)
-        if code is not None and not is_library_file(code.co_filename):
+        try:
+            code = getattr(value, "__code__", None)
+            filename = code.co_filename if code is not None else None
+        except Exception:
+            continue
+        if isinstance(filename, str) and not is_library_file(filename):
             return value
         if d > 0:
             stack.extend((child, d - 1) for child in reversed(_inner_callables(value)))
@@ -215,6 +219,14 @@ def find_user_function_in_closure(fun: Any, depth: int = 6, budget: int = 64) ->
 def _inner_callables(value: Any) -> list[Any]:
     """What ``value`` wraps: partials, ``__wrapped__``, bound methods' owners, closures."""
     out: list[Any] = []
+    try:
+        _collect_inner(value, out)
+    except Exception:  # an object whose attribute lookup raises: look no deeper
+        pass
+    return out
+
+
+def _collect_inner(value: Any, out: list[Any]) -> None:
     if isinstance(value, functools.partial):
         out.append(value.func)
     for attr in ("__wrapped__", "__func__", "f"):
@@ -232,7 +244,6 @@ def _inner_callables(value: Any) -> list[Any]:
             continue
         if callable(contents) or callable(getattr(contents, "f", None)):
             out.append(contents)
-    return out
 
 
 def user_callsite(skip: int = 1, limit: int = 200) -> str | None:

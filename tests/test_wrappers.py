@@ -77,3 +77,50 @@ def test_filter_jit_signature_in_compile_history(telemetry):
     assert entry.signature["arguments"]["batch[1]"]["type"] == "f32[2]"
     assert entry.signature["static_arguments"]["n"] == "4"
     assert entry.signature["static_arguments"]["params['b']"] == "3"
+
+
+def test_another_librarys_closure_over_a_user_callback_keeps_the_librarys_name(
+        telemetry, monkeypatch, tmp_path):
+    import importlib.util
+
+    from otel_jax import _engine, _source
+
+    # A stand-in for optax: an update function closing over a user's schedule.
+    library = tmp_path / "fake_optim.py"
+    library.write_text(
+        "def sgd(schedule):\n"
+        "    def update_fn(grads, count):\n"
+        "        return grads * schedule(count)\n"
+        "    return update_fn\n")
+    spec = importlib.util.spec_from_file_location("fake_optim", library)
+    fake_optim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fake_optim)
+    real = _source.is_library_file
+
+    def is_library(filename):
+        return filename == str(library) or real(filename)
+
+    monkeypatch.setattr(_source, "is_library_file", is_library)
+    monkeypatch.setattr(_engine, "is_library_file", is_library)
+
+    def my_schedule(count):
+        return 0.1 / (1 + count)
+
+    update = jax.jit(fake_optim.sgd(my_schedule))
+    update(jnp.ones(3), 1)
+    names = [s.attributes["code.function.name"] for s in telemetry.compiles()]
+    assert names == ["sgd.<locals>.update_fn"]  # not the schedule it merely calls
+
+
+def test_jax_own_wrapper_around_a_users_function_is_named_after_it(telemetry):
+    def multiply(a, b):
+        return a * b
+
+    vectorized = jax.jit(jnp.vectorize(multiply))
+    vectorized(jnp.ones(3), jnp.ones(3))
+    vectorized(jnp.ones(4), jnp.ones(4))
+    spans = telemetry.compiles(
+        "test_jax_own_wrapper_around_a_users_function_is_named_after_it.<locals>.multiply")
+    assert [s.attributes["jax.compile.cause.kind"] for s in spans] == ["first_compile",
+                                                                        "shape"]
+    assert not spans[0].attributes["jax.compile.eager_op"]
