@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 OLDEST_VENV := .venv-oldest
 # The lower bound of "jax>=..." in pyproject.toml (tests/test_packaging.py checks they agree).
-JAX_OLDEST := 0.9.0
+JAX_OLDEST := 0.8.0
 
 .PHONY: demo test test-newest test-oldest tools bench clean
 

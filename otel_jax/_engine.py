@@ -39,7 +39,7 @@ _logger = logging.getLogger("otel_jax")
 _MAX_PENDING_PHASES = 64
 _PHASE_KEY = {_jax_hooks.TRACE_EVENT: "trace_s", _jax_hooks.LOWER_EVENT: "lower_s"}
 _PHASE_NAME = dict(PHASES)
-_PLACEHOLDERS = frozenset({"<unknown>", "<unnamed function>"})
+_PLACEHOLDERS = frozenset({"<unknown>", "<unnamed function>", "<unnamed wrapped function>"})
 _ON_RECOMPILE = ("log", "warn", "raise")
 
 
@@ -200,7 +200,8 @@ class Engine:
         if miss is None:
             return None
         event_fun = name_from_event(name)
-        # Some JAX versions name partials and callable objects "<unknown>".
+        # Some JAX versions name partials and callable objects "<unknown>" or
+        # "<unnamed wrapped function>".
         if event_fun != _jax_hooks.event_name(miss.fun) and event_fun not in _PLACEHOLDERS:
             return None  # a compile this miss did not cause (e.g. an eager op inside)
         _jax_hooks.clear_miss()

@@ -25,7 +25,7 @@ class JaxInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """
 
     def instrumentation_dependencies(self) -> Collection[str]:
-        return ("jax >= 0.9.0",)
+        return ("jax >= 0.8.0",)
 
     def _instrument(self, **kwargs: Any) -> None:
         _install.install(**{k: v for k, v in kwargs.items() if k in _INSTALL_OPTIONS})

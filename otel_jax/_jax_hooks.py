@@ -134,7 +134,10 @@ def _top_level() -> Callable[[], bool]:
         return lambda: True
 
 
-def _wrap_infer_params(original: Callable[..., Any]) -> Callable[..., Any]:
+def _wrap_infer_params(original: Callable[..., Any], inside_scope: bool = False,
+                       ) -> Callable[..., Any]:
+    """``inside_scope``: JAX calls it from inside the scope entry (JAX < 0.9), whose
+    wrapper has already pushed a stack slot for this call's miss."""
     top_level = _top_level()
 
     def _infer_params(fun, ji, args, kwargs):  # type: ignore[no-untyped-def]
@@ -148,6 +151,9 @@ def _wrap_infer_params(original: Callable[..., Any]) -> Callable[..., Any]:
             _tls.miss = Miss(fun, ji, args, kwargs, result[0], result[1], started)
         except Exception:  # pragma: no cover - result shape moved
             _tls.miss = None
+        stack = getattr(_tls, "stack", None)
+        if inside_scope and stack:
+            stack[-1] = _tls.miss
         return result
 
     return _infer_params
@@ -160,7 +166,8 @@ def _wrap_run_python_pjit(original: Callable[..., Any]) -> Callable[..., Any]:
         if not top_level():
             return original(*args, **kwargs)
         # Tells the _pjit_call_impl_python wrapper that this call's own miss
-        # is already the current one.
+        # is already the current one (restored after: calls nest).
+        direct = getattr(_tls, "direct", False)
         _tls.direct = True
         # A call made while another call runs (a host callback calling a jitted
         # function, JAX compiling an op it needs): keep a stack so that the
@@ -172,7 +179,7 @@ def _wrap_run_python_pjit(original: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return original(*args, **kwargs)
         finally:
-            _tls.direct = False
+            _tls.direct = direct
             stack.pop()
             # The call is over: stop referencing its arguments, so that donated
             # or large arrays can be freed.
@@ -281,8 +288,21 @@ def transformed_entry(pjit: Any) -> str | None:
     return None
 
 
-def pjit_module() -> tuple[Any, str] | None:
-    """``jax._src.pjit`` and the name of its trace entry point, if both can be wrapped.
+# What the miss calls around tracing and running, by JAX version: JAX >= 0.9
+# calls the trace entry and then _run_python_pjit; older versions call
+# _python_pjit_helper, which calls the trace entry itself.
+_SCOPE_NAMES = ("_run_python_pjit", "_python_pjit_helper")
+
+
+class PjitEntries(NamedTuple):
+    module: Any
+    trace: str  # returns the traced call's PjitParams
+    scope: str  # runs the whole miss: the miss is current while it runs
+    trace_inside_scope: bool
+
+
+def pjit_module() -> PjitEntries | None:
+    """``jax._src.pjit`` and the names its jit miss path calls, if they can be wrapped.
 
     Reads the names the miss path really calls, so a JAX version that renamed
     them falls back to uncaptured signatures instead of wrapping a function
@@ -293,12 +313,20 @@ def pjit_module() -> tuple[Any, str] | None:
     except Exception:
         return None
     names = _miss_path_names(pjit)
-    if "_run_python_pjit" not in names or not callable(getattr(pjit, "_run_python_pjit", None)):
+    scope = next((n for n in _SCOPE_NAMES if n in names and callable(getattr(pjit, n, None))),
+                 None)
+    if scope is None:
         return None
+    inside = scope != "_run_python_pjit"
+    trace_names = _inner_global_names_of(getattr(pjit, scope)) if inside else names
     for entry in _TRACE_ENTRY_NAMES:
-        if entry in names and callable(getattr(pjit, entry, None)):
-            return pjit, entry
+        if entry in trace_names and callable(getattr(pjit, entry, None)):
+            return PjitEntries(pjit, entry, scope, inside)
     return None
+
+
+def _inner_global_names_of(function: Any) -> frozenset[str]:
+    return frozenset(getattr(getattr(function, "__code__", None), "co_names", ()))
 
 
 class Hooks:
@@ -326,9 +354,11 @@ class Hooks:
         found = pjit_module()
         if found is None:
             return False
-        pjit, entry = found
-        self._patches.append(_Patch(pjit, entry, _wrap_infer_params))
-        self._patches.append(_Patch(pjit, "_run_python_pjit", _wrap_run_python_pjit))
+        pjit = found.module
+        self._patches.append(_Patch(
+            pjit, found.trace,
+            lambda original: _wrap_infer_params(original, found.trace_inside_scope)))
+        self._patches.append(_Patch(pjit, found.scope, _wrap_run_python_pjit))
         transformed = transformed_entry(pjit)
         if transformed is not None:
             self._patches.append(_Patch(pjit, transformed, _wrap_call_impl_python))
@@ -341,9 +371,11 @@ class Hooks:
             patch.remove()
         self._patches.clear()
         self.captures_signatures = False
-        _unregister(monitoring, "unregister_event_time_span_listener",
+        _unregister(monitoring, ("unregister_event_time_span_listener",
+                                 "_unregister_event_time_span_listener_by_callback"),
                     "_event_time_span_listeners", self._on_time_span)
-        _unregister(monitoring, "unregister_event_listener",
+        _unregister(monitoring, ("unregister_event_listener",
+                                 "_unregister_event_listener_by_callback"),
                     "_event_listeners", self._on_event)
         clear_miss()
 
@@ -363,8 +395,11 @@ def _exclude_from_tracebacks() -> None:
         pass
 
 
-def _unregister(monitoring: Any, fn_name: str, list_name: str, callback: Any) -> None:
-    unregister = getattr(monitoring, fn_name, None)
+def _unregister(monitoring: Any, fn_names: tuple[str, ...], list_name: str,
+                callback: Any) -> None:
+    # Public since JAX 0.9; "_..._by_callback" before.
+    unregister = next((getattr(monitoring, n) for n in fn_names if hasattr(monitoring, n)),
+                      None)
     try:
         if unregister is not None:
             unregister(callback)
@@ -382,7 +417,7 @@ def pjit_patched() -> bool:
 
     return any(
         hasattr(getattr(pjit, name, None), "__otel_jax_original__")
-        for name in (*_TRACE_ENTRY_NAMES, "_run_python_pjit", "_pjit_call_impl_python")
+        for name in (*_TRACE_ENTRY_NAMES, *_SCOPE_NAMES, "_pjit_call_impl_python")
     )
 
 

@@ -175,8 +175,9 @@ def test_install_is_idempotent_and_uninstall_restores_jax():
     otel_jax.uninstall()
     found = _jax_hooks.pjit_module()
     assert found is not None, "this JAX version's miss path is not recognised"
-    _, entry = found
-    original_infer, original_run = getattr(pjit, entry), pjit._run_python_pjit
+    entry, scope = found.trace, found.scope
+    original_infer, original_run = getattr(pjit, entry), getattr(pjit, scope)
+    original_impl = pjit._pjit_call_impl_python
     listeners_before = (list(monitoring._event_time_span_listeners),
                         list(monitoring._event_listeners))
     handle = otel_jax.install(log_output=None)
@@ -187,7 +188,8 @@ def test_install_is_idempotent_and_uninstall_restores_jax():
     finally:
         otel_jax.uninstall()
     assert getattr(pjit, entry) is original_infer
-    assert pjit._run_python_pjit is original_run
+    assert getattr(pjit, scope) is original_run
+    assert pjit._pjit_call_impl_python is original_impl
     assert (list(monitoring._event_time_span_listeners),
             list(monitoring._event_listeners)) == listeners_before
     assert not _jax_hooks.pjit_patched()
