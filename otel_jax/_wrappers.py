@@ -74,6 +74,18 @@ def _positional_names(fun: Any) -> tuple[list[str], str | None]:
     return names, star
 
 
+def _user_parameters(fun_leaves: tuple[Any, ...], fun_tree: Any) -> tuple[list[str], str | None]:
+    """Positional parameter names of what was filter_jit-ed: a function or a callable Module."""
+    if fun_tree.num_leaves == 1 and fun_tree.num_nodes == 1 and callable(fun_leaves[0]):
+        return _positional_names(fun_leaves[0])
+    data = fun_tree.node_data()
+    call = getattr(data[0], "__call__", None) if data else None
+    if call is None:
+        return [], None
+    names, star = _positional_names(call)
+    return names[1:], star  # unbound __call__: drop self
+
+
 def _is_pair(value: Any) -> bool:
     """``(leaves, treedef)`` as equinox's ``hashable_partition`` returns it."""
     return (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], tuple)
@@ -88,9 +100,8 @@ def equinox_layout(miss: Any) -> Layout | None:
     static = miss.args[2]
     if not (isinstance(static, tuple) and len(static) == 3 and all(map(_is_pair, static))):
         return None
-    (fun_leaves, _), (first_leaves, first_tree), (rest_leaves, rest_tree) = static
-    user = next((f for f in fun_leaves if callable(f)), None)
-    names, star = _positional_names(user) if user is not None else ([], None)
+    (fun_leaves, fun_tree), (first_leaves, first_tree), (rest_leaves, rest_tree) = static
+    names, star = _user_parameters(fun_leaves, fun_tree)
 
     def positional(i: int) -> str:
         if i < len(names):

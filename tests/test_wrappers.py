@@ -124,3 +124,12 @@ def test_jax_own_wrapper_around_a_users_function_is_named_after_it(telemetry):
     assert [s.attributes["jax.compile.cause.kind"] for s in spans] == ["first_compile",
                                                                         "shape"]
     assert not spans[0].attributes["jax.compile.eager_op"]
+
+
+def test_filter_jit_of_a_callable_module_names_its_call_parameters(telemetry):
+    net = eqx.filter_jit(Net(jnp.ones((3, 2)), "tanh"))
+    net(jnp.ones((4, 3)))
+    net(jnp.ones((5, 3)))
+    span = telemetry.compiles()[-1]
+    assert only_change(span) == {"path": "x", "kind": "shape",
+                                 "before": "f32[4,3]", "after": "f32[5,3]"}
