@@ -46,7 +46,13 @@ class CompileRecorder(ContextDecorator):
             return True
         if isinstance(target, str):
             return record.function.qualname == target
-        return record.function.key == target.key
+        got = record.function
+        if got.key == target.key:
+            return True
+        # A transformed program (jax.grad(fn) outside jit) knows only the plain
+        # name and definition site of a function never called directly.
+        return (got.file, got.line) == (target.file, target.line) and (
+            target.qualname.endswith("." + got.qualname))
 
     def __call__(self, record_or_fn: Any) -> Any:  # type: ignore[override]
         if isinstance(record_or_fn, CompileRecord):

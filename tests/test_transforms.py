@@ -116,3 +116,20 @@ def test_uninstall_restores_the_transformed_path(telemetry):
     assert hasattr(pjit._pjit_call_impl_python, "__otel_jax_original__")
     otel_jax.uninstall()
     assert not hasattr(pjit._pjit_call_impl_python, "__otel_jax_original__")
+
+
+def test_compile_budget_counts_a_functions_transformed_programs(telemetry):
+    from otel_jax.testing import assert_max_compiles
+
+    @jax.jit
+    def energy(x):
+        return jnp.sum(x ** 2)
+
+    force = jax.grad(energy)  # energy is never called directly
+    with assert_max_compiles(2, fn=energy) as budget:  # grad's forward and backward
+        force(jnp.ones(3))
+        force(jnp.ones(3))
+    assert len(budget.records) == 2
+    with pytest.raises(AssertionError, match="shape"):
+        with assert_max_compiles(1, fn=energy):
+            force(jnp.ones(4))
