@@ -163,6 +163,49 @@ def test_otlp_http_export_to_a_real_receiver(otlp_receiver):
     assert "jax.compile.duration" in collected.metric_names
 
 
+def test_otlp_grpc_export_to_a_real_receiver():
+    from oteltest.sink import GrpcSink
+
+    collected = Collected()
+    port = free_port()
+    sink = GrpcSink(collected, logging.getLogger("otlp-grpc-receiver"), port=port)
+    sink.start()
+    try:
+        wait_for(lambda: _port_open(port), 10, "the OTLP/gRPC receiver")
+        env = clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+                        OTEL_EXPORTER_OTLP_PROTOCOL="grpc", OTEL_SERVICE_NAME="otel-jax-grpc",
+                        OTEL_BSP_SCHEDULE_DELAY="200", OTEL_METRIC_EXPORT_INTERVAL="500")
+        result = run([sys.executable, str(EXAMPLE), "--epochs", "2"], env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "gRPC exporter is not installed" not in result.stderr
+    finally:
+        sink.stop()
+    compiles = [s for s in collected.spans if s["name"] == "jax.compile train_step"]
+    assert [s["attributes"]["jax.compile.cause.kind"] for s in compiles] == [
+        "first_compile", "weak_type", "shape", "pytree_structure", "shape"]
+    assert compiles[0]["resource"]["service.name"] == "otel-jax-grpc"
+    assert any(r["attributes"].get("code.function.name") == "train_step"
+               for r in collected.logs)
+    assert "jax.compilations" in collected.metric_names
+
+
+def test_otlp_grpc_collector_down_costs_one_warning():
+    port = free_port()  # nothing listens there
+    env = clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+                    OTEL_EXPORTER_OTLP_PROTOCOL="grpc", OTEL_EXPORTER_OTLP_TIMEOUT="3")
+    started = time.monotonic()
+    result = run([sys.executable, str(EXAMPLE), "--epochs", "2"], env, timeout=120)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "compiles of train_step, and why" in result.stdout
+    other = [ln for ln in result.stderr.splitlines()
+             if ln.strip() and '"event": "jax.compile"' not in ln]
+    assert len([ln for ln in other if "OtelJaxWarning" in ln]) == 1, other
+    assert "Traceback" not in result.stderr
+    assert not [ln for ln in other if "Transient error" in ln or "Failed to export" in ln]
+    assert elapsed < 60
+
+
 PLAIN_SCRIPT = textwrap.dedent("""
     import jax, jax.numpy as jnp
     from opentelemetry import trace
