@@ -158,11 +158,21 @@ def is_library_file(filename: str) -> bool:
     return _is_library_file(filename, _library_dirs())
 
 
+_jax_verdict: dict[str, bool] = {}
+
+
 def is_jax_file(filename: str) -> bool:
     """Whether ``filename`` is part of JAX itself (its own jitted library functions)."""
-    _library_dirs()
-    jax_dirs = tuple(_skip_dirs[name] for name in ("jax", "jaxlib") if name in _skip_dirs)
-    return bool(jax_dirs) and os.path.normcase(os.path.realpath(filename)).startswith(jax_dirs)
+    verdict = _jax_verdict.get(filename)
+    if verdict is None:
+        _library_dirs()
+        jax_dirs = tuple(_skip_dirs[n] for n in ("jax", "jaxlib") if n in _skip_dirs)
+        verdict = bool(jax_dirs) and os.path.normcase(
+            os.path.realpath(filename)).startswith(jax_dirs)
+        if len(_jax_verdict) > 4096:
+            _jax_verdict.clear()
+        _jax_verdict[filename] = verdict
+    return verdict
 
 
 def find_user_function(values: Any, depth: int = 4, budget: int = 64) -> Any | None:

@@ -389,19 +389,19 @@ def test_static_field_of_a_dataclass_pytree(telemetry):
                                  "before": "static 2", "after": "static 3"}
 
 
-def test_weak_type_difference_is_preferred_among_equally_close_signatures(telemetry):
+def test_weak_type_difference_is_preferred_over_two_differences(telemetry):
     @jax.jit
-    def g(x):
-        return x * 2
+    def g(x, y):
+        return x * y
 
-    g(1)  # i32[] (weak)
-    g(True)  # bool[]
-    g(jnp.int32(1))  # as far from both by count; the weak-type change is the telling one
+    g(1, jnp.ones(2))  # x: i32[] (weak)
+    g(True, jnp.ones(3))  # x: bool[], y: f32[3]
+    g(jnp.int32(1), jnp.ones(2))  # one weak-type flip from the first, two changes from the last
     span = telemetry.last(
-        "test_weak_type_difference_is_preferred_among_equally_close_signatures.<locals>.g")
+        "test_weak_type_difference_is_preferred_over_two_differences.<locals>.g")
+    assert span.attributes["jax.compile.compared_with"] == 1
     assert only_change(span) == {"path": "x", "kind": "weak_type",
                                  "before": "i32[] (weak)", "after": "i32[]"}
-    assert span.attributes["jax.compile.compared_with"] == 1
 
 
 def test_static_argument_that_never_equals_itself(telemetry):
@@ -441,3 +441,20 @@ def test_eager_scan_with_a_body_recreated_each_call(telemetry):
     assert change["kind"] == "static_argument"
     assert "newly traced body" in change["after"]
     assert all(s.attributes["jax.compile.eager_op"] for s in scans)
+
+
+def test_closest_signature_counts_the_function_object(telemetry):
+    def make():
+        return lambda x: x * 2  # one source, a new function object per call
+
+    first, second = jax.jit(make()), jax.jit(make())
+    first(jnp.ones(3))
+    second(jnp.ones(3))  # function_identity against the first
+    first(jnp.ones(4))  # closest: its own earlier compile, not the other object's
+    spans = telemetry.compiles("test_closest_signature_counts_the_function_object."
+                               "<locals>.make.<locals>.<lambda>")
+    assert [s.attributes["jax.compile.cause.kind"] for s in spans] == [
+        "first_compile", "function_identity", "shape"]
+    assert spans[-1].attributes["jax.compile.compared_with"] == 1
+    assert only_change(spans[-1]) == {"path": "x", "kind": "shape",
+                                      "before": "f32[3]", "after": "f32[4]"}
