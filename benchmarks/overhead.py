@@ -170,6 +170,11 @@ def bench_diff(leaves: int, repeats: int) -> float:
 
 
 @jax.jit
+def probe_warmup(x):
+    return x * 3 - 1
+
+
+@jax.jit
 def probe_before(x):
     return x * 2 + 1
 
@@ -215,6 +220,7 @@ def own_time_per_compile(probe: Callable, compiles: int) -> float:
 def bench_scaling(others: int, compiles: int) -> tuple[float, float]:
     install()
     try:
+        own_time_per_compile(probe_warmup, compiles)  # first-use costs land here
         before = own_time_per_compile(probe_before, compiles)
         for i in range(others):
             jax.jit(lambda x, i=i: x + i)(1.0)  # noqa: B023 - one new function each
