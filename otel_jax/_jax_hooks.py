@@ -151,9 +151,9 @@ def _wrap_infer_params(original: Callable[..., Any], inside_scope: bool = False,
             _tls.miss = Miss(fun, ji, args, kwargs, result[0], result[1], started)
         except Exception:  # pragma: no cover - result shape moved
             _tls.miss = None
-        stack = getattr(_tls, "stack", None)
-        if inside_scope and stack:
-            stack[-1] = _tls.miss
+        if inside_scope and getattr(_tls, "slot_open", False):
+            _tls.slot_open = False  # this call's own slot, not an outer call's
+            _tls.stack[-1] = _tls.miss
         return result
 
     return _infer_params
@@ -176,10 +176,14 @@ def _wrap_run_python_pjit(original: Callable[..., Any]) -> Callable[..., Any]:
         if stack is None:
             stack = _tls.stack = []
         stack.append(getattr(_tls, "miss", None))
+        # JAX < 0.9 traces inside this scope: its trace entry fills the slot.
+        slot_open = getattr(_tls, "slot_open", False)
+        _tls.slot_open = True
         try:
             return original(*args, **kwargs)
         finally:
             _tls.direct = direct
+            _tls.slot_open = slot_open
             stack.pop()
             # The call is over: stop referencing its arguments, so that donated
             # or large arrays can be freed.
