@@ -95,6 +95,34 @@ def _no_internal_errors(request):
         assert ENGINE.internal_errors == before, "otel_jax hit an internal error"
 
 
+@pytest.fixture
+def library_module(tmp_path, monkeypatch):
+    """``make(name, source)``: a module in a file otel_jax treats as a wrapper library's."""
+    import importlib.util
+
+    from otel_jax import _engine, _source
+
+    files: set[str] = set()
+    real = _source.is_library_file
+
+    def is_library(filename):
+        return filename in files or real(filename)
+
+    monkeypatch.setattr(_source, "is_library_file", is_library)
+    monkeypatch.setattr(_engine, "is_library_file", is_library)
+
+    def make(name: str, source: str):
+        path = tmp_path / f"{name}.py"
+        path.write_text(source)
+        files.add(str(path))
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return make
+
+
 def diff_of(span) -> list[dict]:
     return json.loads(span.attributes["jax.compile.cause.diff"])
 

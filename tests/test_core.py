@@ -531,24 +531,12 @@ def test_no_array_values_in_telemetry(telemetry):
 
 
 def test_library_method_bound_to_a_users_class_is_named_by_the_class(
-        telemetry, monkeypatch, tmp_path):
-    import importlib.util
-
-    from otel_jax import _engine, _source
+        telemetry, library_module):
+    from otel_jax import _source
 
     # A stand-in for flax.linen.Module, in a file treated as library code.
-    library = tmp_path / "fake_nn.py"
-    library.write_text("class Module:\n    def apply(self, x):\n        return x * self.scale()\n")
-    spec = importlib.util.spec_from_file_location("fake_nn", library)
-    fake_nn = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fake_nn)
-    real = _source.is_library_file
-
-    def is_library(filename):
-        return filename == str(library) or real(filename)
-
-    monkeypatch.setattr(_source, "is_library_file", is_library)
-    monkeypatch.setattr(_engine, "is_library_file", is_library)
+    fake_nn = library_module(
+        "fake_nn", "class Module:\n    def apply(self, x):\n        return x * self.scale()\n")
 
     class MLP(fake_nn.Module):
         def scale(self):

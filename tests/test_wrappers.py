@@ -80,28 +80,13 @@ def test_filter_jit_signature_in_compile_history(telemetry):
 
 
 def test_another_librarys_closure_over_a_user_callback_keeps_the_librarys_name(
-        telemetry, monkeypatch, tmp_path):
-    import importlib.util
-
-    from otel_jax import _engine, _source
-
+        telemetry, library_module):
     # A stand-in for optax: an update function closing over a user's schedule.
-    library = tmp_path / "fake_optim.py"
-    library.write_text(
+    fake_optim = library_module("fake_optim", (
         "def sgd(schedule):\n"
         "    def update_fn(grads, count):\n"
         "        return grads * schedule(count)\n"
-        "    return update_fn\n")
-    spec = importlib.util.spec_from_file_location("fake_optim", library)
-    fake_optim = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fake_optim)
-    real = _source.is_library_file
-
-    def is_library(filename):
-        return filename == str(library) or real(filename)
-
-    monkeypatch.setattr(_source, "is_library_file", is_library)
-    monkeypatch.setattr(_engine, "is_library_file", is_library)
+        "    return update_fn\n"))
 
     def my_schedule(count):
         return 0.1 / (1 + count)
