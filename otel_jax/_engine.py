@@ -294,7 +294,14 @@ class Engine:
         return FunctionInfo(name_from_event(name)), None
 
     def _transformed_info(self, fun: Any) -> FunctionInfo:
-        """Name and site of a transformed program, from its jaxpr's ``"f at file:line"``."""
+        """Name and site of a transformed program: its jitted function's, when known,
+        else from its jaxpr's ``"f at file:line"``."""
+        origin = getattr(fun, "origin", None)
+        if origin is not None:
+            info = function_info(origin)
+            if info.file is not None and is_library_file(info.file):
+                return owner_info(origin) or info
+            return info
         name = str(fun.__name__)
         head, sep, site = (fun.source or "").rpartition(" at ")
         file, colon, line = site.rpartition(":")
@@ -308,6 +315,9 @@ class Engine:
     @staticmethod
     def _is_eager(miss: _jax_hooks.Miss, info: FunctionInfo) -> bool:
         if miss.transformed:  # jnp.sum under grad is still one of JAX's own ops
+            origin = getattr(miss.fun, "origin", None)
+            if origin is not None:
+                return _jax_hooks.is_eager_op(origin)
             return info.file is not None and is_jax_file(info.file)
         # A library's jitted function standing for a user's one (jax.pmap's)
         # is named after the user's function and is not an eager op.

@@ -58,14 +58,16 @@ class TransformedFunction:
     """Stands in for the function of a computation JAX runs under a transformation.
 
     Only the jaxpr reaches the miss, so the name and definition site come from
-    its debug info (``"f at /path/train.py:12"``), not from a function object.
+    its debug info (``"f at /path/train.py:12"``), unless the jitted function
+    that bound it is known (``origin``: under vmap, the call is still running).
     """
 
-    __slots__ = ("__name__", "source")
+    __slots__ = ("__name__", "source", "origin")
 
-    def __init__(self, name: str, source: str | None) -> None:
+    def __init__(self, name: str, source: str | None, origin: Any = None) -> None:
         self.__name__ = name
         self.source = source
+        self.origin = origin
 
     def __repr__(self) -> str:
         return f"<transformed {self.__name__}>"
@@ -103,6 +105,7 @@ def current_miss() -> Miss | None:
 def clear_miss() -> None:
     _tls.miss = None
     _tls.direct = False
+    _tls.bound_fun = None
     stack = getattr(_tls, "stack", None)
     if stack:
         stack[-1] = None
@@ -159,12 +162,21 @@ def _wrap_infer_params(original: Callable[..., Any], inside_scope: bool = False,
     return _infer_params
 
 
-def _wrap_run_python_pjit(original: Callable[..., Any]) -> Callable[..., Any]:
+def _wrap_run_python_pjit(original: Callable[..., Any], fun_index: int,
+                          ) -> Callable[..., Any]:
+    """``fun_index``: where the jitted function is among the scope entry's arguments."""
     top_level = _top_level()
 
     def _run_python_pjit(*args, **kwargs):  # type: ignore[no-untyped-def]
         if not top_level():
-            return original(*args, **kwargs)
+            # Under vmap (or an eager shard_map) the call binds jit_p, which
+            # evaluates the transformed program right away: remember whose it is.
+            bound = getattr(_tls, "bound_fun", None)
+            _tls.bound_fun = args[fun_index] if len(args) > fun_index else None
+            try:
+                return original(*args, **kwargs)
+            finally:
+                _tls.bound_fun = bound
         # Tells the _pjit_call_impl_python wrapper that this call's own miss
         # is already the current one (restored after: calls nest).
         direct = getattr(_tls, "direct", False)
@@ -207,7 +219,8 @@ def _flat_in_tree(n: int) -> Any:
     return tree
 
 
-def transformed_miss(args: tuple[Any, ...], params: dict[str, Any], started: float) -> Miss:
+def transformed_miss(args: tuple[Any, ...], params: dict[str, Any], started: float,
+                     origin: Any = None) -> Miss:
     """The miss of a jitted computation JAX evaluates under a transformation."""
     jaxpr = params["jaxpr"]
     debug = getattr(getattr(jaxpr, "jaxpr", None), "debug_info", None)
@@ -229,7 +242,7 @@ def transformed_miss(args: tuple[Any, ...], params: dict[str, Any], started: flo
         compiler_options_kvs=params.get("compiler_options_kvs"),
     )
     fun = TransformedFunction(str(params.get("name", "<unnamed function>")),
-                              source if isinstance(source, str) else None)
+                              source if isinstance(source, str) else None, origin)
     return Miss(fun, jit_info, args, {},
                 _TransformedParams(in_avals, _flat_in_tree(len(in_avals)), names, (),
                                    len(jaxpr.out_avals)),
@@ -244,7 +257,8 @@ def _wrap_call_impl_python(original: Callable[..., Any]) -> Callable[..., Any]:
             _tls.direct = False  # reached from _run_python_pjit: its miss is current
             return original(*args, **params)
         try:
-            miss: Miss | None = transformed_miss(args, params, time.time())
+            miss: Miss | None = transformed_miss(args, params, time.time(),
+                                                 getattr(_tls, "bound_fun", None))
         except Exception:  # the jit_p parameters moved: the compile stays uncaptured
             miss = None
         # Same stack discipline as _run_python_pjit: the top is this level's miss.
@@ -362,7 +376,9 @@ class Hooks:
         self._patches.append(_Patch(
             pjit, found.trace,
             lambda original: _wrap_infer_params(original, found.trace_inside_scope)))
-        self._patches.append(_Patch(pjit, found.scope, _wrap_run_python_pjit))
+        fun_index = 0 if found.trace_inside_scope else 2  # (fun, ji, ...) / (p, args_flat, fun, ...)
+        self._patches.append(_Patch(
+            pjit, found.scope, lambda original: _wrap_run_python_pjit(original, fun_index)))
         transformed = transformed_entry(pjit)
         if transformed is not None:
             self._patches.append(_Patch(pjit, transformed, _wrap_call_impl_python))

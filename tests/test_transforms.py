@@ -59,13 +59,17 @@ def test_vmap_of_a_jitted_function_outside_jit_is_captured(telemetry):
     batched = jax.vmap(affine, in_axes=(0, None))
     batched(jnp.ones((4, 3)), 1.0)
     batched(jnp.ones((4, 5)), 1.0)
-    spans = telemetry.compiles("affine")  # named from the jaxpr: never called directly
+    # Never called directly: named after the jitted function that vmap was running.
+    spans = telemetry.compiles(
+        "test_vmap_of_a_jitted_function_outside_jit_is_captured.<locals>.affine")
     assert causes(spans) == ["first_compile", "shape"]
     change = diff_of(spans[1])[0]
     assert (change["kind"], change["before"], change["after"]) == ("shape", "f32[4,3]",
                                                                   "f32[4,5]")
     assert change["path"] in ("x", "args[0]")
     assert "not captured" not in spans[1].attributes["jax.compile.cause"]
+    assert all(s.attributes["code.file.path"] == __file__ for s in spans)
+    assert not any(s.attributes["jax.compile.eager_op"] for s in spans)
 
 
 def test_jax_own_functions_under_grad_stay_eager_ops(telemetry):
@@ -133,3 +137,21 @@ def test_compile_budget_counts_a_functions_transformed_programs(telemetry):
     with pytest.raises(AssertionError, match="shape"):
         with assert_max_compiles(1, fn=energy):
             force(jnp.ones(4))
+
+
+def test_eager_shard_map_ops_are_eager_not_the_users(telemetry):
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    mesh = jax.make_mesh((jax.device_count(),), ("d",))
+    shard_map = getattr(jax, "shard_map", None)
+    if shard_map is None:  # older JAX
+        from jax.experimental.shard_map import shard_map
+
+    def body(v):
+        return v * 2
+
+    run = shard_map(body, mesh=mesh, in_specs=P("d"), out_specs=P("d"))
+    n = jax.device_count()
+    run(jax.device_put(jnp.ones(2 * n), NamedSharding(mesh, P("d"))))  # outside jit: op by op
+    assert telemetry.compiles() == []  # every compile is one of JAX's own ops
+    assert all(s.attributes["jax.compile.eager_op"] for s in telemetry.compiles(eager=True))
