@@ -29,6 +29,7 @@ from ._source import (
     is_library_file,
     name_from_event,
     owner_info,
+    qualname_at,
     user_callsite,
 )
 from ._text import safe_repr
@@ -307,10 +308,8 @@ class Engine:
         file, colon, line = site.rpartition(":")
         if not (sep and colon and line.isdigit()):
             return FunctionInfo(name)
-        # The jaxpr knows the plain name; a direct call of the same function,
-        # if there was one, knows its qualified name (``Model.loss``).
-        known = self.history.defined_at(file, int(line), head or name)
-        return known or FunctionInfo(head or name, file, int(line))
+        name = head or name
+        return FunctionInfo(qualname_at(file, int(line), name) or name, file, int(line))
 
     @staticmethod
     def _is_eager(miss: _jax_hooks.Miss, info: FunctionInfo) -> bool:

@@ -92,9 +92,6 @@ class History:
         self._lock = threading.Lock()
         self._functions: OrderedDict[tuple[Any, ...], FunctionHistory] = OrderedDict()
         self._counts: OrderedDict[tuple[Any, ...], int] = OrderedDict()
-        # (file, line) -> the qualified name compiled there, for compiles that
-        # only know the plain name and definition site (transformed programs).
-        self._by_source: OrderedDict[tuple[str, int], FunctionInfo] = OrderedDict()
         self._signatures_per_function = max(1, signatures_per_function)
         self._entries_per_function = max(1, entries_per_function)
         self._max_functions = max(1, max_functions)
@@ -126,25 +123,12 @@ class History:
             self._functions[key] = fh
             while len(self._functions) > self._max_functions:
                 self._functions.popitem(last=False)
-            if info.file is not None and info.line is not None:
-                self._by_source[(info.file, info.line)] = info
-                self._by_source.move_to_end((info.file, info.line))
-                while len(self._by_source) > self._max_functions:
-                    self._by_source.popitem(last=False)
             if signature.captured:
                 fh.signatures.append((count, signature))
             fh.entries.append(entry)
             fh.causes[cause_kind] += 1
             fh.recompiles += recompile
             return fh
-
-    def defined_at(self, file: str, line: int, name: str) -> FunctionInfo | None:
-        """The function named ``name`` (or ``Owner.name``) compiled from ``file:line``."""
-        with self._lock:
-            info = self._by_source.get((file, line))
-        if info is not None and (info.qualname == name or info.qualname.endswith("." + name)):
-            return info
-        return None
 
     def entries(self, info: FunctionInfo) -> list[CompileEntry]:
         with self._lock:
@@ -167,4 +151,3 @@ class History:
         with self._lock:
             self._functions.clear()
             self._counts.clear()
-            self._by_source.clear()

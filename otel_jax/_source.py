@@ -66,6 +66,46 @@ def function_info(fun: Any) -> FunctionInfo:
     return FunctionInfo(qualname, code.co_filename, code.co_firstlineno)
 
 
+def qualname_at(file: str, line: int, name: str) -> str | None:
+    """The ``__qualname__`` of the function ``name`` whose code starts at ``file:line``.
+
+    A jaxpr's debug info keeps only ``"name at file:line"`` (the plain name and
+    ``co_firstlineno``); the qualified name (``train.<locals>.loss``,
+    ``Model.loss``) follows from where the definition sits in the source.
+    """
+    return _qualnames(file).get((line, name))
+
+
+@functools.lru_cache(maxsize=64)
+def _qualnames(file: str) -> dict[tuple[int, str], str]:
+    """``(co_firstlineno, name) -> qualname`` of every function defined in ``file``."""
+    import ast
+    import linecache
+
+    try:
+        tree = ast.parse("".join(linecache.getlines(file)))
+    except (SyntaxError, ValueError):
+        return {}
+    out: dict[tuple[int, str], str] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                name = "<lambda>" if isinstance(child, ast.Lambda) else child.name
+                qualname = prefix + name
+                # co_firstlineno is the first decorator's line when there is one.
+                lines = [d.lineno for d in getattr(child, "decorator_list", [])[:1]]
+                out.setdefault((lines[0] if lines else child.lineno, name), qualname)
+                visit(child, qualname + ".<locals>.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, prefix + child.name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    return out
+
+
 def name_from_event(fun_name: str) -> str:
     """``jit(f)`` -> ``f``: the only name JAX's monitoring events carry."""
     if fun_name.endswith(")"):

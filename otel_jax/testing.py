@@ -46,13 +46,7 @@ class CompileRecorder(ContextDecorator):
             return True
         if isinstance(target, str):
             return record.function.qualname == target
-        got = record.function
-        if got.key == target.key:
-            return True
-        # A transformed program (jax.grad(fn) outside jit) knows only the plain
-        # name and definition site of a function never called directly.
-        return (got.file, got.line) == (target.file, target.line) and (
-            target.qualname.endswith("." + got.qualname))
+        return record.function.key == target.key
 
     def __call__(self, record_or_fn: Any) -> Any:  # type: ignore[override]
         if isinstance(record_or_fn, CompileRecord):

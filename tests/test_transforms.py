@@ -157,3 +157,23 @@ def test_eager_shard_map_ops_are_eager_not_the_users(telemetry):
     run(jax.device_put(jnp.ones(2 * n), NamedSharding(mesh, P("d"))))  # outside jit: op by op
     assert telemetry.compiles() == []  # every compile is one of JAX's own ops
     assert all(s.attributes["jax.compile.eager_op"] for s in telemetry.compiles(eager=True))
+
+
+def test_qualified_name_is_read_from_the_source():
+    from otel_jax._source import qualname_at
+
+    class Model:
+        @staticmethod
+        @jax.jit
+        def loss(x):
+            return x.sum()
+
+    def outer():
+        return lambda x: x
+
+    for fun in (Model.loss.__wrapped__, outer, outer(),
+                test_qualified_name_is_read_from_the_source):
+        code = fun.__code__
+        assert qualname_at(code.co_filename, code.co_firstlineno, fun.__name__) == \
+            fun.__qualname__
+    assert qualname_at("<no such file>", 1, "f") is None
