@@ -267,42 +267,44 @@ class Engine:
         over the user's (``jax.pmap``): the user's function object, not the
         library's per-call one, is the identity that matters.
         """
-        if miss is not None and miss.transformed:
-            try:
-                return self._transformed_info(miss.fun), None
-            except Exception as exc:
-                self._internal_error("function name", exc)
-                return FunctionInfo(name_from_event(name)), None
-        if miss is not None:
-            try:
-                info = function_info(miss.fun)
-                if info.file is not None and is_library_file(info.file):
-                    statics = (v for _, v in _jax_hooks.static_arguments(miss))
-                    user = find_user_function(statics)
-                    if user is not None:
-                        return function_info(user), None
-                    # Only JAX's own wrappers (pmap, vectorize): another library's
-                    # function may close over user callbacks it merely calls (an
-                    # optax schedule), which would be the wrong name.
-                    user = (find_user_function_in_closure(miss.fun)
-                            if is_jax_file(info.file) else None)
-                    if user is not None:
-                        return function_info(user), user
-                    return owner_info(miss.fun) or info, None
-                return info, None
-            except Exception as exc:
-                self._internal_error("function name", exc)
-        return FunctionInfo(name_from_event(name)), None
+        if miss is None:
+            return FunctionInfo(name_from_event(name)), None
+        try:
+            fun = self._jitted_function(miss)
+            if fun is None:  # a transformed program known only by its jaxpr
+                return self._jaxpr_info(miss.fun), None
+            statics = () if miss.transformed else (
+                v for _, v in _jax_hooks.static_arguments(miss))
+            return self._named_function(fun, statics)
+        except Exception as exc:
+            self._internal_error("function name", exc)
+            return FunctionInfo(name_from_event(name)), None
 
-    def _transformed_info(self, fun: Any) -> FunctionInfo:
-        """Name and site of a transformed program: its jitted function's, when known,
-        else from its jaxpr's ``"f at file:line"``."""
-        origin = getattr(fun, "origin", None)
-        if origin is not None:
-            info = function_info(origin)
-            if info.file is not None and is_library_file(info.file):
-                return owner_info(origin) or info
-            return info
+    @staticmethod
+    def _jitted_function(miss: _jax_hooks.Miss) -> Any | None:
+        """The jitted function behind a miss: for a transformed program, the one that
+        bound it when that call is still running (vmap), else ``None``."""
+        return getattr(miss.fun, "origin", None) if miss.transformed else miss.fun
+
+    @staticmethod
+    def _named_function(fun: Any, statics: Any) -> tuple[FunctionInfo, Any | None]:
+        info = function_info(fun)
+        if info.file is None or not is_library_file(info.file):
+            return info, None
+        user = find_user_function(statics)
+        if user is not None:
+            return function_info(user), None
+        # Only JAX's own wrappers (pmap, vectorize): another library's function
+        # may close over user callbacks it merely calls (an optax schedule),
+        # which would be the wrong name.
+        user = find_user_function_in_closure(fun) if is_jax_file(info.file) else None
+        if user is not None:
+            return function_info(user), user
+        return owner_info(fun) or info, None
+
+    @staticmethod
+    def _jaxpr_info(fun: Any) -> FunctionInfo:
+        """Name and site of a transformed program, from its jaxpr's ``"f at file:line"``."""
         name = str(fun.__name__)
         head, sep, site = (fun.source or "").rpartition(" at ")
         file, colon, line = site.rpartition(":")
@@ -311,17 +313,13 @@ class Engine:
         name = head or name
         return FunctionInfo(qualname_at(file, int(line), name) or name, file, int(line))
 
-    @staticmethod
-    def _is_eager(miss: _jax_hooks.Miss, info: FunctionInfo) -> bool:
-        if miss.transformed:  # jnp.sum under grad is still one of JAX's own ops
-            origin = getattr(miss.fun, "origin", None)
-            if origin is not None:
-                return _jax_hooks.is_eager_op(origin)
+    def _is_eager(self, miss: _jax_hooks.Miss, info: FunctionInfo) -> bool:
+        fun = self._jitted_function(miss)
+        if fun is None:  # jnp.sum under grad is still one of JAX's own ops
             return info.file is not None and is_jax_file(info.file)
         # A library's jitted function standing for a user's one (jax.pmap's)
         # is named after the user's function and is not an eager op.
-        return _jax_hooks.is_eager_op(miss.fun) and (
-            info.file is None or is_library_file(info.file))
+        return _jax_hooks.is_eager_op(fun) and (info.file is None or is_library_file(info.file))
 
     def _capture_signature(self, miss: _jax_hooks.Miss | None, stands_for: Any | None = None,
                            ) -> _signature.Signature:
