@@ -82,19 +82,39 @@ class _TransformedParams(NamedTuple):
 
 
 class _TransformedJitInfo(NamedTuple):
-    """The jit options a transformed computation carries, under ``PjitInfo``'s field names."""
+    """The jit options a transformed computation carries, under ``PjitInfo``'s field names.
+
+    Output shardings and layouts are per output: the program's shape
+    (``out_count``) tells those programs apart instead.
+    """
 
     donate_argnums: tuple[int, ...]
     in_shardings_leaves: Any
-    out_shardings_leaves: Any
     in_layouts_leaves: Any
-    out_layouts_leaves: Any
     keep_unused: Any
     inline: Any
     compiler_options_kvs: Any
 
 
 _tls = threading.local()
+
+
+def _enter_level(miss: Miss | None) -> list[Miss | None]:
+    """Push a call level whose miss is ``miss``: calls nest (a host callback calling
+    a jitted function, JAX compiling an op it needs), and the outer call's miss
+    must be current again when its own compile starts."""
+    stack = getattr(_tls, "stack", None)
+    if stack is None:
+        stack = _tls.stack = []
+    stack.append(miss)
+    return stack
+
+
+def _leave_level(stack: list[Miss | None]) -> None:
+    # The call is over: stop referencing its arguments, so that donated or
+    # large arrays can be freed.
+    stack.pop()
+    _tls.miss = stack[-1] if stack else None
 
 
 def current_miss() -> Miss | None:
@@ -137,10 +157,7 @@ def _top_level() -> Callable[[], bool]:
         return lambda: True
 
 
-def _wrap_infer_params(original: Callable[..., Any], inside_scope: bool = False,
-                       ) -> Callable[..., Any]:
-    """``inside_scope``: JAX calls it from inside the scope entry (JAX < 0.9), whose
-    wrapper has already pushed a stack slot for this call's miss."""
+def _wrap_infer_params(original: Callable[..., Any]) -> Callable[..., Any]:
     top_level = _top_level()
 
     def _infer_params(fun, ji, args, kwargs):  # type: ignore[no-untyped-def]
@@ -154,7 +171,7 @@ def _wrap_infer_params(original: Callable[..., Any], inside_scope: bool = False,
             _tls.miss = Miss(fun, ji, args, kwargs, result[0], result[1], started)
         except Exception:  # pragma: no cover - result shape moved
             _tls.miss = None
-        if inside_scope and getattr(_tls, "slot_open", False):
+        if getattr(_tls, "slot_open", False):
             _tls.slot_open = False  # this call's own slot, not an outer call's
             _tls.stack[-1] = _tls.miss
         return result
@@ -162,10 +179,12 @@ def _wrap_infer_params(original: Callable[..., Any], inside_scope: bool = False,
     return _infer_params
 
 
-def _wrap_run_python_pjit(original: Callable[..., Any], fun_index: int,
+def _wrap_run_python_pjit(original: Callable[..., Any], trace_inside: bool,
                           ) -> Callable[..., Any]:
-    """``fun_index``: where the jitted function is among the scope entry's arguments."""
+    """``trace_inside``: the trace entry runs inside this scope (JAX < 0.9), and
+    fills the level's slot with its miss; otherwise it ran just before."""
     top_level = _top_level()
+    fun_index = 0 if trace_inside else 2  # (fun, ji, ...) / (p, args_flat, fun, ...)
 
     def _run_python_pjit(*args, **kwargs):  # type: ignore[no-untyped-def]
         if not top_level():
@@ -181,25 +200,15 @@ def _wrap_run_python_pjit(original: Callable[..., Any], fun_index: int,
         # is already the current one (restored after: calls nest).
         direct = getattr(_tls, "direct", False)
         _tls.direct = True
-        # A call made while another call runs (a host callback calling a jitted
-        # function, JAX compiling an op it needs): keep a stack so that the
-        # outer call's miss is current again when its own compile starts.
-        stack = getattr(_tls, "stack", None)
-        if stack is None:
-            stack = _tls.stack = []
-        stack.append(getattr(_tls, "miss", None))
-        # JAX < 0.9 traces inside this scope: its trace entry fills the slot.
+        stack = _enter_level(getattr(_tls, "miss", None))
         slot_open = getattr(_tls, "slot_open", False)
-        _tls.slot_open = True
+        _tls.slot_open = trace_inside
         try:
             return original(*args, **kwargs)
         finally:
             _tls.direct = direct
             _tls.slot_open = slot_open
-            stack.pop()
-            # The call is over: stop referencing its arguments, so that donated
-            # or large arrays can be freed.
-            _tls.miss = stack[-1] if stack else None
+            _leave_level(stack)
 
     return _run_python_pjit
 
@@ -234,9 +243,7 @@ def transformed_miss(args: tuple[Any, ...], params: dict[str, Any], started: flo
     jit_info = _TransformedJitInfo(
         donate_argnums=tuple(i for i, d in enumerate(donated) if d),
         in_shardings_leaves=params.get("in_shardings"),
-        out_shardings_leaves=None,
         in_layouts_leaves=params.get("in_layouts"),
-        out_layouts_leaves=None,
         keep_unused=params.get("keep_unused"),
         inline=params.get("inline"),
         compiler_options_kvs=params.get("compiler_options_kvs"),
@@ -261,17 +268,12 @@ def _wrap_call_impl_python(original: Callable[..., Any]) -> Callable[..., Any]:
                                                  getattr(_tls, "bound_fun", None))
         except Exception:  # the jit_p parameters moved: the compile stays uncaptured
             miss = None
-        # Same stack discipline as _run_python_pjit: the top is this level's miss.
-        stack = getattr(_tls, "stack", None)
-        if stack is None:
-            stack = _tls.stack = []
-        stack.append(miss)
+        stack = _enter_level(miss)
         _tls.miss = miss
         try:
             return original(*args, **params)
         finally:
-            stack.pop()
-            _tls.miss = stack[-1] if stack else None
+            _leave_level(stack)
 
     return _pjit_call_impl_python
 
@@ -280,22 +282,23 @@ def _wrap_call_impl_python(original: Callable[..., Any]) -> Callable[..., Any]:
 _TRACE_ENTRY_NAMES = ("_infer_params", "_trace_for_jit")
 
 
-def _inner_global_names(function: Any, inner: str) -> frozenset[str]:
-    """Global names the closure ``inner`` defined in ``function`` looks up at call time."""
-    for const in getattr(getattr(function, "__code__", None), "co_consts", ()):
-        if getattr(const, "co_name", None) == inner:
-            return frozenset(const.co_names)
-    return frozenset()
+def _global_names(function: Any, inner: str | None = None) -> frozenset[str]:
+    """Global names ``function`` (or the closure ``inner`` defined in it) looks up."""
+    code = getattr(function, "__code__", None)
+    if inner is not None:
+        code = next((c for c in getattr(code, "co_consts", ())
+                     if getattr(c, "co_name", None) == inner), None)
+    return frozenset(getattr(code, "co_names", ()))
 
 
 def _miss_path_names(pjit: Any) -> frozenset[str]:
     """What the ``cache_miss`` closure of ``_cpp_pjit`` (a jit call's miss) calls."""
-    return _inner_global_names(getattr(pjit, "_cpp_pjit", None), "cache_miss")
+    return _global_names(getattr(pjit, "_cpp_pjit", None), "cache_miss")
 
 
 def _call_impl_miss_names(pjit: Any) -> frozenset[str]:
     """What the ``call_impl_cache_miss`` closure of ``_pjit_call_impl`` calls."""
-    return _inner_global_names(getattr(pjit, "_pjit_call_impl", None), "call_impl_cache_miss")
+    return _global_names(getattr(pjit, "_pjit_call_impl", None), "call_impl_cache_miss")
 
 
 def transformed_entry(pjit: Any) -> str | None:
@@ -336,15 +339,11 @@ def pjit_module() -> PjitEntries | None:
     if scope is None:
         return None
     inside = scope != "_run_python_pjit"
-    trace_names = _inner_global_names_of(getattr(pjit, scope)) if inside else names
+    trace_names = _global_names(getattr(pjit, scope)) if inside else names
     for entry in _TRACE_ENTRY_NAMES:
         if entry in trace_names and callable(getattr(pjit, entry, None)):
             return PjitEntries(pjit, entry, scope, inside)
     return None
-
-
-def _inner_global_names_of(function: Any) -> frozenset[str]:
-    return frozenset(getattr(getattr(function, "__code__", None), "co_names", ()))
 
 
 class Hooks:
@@ -373,12 +372,10 @@ class Hooks:
         if found is None:
             return False
         pjit = found.module
+        self._patches.append(_Patch(pjit, found.trace, _wrap_infer_params))
         self._patches.append(_Patch(
-            pjit, found.trace,
-            lambda original: _wrap_infer_params(original, found.trace_inside_scope)))
-        fun_index = 0 if found.trace_inside_scope else 2  # (fun, ji, ...) / (p, args_flat, fun, ...)
-        self._patches.append(_Patch(
-            pjit, found.scope, lambda original: _wrap_run_python_pjit(original, fun_index)))
+            pjit, found.scope,
+            lambda original: _wrap_run_python_pjit(original, found.trace_inside_scope)))
         transformed = transformed_entry(pjit)
         if transformed is not None:
             self._patches.append(_Patch(pjit, transformed, _wrap_call_impl_python))
