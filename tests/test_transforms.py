@@ -155,8 +155,8 @@ def test_eager_shard_map_ops_are_eager_not_the_users(telemetry):
     run = shard_map(body, mesh=mesh, in_specs=P("d"), out_specs=P("d"))
     n = jax.device_count()
     run(jax.device_put(jnp.ones(2 * n), NamedSharding(mesh, P("d"))))  # outside jit: op by op
-    assert telemetry.compiles() == []  # every compile is one of JAX's own ops
-    assert all(s.attributes["jax.compile.eager_op"] for s in telemetry.compiles(eager=True))
+    assert telemetry.compiles(eager=True)  # it did compile: JAX's own ops, one by one
+    assert telemetry.compiles() == []  # ... none of them counted as the user's
 
 
 def test_qualified_name_is_read_from_the_source():
