@@ -11,21 +11,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._diff import ALL_KINDS as CAUSE_KINDS
 from ._engine import ENGINE as _ENGINE
-from ._engine import OtelJaxWarning, RecompileError
+from ._engine import RecompileError
+from ._failopen import OtelJaxWarning
 from ._hints import hint_for
 from ._history import CompileEntry
 from ._install import Installation, install, installation, uninstall
 from ._logs import add_otel_context
 from ._source import function_info as _function_info
 from ._version import __version__
+from ._vocab import CAUSE_KINDS, CauseKind
 
 if TYPE_CHECKING:
     from ._instrumentor import JaxInstrumentor
 
 __all__ = [
     "CAUSE_KINDS",
+    "CauseKind",
     "CompileEntry",
     "Installation",
     "JaxInstrumentor",

@@ -8,51 +8,62 @@ never on how many other functions the process has compiled.
 
 from __future__ import annotations
 
+import enum
 import json
 import operator
 from collections.abc import Sequence
-from itertools import compress
 from dataclasses import dataclass
+from itertools import compress
 from typing import Any
 
-from ._signature import Signature, StaticArg
+from ._signature import Placement, Signature, StaticArg
 from ._text import safe_repr, truncate, type_name
+from ._vocab import DIFF_TRUNCATED, DIFFERENCE_KINDS, CauseKind, DiffKey
 
-FIRST_COMPILE = "first_compile"
-UNKNOWN = "unknown"
-
-# Most significant first: the one a user has to fix before the others matter.
-KINDS: tuple[str, ...] = (
-    "function_identity",
-    "jit_options",
-    "tracing_context",
-    "pytree_structure",
-    "static_argument",
-    "dtype",
-    "shape",
-    "weak_type",
-    "sharding",
-    "device_placement",
-)
-ALL_KINDS: tuple[str, ...] = (FIRST_COMPILE, *KINDS, UNKNOWN)
-_RANK = {k: i for i, k in enumerate(KINDS)}
+_RANK = {k: i for i, k in enumerate(DIFFERENCE_KINDS)}
+ABSENT = "<absent>"
 
 TRANSFORMATION_PATH = "<transformation>"
 MAX_CHANGES = 1000  # kept per compile; the total is always reported
 DIFF_JSON_LIMIT = 16_384  # characters of the `jax.compile.cause.diff` attribute
 
 
+class Detail(enum.Enum):
+    """What sort of difference a change is, beyond its kind: the wording of a cause
+    and the merging of changes are decided from this, never from the texts."""
+
+    VALUE = "value"  # before -> after
+    ADDED = "added"  # absent before
+    REMOVED = "removed"  # absent after
+    NEW_FUNCTION = "new_function"  # another function object, same source
+    BOUND_METHOD = "bound_method"  # another bound method object, same method
+    TRANSFORMATION = "transformation"  # called directly vs under grad/vmap/jvp
+    OTHER_PROGRAM = "other_program"  # another transformed program of the function
+    IDENTITY_HASHED = "identity_hashed"  # a new instance of a type hashed by identity
+    LOOKS_EQUAL = "looks_equal"  # equal reprs, unequal values
+    RETRACED_BODY = "retraced_body"  # an eager control-flow body traced again
+    MOVED = "moved"  # passed positionally vs by keyword
+    TRACED_STATIC = "traced_static"  # a traced array vs a static value
+
+
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One difference between two signatures."""
+    """One difference between two signatures.
+
+    ``subject`` names what the detail is about when the wording needs it
+    (the type of an identity-hashed static value).
+    """
 
     path: str
-    kind: str
+    kind: CauseKind
     before: str
     after: str
+    detail: Detail = Detail.VALUE
+    subject: str = ""
 
     def as_dict(self) -> dict[str, str]:
-        return {"path": self.path, "kind": self.kind, "before": self.before, "after": self.after}
+        return {DiffKey.PATH: self.path, DiffKey.KIND: self.kind.value,
+                DiffKey.BEFORE: self.before, DiffKey.AFTER: self.after}
 
     def __str__(self) -> str:
         return f"{self.path}: {self.before} -> {self.after}"
@@ -66,9 +77,9 @@ class Diff:
     total: int
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> CauseKind:
         if not self.changes:
-            return UNKNOWN
+            return CauseKind.UNKNOWN
         return min((c.kind for c in self.changes), key=lambda k: _RANK.get(k, len(_RANK)))
 
     def to_json(self, limit: int = DIFF_JSON_LIMIT) -> str:
@@ -79,17 +90,27 @@ class Diff:
             item = json.dumps(change.as_dict(), ensure_ascii=False)
             if size + len(item) + 200 > limit:
                 rest = self.total - i
-                parts.append(json.dumps({"path": "", "kind": "truncated", "before": "",
-                                         "after": f"{rest} more changes not shown"}))
+                parts.append(_truncated(rest))
                 break
             parts.append(item)
             size += len(item) + 2
         else:
             if self.total > len(self.changes):
-                parts.append(json.dumps({
-                    "path": "", "kind": "truncated", "before": "",
-                    "after": f"{self.total - len(self.changes)} more changes not shown"}))
+                parts.append(_truncated(self.total - len(self.changes)))
         return "[" + ", ".join(parts) + "]"
+
+
+def _truncated(rest: int) -> str:
+    return json.dumps({DiffKey.PATH: "", DiffKey.KIND: DIFF_TRUNCATED, DiffKey.BEFORE: "",
+                       DiffKey.AFTER: f"{rest} more changes not shown"})
+
+
+def _added(path: str, kind: CauseKind, after: str) -> Change:
+    return Change(path, kind, ABSENT, after, Detail.ADDED)
+
+
+def _removed(path: str, kind: CauseKind, before: str) -> Change:
+    return Change(path, kind, before, ABSENT, Detail.REMOVED)
 
 
 # --- comparing -----------------------------------------------------------------
@@ -110,7 +131,7 @@ def _same_function(old: Signature, new: Signature) -> bool:
     return old.function_id == new.function_id
 
 
-BOUND_METHOD = "new bound method object, same method"
+CALLED_DIRECTLY = "called directly"
 
 
 def _is_bound_method(sig: Signature) -> bool:
@@ -233,28 +254,33 @@ def diff(old: Signature, new: Signature) -> Diff:
     if old.transform != new.transform:
         # Arguments of two different programs (f, and grad's jvp of f) do not
         # line up: the transformation is the whole story.
-        add(Change(TRANSFORMATION_PATH, "function_identity",
-                   old.transform or "called directly", new.transform or "called directly"))
+        add(Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY,
+                   old.transform or CALLED_DIRECTLY, new.transform or CALLED_DIRECTLY,
+                   Detail.TRANSFORMATION))
         return Diff(tuple(out), total)
     if old.program != new.program:
-        add(Change(TRANSFORMATION_PATH, "function_identity",
+        add(Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY,
                    f"transformed program ({old.program})",
                    f"another transformed program of the same function ({new.program}): "
                    "grad's forward and backward passes and each vmap are programs of their "
-                   "own"))
+                   "own", Detail.OTHER_PROGRAM))
         return Diff(tuple(out), total)
     if not _same_function(old, new):
         alive = old.function_ref is not None and old.function_ref() is not None
-        add(Change("<function>", "function_identity",
-                   "earlier function object" + ("" if alive else " (garbage-collected)"),
-                   BOUND_METHOD if _is_bound_method(new) else "new function object, same source"))
+        before = "earlier function object" + ("" if alive else " (garbage-collected)")
+        if _is_bound_method(new):
+            add(Change("<function>", CauseKind.FUNCTION_IDENTITY, before,
+                       "new bound method object, same method", Detail.BOUND_METHOD))
+        else:
+            add(Change("<function>", CauseKind.FUNCTION_IDENTITY, before,
+                       "new function object, same source", Detail.NEW_FUNCTION))
     for (name, a), (_, b) in zip(old.options, new.options):
         if a != b:
-            add(Change(f"jit({name})", "jit_options", a, b))
+            add(Change(f"jit({name})", CauseKind.JIT_OPTIONS, a, b))
     if _safe_ne(old.context, new.context):
         for (name, a), (_, b) in zip(old.context, new.context):
             if _safe_ne(a, b):
-                add(Change(name, "tracing_context", _config_text(a), _config_text(b)))
+                add(Change(name, CauseKind.TRACING_CONTEXT, _config_text(a), _config_text(b)))
     structure: list[Change] = []
     _static_changes(old, new, add, structure.append)
     if _treedef_equal(old, new):
@@ -263,7 +289,7 @@ def diff(old: Signature, new: Signature) -> Diff:
         _structure_changes(old, new, add)
     # A wrapper library's whole argument structure, passed as a static value,
     # says less than a path that appeared or went: only when nothing else does.
-    if structure and not any(c.kind == "pytree_structure" for c in out):
+    if structure and not any(c.kind == CauseKind.PYTREE_STRUCTURE for c in out):
         for change in structure:
             add(change)
     merged = _merge_traced_and_static(out)
@@ -286,36 +312,38 @@ def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any
     for key, s in news.items():
         name = s.name
         prev = olds.get(key)
-        if s.kind == "pytree_structure":
+        if s.kind == CauseKind.PYTREE_STRUCTURE:
             if prev is None:
-                add_structure(Change(name, s.kind, "<absent>", s.repr))
+                add_structure(_added(name, CauseKind.PYTREE_STRUCTURE, s.repr))
             elif _static_changed(prev, s):
                 _tree_changes(name, prev.tree, s.tree, add_structure)
             continue
         if prev is None:
-            add(Change(name, "static_argument", "<absent>", s.repr))
+            add(_added(name, CauseKind.STATIC_ARGUMENT, s.repr))
         elif _static_changed(prev, s):
             if prev.type == s.type and s.type.endswith("Jaxpr"):
                 # An eager scan/cond/while_loop: its body was traced again.
-                add(Change(name, "static_argument", "the earlier traced body",
+                add(Change(name, CauseKind.STATIC_ARGUMENT, "the earlier traced body",
                            "a newly traced body (a new function object, e.g. a lambda or "
-                           "closure defined in the loop, or a body that traced differently)"))
+                           "closure defined in the loop, or a body that traced differently)",
+                           Detail.RETRACED_BODY))
             elif s.identity_hashed and prev.type == s.type:
-                add(Change(name, "static_argument",
+                add(Change(name, CauseKind.STATIC_ARGUMENT,
                            f"{prev.repr} (a {prev.type} hashed by identity)",
-                           f"new {s.type} instance (hashed by identity)"))
+                           f"new {s.type} instance (hashed by identity)",
+                           Detail.IDENTITY_HASHED, s.type))
             elif prev.repr == s.repr:
-                add(Change(name, "static_argument", prev.repr,
+                add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
                            f"{s.repr} (looks the same but is not == to it or hashes "
-                           "differently, e.g. a NaN)"))
+                           "differently, e.g. a NaN)", Detail.LOOKS_EQUAL))
             else:
-                add(Change(name, "static_argument", prev.repr, s.repr))
+                add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr, s.repr))
     for key in olds.keys() - news.keys():
         gone = olds[key]
-        if gone.kind == "pytree_structure":
-            add_structure(Change(gone.name, "pytree_structure", gone.repr, "<absent>"))
+        if gone.kind == CauseKind.PYTREE_STRUCTURE:
+            add_structure(_removed(gone.name, CauseKind.PYTREE_STRUCTURE, gone.repr))
         else:
-            add(Change(gone.name, "static_argument", gone.repr, "<absent>"))
+            add(_removed(gone.name, CauseKind.STATIC_ARGUMENT, gone.repr))
 
 
 def _merge_traced_and_static(changes: list[Change]) -> list[Change]:
@@ -325,33 +353,34 @@ def _merge_traced_and_static(changes: list[Change]) -> list[Change]:
     report ``scale=2.0`` after ``scale=jnp.float32(2)`` as a leaf gone and a
     static value come.
     """
-    leaves = {c.path: c for c in changes if c.kind == "pytree_structure"
-              and "<absent>" in (c.before, c.after)}
-    statics = {c.path: c for c in changes if c.kind == "static_argument"
-               and "<absent>" in (c.before, c.after)}
+    ends = (Detail.ADDED, Detail.REMOVED)
+    leaves = {c.path: c for c in changes if c.kind == CauseKind.PYTREE_STRUCTURE
+              and c.detail in ends}
+    statics = {c.path: c for c in changes if c.kind == CauseKind.STATIC_ARGUMENT
+               and c.detail in ends}
     both = {p for p in leaves.keys() & statics.keys()
-            if (leaves[p].after == "<absent>") == (statics[p].before == "<absent>")}
+            if (leaves[p].detail is Detail.REMOVED) == (statics[p].detail is Detail.ADDED)}
     if not both:
         return changes
     out = []
     for c in changes:
         if c.path not in both:
             out.append(c)
-        elif c.kind == "static_argument":
+        elif c.kind == CauseKind.STATIC_ARGUMENT:
             leaf = leaves[c.path]
-            if c.before == "<absent>":
-                out.append(Change(c.path, "static_argument", f"{leaf.before} (traced)",
-                                  f"{c.after} (static)"))
+            if c.detail is Detail.ADDED:
+                out.append(Change(c.path, CauseKind.STATIC_ARGUMENT, f"{leaf.before} (traced)",
+                                  f"{c.after} (static)", Detail.TRACED_STATIC))
             else:
-                out.append(Change(c.path, "static_argument", f"{c.before} (static)",
-                                  f"{leaf.after} (traced)"))
+                out.append(Change(c.path, CauseKind.STATIC_ARGUMENT, f"{c.before} (static)",
+                                  f"{leaf.after} (traced)", Detail.TRACED_STATIC))
     return out
 
 
 def _tree_changes(path: str, a: Any, b: Any, add: Any) -> None:
     """Where two argument trees (treedefs a wrapper passed as static) part."""
     if a is None or b is None or not hasattr(a, "node_data") or not hasattr(b, "node_data"):
-        add(Change(path, "pytree_structure", safe_repr(a), safe_repr(b)))
+        add(Change(path, CauseKind.PYTREE_STRUCTURE, safe_repr(a), safe_repr(b)))
         return
     if not _safe_ne(a, b):
         return
@@ -359,19 +388,19 @@ def _tree_changes(path: str, a: Any, b: Any, add: Any) -> None:
     db = None if _is_leaf(b) else b.node_data()
     if da is None or db is None or da[0] is not db[0] or (
             da[0] is not dict and len(a.children()) != len(b.children())):
-        add(Change(path, "pytree_structure", _tree_text(a, da), _tree_text(b, db)))
+        add(Change(path, CauseKind.PYTREE_STRUCTURE, _tree_text(a, da), _tree_text(b, db)))
         return
     if da[0] is dict:
         kb = dict(zip(db[1], b.children()))
         ka = dict(zip(da[1], a.children()))
         for k, child in ka.items():
             if k not in kb:
-                add(Change(f"{path}[{k!r}]", "pytree_structure", _tree_text(child), "<absent>"))
+                add(_removed(f"{path}[{k!r}]", CauseKind.PYTREE_STRUCTURE, _tree_text(child)))
             else:
                 _tree_changes(f"{path}[{k!r}]", child, kb[k], add)
         for k, child in kb.items():
             if k not in ka:
-                add(Change(f"{path}[{k!r}]", "pytree_structure", "<absent>", _tree_text(child)))
+                add(_added(f"{path}[{k!r}]", CauseKind.PYTREE_STRUCTURE, _tree_text(child)))
         return
     if _safe_ne(da[1], db[1]):
         _aux_changes(path, da[0], da[1], db[1], add)
@@ -389,17 +418,17 @@ def _tree_text(t: Any, data: Any = None) -> str:
     return f"{getattr(node_type, '__name__', 'node')} with {t.num_leaves} leaves"
 
 
-def _leaf_kind(old_aval: Any, new_aval: Any) -> str:
+def _leaf_kind(old_aval: Any, new_aval: Any) -> CauseKind:
     try:
         if old_aval.dtype != new_aval.dtype:
-            return "dtype"
+            return CauseKind.DTYPE
         if old_aval.shape != new_aval.shape:
-            return "shape"
+            return CauseKind.SHAPE
         if getattr(old_aval, "weak_type", False) != getattr(new_aval, "weak_type", False):
-            return "weak_type"
+            return CauseKind.WEAK_TYPE
     except Exception:
-        return "shape"
-    return "sharding"  # same shape and dtype: the type's own sharding differs
+        return CauseKind.SHAPE
+    return CauseKind.SHARDING  # same shape and dtype: the type's own sharding differs
 
 
 def _leaf_changes(old: Signature, new: Signature, add: Any) -> None:
@@ -409,8 +438,13 @@ def _leaf_changes(old: Signature, new: Signature, add: Any) -> None:
         if ot[i] != nt[i]:
             add(Change(new.paths[i], _leaf_kind(old.avals[i], new.avals[i]), ot[i], nt[i]))
         else:
-            kind = "sharding" if "sharded" in op[i] or "sharded" in np_[i] else "device_placement"
-            add(Change(new.paths[i], kind, op[i], np_[i]))
+            add(_placement_change(new.paths[i], op[i], np_[i]))
+
+
+def _placement_change(path: str, before: Placement, after: Placement) -> Change:
+    kind = (CauseKind.SHARDING if before.sharded or after.sharded
+            else CauseKind.DEVICE_PLACEMENT)
+    return Change(path, kind, before.text, after.text)
 
 
 # --- pytree structure ------------------------------------------------------------
@@ -446,19 +480,18 @@ def _child_names(t: Any, path: str, data: Any) -> list[str]:
 def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Signature,
           add: Any, names_a: list[str] | None = None, names_b: list[str] | None = None) -> None:
     if _is_leaf(a) and _is_leaf(b):
-        if oa < len(old.types) and ob < len(new.types) and (
-                old.types[oa] != new.types[ob] or old.placements[oa] != new.placements[ob]):
-            kind = (_leaf_kind(old.avals[oa], new.avals[ob])
-                    if old.types[oa] != new.types[ob] else "device_placement")
-            before = old.types[oa] if old.types[oa] != new.types[ob] else old.placements[oa]
-            after = new.types[ob] if old.types[oa] != new.types[ob] else new.placements[ob]
-            add(Change(path, kind, before, after))
+        if oa < len(old.types) and ob < len(new.types):
+            if old.types[oa] != new.types[ob]:
+                add(Change(path, _leaf_kind(old.avals[oa], new.avals[ob]),
+                           old.types[oa], new.types[ob]))
+            elif old.placements[oa] != new.placements[ob]:
+                add(_placement_change(path, old.placements[oa], new.placements[ob]))
         return
     da = None if _is_leaf(a) else a.node_data()
     db = None if _is_leaf(b) else b.node_data()
     if da is None or db is None or da[0] is not db[0] or (
             da[0] is not dict and len(a.children()) != len(b.children())):
-        add(Change(path or "<arguments>", "pytree_structure",
+        add(Change(path or "<arguments>", CauseKind.PYTREE_STRUCTURE,
                    _summary(a, old, oa), _summary(b, new, ob)))
         return
     if da[0] is not dict and _safe_ne(da[1], db[1]):
@@ -475,13 +508,13 @@ def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Sign
         for i, n in enumerate(na):
             j = index_b.get(n)
             if j is None:
-                add(Change(n, "pytree_structure", _summary(ca[i], old, offs_a[i]), "<absent>"))
+                add(_removed(n, CauseKind.PYTREE_STRUCTURE, _summary(ca[i], old, offs_a[i])))
             else:
                 seen.add(j)
                 _walk(ca[i], cb[j], n, offs_a[i], offs_b[j], old, new, add)
         for j, n in enumerate(nb):
             if j not in seen:
-                add(Change(n, "pytree_structure", "<absent>", _summary(cb[j], new, offs_b[j])))
+                add(_added(n, CauseKind.PYTREE_STRUCTURE, _summary(cb[j], new, offs_b[j])))
         return
     for i, (x, y) in enumerate(zip(ca, cb)):
         _walk(x, y, nb[i], offs_a[i], offs_b[i], old, new, add)
@@ -509,7 +542,7 @@ def _aux_changes(path: str, node_type: Any, before: Any, after: Any, add: Any) -
     name = getattr(node_type, "__name__", "node")
     if not (isinstance(before, tuple) and isinstance(after, tuple)
             and len(before) == len(after)):
-        add(Change(path, "pytree_structure", f"{name} with static data {safe_repr(before)}",
+        add(Change(path, CauseKind.PYTREE_STRUCTURE, f"{name} with static data {safe_repr(before)}",
                    f"{name} with static data {safe_repr(after)}"))
         return
     names = _static_field_names(node_type, len(after))
@@ -521,7 +554,7 @@ def _aux_changes(path: str, node_type: Any, before: Any, after: Any, add: Any) -
         if x_text == y_text:  # equal reprs, unequal values: compared by identity
             x_text = f"{x_text} (a {type_name(x)} compared by identity)"
             y_text = f"new {type_name(y)} instance"
-        add(Change(f"{path}.{field}", "pytree_structure", f"static {x_text}",
+        add(Change(f"{path}.{field}", CauseKind.PYTREE_STRUCTURE, f"static {x_text}",
                    f"static {y_text}"))
 
 
@@ -539,7 +572,7 @@ def _structure_changes(old: Signature, new: Signature, add: Any) -> None:
     try:
         _walk_arguments(old, new, found.append)
     except Exception:
-        found = [Change("<arguments>", "pytree_structure",
+        found = [Change("<arguments>", CauseKind.PYTREE_STRUCTURE,
                         safe_repr(old.treedef, 200), safe_repr(new.treedef, 200))]
     for change in _merge_moved_arguments(found):
         add(change)
@@ -547,18 +580,18 @@ def _structure_changes(old: Signature, new: Signature, add: Any) -> None:
 
 def _merge_moved_arguments(changes: list[Change]) -> list[Change]:
     """``x`` gone from the positionals and new among the keywords is one change."""
-    removed = {c.path: c for c in changes if c.after == "<absent>"}
-    added = {c.path: c for c in changes if c.before == "<absent>"}
+    removed = {c.path: c for c in changes if c.detail is Detail.REMOVED}
+    added = {c.path: c for c in changes if c.detail is Detail.ADDED}
     moved = removed.keys() & added.keys()
     if not moved:
         return changes
     out = []
     for c in changes:
         if c.path in moved:
-            if c.after == "<absent>":
-                out.append(Change(c.path, "pytree_structure",
+            if c.detail is Detail.REMOVED:
+                out.append(Change(c.path, CauseKind.PYTREE_STRUCTURE,
                                   f"passed positionally ({c.before})",
-                                  f"passed by keyword ({added[c.path].after})"))
+                                  f"passed by keyword ({added[c.path].after})", Detail.MOVED))
             continue
         out.append(c)
     return out
@@ -577,11 +610,9 @@ def _walk_arguments(old: Signature, new: Signature, add: Any) -> None:
     if len(ca) != len(cb):
         common = min(len(ca), len(cb))
         for i in range(common, len(ca)):
-            add(Change(names_a[i], "pytree_structure",
-                       _summary(ca[i], old, offs_a[i]), "<absent>"))
+            add(_removed(names_a[i], CauseKind.PYTREE_STRUCTURE, _summary(ca[i], old, offs_a[i])))
         for i in range(common, len(cb)):
-            add(Change(names_b[i], "pytree_structure",
-                       "<absent>", _summary(cb[i], new, offs_b[i])))
+            add(_added(names_b[i], CauseKind.PYTREE_STRUCTURE, _summary(cb[i], new, offs_b[i])))
     for i in range(min(len(ca), len(cb))):
         _walk(ca[i], cb[i], names_b[i], offs_a[i], offs_b[i], old, new, add)
     _walk(ka, kb, "", pa.num_leaves, pb.num_leaves, old, new, add,
@@ -595,32 +626,3 @@ def _kwarg_names(ka: Any, kb: Any) -> tuple[list[str] | None, list[str] | None]:
             return [str(k) for k in data[1]]
         return None
     return names(ka), names(kb)
-
-
-# --- one line a person reads ------------------------------------------------------
-
-def describe(d: Diff) -> str:
-    """``x: f32[3] -> f32[4]``, most significant change first, ``(+N more)`` after it."""
-    if not d.changes:
-        return ""
-    kind = d.kind
-    top = next(c for c in d.changes if c.kind == kind)
-    if kind == "function_identity" and top.path == TRANSFORMATION_PATH:
-        text = f"{top.path}: {top.before} -> {top.after}"
-        if "called directly" in (top.before, top.after):
-            text += "; JAX compiles the transformed computation apart from the plain call"
-    elif kind == "function_identity" and top.after == BOUND_METHOD:
-        text = ("a new bound method object for the same method (jax.jit(obj.method) re-created "
-                "each call: every obj.method access makes a new object, and jax.jit caches per "
-                "function object)")
-    elif kind == "function_identity":
-        text = ("a new function object for the same source (jax.jit caches per function "
-                "object: a jax.jit(lambda ...) or functools.partial re-created each call)")
-    elif kind == "static_argument" and "hashed by identity" in top.after:
-        type_ = top.after.removeprefix("new ").removesuffix(" instance (hashed by identity)")
-        text = (f"static argument {top.path}: a new {type_} instance; {type_} hashes by "
-                "identity (no __eq__/__hash__), so every new instance compiles again")
-    else:
-        text = str(top)
-    more = d.total - 1
-    return text + (f" (+{more} more)" if more > 0 else "")

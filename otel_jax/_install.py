@@ -9,13 +9,13 @@ from typing import IO, Any, Literal
 from opentelemetry import trace
 
 from . import _providers
-from ._engine import _ON_RECOMPILE, ENGINE, Sink
-from ._logs import JsonLogSink, OtelLogSink
-from ._metrics import MetricsSink
-from ._spans import SpanSink
+from ._engine import ENGINE, ON_RECOMPILE, Sink
+from ._logs import JsonLogEmitter, OtelLogEmitter
+from ._metrics import MetricsEmitter
+from ._spans import SpanEmitter
 from ._version import __version__
+from ._vocab import INSTRUMENTATION_SCOPE
 
-_SCOPE = "otel_jax"
 _lock = threading.Lock()
 
 
@@ -82,30 +82,33 @@ def install(
             (``otel_jax.RecompileError`` from the jit call, for CI and canaries).
     """
     global _current
-    if on_recompile not in _ON_RECOMPILE:
-        raise ValueError(f"on_recompile must be one of {_ON_RECOMPILE}, not {on_recompile!r}")
+    if on_recompile not in ON_RECOMPILE:
+        raise ValueError(f"on_recompile must be one of {ON_RECOMPILE}, not {on_recompile!r}")
     with _lock:
         if _current is not None:
             return _current
         providers = _providers.resolve(tracer_provider, meter_provider, logger_provider,
                                        prometheus_port)
-        tracer = trace.get_tracer(_SCOPE, __version__, tracer_provider=providers.tracer_provider)
-        sinks: list[Sink] = [SpanSink(tracer)]
-        sinks.append(MetricsSink(providers.meter_provider.get_meter(_SCOPE, __version__)))
-        json_sink = None
+        scope = INSTRUMENTATION_SCOPE
+        tracer = trace.get_tracer(scope, __version__, tracer_provider=providers.tracer_provider)
+        sinks: list[Sink] = [
+            MetricsEmitter(providers.meter_provider.get_meter(scope, __version__))]
+        json_log = None
         if log_output is not None:
-            json_sink = JsonLogSink(None if log_output == "stderr" else log_output,  # type: ignore[arg-type]
-                                    log_level)
-            sinks.append(json_sink)
+            json_log = JsonLogEmitter(None if log_output == "stderr" else log_output,  # type: ignore[arg-type]
+                                      log_level)
+            sinks.append(json_log)
         if providers.logger_provider is not None:
-            sinks.append(OtelLogSink(providers.logger_provider.get_logger(_SCOPE, __version__)))
+            sinks.append(OtelLogEmitter(providers.logger_provider.get_logger(scope, __version__)))
         ENGINE.storm_threshold = storm_threshold
         ENGINE.on_recompile = on_recompile
         ENGINE.configure_warmup(warmup_steps)
-        ENGINE.set_storm_sink(json_sink.storm if json_sink is not None else None)
-        # Spans first: the log sinks need the span ids it writes on the record.
-        for sink in reversed(sinks):
-            ENGINE.add_sink(sink, first=True)
+        ENGINE.set_storm_sink(json_log.storm if json_log is not None else None)
+        # The span emitter hands each record's span ids to every sink: the
+        # order in which sinks run does not matter.
+        ENGINE.set_span_emitter(SpanEmitter(tracer))
+        for sink in sinks:
+            ENGINE.add_sink(sink)
         _current = Installation(
             tracer_provider=providers.tracer_provider,
             meter_provider=providers.meter_provider,
@@ -128,6 +131,7 @@ def uninstall() -> None:
         current, _current = _current, None
         if current is None:
             return
+        ENGINE.set_span_emitter(None)
         for sink in current.sinks:
             ENGINE.remove_sink(sink)
         ENGINE.set_storm_sink(None)

@@ -18,8 +18,9 @@ from opentelemetry import trace
 from opentelemetry._logs import Logger as OtelLogger
 from opentelemetry._logs import LogRecord, SeverityNumber
 
-from ._record import CompileRecord
-from ._spans import compile_span_context
+from ._record import CompileRecord, SpanLink, log_fields, span_attributes
+from ._spans import link_context
+from ._vocab import EVENT_COMPILE, EVENT_STORM, LOGGER_NAME, Attr, Field
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
@@ -54,7 +55,7 @@ def _json(event_dict: Any, **kwargs: Any) -> str:
     return json.dumps(event_dict, default=str, ensure_ascii=False)
 
 
-class JsonLogSink:
+class JsonLogEmitter:
     """One ``jax.compile`` JSON line per compile on a stream (stderr by default).
 
     Eager op-by-op compiles are logged at DEBUG, so that the default INFO
@@ -75,36 +76,38 @@ class JsonLogSink:
             cache_logger_on_first_use=True,
         )
 
-    def __call__(self, record: CompileRecord) -> None:
+    def __call__(self, record: CompileRecord, link: SpanLink | None) -> None:
         log = self._logger.debug if record.eager_op else self._logger.info
-        log("jax.compile", **record.log_fields())
+        log(EVENT_COMPILE, **log_fields(record, link))
 
     def storm(self, event: dict[str, Any]) -> None:
         """The recompile-storm WARNING: function, recompile count, causes so far."""
-        self._logger.warning("jax.recompile_storm", **event)
+        self._logger.warning(EVENT_STORM, **event)
 
 
 def _add_logger_name(logger: Any, method_name: str,
                      event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """Name the source and put the envelope first, so a line reads left to right."""
-    head = {k: event_dict.pop(k) for k in ("timestamp", "level", "event") if k in event_dict}
-    return {**head, "logger": "otel_jax", **event_dict}
+    head = {k: event_dict.pop(k) for k in (Field.TIMESTAMP, Field.LEVEL, Field.EVENT)
+            if k in event_dict}
+    return {**head, Field.LOGGER: LOGGER_NAME, **event_dict}
 
 
-class OtelLogSink:
+class OtelLogEmitter:
     """The same facts as an OpenTelemetry log record, linked to the compile span."""
 
     def __init__(self, logger: OtelLogger) -> None:
         self._logger = logger
 
-    def __call__(self, record: CompileRecord) -> None:
-        context = compile_span_context(record)
+    def __call__(self, record: CompileRecord, link: SpanLink | None) -> None:
+        context = link_context(link)
         severity = SeverityNumber.DEBUG if record.eager_op else SeverityNumber.INFO
         self._logger.emit(LogRecord(
             timestamp=int(record.end * 1e9),
             context=context,
             severity_number=severity,
             severity_text=severity.name,
-            body=f"jax.compile {record.function.qualname}: {record.cause_kind}: {record.cause}",
-            attributes={"event.name": "jax.compile", **record.span_attributes()},
+            body=f"{EVENT_COMPILE} {record.function.qualname}: {record.cause_kind.value}: "
+                 f"{record.cause}",
+            attributes={Attr.EVENT_NAME: EVENT_COMPILE, **span_attributes(record)},
         ))

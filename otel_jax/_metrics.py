@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from opentelemetry.metrics import Meter
 
-from ._record import CompileRecord
-from ._spans import compile_span_context
+from ._record import CompileRecord, SpanLink
+from ._spans import link_context
+from ._vocab import Attr, Metric
 
 # Compile times span 1 ms (a small CPU program) to 10 minutes (a large model on TPU/GPU).
 DURATION_BUCKETS: tuple[float, ...] = (
@@ -14,67 +15,69 @@ DURATION_BUCKETS: tuple[float, ...] = (
 )
 
 
-class MetricsSink:
-    """OpenTelemetry instruments named as SPEC.md fixes them; low-cardinality attributes only."""
+class MetricsEmitter:
+    """The instruments of docs/telemetry.md; low-cardinality attributes only."""
 
     def __init__(self, meter: Meter) -> None:
         self._compilations = meter.create_counter(
-            "jax.compilations", unit="{compilation}",
+            Metric.COMPILATIONS, unit="{compilation}",
             description="JAX backend (XLA) compilations, by function and cause kind")
         self._duration = meter.create_histogram(
-            "jax.compile.duration", unit="s",
+            Metric.COMPILE_DURATION, unit="s",
             description="Wall time of one JAX compilation: trace, lower and backend compile",
             explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
         self._after_warmup = meter.create_counter(
-            "jax.compilations.after_warmup", unit="{compilation}",
+            Metric.AFTER_WARMUP, unit="{compilation}",
             description="Compilations that happened after warm-up was declared done")
         self._cache_requests = meter.create_counter(
-            "jax.persistent_cache.requests", unit="{request}",
+            Metric.CACHE_REQUESTS, unit="{request}",
             description="Compilations that looked up the persistent compilation cache")
         self._cache_hits = meter.create_counter(
-            "jax.persistent_cache.hits", unit="{hit}",
+            Metric.CACHE_HITS, unit="{hit}",
             description="Compilations served from the persistent compilation cache")
         self._cache_misses = meter.create_counter(
-            "jax.persistent_cache.misses", unit="{miss}",
+            Metric.CACHE_MISSES, unit="{miss}",
             description="Persistent-cache lookups that had to compile")
         self._cache_writes = meter.create_counter(
-            "jax.persistent_cache.writes", unit="{entry}",
+            Metric.CACHE_WRITES, unit="{entry}",
             description="Entries JAX wrote to the persistent compilation cache")
         self._cache_not_written = meter.create_counter(
-            "jax.persistent_cache.not_written", unit="{entry}",
+            Metric.CACHE_NOT_WRITTEN, unit="{entry}",
             description="Misses whose result JAX did not write to the persistent cache "
                         "(too fast to be worth caching, or the write failed)")
 
-    def __call__(self, record: CompileRecord) -> None:
+    def __call__(self, record: CompileRecord, link: SpanLink | None) -> None:
         name = record.function.qualname
         recompile = record.is_recompile
         attributes: dict[str, str | bool] = {
-            "code.function.name": name,
-            "jax.compile.cause.kind": record.cause_kind,
-            "jax.compile.is_recompile": recompile,
+            Attr.FUNCTION: name,
+            Attr.CAUSE_KIND: record.cause_kind.value,
+            Attr.IS_RECOMPILE: recompile,
         }
         if record.eager_op:
             # Only on JAX's own op-by-op compiles, so that user functions keep
-            # exactly the labels SPEC.md names and alerts can leave these out.
-            attributes["jax.compile.eager_op"] = True
+            # exactly the labels the contract names and alerts can leave these out.
+            attributes[Attr.EAGER_OP] = True
         self._compilations.add(1, attributes)
         self._duration.record(record.compile_s, {
-            "code.function.name": name,
-            "jax.compile.is_recompile": recompile,
-        }, context=compile_span_context(record))  # an exemplar that opens the trace
+            Attr.FUNCTION: name,
+            Attr.IS_RECOMPILE: recompile,
+        }, context=link_context(link))  # an exemplar that opens the trace
         if record.after_warmup:
             self._after_warmup.add(1, {
-                "code.function.name": name,
-                "jax.compile.cause.kind": record.cause_kind,
+                Attr.FUNCTION: name,
+                Attr.CAUSE_KIND: record.cause_kind.value,
             })
-        if record.persistent_cache_hit is not None:
+        cache = record.persistent_cache
+        if cache is not None:
             self._cache_requests.add(1)
-            if record.persistent_cache_hit:
+            if cache.hit:
                 self._cache_hits.add(1)
             else:
                 self._cache_misses.add(1)
-                if record.persistent_cache_written:
+                if cache.written:
                     self._cache_writes.add(1)
                 else:
+                    reason = cache.not_written_reason
                     self._cache_not_written.add(1, {
-                        "reason": record.persistent_cache_skip_reason or "other"})
+                        Attr.REASON: reason.value if reason is not None else "other"})

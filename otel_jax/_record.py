@@ -1,27 +1,31 @@
-"""One record per compilation: the single source every span, metric and log line is built from."""
+"""One immutable record per compilation, and its two flat views (span attributes, log fields).
+
+The engine builds a record once, complete; every emitter (span, metrics, log
+lines, test recorders) is a function of it. The compile span's identity is not
+part of the record: the span emitter returns it as a :class:`SpanLink`, which
+is handed to the other emitters as a value, so no emitter depends on another
+having run first.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._diff import Diff
 from ._signature import Signature
 from ._source import FunctionInfo
+from ._vocab import LOG_DIFF_LIMIT, Attr, CauseKind, Field, NotWrittenReason, Phase
 
-# Phase names of the child spans, keyed by the attribute holding their duration.
-PHASES: tuple[tuple[str, str], ...] = (
-    ("trace_s", "jax.trace"),
-    ("lower_s", "jax.lower"),
-    ("backend_compile_s", "jax.backend_compile"),
-)
+#: Attribute values as OpenTelemetry accepts them.
+AttributeValue = str | bool | int | float
 
 
-@dataclass(slots=True)
-class Phase:
+@dataclass(frozen=True, slots=True)
+class PhaseTiming:
     """One phase JAX reported, with its own wall-clock start and end (seconds)."""
 
-    name: str
+    phase: Phase
     start: float
     end: float
 
@@ -30,32 +34,51 @@ class Phase:
         return max(0.0, self.end - self.start)
 
 
-@dataclass(slots=True)
+class SpanLink(NamedTuple):
+    """The compile span's ids, in OpenTelemetry's hex form, for linking logs and exemplars."""
+
+    trace_id: str
+    span_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Devices:
+    """Where the compiled computation runs."""
+
+    platform: str = "unknown"
+    kind: str = "unknown"
+    count: int = 1
+    process_index: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentCache:
+    """What JAX's persistent compilation cache did for this compile (when it is enabled)."""
+
+    hit: bool
+    written: bool
+    not_written_reason: NotWrittenReason | None = None  # a miss that left no entry
+
+
+@dataclass(frozen=True, slots=True)
 class CompileRecord:
-    """Everything known about one backend compile, as plain data."""
+    """Everything known about one backend compile, as immutable plain data."""
 
     function: FunctionInfo
     count: int
-    cause_kind: str
+    cause_kind: CauseKind
     cause: str
     diff: Diff
     signature: Signature
     start: float  # wall-clock seconds, JAX's own clock
     end: float
-    phases: dict[str, Phase] = field(default_factory=dict)  # by "trace_s" / "lower_s" / ...
+    phases: tuple[PhaseTiming, ...] = ()
     callsite: str | None = None
     eager_op: bool = False
-    persistent_cache_hit: bool | None = None  # None: the persistent cache is not in use
-    persistent_cache_written: bool | None = None
-    persistent_cache_skip_reason: str | None = None  # why a miss was not written
     after_warmup: bool = False
     hint: str = ""
-    device_platform: str = "unknown"
-    device_kind: str = "unknown"
-    device_count: int = 1
-    process_index: int = 0
-    trace_id: str | None = None
-    span_id: str | None = None
+    devices: Devices = field(default_factory=Devices)
+    persistent_cache: PersistentCache | None = None  # None: the persistent cache is off
     compared_with: int | None = None  # the earlier compile (its count) the diff is against
 
     @property
@@ -64,81 +87,89 @@ class CompileRecord:
         return self.count > 1 and not self.persistent_cache_hit
 
     @property
+    def persistent_cache_hit(self) -> bool | None:
+        cache = self.persistent_cache
+        return None if cache is None else cache.hit
+
+    @property
     def compile_s(self) -> float:
         return max(0.0, self.end - self.start)
 
-    def phase_seconds(self, key: str) -> float | None:
-        phase = self.phases.get(key)
-        return None if phase is None else phase.seconds
+    def phase_seconds(self, phase: Phase | str) -> float | None:
+        for timing in self.phases:
+            if timing.phase == phase:
+                return timing.seconds
+        return None
 
-    def span_attributes(self) -> dict[str, Any]:
-        """Attributes of the ``jax.compile`` span, named as SPEC.md fixes them."""
-        attrs: dict[str, Any] = {
-            "code.function.name": self.function.qualname,
-            "jax.compile.count": self.count,
-            "jax.compile.is_recompile": self.is_recompile,
-            "jax.compile.cause.kind": self.cause_kind,
-            "jax.compile.cause": self.cause,
-            "jax.compile.cause.diff": self.diff.to_json(),
-            "jax.compile.eager_op": self.eager_op,
-            "jax.compile.after_warmup": self.after_warmup,
-            "jax.compile.hint": self.hint,
-            "jax.compile.duration_s": self.compile_s,
-            "jax.device.platform": self.device_platform,
-            "jax.device.kind": self.device_kind,
-            "jax.device.count": self.device_count,
-            "jax.process.index": self.process_index,
-        }
-        if self.function.file is not None:
-            attrs["code.file.path"] = self.function.file
-        if self.function.line is not None:
-            attrs["code.line.number"] = self.function.line
-        if self.callsite is not None:
-            attrs["jax.compile.callsite"] = self.callsite
-        if self.compared_with is not None:
-            attrs["jax.compile.compared_with"] = self.compared_with
-        for key, _ in PHASES:
-            seconds = self.phase_seconds(key)
-            if seconds is not None:
-                attrs[f"jax.compile.{key}"] = seconds
-        if self.persistent_cache_hit is not None:
-            attrs["jax.persistent_cache.hit"] = self.persistent_cache_hit
-        if self.persistent_cache_skip_reason is not None:
-            attrs["jax.persistent_cache.not_written_reason"] = self.persistent_cache_skip_reason
-        return attrs
 
-    def log_fields(self) -> dict[str, Any]:
-        """Fields of the ``jax.compile`` JSON log line (flat, one line per compile)."""
-        fields: dict[str, Any] = {
-            "function": self.function.qualname,
-            "file": self.function.file,
-            "line": self.function.line,
-            "callsite": self.callsite,
-            "count": self.count,
-            "is_recompile": self.is_recompile,
-            "eager_op": self.eager_op,
-            "after_warmup": self.after_warmup,
-            "cause_kind": self.cause_kind,
-            "cause": self.cause,
-            "diff": [c.as_dict() for c in self.diff.changes[:50]],
-            "diff_total": self.diff.total,
-            "compared_with": self.compared_with,
-            "hint": self.hint,
-            "compile_s": round(self.compile_s, 6),
-        }
-        for key, _ in PHASES:
-            seconds = self.phase_seconds(key)
-            if seconds is not None:
-                fields[key] = round(seconds, 6)
-        if self.persistent_cache_hit is not None:
-            fields["persistent_cache_hit"] = self.persistent_cache_hit
-        fields.update(
-            device_platform=self.device_platform,
-            device_kind=self.device_kind,
-            device_count=self.device_count,
-            process_index=self.process_index,
-        )
-        if self.trace_id is not None:
-            fields["trace_id"] = self.trace_id
-            fields["span_id"] = self.span_id
-        return fields
+def span_attributes(record: CompileRecord) -> dict[str, AttributeValue]:
+    """Attributes of the ``jax.compile`` span (and of its OpenTelemetry log record)."""
+    info = record.function
+    devices = record.devices
+    attrs: dict[str, AttributeValue] = {
+        Attr.FUNCTION: info.qualname,
+        Attr.COUNT: record.count,
+        Attr.IS_RECOMPILE: record.is_recompile,
+        Attr.CAUSE_KIND: record.cause_kind.value,
+        Attr.CAUSE: record.cause,
+        Attr.CAUSE_DIFF: record.diff.to_json(),
+        Attr.EAGER_OP: record.eager_op,
+        Attr.AFTER_WARMUP: record.after_warmup,
+        Attr.HINT: record.hint,
+        Attr.DURATION_S: record.compile_s,
+        Attr.DEVICE_PLATFORM: devices.platform,
+        Attr.DEVICE_KIND: devices.kind,
+        Attr.DEVICE_COUNT: devices.count,
+        Attr.PROCESS_INDEX: devices.process_index,
+    }
+    if info.file is not None:
+        attrs[Attr.FILE] = info.file
+    if info.line is not None:
+        attrs[Attr.LINE] = info.line
+    if record.callsite is not None:
+        attrs[Attr.CALLSITE] = record.callsite
+    if record.compared_with is not None:
+        attrs[Attr.COMPARED_WITH] = record.compared_with
+    for timing in record.phases:
+        attrs[timing.phase.attribute] = timing.seconds
+    cache = record.persistent_cache
+    if cache is not None:
+        attrs[Attr.PERSISTENT_CACHE_HIT] = cache.hit
+        if cache.not_written_reason is not None:
+            attrs[Attr.PERSISTENT_CACHE_NOT_WRITTEN_REASON] = cache.not_written_reason.value
+    return attrs
+
+
+def log_fields(record: CompileRecord, link: SpanLink | None) -> dict[str, Any]:
+    """Fields of the ``jax.compile`` JSON log line (flat, one line per compile)."""
+    info = record.function
+    fields: dict[str, Any] = {
+        Field.FUNCTION: info.qualname,
+        Field.FILE: info.file,
+        Field.LINE: info.line,
+        Field.CALLSITE: record.callsite,
+        Field.COUNT: record.count,
+        Field.IS_RECOMPILE: record.is_recompile,
+        Field.EAGER_OP: record.eager_op,
+        Field.AFTER_WARMUP: record.after_warmup,
+        Field.CAUSE_KIND: record.cause_kind.value,
+        Field.CAUSE: record.cause,
+        Field.DIFF: [c.as_dict() for c in record.diff.changes[:LOG_DIFF_LIMIT]],
+        Field.DIFF_TOTAL: record.diff.total,
+        Field.COMPARED_WITH: record.compared_with,
+        Field.HINT: record.hint,
+        Field.COMPILE_S: round(record.compile_s, 6),
+    }
+    for timing in record.phases:
+        fields[timing.phase.value] = round(timing.seconds, 6)
+    if record.persistent_cache is not None:
+        fields[Field.PERSISTENT_CACHE_HIT] = record.persistent_cache.hit
+    devices = record.devices
+    fields[Field.DEVICE_PLATFORM] = devices.platform
+    fields[Field.DEVICE_KIND] = devices.kind
+    fields[Field.DEVICE_COUNT] = devices.count
+    fields[Field.PROCESS_INDEX] = devices.process_index
+    if link is not None:
+        fields[Field.TRACE_ID] = link.trace_id
+        fields[Field.SPAN_ID] = link.span_id
+    return fields

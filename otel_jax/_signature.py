@@ -10,13 +10,29 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import _jax_hooks, _wrappers
+from . import _jax_read, _wrappers
 from ._text import safe_repr, type_name
+
+if TYPE_CHECKING:
+    from ._jax_hooks import Miss
 
 _MAX_CACHED_STRINGS = 8192
 TRANSFORMED = "transformed (grad/jvp/vmap outside jit)"
+
+
+class Placement(NamedTuple):
+    """Where an argument lives, as far as it affects compilation (a tuple: compared at C speed)."""
+
+    text: str  # "uncommitted", "committed cpu:0", "sharded P('data') over mesh(data=8)"
+    sharded: bool = False
+
+    def __str__(self) -> str:
+        return self.text
+
+
+UNCOMMITTED = Placement("uncommitted")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +79,7 @@ class Signature:
     top_names: tuple[str, ...]  # names of the positional args in ``treedef``
     paths: tuple[str, ...]
     types: tuple[str, ...]
-    placements: tuple[str, ...]
+    placements: tuple[Placement, ...]
     statics: tuple[StaticArg, ...]
     captured: bool = True  # False: built without a miss (fallback)
     # "" for a call of the jitted function; TRANSFORMED for its computation
@@ -78,7 +94,7 @@ class Signature:
     def as_dict(self) -> dict[str, Any]:
         """Plain data for ``compile_history``: what a person reads."""
         return {
-            "arguments": {p: {"type": t, "placement": pl}
+            "arguments": {p: {"type": t, "placement": pl.text}
                           for p, t, pl in zip(self.paths, self.types, self.placements)},
             "static_arguments": {s.name: s.repr + (" (hashed by identity)"
                                                    if s.identity_hashed else "")
@@ -96,13 +112,13 @@ def _weak(obj: Any) -> Any:
 
 
 _type_strings: dict[Any, str] = {}
-_placement_strings: dict[Any, str] = {}
+_placements: dict[Any, Placement] = {}
 # PjitInfo hashes by identity and lives as long as its jit wrapper: its
 # options are rendered once per wrapper, not once per compile.
 _options_text: dict[Any, tuple[tuple[str, str], ...]] = {}
 
 
-def _remember(cache: dict[Any, str], key: Any, value: str) -> str:
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> Any:
     if len(cache) >= _MAX_CACHED_STRINGS:
         cache.clear()
     cache[key] = value
@@ -133,7 +149,7 @@ def _device_text(device: Any) -> str:
     return f"{getattr(device, 'platform', '?')}:{getattr(device, 'id', '?')}"
 
 
-def placement_text(value: Any) -> str:
+def placement(value: Any) -> Placement:
     """Where an argument lives, as far as it affects compilation.
 
     Uncommitted arrays (and host values) may be moved by JAX, so their device
@@ -141,18 +157,20 @@ def placement_text(value: Any) -> str:
     """
     sharding = getattr(value, "sharding", None)
     if sharding is None:
-        return "uncommitted"
-    committed = _jax_hooks.is_committed(value)
+        return UNCOMMITTED
+    committed = _jax_read.is_committed(value)
     key: tuple[Any, bool | None] | None = (sharding, committed)
     try:
-        cached = _placement_strings.get(key)
+        cached = _placements.get(key)
     except TypeError:
         cached, key = None, None
     if cached is not None:
         return cached
+    sharded = True
     try:
         devices = sharding.device_set
         if len(devices) == 1:
+            sharded = False
             text = (f"committed {_device_text(next(iter(devices)))}"
                     if committed else "uncommitted")
         else:
@@ -167,7 +185,8 @@ def placement_text(value: Any) -> str:
                 text += " uncommitted"
     except Exception:
         text = f"sharded {safe_repr(sharding, 80)}"
-    return _remember(_placement_strings, key, text) if key is not None else text
+    result = UNCOMMITTED if text == UNCOMMITTED.text else Placement(text, sharded)
+    return _remember(_placements, key, result) if key is not None else result
 
 
 def _options(jit_info: Any) -> tuple[tuple[str, str], ...]:
@@ -176,7 +195,7 @@ def _options(jit_info: Any) -> tuple[tuple[str, str], ...]:
     except TypeError:
         cached = None
     if cached is None:
-        cached = tuple((k, safe_repr(v, 200)) for k, v in _jax_hooks.jit_options(jit_info))
+        cached = tuple((k, safe_repr(v, 200)) for k, v in _jax_read.jit_options(jit_info))
         try:
             if len(_options_text) >= 1024:
                 _options_text.clear()
@@ -203,25 +222,23 @@ def _static_arg(name: str, value: Any, kind: str = "static_argument") -> StaticA
     )
 
 
-def from_miss(miss: _jax_hooks.Miss, stands_for: Any | None = None) -> Signature:
+def from_miss(miss: Miss, stands_for: Any | None = None) -> Signature:
     """The signature of the compile that ``miss`` led to.
 
     ``stands_for``: the user's function that the jitted library function wraps
     (``jax.pmap``'s), whose identity is compared instead of the wrapper's.
     """
-    params = miss.params
-    avals = tuple(params.in_avals)
-    n_consts = len(params.consts)
-    flat = list(miss.args_flat)[n_consts:]
+    inputs = _jax_read.miss_inputs(miss)
+    avals = inputs.avals
+    flat = inputs.flat
     types = tuple(aval_text(a) for a in avals)
-    placements = tuple(placement_text(v) for v in flat) if len(flat) == len(types) \
-        else ("uncommitted",) * len(types)
-    names = _jax_hooks.parameter_names(miss.jit_info, len(miss.args))
-    top_names = tuple(names[i] for i in _jax_hooks.dynamic_positions(miss))
-    paths = tuple(params.arg_names) if params.arg_names and len(
-        params.arg_names) == len(types) else tuple(f"leaf[{i}]" for i in range(len(types)))
-    statics = [_static_arg(n, v) for n, v in _jax_hooks.static_arguments(miss)]
-    treedef = params.in_tree
+    placements = tuple(placement(v) for v in flat) if len(flat) == len(types) \
+        else (UNCOMMITTED,) * len(types)
+    names = _jax_read.parameter_names(miss.jit_info, len(miss.args))
+    top_names = tuple(names[i] for i in _jax_read.dynamic_positions(miss))
+    paths = inputs.arg_names or tuple(f"leaf[{i}]" for i in range(len(types)))
+    statics = [_static_arg(n, v) for n, v in _jax_read.static_arguments(miss)]
+    treedef = inputs.in_tree
     layout = _wrappers.layout_for(miss)
     if layout is not None:
         treedef, top_names, paths, avals, types, placements = _as_user_paths(
@@ -229,7 +246,7 @@ def from_miss(miss: _jax_hooks.Miss, stands_for: Any | None = None) -> Signature
         statics = [_static_arg(n, v) for n, v in layout.statics]
         statics.extend(_static_arg(name, tree, kind="pytree_structure")
                        for name, tree in layout.structure)
-    primitive = _jax_hooks.primitive_params(miss.fun)
+    primitive = _jax_read.primitive_params(miss.fun)
     if primitive is not None:
         statics.extend(_static_arg(f"params.{k}", v) for k, v in sorted(primitive.items()))
     # One function object per primitive parameters, and one jaxpr per argument
@@ -242,7 +259,7 @@ def from_miss(miss: _jax_hooks.Miss, stands_for: Any | None = None) -> Signature
         # A library's internal jit wrapper derives its options (pmap's
         # in_shardings) from the call: they are not the user's to change.
         options=_options(miss.jit_info) if stands_for is None else (),
-        context=_jax_hooks.trace_context_items(),
+        context=_jax_read.trace_context_items(),
         treedef=treedef,
         avals=avals,
         top_names=top_names,
@@ -251,14 +268,14 @@ def from_miss(miss: _jax_hooks.Miss, stands_for: Any | None = None) -> Signature
         placements=placements,
         statics=tuple(statics),
         transform=TRANSFORMED if miss.transformed else "",
-        program=_program(len(avals), getattr(params, "out_count", 0))
+        program=_program(len(avals), inputs.out_count)
         if miss.transformed else "",
     )
 
 
 def _as_user_paths(layout: _wrappers.Layout, treedef: Any, top_names: tuple[str, ...],
                    paths: tuple[str, ...], avals: tuple[Any, ...], types: tuple[str, ...],
-                   placements: tuple[str, ...]) -> tuple[Any, ...]:
+                   placements: tuple[Placement, ...]) -> tuple[Any, ...]:
     """Leaves renamed to the user's paths, as one keyword tree keyed by those paths.
 
     Keyed by path, a structure diff reads ``batch['mask']: <absent> -> f32[8]``
@@ -282,5 +299,5 @@ def _program(inputs: int, outputs: int) -> str:
 
 def uncaptured() -> Signature:
     """Stand-in when JAX gave us no miss to read (moved internals)."""
-    return Signature(None, 0, (), _jax_hooks.trace_context_items(), None, (), (), (), (), (),
+    return Signature(None, 0, (), _jax_read.trace_context_items(), None, (), (), (), (), (),
                      (), captured=False)

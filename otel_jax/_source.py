@@ -106,15 +106,6 @@ def _qualnames(file: str) -> dict[tuple[int, str], str]:
     return out
 
 
-def name_from_event(fun_name: str) -> str:
-    """``jit(f)`` -> ``f``: the only name JAX's monitoring events carry."""
-    if fun_name.endswith(")"):
-        head, sep, rest = fun_name.partition("(")
-        if sep and head.isidentifier():
-            return rest[:-1]
-    return fun_name
-
-
 @functools.lru_cache(maxsize=1)
 def _stdlib_dirs() -> tuple[str, ...]:
     dirs = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib")}

@@ -14,8 +14,9 @@ from contextlib import ContextDecorator
 from typing import Any
 
 from ._engine import ENGINE
-from ._record import CompileRecord
+from ._record import CompileRecord, SpanLink
 from ._source import FunctionInfo, function_info
+from ._vocab import CauseKind
 
 __all__ = ["CompileRecorder", "assert_max_compiles", "record_compiles"]
 
@@ -48,7 +49,9 @@ class CompileRecorder(ContextDecorator):
             return record.function.qualname == target
         return record.function.key == target.key
 
-    def __call__(self, record_or_fn: Any) -> Any:  # type: ignore[override]
+    def __call__(self, record_or_fn: Any, link: SpanLink | None = None,
+                 ) -> Any:  # type: ignore[override]
+        """As a sink: keep ``record_or_fn`` (a record) if it matches; else decorate it."""
         if isinstance(record_or_fn, CompileRecord):
             if self._matches(record_or_fn):
                 with self._lock:
@@ -81,11 +84,11 @@ class CompileRecorder(ContextDecorator):
         lines = []
         for r in self.records:
             where = f" at {r.callsite}" if r.callsite else ""
-            lines.append(f"  {r.function.qualname} #{r.count} {r.cause_kind}: {r.cause}"
+            lines.append(f"  {r.function.qualname} #{r.count} {r.cause_kind.value}: {r.cause}"
                          f" ({r.compile_s * 1e3:.1f} ms{where})")
             for change in r.diff.changes[1:6]:
-                lines.append(f"      also {change.kind}: {change}")
-            if r.cause_kind != "first_compile":
+                lines.append(f"      also {change.kind.value}: {change}")
+            if r.cause_kind is not CauseKind.FIRST_COMPILE:
                 lines.append(f"      hint: {r.hint}")
         if self.dropped:
             lines.append(f"  ... and {self.dropped} more")

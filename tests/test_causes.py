@@ -1,4 +1,4 @@
-"""Every cause kind of SPEC.md, provoked with real JAX: kind, diff path, before and after."""
+"""Every cause kind of docs/telemetry.md, provoked with real JAX: kind, diff path, before and after."""
 
 from __future__ import annotations
 

@@ -232,7 +232,7 @@ def test_exception_in_signature_capture_does_not_reach_user(telemetry, monkeypat
 
 @pytest.mark.injects_errors
 def test_exception_in_a_sink_does_not_reach_user(telemetry, monkeypatch):
-    def broken_sink(record):
+    def broken_sink(record, link):
         raise ValueError("sink down")
 
     ENGINE.add_sink(broken_sink)

@@ -1,0 +1,107 @@
+"""Why a compile happened, in words: the cause kind, one line a person reads, and a fix hint.
+
+One entry point, :func:`explain`. The structured diff (``_diff``) decides
+*what* differs; this module only words it, from the diff's structure
+(:class:`~otel_jax._diff.Detail`), never from the diff's own texts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from . import _diff
+from ._diff import Change, Detail, Diff
+from ._hints import hint_for
+from ._signature import Signature
+from ._source import FunctionInfo
+from ._vocab import CauseKind
+
+NO_DIFF = Diff((), 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """The explanation of one compile."""
+
+    kind: CauseKind
+    text: str
+    diff: Diff = NO_DIFF
+    compared_with: int | None = None  # the earlier compile (its count) the diff is against
+    hint: str = ""
+
+
+def explain(info: FunctionInfo, count: int, earlier: Sequence[tuple[int, Signature]],
+            signature: Signature) -> Cause:
+    """The cause of compile ``count`` of ``info``, against the closest earlier signature.
+
+    ``earlier`` holds ``(count, signature)`` pairs, oldest first. The diff may
+    raise on hostile values: the caller runs this under its fail-open guard
+    and falls back to :func:`diff_failed`.
+    """
+    transformed = bool(signature.transform)
+    if count == 1:
+        return _cause(CauseKind.FIRST_COMPILE, f"first compilation of {info.qualname}",
+                      transformed=transformed)
+    if not signature.captured:
+        return _cause(CauseKind.UNKNOWN,
+                      "signature not captured for this compile (no jit dispatch miss seen: a "
+                      "compile JAX started without a jit call, or JAX internals that moved)")
+    if not earlier:
+        return _cause(CauseKind.UNKNOWN, f"compile #{count} of {info.qualname}, but no earlier "
+                      "signature is kept to compare with")
+    found = _diff.closest([s for _, s in earlier], signature)
+    if found is None:
+        return _cause(CauseKind.UNKNOWN, f"compile #{count} of {info.qualname}, but no earlier "
+                      "signature was captured to compare with")
+    index, old = found
+    d = _diff.diff(old, signature)
+    compared = earlier[index][0]
+    if not d.changes:
+        return _cause(CauseKind.UNKNOWN, f"same signature as compile #{compared} (arguments, "
+                      "static arguments, pytree, tracing context, jit options and function "
+                      "object all equal): likely a cache eviction (jax.clear_caches(), "
+                      "clear_cache())", d, compared)
+    return _cause(d.kind, describe(d), d, compared, transformed=transformed)
+
+
+def diff_failed(exc: BaseException, compared: int) -> Cause:
+    """The cause when comparing signatures failed (a hostile ``__eq__``, say)."""
+    return _cause(CauseKind.UNKNOWN, f"cause diff failed ({type(exc).__name__}); compared "
+                  f"{compared} earlier signatures")
+
+
+def _cause(kind: CauseKind, text: str, diff: Diff = NO_DIFF, compared: int | None = None,
+           transformed: bool = False) -> Cause:
+    return Cause(kind, text, diff, compared, hint_for(kind, transformed=transformed))
+
+
+def describe(d: Diff) -> str:
+    """``x: f32[3] -> f32[4]``, most significant change first, ``(+N more)`` after it."""
+    if not d.changes:
+        return ""
+    kind = d.kind
+    top = next(c for c in d.changes if c.kind == kind)
+    more = d.total - 1
+    return _words(top) + (f" (+{more} more)" if more > 0 else "")
+
+
+def _words(top: Change) -> str:
+    detail = top.detail
+    if detail is Detail.TRANSFORMATION:
+        return (f"{top.path}: {top.before} -> {top.after}; JAX compiles the transformed "
+                "computation apart from the plain call")
+    if detail is Detail.OTHER_PROGRAM:
+        return f"{top.path}: {top.before} -> {top.after}"
+    if detail is Detail.BOUND_METHOD:
+        return ("a new bound method object for the same method (jax.jit(obj.method) re-created "
+                "each call: every obj.method access makes a new object, and jax.jit caches per "
+                "function object)")
+    if detail is Detail.NEW_FUNCTION:
+        return ("a new function object for the same source (jax.jit caches per function "
+                "object: a jax.jit(lambda ...) or functools.partial re-created each call)")
+    if detail is Detail.IDENTITY_HASHED:
+        type_ = top.subject
+        return (f"static argument {top.path}: a new {type_} instance; {type_} hashes by "
+                "identity (no __eq__/__hash__), so every new instance compiles again")
+    return str(top)

@@ -1,0 +1,284 @@
+"""Readers of facts off JAX objects: the other half of otel_jax's boundary with JAX internals.
+
+``_jax_hooks`` patches and listens; this module reads what those hooks hand
+over (a dispatch miss, jit options, config, devices) into plain values. Every
+reader degrades to a documented fallback when the attribute it reads moved,
+so that a JAX upgrade costs explanation quality, never a crash. Nothing
+outside these two modules touches ``jax._src`` or the fields of JAX's private
+objects.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ._vocab import NotWrittenReason
+
+if TYPE_CHECKING:
+    from ._jax_hooks import Miss
+
+
+# Config values known to be part of the tracing cache key, for JAX versions
+# whose config does not list the names of its trace context.
+_KNOWN_TRACE_CONTEXT = (
+    "jax_enable_x64", "jax_default_matmul_precision", "jax_default_device",
+    "jax_numpy_rank_promotion", "jax_numpy_dtype_promotion", "jax_disable_jit",
+    "jax_threefry_partitionable", "jax_softmax_custom_jvp", "jax_use_shardy_partitioner",
+    "jax_random_seed_offset",
+)
+
+
+_trace_context_names: dict[int, tuple[str, ...]] = {}
+
+
+def trace_context_items() -> tuple[tuple[str, Any], ...]:
+    """The named config values that are part of JAX's tracing cache key."""
+    try:
+        from jax._src import config
+    except Exception:
+        return ()
+    try:
+        values = config.trace_context()
+        names = _trace_context_names.get(len(values))
+        if names is None:
+            names = _trace_context_names[len(values)] = tuple(config.trace_context_names())
+        return tuple(zip(names, values))
+    except Exception:
+        pass
+    items = []
+    states = getattr(config, "config_states", {})
+    for name in _KNOWN_TRACE_CONTEXT:
+        state = states.get(name)
+        if state is not None:
+            try:
+                items.append((name, state.value))
+            except Exception:
+                continue
+    try:
+        from jax._src import mesh as mesh_lib
+
+        items.append(("mesh_context_manager", mesh_lib.thread_resources.env.physical_mesh))
+    except Exception:
+        pass
+    return tuple(items)
+
+
+def event_name(fun: Any) -> str:
+    """The name JAX's compile events give ``fun`` (``f`` in ``jit(f)``)."""
+    try:
+        from jax._src.util import fun_name
+
+        return str(fun_name(fun))
+    except Exception:
+        name = getattr(fun, "__name__", None)
+        if name is None:
+            name = getattr(getattr(fun, "func", None), "__name__", "<unnamed function>")
+        return str(name)
+
+
+def primitive_params(fun: Any) -> dict[str, Any] | None:
+    """The parameters an eager primitive was compiled for (its closure), or ``None``.
+
+    JAX builds a new function object per distinct primitive parameters (e.g.
+    the target shape of ``broadcast_in_dim``): those parameters, not the
+    function object, are what changed when such a compile repeats.
+    """
+    if not getattr(fun, "_apply_primitive", False):
+        return None
+    try:
+        cells = dict(zip(fun.__code__.co_freevars, fun.__closure__ or ()))
+        params = cells["params"].cell_contents
+        return dict(params) if isinstance(params, dict) else None
+    except Exception:
+        return None
+
+
+def is_eager_op(fun: Any) -> bool:
+    """JAX compiling one of its own ops for op-by-op (eager) execution.
+
+    Either a single primitive (``x + 1`` outside jit) or one of JAX's own
+    jitted library functions called eagerly (``jnp.sin(x)`` is a jitted
+    function inside ``jax.numpy``).
+    """
+    if getattr(fun, "_apply_primitive", False):
+        return True
+    module = getattr(fun, "__module__", None) or ""
+    return module == "jax" or module.startswith(("jax.", "jax._src"))
+
+
+def is_committed(arr: Any) -> bool | None:
+    return getattr(arr, "_committed", None)
+
+
+# JAX keeps argnums and argnames in sync when it can read the signature, so
+# one of each pair is enough (names are used only when no numbers are set).
+_PAIRED_FIELDS = (
+    ("donate_argnums", "donate_argnums", "donate_argnames"),
+    ("static_argnums", "static_argnums", "static_argnames"),
+)
+_JIT_OPTION_FIELDS = (
+    ("in_shardings", "in_shardings_leaves"),
+    ("out_shardings", "out_shardings_leaves"),
+    ("in_layouts", "in_layouts_leaves"),
+    ("out_layouts", "out_layouts_leaves"),
+    ("device", "device"),
+    ("backend", "backend"),
+    ("keep_unused", "keep_unused"),
+    ("inline", "inline"),
+    ("compiler_options", "compiler_options_kvs"),
+)
+
+
+def jit_options(jit_info: Any) -> tuple[tuple[str, Any], ...]:
+    """The options of one ``jax.jit`` wrapper, by their public names."""
+    paired = tuple(
+        (public, getattr(jit_info, nums, None) or getattr(jit_info, names, None) or ())
+        for public, nums, names in _PAIRED_FIELDS)
+    return paired + tuple(
+        (public, getattr(jit_info, field, None)) for public, field in _JIT_OPTION_FIELDS)
+
+
+def static_arguments(miss: Miss) -> list[tuple[str, Any]]:
+    """``(name, value)`` of each static argument of the call, in call order."""
+    ji = miss.jit_info
+    names = parameter_names(ji, len(miss.args))
+    out = [(names[i], miss.args[i]) for i in getattr(ji, "static_argnums", ())
+           if 0 <= i < len(miss.args)]
+    out.extend((k, miss.kwargs[k]) for k in getattr(ji, "static_argnames", ())
+               if k in miss.kwargs)
+    return out
+
+
+def parameter_names(jit_info: Any, n_args: int) -> list[str]:
+    """Names of the first ``n_args`` positional parameters (``args[i]`` past them)."""
+    names: list[str] = []
+    sig = getattr(jit_info, "fun_signature", None)
+    if sig is not None:
+        import inspect
+
+        for p in sig.parameters.values():
+            if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                          inspect.Parameter.POSITIONAL_OR_KEYWORD):
+                names.append(p.name)
+    names = names[:n_args]
+    names.extend(f"args[{i}]" for i in range(len(names), n_args))
+    return names
+
+
+def dynamic_positions(miss: Miss) -> list[int]:
+    """Indices into ``miss.args`` of the arguments that are traced (not static)."""
+    static = set(getattr(miss.jit_info, "static_argnums", ()))
+    return [i for i in range(len(miss.args)) if i not in static]
+
+
+def persistent_cache_skip_reason(backend_compile_s: float, process_index: int,
+                                 ) -> NotWrittenReason:
+    """Why JAX did not write a persistent-cache entry, as far as its config tells.
+
+    JAX skips the write on processes other than 0, for programs that compiled
+    faster than ``jax_persistent_cache_min_compile_time_secs``, for programs
+    with host callbacks, for entries under the minimum size, and on write
+    errors; the last three are not told apart here.
+    """
+    if process_index != 0:
+        return NotWrittenReason.NOT_PROCESS_0
+    try:
+        import jax
+
+        if backend_compile_s < float(jax.config.jax_persistent_cache_min_compile_time_secs):
+            return NotWrittenReason.COMPILE_TIME_BELOW_MINIMUM
+    except Exception:
+        pass
+    return NotWrittenReason.OTHER
+
+
+def persistent_cache_enabled() -> bool:
+    try:
+        import jax
+
+        return bool(jax.config.jax_compilation_cache_dir) and bool(
+            getattr(jax.config, "jax_enable_compilation_cache", True))
+    except Exception:
+        return False
+
+
+# --- a miss's traced inputs ---------------------------------------------------------
+
+class MissInputs(NamedTuple):
+    """The traced inputs of a miss, read off JAX's ``PjitParams`` (or a transformed call's)."""
+
+    avals: tuple[Any, ...]  # abstract values, one per array leaf
+    flat: list[Any]  # the leaves JAX will pass (constants left out)
+    arg_names: tuple[str, ...] | None  # JAX's leaf paths, when it kept them
+    in_tree: Any  # the ``(args, kwargs)`` treedef of the traced leaves
+    out_count: int  # outputs of a transformed program (0 for a plain call)
+
+
+def miss_inputs(miss: Miss) -> MissInputs:
+    params = miss.params
+    avals = tuple(params.in_avals)
+    n_consts = len(params.consts)
+    names = params.arg_names
+    return MissInputs(
+        avals=avals,
+        flat=list(miss.args_flat)[n_consts:],
+        arg_names=tuple(names) if names and len(names) == len(avals) else None,
+        in_tree=params.in_tree,
+        out_count=int(getattr(params, "out_count", 0)),
+    )
+
+
+# --- names JAX gives functions ------------------------------------------------------
+
+#: What some JAX versions call partials and callable objects in their events.
+PLACEHOLDER_NAMES = frozenset({"<unknown>", "<unnamed function>", "<unnamed wrapped function>"})
+
+
+def function_name_from_event(fun_name: str) -> str:
+    """``jit(f)`` -> ``f``: the only name JAX's monitoring events carry."""
+    if fun_name.endswith(")"):
+        head, sep, rest = fun_name.partition("(")
+        if sep and head.isidentifier():
+            return rest[:-1]
+    return fun_name
+
+
+def transformed_source(source: str | None) -> tuple[str, str, int] | None:
+    """``(name, file, line)`` from a jaxpr's debug source (``"f at /path/train.py:12"``)."""
+    head, sep, site = (source or "").rpartition(" at ")
+    file, colon, line = site.rpartition(":")
+    if not (sep and colon and line.isdigit()):
+        return None
+    return head, file, int(line)
+
+
+# --- devices --------------------------------------------------------------------------
+
+def argument_devices(values: Any, limit: int = 256) -> set[Any]:
+    """The devices the first ``limit`` arguments live on (one mesh is enough to see)."""
+    from itertools import islice
+
+    devices: set[Any] = set()
+    for value in islice(values, limit):
+        sharding = getattr(value, "sharding", None)
+        if sharding is not None:
+            devices.update(sharding.device_set)
+    return devices
+
+
+def device_facts(device: Any) -> tuple[str, str]:
+    """``(platform, device kind)`` of one device."""
+    return (str(getattr(device, "platform", "unknown")),
+            str(getattr(device, "device_kind", "unknown")))
+
+
+def default_device() -> Any:
+    import jax
+
+    return jax.devices()[0]
+
+
+def process_index() -> int:
+    import jax
+
+    return int(jax.process_index())

@@ -1,0 +1,105 @@
+"""Which function a compile belongs to, and whether it is one of JAX's own eager ops.
+
+One entry point, :func:`name_compile`. A compile is named after the user's
+function, with its qualified name and definition site, even when a library
+jits a function of its own around it (``jax.pmap``), when only a transformed
+program's jaxpr reached us (grad outside jit), or when no miss was seen at
+all (the bare name JAX's event carries).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from . import _jax_read, _source
+from ._source import FunctionInfo, function_info
+
+if TYPE_CHECKING:
+    from ._jax_hooks import Miss
+
+
+class Naming(NamedTuple):
+    """What names a compile.
+
+    ``stands_for`` is set when a library jits a function of its own that
+    closes over the user's (``jax.pmap``): the user's function object, not the
+    library's per-call one, is the identity that matters.
+    """
+
+    info: FunctionInfo
+    stands_for: Any | None = None
+    eager_op: bool = False
+
+
+def belongs_to(miss: Miss, event_fun_name: str) -> bool:
+    """Whether the compile JAX names ``event_fun_name`` is the one ``miss`` led to.
+
+    A compile of another function during the miss (an eager op JAX compiles
+    while tracing) must not take the miss's signature. Some JAX versions name
+    partials and callable objects with a placeholder.
+    """
+    event_fun = _jax_read.function_name_from_event(event_fun_name)
+    return (event_fun == _jax_read.event_name(miss.fun)
+            or event_fun in _jax_read.PLACEHOLDER_NAMES)
+
+
+def name_compile(miss: Miss | None, event_fun_name: str) -> Naming:
+    """The function a compile belongs to; may raise on hostile objects (caller guards)."""
+    if miss is None:
+        return Naming(FunctionInfo(_jax_read.function_name_from_event(event_fun_name)))
+    fun = jitted_function(miss)
+    if fun is None:  # a transformed program known only by its jaxpr
+        info = _transformed_info(miss.fun)
+        stands_for = None
+    else:
+        statics = () if miss.transformed else (v for _, v in _jax_read.static_arguments(miss))
+        info, stands_for = _named_function(fun, statics)
+    return Naming(info, stands_for, _is_eager(fun, info))
+
+
+def fallback(event_fun_name: str) -> Naming:
+    """The name when reading the miss failed: the bare name JAX's event carries."""
+    return Naming(FunctionInfo(_jax_read.function_name_from_event(event_fun_name)))
+
+
+def jitted_function(miss: Miss) -> Any | None:
+    """The jitted function behind a miss: for a transformed program, the one that
+    bound it when that call is still running (vmap), else ``None``."""
+    return getattr(miss.fun, "origin", None) if miss.transformed else miss.fun
+
+
+def _named_function(fun: Any, statics: Any) -> tuple[FunctionInfo, Any | None]:
+    info = function_info(fun)
+    if info.file is None or not _source.is_library_file(info.file):
+        return info, None
+    user = _source.find_user_function(statics)
+    if user is not None:
+        return function_info(user), None
+    # Only JAX's own wrappers (pmap, vectorize): another library's function
+    # may close over user callbacks it merely calls (an optax schedule),
+    # which would be the wrong name.
+    user = (_source.find_user_function_in_closure(fun)
+            if _source.is_jax_file(info.file) else None)
+    if user is not None:
+        return function_info(user), user
+    return _source.owner_info(fun) or info, None
+
+
+def _transformed_info(fun: Any) -> FunctionInfo:
+    """Name and site of a transformed program, from its jaxpr's debug source."""
+    name = str(fun.__name__)
+    site = _jax_read.transformed_source(fun.source)
+    if site is None:
+        return FunctionInfo(name)
+    head, file, line = site
+    name = head or name
+    return FunctionInfo(_source.qualname_at(file, line, name) or name, file, line)
+
+
+def _is_eager(fun: Any | None, info: FunctionInfo) -> bool:
+    if fun is None:  # jnp.sum under grad is still one of JAX's own ops
+        return info.file is not None and _source.is_jax_file(info.file)
+    # A library's jitted function standing for a user's one (jax.pmap's)
+    # is named after the user's function and is not an eager op.
+    return _jax_read.is_eager_op(fun) and (
+        info.file is None or _source.is_library_file(info.file))

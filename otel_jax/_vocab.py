@@ -1,0 +1,204 @@
+"""The one vocabulary of otel_jax: cause kinds, span and metric names, attribute keys, log fields.
+
+``docs/telemetry.md`` is the contract; this module is its code. The library,
+the testing kit and ``otel-jax report`` all import their names from here, so a
+name is written once. Standard library only: ``otel-jax report`` imports it on
+machines where only a log file is available.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final
+
+
+class CauseKind(str, enum.Enum):
+    """Why a compile happened (``jax.compile.cause.kind``).
+
+    A ``str`` enum: members compare equal to their values, so records, log
+    lines and user code may use either.
+    """
+
+    FIRST_COMPILE = "first_compile"
+    FUNCTION_IDENTITY = "function_identity"
+    JIT_OPTIONS = "jit_options"
+    TRACING_CONTEXT = "tracing_context"
+    PYTREE_STRUCTURE = "pytree_structure"
+    STATIC_ARGUMENT = "static_argument"
+    DTYPE = "dtype"
+    SHAPE = "shape"
+    WEAK_TYPE = "weak_type"
+    SHARDING = "sharding"
+    DEVICE_PLACEMENT = "device_placement"
+    UNKNOWN = "unknown"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: Kinds a difference between two signatures can have, most significant first:
+#: the one a user has to fix before the others matter.
+DIFFERENCE_KINDS: Final[tuple[CauseKind, ...]] = (
+    CauseKind.FUNCTION_IDENTITY,
+    CauseKind.JIT_OPTIONS,
+    CauseKind.TRACING_CONTEXT,
+    CauseKind.PYTREE_STRUCTURE,
+    CauseKind.STATIC_ARGUMENT,
+    CauseKind.DTYPE,
+    CauseKind.SHAPE,
+    CauseKind.WEAK_TYPE,
+    CauseKind.SHARDING,
+    CauseKind.DEVICE_PLACEMENT,
+)
+#: Every cause kind, as plain strings, in the order the contract lists them.
+CAUSE_KINDS: Final[tuple[str, ...]] = (
+    CauseKind.FIRST_COMPILE.value, *(k.value for k in DIFFERENCE_KINDS), CauseKind.UNKNOWN.value)
+
+# --- spans -------------------------------------------------------------------------
+
+SPAN_COMPILE_PREFIX: Final = "jax.compile "  # + the function's qualified name
+SPAN_TRACE: Final = "jax.trace"
+SPAN_LOWER: Final = "jax.lower"
+SPAN_BACKEND_COMPILE: Final = "jax.backend_compile"
+INSTRUMENTATION_SCOPE: Final = "otel_jax"
+
+
+class Attr:
+    """Attribute keys of the ``jax.compile`` span, its metrics and OTel log records."""
+
+    FUNCTION: Final = "code.function.name"
+    FILE: Final = "code.file.path"
+    LINE: Final = "code.line.number"
+    CALLSITE: Final = "jax.compile.callsite"
+    COUNT: Final = "jax.compile.count"
+    IS_RECOMPILE: Final = "jax.compile.is_recompile"
+    CAUSE_KIND: Final = "jax.compile.cause.kind"
+    CAUSE: Final = "jax.compile.cause"
+    CAUSE_DIFF: Final = "jax.compile.cause.diff"
+    COMPARED_WITH: Final = "jax.compile.compared_with"
+    EAGER_OP: Final = "jax.compile.eager_op"
+    AFTER_WARMUP: Final = "jax.compile.after_warmup"
+    HINT: Final = "jax.compile.hint"
+    DURATION_S: Final = "jax.compile.duration_s"
+    TRACE_S: Final = "jax.compile.trace_s"
+    LOWER_S: Final = "jax.compile.lower_s"
+    BACKEND_COMPILE_S: Final = "jax.compile.backend_compile_s"
+    DEVICE_PLATFORM: Final = "jax.device.platform"
+    DEVICE_KIND: Final = "jax.device.kind"
+    DEVICE_COUNT: Final = "jax.device.count"
+    PROCESS_INDEX: Final = "jax.process.index"
+    PERSISTENT_CACHE_HIT: Final = "jax.persistent_cache.hit"
+    PERSISTENT_CACHE_NOT_WRITTEN_REASON: Final = "jax.persistent_cache.not_written_reason"
+    EVENT_NAME: Final = "event.name"
+    # metric-only label: why a persistent-cache miss was not written
+    REASON: Final = "reason"
+
+
+# --- metrics -----------------------------------------------------------------------
+
+class Metric:
+    """OpenTelemetry instrument names (Prometheus adds ``_total`` / unit suffixes)."""
+
+    COMPILATIONS: Final = "jax.compilations"
+    COMPILE_DURATION: Final = "jax.compile.duration"
+    AFTER_WARMUP: Final = "jax.compilations.after_warmup"
+    CACHE_REQUESTS: Final = "jax.persistent_cache.requests"
+    CACHE_HITS: Final = "jax.persistent_cache.hits"
+    CACHE_MISSES: Final = "jax.persistent_cache.misses"
+    CACHE_WRITES: Final = "jax.persistent_cache.writes"
+    CACHE_NOT_WRITTEN: Final = "jax.persistent_cache.not_written"
+
+
+# --- logs --------------------------------------------------------------------------
+
+EVENT_COMPILE: Final = "jax.compile"
+EVENT_STORM: Final = "jax.recompile_storm"
+LOGGER_NAME: Final = "otel_jax"
+
+
+class Field:
+    """Fields of the ``jax.compile`` JSON log line (flat)."""
+
+    TIMESTAMP: Final = "timestamp"
+    LEVEL: Final = "level"
+    EVENT: Final = "event"
+    LOGGER: Final = "logger"
+    FUNCTION: Final = "function"
+    FILE: Final = "file"
+    LINE: Final = "line"
+    CALLSITE: Final = "callsite"
+    COUNT: Final = "count"
+    IS_RECOMPILE: Final = "is_recompile"
+    EAGER_OP: Final = "eager_op"
+    AFTER_WARMUP: Final = "after_warmup"
+    CAUSE_KIND: Final = "cause_kind"
+    CAUSE: Final = "cause"
+    DIFF: Final = "diff"
+    DIFF_TOTAL: Final = "diff_total"
+    COMPARED_WITH: Final = "compared_with"
+    HINT: Final = "hint"
+    COMPILE_S: Final = "compile_s"
+    TRACE_S: Final = "trace_s"
+    LOWER_S: Final = "lower_s"
+    BACKEND_COMPILE_S: Final = "backend_compile_s"
+    PERSISTENT_CACHE_HIT: Final = "persistent_cache_hit"
+    DEVICE_PLATFORM: Final = "device_platform"
+    DEVICE_KIND: Final = "device_kind"
+    DEVICE_COUNT: Final = "device_count"
+    PROCESS_INDEX: Final = "process_index"
+    TRACE_ID: Final = "trace_id"
+    SPAN_ID: Final = "span_id"
+    # the storm warning's own fields
+    RECOMPILES: Final = "recompiles"
+    THRESHOLD: Final = "threshold"
+    CAUSES: Final = "causes"
+    LAST_CAUSE: Final = "last_cause"
+
+
+class DiffKey:
+    """Keys of one change in ``jax.compile.cause.diff`` and the log line's ``diff``."""
+
+    PATH: Final = "path"
+    KIND: Final = "kind"
+    BEFORE: Final = "before"
+    AFTER: Final = "after"
+
+
+#: The ``kind`` of the last diff entry when the list was cut short.
+DIFF_TRUNCATED: Final = "truncated"
+#: How many changes a log line lists (``diff_total`` counts them all).
+LOG_DIFF_LIMIT: Final = 50
+
+
+class Phase(str, enum.Enum):
+    """The compile phases JAX reports: the record's key, and the child span's name."""
+
+    TRACE = "trace_s"
+    LOWER = "lower_s"
+    BACKEND_COMPILE = "backend_compile_s"
+
+    @property
+    def span_name(self) -> str:
+        return _PHASE_SPANS[self]
+
+    @property
+    def attribute(self) -> str:
+        return f"jax.compile.{self.value}"
+
+
+_PHASE_SPANS: Final = {
+    Phase.TRACE: SPAN_TRACE,
+    Phase.LOWER: SPAN_LOWER,
+    Phase.BACKEND_COMPILE: SPAN_BACKEND_COMPILE,
+}
+
+
+class NotWrittenReason(str, enum.Enum):
+    """Why JAX did not write a persistent-cache entry for a compile it had to do."""
+
+    NOT_PROCESS_0 = "not_process_0"
+    COMPILE_TIME_BELOW_MINIMUM = "compile_time_below_minimum"
+    OTHER = "other"
+
+    def __str__(self) -> str:
+        return self.value
