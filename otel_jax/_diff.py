@@ -193,7 +193,7 @@ def _static_distance(old: Signature, new: Signature) -> int:
     return d + len(olds.keys() - {(s.kind, s.name) for s in new.statics})
 
 
-def _differing(a: Sequence[str], b: Sequence[str]) -> list[int]:
+def _differing(a: Sequence[Any], b: Sequence[Any]) -> list[int]:
     """Indices where two equally long sequences differ, found at C speed."""
     if a == b:
         return []
@@ -450,7 +450,7 @@ def _placement_change(path: str, before: Placement, after: Placement) -> Change:
 # --- pytree structure ------------------------------------------------------------
 
 def _is_leaf(t: Any) -> bool:
-    return t.num_nodes == 1 and t.num_leaves == 1
+    return bool(t.num_nodes == 1 and t.num_leaves == 1)
 
 
 def _summary(t: Any, sig: Signature, offset: int) -> str:

@@ -95,8 +95,7 @@ def install(
             MetricsEmitter(providers.meter_provider.get_meter(scope, __version__))]
         json_log = None
         if log_output is not None:
-            json_log = JsonLogEmitter(None if log_output == "stderr" else log_output,  # type: ignore[arg-type]
-                                      log_level)
+            json_log = JsonLogEmitter(None if log_output == "stderr" else log_output, log_level)
             sinks.append(json_log)
         if providers.logger_provider is not None:
             sinks.append(OtelLogEmitter(providers.logger_provider.get_logger(scope, __version__)))

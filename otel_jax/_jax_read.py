@@ -185,7 +185,7 @@ def persistent_cache_skip_reason(backend_compile_s: float, process_index: int,
     try:
         import jax
 
-        if backend_compile_s < float(jax.config.jax_persistent_cache_min_compile_time_secs):
+        if backend_compile_s < float(getattr(jax.config, "jax_persistent_cache_min_compile_time_secs")):
             return NotWrittenReason.COMPILE_TIME_BELOW_MINIMUM
     except Exception:
         pass
@@ -196,7 +196,7 @@ def persistent_cache_enabled() -> bool:
     try:
         import jax
 
-        return bool(jax.config.jax_compilation_cache_dir) and bool(
+        return bool(getattr(jax.config, "jax_compilation_cache_dir")) and bool(
             getattr(jax.config, "jax_enable_compilation_cache", True))
     except Exception:
         return False

@@ -49,8 +49,7 @@ class CompileRecorder(ContextDecorator):
             return record.function.qualname == target
         return record.function.key == target.key
 
-    def __call__(self, record_or_fn: Any, link: SpanLink | None = None,
-                 ) -> Any:  # type: ignore[override]
+    def __call__(self, record_or_fn: Any, link: SpanLink | None = None) -> Any:
         """As a sink: keep ``record_or_fn`` (a record) if it matches; else decorate it."""
         if isinstance(record_or_fn, CompileRecord):
             if self._matches(record_or_fn):
@@ -100,7 +99,7 @@ def record_compiles(fn: Any = None, *, include_eager: bool = False) -> CompileRe
     return CompileRecorder(fn, include_eager=include_eager)
 
 
-class assert_max_compiles(CompileRecorder):  # noqa: N801 - reads as a statement
+class assert_max_compiles(CompileRecorder):  # a statement: lower case, like assert
     """Fail when more than ``n`` compilations happen inside the block.
 
     >>> with otel_jax.testing.assert_max_compiles(1, fn=train_step):

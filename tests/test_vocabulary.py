@@ -1,0 +1,108 @@
+"""docs/telemetry.md is the contract and ``otel_jax._vocab`` its code: they must agree."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import otel_jax
+from otel_jax import _vocab
+from otel_jax._vocab import Attr, CauseKind, Field, Metric
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = (ROOT / "docs" / "telemetry.md").read_text()
+
+
+def _constants(cls: type) -> set[str]:
+    return {v for k, v in vars(cls).items() if k.isupper() and isinstance(v, str)}
+
+
+def _section(title: str) -> str:
+    start = DOC.index(f"## {title}")
+    end = DOC.find("\n## ", start + 1)
+    return DOC[start:end if end != -1 else None]
+
+
+def _first_column(section: str) -> set[str]:
+    names: set[str] = set()
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            names.update(re.findall(r"`([^`]+)`", line.split("|")[1]))
+    return names
+
+
+def test_every_span_attribute_is_documented_and_every_documented_one_exists():
+    documented = _first_column(_section("One span per compilation"))
+    keys = _constants(Attr) - {Attr.EVENT_NAME, Attr.REASON}
+    documented.discard("dtype")  # the cause-kind table shares the section
+    attributes = {d for d in documented if "." in d}
+    assert keys == attributes
+
+
+def test_cause_kinds_match():
+    section = _section("One span per compilation").split("### Cause kinds")[1]
+    documented = _first_column(section)
+    assert documented == {k.value for k in CauseKind}
+    assert tuple(otel_jax.CAUSE_KINDS) == tuple(k.value for k in (
+        CauseKind.FIRST_COMPILE, *_vocab.DIFFERENCE_KINDS, CauseKind.UNKNOWN))
+    # the table lists the kinds in order of significance
+    order = [k for k in re.findall(r"^\| `(\w+)`", section, re.M)]
+    assert order[1:5] == [k.value for k in _vocab.DIFFERENCE_KINDS[:4]]
+
+
+def test_metric_names_match():
+    documented = {n for n in _first_column(_section("Metrics")) if not n.endswith(
+        ("_total", "_seconds"))}
+    assert documented == _constants(Metric)
+
+
+def test_log_fields_match():
+    documented = _first_column(_section("Logs"))
+    storm = {Field.RECOMPILES, Field.THRESHOLD, Field.CAUSES, Field.LAST_CAUSE}
+    assert _constants(Field) - storm == documented
+    for name in storm | {_vocab.EVENT_STORM, _vocab.EVENT_COMPILE}:
+        assert f"`{name}`" in _section("Logs")
+
+
+def test_span_names_are_documented():
+    for name in (_vocab.SPAN_TRACE, _vocab.SPAN_LOWER, _vocab.SPAN_BACKEND_COMPILE,
+                 _vocab.SPAN_COMPILE_PREFIX.strip() + " <function>"):
+        assert f"`{name}`" in DOC
+
+
+def test_the_vocabulary_imports_nothing_but_the_standard_library():
+    import ast
+
+    tree = ast.parse((ROOT / "otel_jax" / "_vocab.py").read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.level == 0}
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}
+
+
+def test_the_repository_cites_no_file_outside_it():
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    offenders = []
+    for name in tracked:
+        path = ROOT / name
+        if path.suffix not in {".py", ".md", ".toml", ".yml", ".yaml", ".json", ""}:
+            continue
+        try:
+            text = path.read_text()
+        except (UnicodeDecodeError, IsADirectoryError, FileNotFoundError):
+            continue
+        if re.search(r"SPEC\.md|\.\./shared|JAX_NOTES", text):
+            offenders.append(name)
+    assert offenders == []
+
+
+def test_version_is_written_once():
+    assert version("otel_jax") == otel_jax.__version__
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert re.search(r'^version\s*=\s*"', pyproject, re.M) is None
+    assert (ROOT / "otel_jax" / "py.typed").exists()
