@@ -185,7 +185,8 @@ def persistent_cache_skip_reason(backend_compile_s: float, process_index: int,
     try:
         import jax
 
-        if backend_compile_s < float(getattr(jax.config, "jax_persistent_cache_min_compile_time_secs")):
+        minimum = getattr(jax.config, "jax_persistent_cache_min_compile_time_secs")
+        if backend_compile_s < float(minimum):
             return NotWrittenReason.COMPILE_TIME_BELOW_MINIMUM
     except Exception:
         pass
