@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import enum
 import json
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import compress
 from typing import Any
 
+from ._leaves import differing
 from ._signature import Placement, Signature, StaticArg
 from ._text import safe_repr, truncate, type_name
 from ._vocab import DIFF_TRUNCATED, DIFFERENCE_KINDS, CauseKind, DiffKey
@@ -193,11 +192,7 @@ def _static_distance(old: Signature, new: Signature) -> int:
     return d + len(olds.keys() - {(s.kind, s.name) for s in new.statics})
 
 
-def _differing(a: Sequence[Any], b: Sequence[Any]) -> list[int]:
-    """Indices where two equally long sequences differ, found at C speed."""
-    if a == b:
-        return []
-    return list(compress(range(len(a)), map(operator.ne, a, b)))
+_differing = differing
 
 
 def _aspects(a: Any, b: Any) -> int:

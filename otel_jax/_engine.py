@@ -221,6 +221,9 @@ class Engine:
             signature = guard.call("signature capture",
                                    lambda: _signature.from_miss(miss, naming.stands_for),
                                    signature)
+            signature = guard.call(
+                "signature sharing",
+                lambda: _signature.shared(signature, self.history.latest(info)), signature)
 
         count, earlier = self.history.begin(info)
         try:

@@ -111,6 +111,12 @@ class History:
             earlier = list(fh.signatures) if fh is not None else []
         return count, earlier
 
+    def latest(self, info: FunctionInfo) -> Signature | None:
+        """The last kept signature of ``info``, whose parts a new signature may share."""
+        with self._lock:
+            fh = self._functions.get(info.key)
+            return fh.signatures[-1][1] if fh is not None and fh.signatures else None
+
     def finish(self, info: FunctionInfo, count: int, signature: Signature, entry: CompileEntry,
                cause_kind: str, recompile: bool) -> FunctionHistory:
         """Remember a finished compile; returns the function's history for storm checks."""

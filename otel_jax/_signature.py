@@ -8,11 +8,14 @@ reprs and hashes, and a weak reference to the function object.
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _jax_read, _wrappers
+from ._leaves import Leaves
 from ._text import safe_repr, type_name
 
 if TYPE_CHECKING:
@@ -75,11 +78,11 @@ class Signature:
     options: tuple[tuple[str, str], ...]
     context: tuple[tuple[str, Any], ...]
     treedef: Any
-    avals: tuple[Any, ...]
+    avals: Sequence[Any]
     top_names: tuple[str, ...]  # names of the positional args in ``treedef``
-    paths: tuple[str, ...]
-    types: tuple[str, ...]
-    placements: tuple[Placement, ...]
+    paths: Sequence[str]
+    types: Sequence[str]
+    placements: Sequence[Placement]
     statics: tuple[StaticArg, ...]
     captured: bool = True  # False: built without a miss (fallback)
     # "" for a call of the jitted function; TRANSFORMED for its computation
@@ -261,11 +264,11 @@ def from_miss(miss: Miss, stands_for: Any | None = None) -> Signature:
         options=_options(miss.jit_info) if stands_for is None else (),
         context=_jax_read.trace_context_items(),
         treedef=treedef,
-        avals=avals,
+        avals=Leaves(avals),
         top_names=top_names,
-        paths=paths,
-        types=types,
-        placements=placements,
+        paths=Leaves(paths),
+        types=Leaves(types),
+        placements=Leaves(placements),
         statics=tuple(statics),
         transform=TRANSFORMED if miss.transformed else "",
         program=_program(len(avals), inputs.out_count)
@@ -295,6 +298,35 @@ def _as_user_paths(layout: _wrappers.Layout, treedef: Any, top_names: tuple[str,
 def _program(inputs: int, outputs: int) -> str:
     return (f"{inputs} input{'s' * (inputs != 1)}, "
             f"{outputs} output{'s' * (outputs != 1)}")
+
+
+def shared(signature: Signature, like: Signature | None) -> Signature:
+    """``signature``, reusing every part equal to ``like``'s (an earlier one of its function).
+
+    Kept signatures of one function then cost only what changed, and the diff
+    skips shared parts by identity.
+    """
+    if like is None or not (signature.captured and like.captured):
+        return signature
+    parts: dict[str, Any] = {}
+    for name in ("avals", "paths", "types", "placements"):
+        mine, theirs = getattr(signature, name), getattr(like, name)
+        if isinstance(mine, Leaves) and isinstance(theirs, Leaves):
+            parts[name] = mine.shared_with(theirs)
+    for name in ("options", "context", "top_names", "statics"):
+        mine, theirs = getattr(signature, name), getattr(like, name)
+        if mine is not theirs and _equal(mine, theirs):
+            parts[name] = theirs
+    if signature.treedef is not like.treedef and _equal(signature.treedef, like.treedef):
+        parts["treedef"] = like.treedef
+    return dataclasses.replace(signature, **parts) if parts else signature
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # a config value with a broken __eq__: keep both
+        return False
 
 
 def uncaptured() -> Signature:
