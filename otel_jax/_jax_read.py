@@ -10,6 +10,8 @@ objects.
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._vocab import NotWrittenReason
@@ -108,6 +110,18 @@ def is_eager_op(fun: Any) -> bool:
 
 def is_committed(arr: Any) -> bool | None:
     return getattr(arr, "_committed", None)
+
+
+_committed_of = operator.attrgetter("_committed")
+
+
+def committed_flags(values: Sequence[Any]) -> list[bool] | None:
+    """Whether each array is committed to its devices, read at C speed; ``None`` when a
+    value is not a ``jax.Array`` (a NumPy array, a host scalar)."""
+    try:
+        return list(map(_committed_of, values))
+    except AttributeError:
+        return None
 
 
 # JAX keeps argnums and argnames in sync when it can read the signature, so

@@ -192,6 +192,32 @@ def placement(value: Any) -> Placement:
     return _remember(_placements, key, result) if key is not None else result
 
 
+def _placements_of(flat: list[Any]) -> tuple[Placement, ...]:
+    """The placement of every argument; per-leaf work only for committed arrays.
+
+    Uncommitted arrays (the default device, where JAX may move them) are by far
+    the most common leaves and all read the same: their flags are read at C
+    speed, and committed arrays that share a sharding object are read once.
+    """
+    committed = _jax_read.committed_flags(flat)
+    if committed is None:
+        return tuple(placement(v) for v in flat)
+    if not any(committed):
+        return (UNCOMMITTED,) * len(flat)
+    seen: dict[int, Placement] = {}
+    out: list[Placement] = []
+    for value, is_committed in zip(flat, committed):
+        if not is_committed:
+            out.append(UNCOMMITTED)
+            continue
+        sharding = getattr(value, "sharding", None)
+        known = seen.get(id(sharding))
+        if known is None:
+            known = seen[id(sharding)] = placement(value)
+        out.append(known)
+    return tuple(out)
+
+
 def _options(jit_info: Any) -> tuple[tuple[str, str], ...]:
     try:
         cached = _options_text.get(jit_info)
@@ -235,8 +261,7 @@ def from_miss(miss: Miss, stands_for: Any | None = None) -> Signature:
     avals = inputs.avals
     flat = inputs.flat
     types = tuple(aval_text(a) for a in avals)
-    placements = tuple(placement(v) for v in flat) if len(flat) == len(types) \
-        else (UNCOMMITTED,) * len(types)
+    placements = _placements_of(flat) if len(flat) == len(types) else (UNCOMMITTED,) * len(types)
     names = _jax_read.parameter_names(miss.jit_info, len(miss.args))
     top_names = tuple(names[i] for i in _jax_read.dynamic_positions(miss))
     paths = inputs.arg_names or tuple(f"leaf[{i}]" for i in range(len(types)))

@@ -1,0 +1,55 @@
+"""Chunked leaf storage: tuple behaviour, and kept signatures sharing what did not change."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+import otel_jax
+from otel_jax._engine import ENGINE
+from otel_jax._leaves import CHUNK, Leaves, differing
+
+
+def test_leaves_read_like_a_tuple():
+    items = tuple(range(3 * CHUNK + 5))
+    leaves = Leaves(items)
+    assert len(leaves) == len(items) and tuple(leaves) == items
+    assert leaves[0] == 0 and leaves[-1] == items[-1] and leaves[CHUNK] == CHUNK
+    assert leaves[2:5] == (2, 3, 4)
+    assert leaves == items and leaves == Leaves(items) and leaves != Leaves(items[:-1])
+    changed = list(items)
+    changed[CHUNK + 1] = -1
+    assert differing(leaves, Leaves(changed)) == [CHUNK + 1]
+    assert differing(leaves, tuple(changed)) == [CHUNK + 1]
+
+
+def test_shared_with_reuses_equal_chunks_only():
+    a = Leaves(tuple(range(10 * CHUNK)))
+    changed = list(range(10 * CHUNK))
+    changed[3 * CHUNK] = -1
+    b = Leaves(changed).shared_with(a)
+    same = sum(x is y for x, y in zip(a._chunks, b._chunks))
+    assert same == 9 and b[3 * CHUNK] == -1 and tuple(b) == tuple(changed)
+    assert Leaves(tuple(range(10 * CHUNK))).shared_with(a) is a
+
+
+def test_kept_signatures_of_one_function_share_unchanged_parts():
+    params = {f"p{i:04d}": jnp.zeros((2,)) for i in range(1000)}
+
+    @jax.jit
+    def first(params):
+        return params["p0000"] + 1
+
+    with otel_jax.testing.record_compiles(first):
+        first(params)
+        params["p0500"] = jnp.zeros((3,))
+        first(params)
+    kept = [s for _, s in ENGINE.history._functions[
+        otel_jax._function_info(first).key].signatures]
+    old, new = kept[-2], kept[-1]
+    for part in ("paths", "types", "placements", "avals"):
+        a, b = getattr(old, part)._chunks, getattr(new, part)._chunks
+        shared = sum(x is y for x, y in zip(a, b))
+        expected = len(a) - (part in ("types", "avals"))
+        assert shared == expected, part
+    assert new.treedef is old.treedef
