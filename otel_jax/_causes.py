@@ -62,7 +62,8 @@ def explain(info: FunctionInfo, count: int, earlier: Sequence[tuple[int, Signatu
                       "static arguments, pytree, tracing context, jit options and function "
                       "object all equal): likely a cache eviction (jax.clear_caches(), "
                       "clear_cache())", d, compared)
-    return _cause(d.kind, describe(d), d, compared, transformed=transformed)
+    return _cause(d.kind, describe(d), d, compared, transformed=transformed,
+                  detail=_top(d).detail.value)
 
 
 def diff_failed(exc: BaseException, compared: int) -> Cause:
@@ -72,16 +73,22 @@ def diff_failed(exc: BaseException, compared: int) -> Cause:
 
 
 def _cause(kind: CauseKind, text: str, diff: Diff = NO_DIFF, compared: int | None = None,
-           transformed: bool = False) -> Cause:
-    return Cause(kind, text, diff, compared, hint_for(kind, transformed=transformed))
+           transformed: bool = False, detail: str | None = None) -> Cause:
+    return Cause(kind, text, diff, compared,
+                 hint_for(kind, transformed=transformed, detail=detail))
+
+
+def _top(d: Diff) -> Change:
+    """The most significant change: the first one of the diff's kind."""
+    kind = d.kind
+    return next(c for c in d.changes if c.kind == kind)
 
 
 def describe(d: Diff) -> str:
     """``x: f32[3] -> f32[4]``, most significant change first, ``(+N more)`` after it."""
     if not d.changes:
         return ""
-    kind = d.kind
-    top = next(c for c in d.changes if c.kind == kind)
+    top = _top(d)
     more = d.total - 1
     return _words(top) + (f" (+{more} more)" if more > 0 else "")
 

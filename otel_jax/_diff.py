@@ -140,6 +140,10 @@ def _is_bound_method(sig: Signature) -> bool:
 
 
 def _static_changed(old: StaticArg, new: StaticArg) -> bool:
+    return old.keyword != new.keyword or _static_value_changed(old, new)
+
+
+def _static_value_changed(old: StaticArg, new: StaticArg) -> bool:
     if old.type != new.type:
         return True
     if old.identity_hashed or new.identity_hashed:
@@ -320,6 +324,12 @@ def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any
             continue
         if prev is None:
             add(_added(name, CauseKind.STATIC_ARGUMENT, s.repr))
+        elif prev.keyword != s.keyword:
+            # JAX keys a static argument by how it was passed as well as by its value.
+            same = not _static_value_changed(prev, s)
+            add(Change(name, CauseKind.STATIC_ARGUMENT,
+                       _passed(prev.keyword) + ("" if same else f" ({prev.repr})"),
+                       _passed(s.keyword) + ("" if same else f" ({s.repr})"), Detail.MOVED))
         elif _static_changed(prev, s):
             if prev.type == s.type and s.type.endswith("Jaxpr"):
                 # An eager scan/cond/while_loop: its body was traced again.
@@ -344,6 +354,10 @@ def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any
             add_structure(_removed(gone.name, CauseKind.PYTREE_STRUCTURE, gone.repr))
         else:
             add(_removed(gone.name, CauseKind.STATIC_ARGUMENT, gone.repr))
+
+
+def _passed(keyword: bool) -> str:
+    return "passed by keyword" if keyword else "passed positionally"
 
 
 def _merge_traced_and_static(changes: list[Change]) -> list[Change]:
@@ -569,17 +583,23 @@ def _offsets(children: Sequence[Any], start: int) -> list[int]:
 def _structure_changes(old: Signature, new: Signature, add: Any) -> None:
     """Walk both argument trees together and report where they part."""
     found: list[Change] = []
+    positional: set[str] = set()
     try:
-        _walk_arguments(old, new, found.append)
+        positional = _walk_arguments(old, new, found.append)
     except Exception:
         found = [Change("<arguments>", CauseKind.PYTREE_STRUCTURE,
                         safe_repr(old.treedef, 200), safe_repr(new.treedef, 200))]
-    for change in _merge_moved_arguments(found):
+    for change in _merge_moved_arguments(found, positional):
         add(change)
 
 
-def _merge_moved_arguments(changes: list[Change]) -> list[Change]:
-    """``x`` gone from the positionals and new among the keywords is one change."""
+def _merge_moved_arguments(changes: list[Change], positional_before: set[str],
+                           ) -> list[Change]:
+    """``x`` gone from the positionals and new among the keywords (or back) is one change.
+
+    ``positional_before``: the names passed positionally in the earlier call,
+    which tell the direction.
+    """
     removed = {c.path: c for c in changes if c.detail is Detail.REMOVED}
     added = {c.path: c for c in changes if c.detail is Detail.ADDED}
     moved = removed.keys() & added.keys()
@@ -589,15 +609,18 @@ def _merge_moved_arguments(changes: list[Change]) -> list[Change]:
     for c in changes:
         if c.path in moved:
             if c.detail is Detail.REMOVED:
+                was_keyword = c.path not in positional_before
                 out.append(Change(c.path, CauseKind.PYTREE_STRUCTURE,
-                                  f"passed positionally ({c.before})",
-                                  f"passed by keyword ({added[c.path].after})", Detail.MOVED))
+                                  f"{_passed(was_keyword)} ({c.before})",
+                                  f"{_passed(not was_keyword)} ({added[c.path].after})",
+                                  Detail.MOVED))
             continue
         out.append(c)
     return out
 
 
-def _walk_arguments(old: Signature, new: Signature, add: Any) -> None:
+def _walk_arguments(old: Signature, new: Signature, add: Any) -> set[str]:
+    """Report where the argument trees part; returns the earlier call's positional names."""
     a, b = old.treedef, new.treedef
     # The root is ``(positional_args, kwargs)``: name the positional ones.
     (pa, ka), (pb, kb) = a.children(), b.children()
@@ -617,6 +640,7 @@ def _walk_arguments(old: Signature, new: Signature, add: Any) -> None:
         _walk(ca[i], cb[i], names_b[i], offs_a[i], offs_b[i], old, new, add)
     _walk(ka, kb, "", pa.num_leaves, pb.num_leaves, old, new, add,
           *_kwarg_names(ka, kb))
+    return set(names_a[:len(ca)])
 
 
 def _kwarg_names(ka: Any, kb: Any) -> tuple[list[str] | None, list[str] | None]:

@@ -51,6 +51,8 @@ class StaticArg:
     kind: str = "static_argument"
     # pytree_structure only: the treedef itself (no array in it), walked by the diff
     tree: Any = field(default=None, compare=False)
+    # passed by keyword rather than positionally: JAX keys the two apart
+    keyword: bool = False
 
     def same_object_as(self, other: StaticArg) -> bool | None:
         """For identity-hashed statics: were both the same object? ``None`` if unknown."""
@@ -205,7 +207,8 @@ def _options(jit_info: Any) -> tuple[tuple[str, str], ...]:
     return cached
 
 
-def _static_arg(name: str, value: Any, kind: str = "static_argument") -> StaticArg:
+def _static_arg(name: str, value: Any, kind: str = "static_argument",
+                keyword: bool = False) -> StaticArg:
     t = type(value)
     identity = getattr(t, "__hash__", None) is object.__hash__
     try:
@@ -219,6 +222,7 @@ def _static_arg(name: str, value: Any, kind: str = "static_argument") -> StaticA
         obj_id=id(value) if identity else 0,
         kind=kind,
         tree=value if kind == "pytree_structure" else None,
+        keyword=keyword,
     )
 
 
@@ -237,7 +241,8 @@ def from_miss(miss: Miss, stands_for: Any | None = None) -> Signature:
     names = _jax_read.parameter_names(miss.jit_info, len(miss.args))
     top_names = tuple(names[i] for i in _jax_read.dynamic_positions(miss))
     paths = inputs.arg_names or tuple(f"leaf[{i}]" for i in range(len(types)))
-    statics = [_static_arg(n, v) for n, v in _jax_read.static_arguments(miss)]
+    statics = [_static_arg(n, v, keyword=n in miss.kwargs)
+               for n, v in _jax_read.static_arguments(miss)]
     treedef = inputs.in_tree
     layout = _wrappers.layout_for(miss)
     if layout is not None:
