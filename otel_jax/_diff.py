@@ -152,49 +152,131 @@ def _static_value_changed(old: StaticArg, new: StaticArg) -> bool:
     return old.hash != new.hash or old.repr != new.repr
 
 
-_OTHER_PROGRAM = 1 << 30  # a transformed computation is never "close" to a plain call
+_OTHER_PROGRAM = 1 << 40  # a transformed computation is never "close" to a plain call
+# A distance is ``coarse * _FINE + fine``. Coarse: how many things differ (in
+# half units, see below). Fine, to break ties between equally many differences:
+# how far apart the differing values are inside (dimensions of a shape, fields
+# of a static value, entries of a sharding), each difference counting at least 1.
+_FINE = 1 << 12
 
 
 def distance(old: Signature, new: Signature) -> int:
-    """How many things differ: a cheap count used to pick the closest signature."""
+    """How far apart two signatures are: a cheap measure used to pick the closest one."""
     if old.transform != new.transform:
         return _OTHER_PROGRAM
     if old.program != new.program:
         return _OTHER_PROGRAM // 2  # another program of the same transformation
     # Whole differences, doubled on return. Each part is compared whole first:
     # equal parts (the common case) cost one comparison instead of a walk.
-    d = 0 if _same_function(old, new) else 1
+    d = 0
+    fine = 0
+    if not _same_function(old, new):
+        d += 1
+        fine += 1 + _bound_distance(old, new)
     if old.options != new.options:
-        d += sum(1 for (_, a), (_, b) in zip(old.options, new.options) if a != b)
+        n = sum(1 for (_, a), (_, b) in zip(old.options, new.options) if a != b)
+        d += n
+        fine += n
     if _safe_ne(old.context, new.context):
-        d += sum(1 for (_, a), (_, b) in zip(old.context, new.context) if _safe_ne(a, b))
+        n = sum(1 for (_, a), (_, b) in zip(old.context, new.context) if _safe_ne(a, b))
+        d += n
+        fine += n
     if old.statics != new.statics:
-        d += _static_distance(old, new)
+        n, f = _static_distance(old, new)
+        d += n
+        fine += f
     if _treedef_equal(old, new):
-        d += len(_differing(old.placements, new.placements))
+        moved = _differing(old.placements, new.placements)
+        d += len(moved)
+        fine += sum(_placement_distance(old.placements[i], new.placements[i]) for i in moved)
         # Count each differing aspect (dtype, shape, weak type) so that a
-        # signature differing in one aspect is closer than one differing in two.
+        # signature differing in one aspect is closer than one differing in two;
+        # inside an aspect, count dimensions (and sharding entries).
         leaves = _differing(old.types, new.types)
-        d += sum(_aspects(old.avals[i], new.avals[i]) for i in leaves)
+        for i in leaves:
+            a, b = old.avals[i], new.avals[i]
+            d += _aspects(a, b)
+            fine += _leaf_distance(a, b)
         # In half units: of two signatures one difference away, the one that
         # differs by a weak type alone is the telling one (f(1) vs f(jnp.int32(1))).
         weak_only = d == 1 and len(leaves) == 1 and _weak_type_only(
             old.avals[leaves[0]], new.avals[leaves[0]])
-        return 2 * d - weak_only
+        return (2 * d - weak_only) * _FINE + min(fine, _FINE - 1)
     old_paths = dict(zip(old.paths, old.types))
     new_paths = dict(zip(new.paths, new.types))
     d += 1 + len(old_paths.keys() ^ new_paths.keys())
-    return 2 * (d + sum(1 for p, t in new_paths.items()
-                        if p in old_paths and old_paths[p] != t))
+    coarse = 2 * (d + sum(1 for p, t in new_paths.items()
+                          if p in old_paths and old_paths[p] != t))
+    return coarse * _FINE + min(fine + 1, _FINE - 1)
 
 
-def _static_distance(old: Signature, new: Signature) -> int:
+#: One difference, as small as a difference gets: no earlier signature can be closer.
+_CLOSEST = 2 * _FINE + 1
+
+
+def _static_distance(old: Signature, new: Signature) -> tuple[int, int]:
+    """Static values that differ, and how far apart inside (fields of dataclass-likes)."""
     olds = {(s.kind, s.name): s for s in old.statics}
-    d = 0
+    d = fine = 0
     for s in new.statics:
         prev = olds.get((s.kind, s.name))
-        d += 1 if prev is None or _static_changed(prev, s) else 0
-    return d + len(olds.keys() - {(s.kind, s.name) for s in new.statics})
+        if prev is None:
+            d += 1
+            fine += 1
+        elif _static_changed(prev, s):
+            d += 1
+            fine += _fields_distance(prev, s)
+    gone = len(olds.keys() - {(s.kind, s.name) for s in new.statics})
+    return d + gone, fine + gone
+
+
+def _fields_distance(old: StaticArg, new: StaticArg) -> int:
+    if not (old.fields and new.fields and old.type == new.type):
+        return 1
+    a, b = dict(old.fields), dict(new.fields)
+    n = sum(1 for k, v in b.items() if a.get(k, ABSENT) != v) + len(a.keys() - b.keys())
+    return max(1, n)
+
+
+def _leaf_distance(a: Any, b: Any) -> int:
+    """How far apart two abstract values are: dimensions, dtype, weak type, sharding."""
+    try:
+        n = int(a.dtype != b.dtype) + int(
+            getattr(a, "weak_type", False) != getattr(b, "weak_type", False))
+        sa, sb = tuple(a.shape), tuple(b.shape)
+        if sa != sb:
+            n += abs(len(sa) - len(sb)) + sum(1 for x, y in zip(sa, sb) if x != y)
+        sha, shb = getattr(a, "sharding", None), getattr(b, "sharding", None)
+        if sha is not shb and _safe_ne(sha, shb):
+            n += _spec_distance(getattr(sha, "spec", None), getattr(shb, "spec", None))
+        return max(1, n)
+    except Exception:
+        return 1
+
+
+def _spec_distance(a: Any, b: Any) -> int:
+    try:
+        ta, tb = tuple(a), tuple(b)
+    except Exception:
+        return 1
+    return max(1, abs(len(ta) - len(tb)) + sum(1 for x, y in zip(ta, tb) if x != y))
+
+
+def _placement_distance(a: Placement, b: Placement) -> int:
+    """Two shardings over the same mesh, one axis apart, are closer than two axes apart."""
+    if not (a.sharded and b.sharded):
+        return 1
+    pa, pb = a.text.split(","), b.text.split(",")
+    return max(1, abs(len(pa) - len(pb)) + sum(1 for x, y in zip(pa, pb) if x != y))
+
+
+def _bound_distance(old: Signature, new: Signature) -> int:
+    """Bound values (partial arguments, closure cells) that differ between two functions."""
+    a, b = getattr(old, "bound", ()), getattr(new, "bound", ())
+    if a == b:
+        return 0
+    da, db = dict(a), dict(b)
+    return sum(1 for k, v in db.items() if da.get(k, ABSENT) != v) + len(da.keys() - db.keys())
 
 
 def _differing(a: Sequence[str], b: Sequence[str]) -> list[int]:
@@ -236,10 +318,10 @@ def closest(history: Sequence[Signature], new: Signature) -> tuple[int, Signatur
         d = distance(old, new)
         if best is None or d < best_d:
             best, best_d = (i, old), d
-            # One difference is as close as a recompile gets: stop there, so
-            # that a function recompiling every call scans one signature, not
-            # its whole history. (Half units: a weak type alone counts 1.)
-            if d <= 2:
+            # One smallest difference is as close as a recompile gets: stop
+            # there, so that a function recompiling every call scans one
+            # signature, not its whole history.
+            if d <= _CLOSEST:
                 break
     return best
 
@@ -342,6 +424,8 @@ def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any
                            f"{prev.repr} (a {prev.type} hashed by identity)",
                            f"new {s.type} instance (hashed by identity)",
                            Detail.IDENTITY_HASHED, s.type))
+            elif prev.type == s.type and _field_changes(name, prev.fields, s.fields, add):
+                pass  # a dataclass-like value: one change per field that differs
             elif prev.repr == s.repr:
                 add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
                            f"{s.repr} (looks the same but is not == to it or hashes "
@@ -354,6 +438,30 @@ def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any
             add_structure(_removed(gone.name, CauseKind.PYTREE_STRUCTURE, gone.repr))
         else:
             add(_removed(gone.name, CauseKind.STATIC_ARGUMENT, gone.repr))
+
+
+def _field_changes(name: str, before: tuple[tuple[str, str], ...],
+                   after: tuple[tuple[str, str], ...], add: Any) -> bool:
+    """``cfg.lr: 0.1 -> 0.2`` for each field that differs; whether any did."""
+    if not (before and after) or before == after:
+        return False
+    old = dict(before)
+    new = dict(after)
+    found = False
+    for key, text in after:
+        prev = old.get(key)
+        if prev is None:
+            add(_added(f"{name}.{key}", CauseKind.STATIC_ARGUMENT, text))
+        elif prev != text:
+            add(Change(f"{name}.{key}", CauseKind.STATIC_ARGUMENT, prev, text))
+        else:
+            continue
+        found = True
+    for key, text in before:
+        if key not in new:
+            add(_removed(f"{name}.{key}", CauseKind.STATIC_ARGUMENT, text))
+            found = True
+    return found
 
 
 def _passed(keyword: bool) -> str:

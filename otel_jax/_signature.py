@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _jax_read, _wrappers
-from ._text import safe_repr, type_name
+from ._text import REPR_LIMIT, safe_repr, truncate, type_name
 
 if TYPE_CHECKING:
     from ._jax_hooks import Miss
@@ -53,6 +53,10 @@ class StaticArg:
     tree: Any = field(default=None, compare=False)
     # passed by keyword rather than positionally: JAX keys the two apart
     keyword: bool = False
+    # a dataclass-like value (dataclass, flax.linen Module, NamedTuple, attrs
+    # class): ``(field path, one-line bounded repr)`` of the fields its equality
+    # compares, nested ones dotted, for a diff field by field
+    fields: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def same_object_as(self, other: StaticArg) -> bool | None:
         """For identity-hashed statics: were both the same object? ``None`` if unknown."""
@@ -207,6 +211,76 @@ def _options(jit_info: Any) -> tuple[tuple[str, str], ...]:
     return cached
 
 
+_REPR_SCAN = 2000  # characters of a repr read before it is made one line and cut
+_MAX_FIELDS = 32  # fields kept per static value, nested ones included
+_FIELD_DEPTH = 2  # dataclass-like fields of dataclass-like fields, and no deeper
+_FIELD_REPR = 80
+
+
+def one_line_repr(value: Any, limit: int = REPR_LIMIT, name: str | None = None) -> str:
+    """A bounded repr on one line (flax.linen Modules print theirs over many lines)."""
+    text = safe_repr(value, _REPR_SCAN, name=name)
+    if "\n" in text:
+        text = " ".join(text.split())
+    return truncate(text, limit)
+
+
+def _field_names(value: Any) -> list[tuple[str, bool]] | None:
+    """``(name, shown in repr)`` of the fields a dataclass-like value compares, or ``None``."""
+    if isinstance(value, type):
+        return None
+    t = type(value)
+    if isinstance(getattr(t, "__dataclass_fields__", None), dict):
+        import dataclasses
+
+        return [(f.name, bool(f.repr)) for f in dataclasses.fields(value) if f.compare]
+    if isinstance(value, tuple):
+        names = getattr(t, "_fields", None)
+        if isinstance(names, tuple) and all(isinstance(n, str) for n in names):
+            return [(n, True) for n in names]
+        return None
+    attrs = getattr(t, "__attrs_attrs__", None)
+    if attrs is not None:
+        return [(a.name, a.repr is not False) for a in attrs if getattr(a, "eq", True)]
+    return None
+
+
+def static_fields(value: Any) -> tuple[tuple[str, str], ...]:
+    """``(path, repr)`` of a dataclass-like value's fields, nested ones dotted; ``()`` if none.
+
+    Bounded: ``_MAX_FIELDS`` fields, ``_FIELD_DEPTH`` levels, one-line reprs of
+    ``_FIELD_REPR`` characters; a field hidden from the type's own repr shows
+    its type only.
+    """
+    out: list[tuple[str, str]] = []
+
+    def visit(obj: Any, prefix: str, depth: int) -> None:
+        names = _field_names(obj)
+        if names is None:
+            return
+        by_index = isinstance(obj, tuple)
+        for i, (fname, shown) in enumerate(names):
+            if len(out) >= _MAX_FIELDS:
+                return
+            try:
+                v = obj[i] if by_index else getattr(obj, fname)
+            except Exception:
+                continue
+            path = f"{prefix}{fname}"
+            if depth < _FIELD_DEPTH and _field_names(v):
+                visit(v, path + ".", depth + 1)
+            elif shown:
+                out.append((path, one_line_repr(v, _FIELD_REPR, name=fname)))
+            else:
+                out.append((path, f"<{type_name(v)}>"))
+
+    try:
+        visit(value, "", 1)
+    except Exception:  # a value whose fields cannot be read: diffed whole
+        return ()
+    return tuple(out)
+
+
 def _static_arg(name: str, value: Any, kind: str = "static_argument",
                 keyword: bool = False) -> StaticArg:
     t = type(value)
@@ -216,13 +290,14 @@ def _static_arg(name: str, value: Any, kind: str = "static_argument",
     except Exception:
         h = None
     return StaticArg(
-        name=name, type=type_name(value), repr=safe_repr(value),
+        name=name, type=type_name(value), repr=one_line_repr(value, name=name),
         hash=h, identity_hashed=identity,
         ref=_weak(value) if identity else None,
         obj_id=id(value) if identity else 0,
         kind=kind,
         tree=value if kind == "pytree_structure" else None,
         keyword=keyword,
+        fields=static_fields(value) if kind == "static_argument" else (),
     )
 
 

@@ -126,3 +126,138 @@ def test_compile_history_is_quiet_while_recording(telemetry):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert len(otel_jax.compile_history(busy)) == 1
+
+
+# --- the closest earlier signature sees inside one argument -------------------------
+
+def test_closest_signature_counts_dimensions_inside_a_shape(telemetry):
+    @jax.jit
+    def f(x):
+        return x.sum()
+
+    f(jnp.ones((2, 3, 4)))
+    f(jnp.ones((5, 6, 4)))
+    f(jnp.ones((2, 3, 7)))  # one dimension from the first, three from the latest
+    span = telemetry.last("test_closest_signature_counts_dimensions_inside_a_shape.<locals>.f")
+    assert span.attributes["jax.compile.compared_with"] == 1
+    assert only_change(span) == {"path": "x", "kind": "shape",
+                                 "before": "f32[2,3,4]", "after": "f32[2,3,7]"}
+
+
+def test_closest_signature_counts_dtype_and_dimensions_inside_a_leaf(telemetry):
+    @jax.jit
+    def f(x, y):
+        return x.sum() * y.sum()
+
+    f(jnp.ones(3), jnp.ones((2, 2)))
+    f(jnp.ones(3), jnp.ones((4, 5), jnp.int32))  # y: dtype and two dimensions
+    f(jnp.ones(3), jnp.ones((2, 5)))  # one dimension from the first
+    span = telemetry.last(
+        "test_closest_signature_counts_dtype_and_dimensions_inside_a_leaf.<locals>.f")
+    assert span.attributes["jax.compile.compared_with"] == 1
+    assert only_change(span)["before"] == "f32[2,2]"
+
+
+
+
+import dataclasses  # noqa: E402
+from typing import NamedTuple  # noqa: E402
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    lr: float
+    depth: int
+    name: str = "base"
+
+
+class Schedule(NamedTuple):
+    warmup: int
+    decay: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Nested:
+    schedule: Schedule
+    seed: int = 0
+
+
+def test_frozen_dataclass_static_argument_is_diffed_field_by_field(telemetry):
+    @functools.partial(jax.jit, static_argnames="cfg")
+    def step(x, cfg):
+        return x * cfg.lr * cfg.depth
+
+    step(jnp.ones(2), cfg=TrainConfig(0.1, 2, "a"))
+    step(jnp.ones(2), cfg=TrainConfig(0.2, 3, "b"))
+    step(jnp.ones(2), cfg=TrainConfig(0.1, 2, "b"))  # one field from #1, two from #2
+    spans = telemetry.compiles(
+        "test_frozen_dataclass_static_argument_is_diffed_field_by_field.<locals>.step")
+    assert [c["path"] for c in diff_of(spans[1])] == ["cfg.lr", "cfg.depth", "cfg.name"]
+    assert diff_of(spans[1])[0] == {"path": "cfg.lr", "kind": "static_argument",
+                                    "before": "0.1", "after": "0.2"}
+    assert spans[1].attributes["jax.compile.cause"] == "cfg.lr: 0.1 -> 0.2 (+2 more)"
+    assert spans[2].attributes["jax.compile.compared_with"] == 1
+    assert only_change(spans[2]) == {"path": "cfg.name", "kind": "static_argument",
+                                     "before": "'a'", "after": "'b'"}
+    hint = spans[2].attributes["jax.compile.hint"]
+    assert "identity" not in hint and "every distinct value" in hint
+
+
+def test_nested_dataclass_and_namedtuple_fields_are_dotted(telemetry):
+    @functools.partial(jax.jit, static_argnums=1)
+    def step(x, cfg):
+        return x * cfg.schedule.decay
+
+    step(jnp.ones(2), Nested(Schedule(10, 0.5)))
+    step(jnp.ones(2), Nested(Schedule(10, 0.9)))
+    span = telemetry.compiles(
+        "test_nested_dataclass_and_namedtuple_fields_are_dotted.<locals>.step")[-1]
+    assert only_change(span) == {"path": "cfg.schedule.decay", "kind": "static_argument",
+                                 "before": "0.5", "after": "0.9"}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class IdentityConfig:  # eq=False: hashed by identity though a dataclass
+    k: int
+
+
+def test_identity_hashed_dataclass_keeps_the_identity_hint(telemetry):
+    @functools.partial(jax.jit, static_argnums=1)
+    def step(x, cfg):
+        return x * cfg.k
+
+    step(jnp.ones(2), IdentityConfig(1))
+    step(jnp.ones(2), IdentityConfig(1))
+    span = telemetry.compiles(
+        "test_identity_hashed_dataclass_keeps_the_identity_hint.<locals>.step")[-1]
+    assert span.attributes["jax.compile.cause.kind"] == "static_argument"
+    assert "hashes by identity" in span.attributes["jax.compile.cause"]
+    assert "__eq__" in span.attributes["jax.compile.hint"]
+
+
+def test_static_value_reprs_are_one_line_and_bounded(telemetry):
+    class Tall:
+        def __init__(self, n):
+            self.n = n
+
+        def __eq__(self, other):
+            return isinstance(other, Tall) and other.n == self.n
+
+        def __hash__(self):
+            return hash(self.n)
+
+        def __repr__(self):
+            return "Tall(\n" + "\n".join(f"    line {i} = {self.n}" for i in range(60)) + "\n)"
+
+    @functools.partial(jax.jit, static_argnums=1)
+    def step(x, t):
+        return x * t.n
+
+    step(jnp.ones(2), Tall(1))
+    step(jnp.ones(2), Tall(2))
+    span = telemetry.compiles(
+        "test_static_value_reprs_are_one_line_and_bounded.<locals>.step")[-1]
+    change = only_change(span)
+    cause = span.attributes["jax.compile.cause"]
+    assert "\n" not in cause and len(cause) < 400
+    assert change["before"].startswith("Tall( line 0 = 1")
