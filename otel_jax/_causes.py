@@ -90,7 +90,18 @@ def describe(d: Diff) -> str:
         return ""
     top = _top(d)
     more = d.total - 1
-    return _words(top) + (f" (+{more} more)" if more > 0 else "")
+    words = _words(top)
+    if top.detail is Detail.NEW_FUNCTION:
+        bound = [c for c in d.changes if c.detail is Detail.BOUND_VALUE][:_BOUND_SHOWN]
+        if bound:
+            said = ", ".join(f"{c.subject}: {c.before} -> {c.after}" for c in bound)
+            words = words.replace(_NEW_FUNCTION_HEAD, f"{_NEW_FUNCTION_HEAD}; bound {said}", 1)
+            more -= len(bound)
+    return words + (f" (+{more} more)" if more > 0 else "")
+
+
+_BOUND_SHOWN = 3
+_NEW_FUNCTION_HEAD = "a new function object for the same source"
 
 
 def _words(top: Change) -> str:
@@ -105,8 +116,8 @@ def _words(top: Change) -> str:
                 "each call: every obj.method access makes a new object, and jax.jit caches per "
                 "function object)")
     if detail is Detail.NEW_FUNCTION:
-        return ("a new function object for the same source (jax.jit caches per function "
-                "object: a jax.jit(lambda ...) or functools.partial re-created each call)")
+        return (f"{_NEW_FUNCTION_HEAD} (jax.jit caches per function object: a "
+                "jax.jit(lambda ...) or functools.partial re-created each call)")
     if detail is Detail.IDENTITY_HASHED:
         type_ = top.subject
         return (f"static argument {top.path}: a new {type_} instance; {type_} hashes by "

@@ -44,6 +44,7 @@ class Detail(enum.Enum):
     RETRACED_BODY = "retraced_body"  # an eager control-flow body traced again
     MOVED = "moved"  # passed positionally vs by keyword
     TRACED_STATIC = "traced_static"  # a traced array vs a static value
+    BOUND_VALUE = "bound_value"  # what a new partial/closure binds (``subject``: the name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +273,7 @@ def _placement_distance(a: Placement, b: Placement) -> int:
 
 def _bound_distance(old: Signature, new: Signature) -> int:
     """Bound values (partial arguments, closure cells) that differ between two functions."""
-    a, b = getattr(old, "bound", ()), getattr(new, "bound", ())
+    a, b = old.bound, new.bound
     if a == b:
         return 0
     da, db = dict(a), dict(b)
@@ -360,6 +361,7 @@ def diff(old: Signature, new: Signature) -> Diff:
         else:
             add(Change("<function>", CauseKind.FUNCTION_IDENTITY, before,
                        "new function object, same source", Detail.NEW_FUNCTION))
+            _bound_changes(old.bound, new.bound, add)
     for (name, a), (_, b) in zip(old.options, new.options):
         if a != b:
             add(Change(f"jit({name})", CauseKind.JIT_OPTIONS, a, b))
@@ -380,6 +382,23 @@ def diff(old: Signature, new: Signature) -> Diff:
             add(change)
     merged = _merge_traced_and_static(out)
     return Diff(tuple(merged), total - (len(out) - len(merged)))
+
+
+def _bound_changes(before: tuple[tuple[str, str], ...], after: tuple[tuple[str, str], ...],
+                   add: Any) -> None:
+    """What a re-created partial or closure binds differently: ``bound k: 2 -> 3``."""
+    if before == after:
+        return
+    old, new = dict(before), dict(after)
+    for name, text in after:
+        prev = old.get(name, ABSENT)
+        if prev != text:
+            add(Change(f"<function>.{name}", CauseKind.FUNCTION_IDENTITY, prev, text,
+                       Detail.BOUND_VALUE, name))
+    for name, text in before:
+        if name not in new:
+            add(Change(f"<function>.{name}", CauseKind.FUNCTION_IDENTITY, text, ABSENT,
+                       Detail.BOUND_VALUE, name))
 
 
 def _config_text(value: Any) -> str:

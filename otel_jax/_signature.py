@@ -8,6 +8,8 @@ reprs and hashes, and a weak reference to the function object.
 
 from __future__ import annotations
 
+import functools
+import types
 import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -92,6 +94,9 @@ class Signature:
     # evaluated under grad/vmap/jvp outside jit (a different program).
     transform: str = ""
     program: str = ""  # transformed only: "2 inputs, 1 output"
+    # What the function object carries besides its code: ``(name, text)`` of
+    # functools.partial arguments and closure cells, bounded, arrays as types.
+    bound: tuple[tuple[str, str], ...] = ()
 
     @property
     def num_leaves(self) -> int:
@@ -281,6 +286,68 @@ def static_fields(value: Any) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+_MAX_BOUND = 8  # partial arguments and closure cells read per function
+_BOUND_REPR = 60
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+_SHORT_DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
+                 "int32": "i32", "int64": "i64", "int16": "i16", "int8": "i8",
+                 "uint32": "u32", "uint64": "u64", "uint16": "u16", "uint8": "u8",
+                 "bool": "bool", "complex64": "c64", "complex128": "c128"}
+
+
+def bound_text(value: Any, name: str | None = None) -> str:
+    """A bound value as text without running user code: plain scalars, strings and
+    small tuples of them by repr; an array by its type (``f32[3]``), never its
+    values; a function by its name; anything else by its type."""
+    t = type(value)
+    if t in _PLAIN:
+        return safe_repr(value, _BOUND_REPR, name=name)
+    if t is tuple and len(value) <= 8 and all(type(v) in _PLAIN for v in value):
+        return safe_repr(value, _BOUND_REPR, name=name)
+    if t is types.FunctionType:
+        return f"<function {getattr(value, '__qualname__', '?')}>"
+    module = getattr(t, "__module__", "") or ""
+    if module.startswith(("jax", "numpy")) and hasattr(value, "shape") and hasattr(
+            value, "dtype"):
+        try:
+            dtype = str(value.dtype)
+            dims = ",".join(str(int(d)) for d in value.shape)
+            return f"{_SHORT_DTYPES.get(dtype, dtype)}[{dims}]"
+        except Exception:
+            pass
+    return f"<{type_name(value)}>"
+
+
+def bound_values(fun: Any) -> tuple[tuple[str, str], ...]:
+    """``(name, text)`` of what ``fun`` binds: functools.partial arguments and
+    keywords (outermost last), then the closure cells of the function inside."""
+    out: list[tuple[str, str]] = []
+    partials: list[Any] = []
+    target = fun
+    while isinstance(target, functools.partial) and len(partials) < 4:
+        partials.append(target)
+        target = target.func
+    offset = 0
+    for p in reversed(partials):  # innermost first: its arguments come first
+        for i, v in enumerate(p.args):
+            out.append((f"args[{offset + i}]", bound_text(v, None)))
+        offset += len(p.args)
+        for k, v in p.keywords.items():
+            out.append((str(k), bound_text(v, str(k))))
+    code = getattr(target, "__code__", None) if type(target) is types.FunctionType else None
+    cells = getattr(target, "__closure__", None) if code is not None else None
+    if cells:
+        for var, cell in zip(code.co_freevars, cells):
+            if len(out) >= _MAX_BOUND:
+                break
+            try:
+                contents = cell.cell_contents
+            except ValueError:  # an empty cell (a variable assigned later)
+                continue
+            out.append((var, bound_text(contents, var)))
+    return tuple(out[:_MAX_BOUND])
+
+
 def _static_arg(name: str, value: Any, kind: str = "static_argument",
                 keyword: bool = False) -> StaticArg:
     t = type(value)
@@ -350,6 +417,7 @@ def from_miss(miss: Miss, stands_for: Any | None = None) -> Signature:
         transform=TRANSFORMED if miss.transformed else "",
         program=_program(len(avals), inputs.out_count)
         if miss.transformed else "",
+        bound=bound_values(identity) if by_identity else (),
     )
 
 

@@ -261,3 +261,72 @@ def test_static_value_reprs_are_one_line_and_bounded(telemetry):
     cause = span.attributes["jax.compile.cause"]
     assert "\n" not in cause and len(cause) < 400
     assert change["before"].startswith("Tall( line 0 = 1")
+
+
+# --- what a re-created partial or closure binds -----------------------------------------
+
+def scaled_power(x, k, scale=1.0):
+    return x ** k * scale
+
+
+def test_recreated_partial_names_the_bound_value_that_changed(telemetry):
+    for k in (2, 3):
+        jax.jit(functools.partial(scaled_power, k=k))(jnp.ones(2))
+    span = telemetry.last("scaled_power")
+    assert span.attributes["jax.compile.cause.kind"] == "function_identity"
+    cause = span.attributes["jax.compile.cause"]
+    assert cause.startswith("a new function object for the same source; bound k: 2 -> 3")
+    assert "(+" not in cause
+    assert {"path": "<function>.k", "kind": "function_identity", "before": "2",
+            "after": "3"} in diff_of(span)
+
+
+def test_recreated_partial_with_positional_arguments(telemetry):
+    for scale in (0.5, 0.25):
+        jax.jit(functools.partial(scaled_power, jnp.ones(2), 2, scale=scale))()
+    span = telemetry.last("scaled_power")
+    assert "bound scale: 0.5 -> 0.25" in span.attributes["jax.compile.cause"]
+    assert len(diff_of(span)) == 2  # args[0] and args[1] unchanged: not listed
+
+
+def test_recreated_closure_names_the_captured_values_that_changed(telemetry):
+    def make(k, w):
+        def inner(x):
+            return x * k + w.sum()
+        return inner
+
+    jax.jit(make(2, jnp.ones(3)))(jnp.ones(2))
+    jax.jit(make(2, jnp.ones(4)))(jnp.ones(2))
+    spans = telemetry.compiles(
+        "test_recreated_closure_names_the_captured_values_that_changed.<locals>.make."
+        "<locals>.inner")
+    cause = spans[-1].attributes["jax.compile.cause"]
+    assert "bound w: f32[3] -> f32[4]" in cause  # an array shows as its type only
+    assert "1." not in cause and "k:" not in cause
+
+
+def test_bound_values_never_run_user_code_or_show_array_values():
+    import numpy as np
+
+    from otel_jax._signature import bound_values
+
+    class Loud:
+        def __repr__(self):
+            raise AssertionError("user code ran")
+
+        def __eq__(self, other):
+            raise AssertionError("user code ran")
+
+        __hash__ = object.__hash__
+
+    loud = Loud()
+    secret = np.array([1234.5, 6789.0], dtype=np.float32)
+
+    def inner(x):
+        return x, loud, secret
+
+    bound = dict(bound_values(functools.partial(inner, tuple(range(20)))))
+    assert bound["loud"].endswith("Loud>")
+    assert bound["secret"] == "f32[2]"
+    assert bound["args[0]"] == "<tuple>"  # not a small tuple of scalars: its type only
+    assert "1234" not in str(bound)
