@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from itertools import compress
 from typing import Any
 
-from ._signature import Placement, Signature, StaticArg
+from ._signature import GRAPH_NODE, Placement, Signature, StaticArg
 from ._text import safe_repr, truncate, type_name
 from ._vocab import DIFF_TRUNCATED, DIFFERENCE_KINDS, CauseKind, DiffKey
 
@@ -44,6 +44,8 @@ class Detail(enum.Enum):
     RETRACED_BODY = "retraced_body"  # an eager control-flow body traced again
     MOVED = "moved"  # passed positionally vs by keyword
     TRACED_STATIC = "traced_static"  # a traced array vs a static value
+    REPLACED = "replaced"  # a graph node became another type of node (or a reference)
+    STATIC_FIELD = "static_field"  # a static field of a module/dataclass pytree changed
     BOUND_VALUE = "bound_value"  # what a new partial/closure binds (``subject``: the name)
 
 
@@ -370,7 +372,8 @@ def diff(old: Signature, new: Signature) -> Diff:
             if _safe_ne(a, b):
                 add(Change(name, CauseKind.TRACING_CONTEXT, _config_text(a), _config_text(b)))
     structure: list[Change] = []
-    _static_changes(old, new, add, structure.append)
+    fallback: list[Change] = []
+    _static_changes(old, new, add, structure.append, fallback.append)
     if _treedef_equal(old, new):
         _leaf_changes(old, new, add)
     else:
@@ -380,8 +383,66 @@ def diff(old: Signature, new: Signature) -> Diff:
     if structure and not any(c.kind == CauseKind.PYTREE_STRUCTURE for c in out):
         for change in structure:
             add(change)
-    merged = _merge_traced_and_static(out)
+    if fallback and not out:
+        for change in fallback:
+            add(change)
+    merged = _drop_implied(_merge_gone_and_back(_merge_traced_and_static(out)))
     return Diff(tuple(merged), total - (len(out) - len(merged)))
+
+
+def _graph_change(name: str, prev: StaticArg, new: StaticArg) -> Change:
+    """A static attribute of a graph node that changed (``model.n: static 2 -> static 3``)."""
+    detail = Detail.STATIC_FIELD
+    if prev.repr != new.repr:
+        return Change(name, CauseKind.PYTREE_STRUCTURE, prev.repr, new.repr, detail)
+    if new.identity_hashed and prev.type == new.type:
+        return Change(name, CauseKind.PYTREE_STRUCTURE,
+                      f"{prev.repr} (a {prev.type} compared by identity)",
+                      f"new {new.type} instance", detail)
+    return Change(name, CauseKind.PYTREE_STRUCTURE, prev.repr,
+                  f"{new.repr} (looks the same but is not == to it or hashes differently)",
+                  Detail.LOOKS_EQUAL)
+
+
+def _merge_gone_and_back(changes: list[Change]) -> list[Change]:
+    """A path gone and the same path come back as something else is one change
+    (``model.n: static 2 -> f32[]``: a static attribute that became an array)."""
+    removed = {c.path: c for c in changes
+               if c.detail is Detail.REMOVED and c.kind == CauseKind.PYTREE_STRUCTURE}
+    if not removed:
+        return changes
+    added = {c.path: c for c in changes
+             if c.detail is Detail.ADDED and c.kind == CauseKind.PYTREE_STRUCTURE}
+    both = removed.keys() & added.keys()
+    if not both:
+        return changes
+    out = []
+    for c in changes:
+        if c.path not in both:
+            out.append(c)
+        elif c.detail is Detail.REMOVED:
+            out.append(Change(c.path, CauseKind.PYTREE_STRUCTURE, c.before, added[c.path].after))
+    return out
+
+
+def _drop_implied(changes: list[Change]) -> list[Change]:
+    """A path that appeared (or went, or became another node) implies what appeared or
+    went under it: ``model.l3`` added says ``model.l3.kernel`` added."""
+    ends = [c for c in changes if c.detail in (Detail.ADDED, Detail.REMOVED)]
+    replaced = {c.path for c in changes if c.detail is Detail.REPLACED}
+    if len(ends) < 2 and not (ends and replaced):
+        return changes
+    heads = {(c.path, c.detail) for c in ends}
+
+    def implied(c: Change) -> bool:
+        path = c.path
+        for i in range(len(path) - 1, 0, -1):
+            if path[i] in ".[" and ((path[:i], c.detail) in heads or path[:i] in replaced):
+                return True
+        return False
+
+    drop = {id(c) for c in ends if implied(c)}
+    return [c for c in changes if id(c) not in drop] if drop else changes
 
 
 def _bound_changes(before: tuple[tuple[str, str], ...], after: tuple[tuple[str, str], ...],
@@ -410,15 +471,32 @@ def _config_text(value: Any) -> str:
     return safe_repr(value)
 
 
-def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any) -> None:
+def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any,
+                    add_fallback: Any) -> None:
     # Keyed by kind too: a wrapper's argument ``n`` has a value and a structure.
     olds = {(s.kind, s.name): s for s in old.statics}
     news = {(s.kind, s.name): s for s in new.statics}
     for key, s in news.items():
         name = s.name
         prev = olds.get(key)
-        if s.kind == CauseKind.PYTREE_STRUCTURE:
+        if s.kind == GRAPH_NODE:  # a node of a library's graph (an nnx sub-module)
             if prev is None:
+                add(_added(name, CauseKind.PYTREE_STRUCTURE, s.repr))
+            elif prev.type != s.type:
+                add(Change(name, CauseKind.PYTREE_STRUCTURE, prev.repr, s.repr, Detail.REPLACED))
+            elif prev.repr != s.repr:
+                add(Change(name, CauseKind.PYTREE_STRUCTURE, prev.repr, s.repr))
+            continue
+        if s.kind == CauseKind.PYTREE_STRUCTURE:
+            if s.fallback:
+                if prev is not None and _static_changed(prev, s):
+                    _tree_changes(name, prev.tree, s.tree, add_fallback)
+            elif s.tree is None:  # a static attribute of a library's graph node (nnx)
+                if prev is None:
+                    add(_added(name, CauseKind.PYTREE_STRUCTURE, s.repr))
+                elif _static_changed(prev, s):
+                    add(_graph_change(name, prev, s))
+            elif prev is None:
                 add_structure(_added(name, CauseKind.PYTREE_STRUCTURE, s.repr))
             elif _static_changed(prev, s):
                 _tree_changes(name, prev.tree, s.tree, add_structure)
@@ -453,7 +531,10 @@ def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any
                 add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr, s.repr))
     for key in olds.keys() - news.keys():
         gone = olds[key]
-        if gone.kind == CauseKind.PYTREE_STRUCTURE:
+        if gone.kind == GRAPH_NODE or (gone.kind == CauseKind.PYTREE_STRUCTURE
+                                       and gone.tree is None and not gone.fallback):
+            add(_removed(gone.name, CauseKind.PYTREE_STRUCTURE, gone.repr))
+        elif gone.kind == CauseKind.PYTREE_STRUCTURE:
             add_structure(_removed(gone.name, CauseKind.PYTREE_STRUCTURE, gone.repr))
         else:
             add(_removed(gone.name, CauseKind.STATIC_ARGUMENT, gone.repr))
@@ -696,7 +777,7 @@ def _aux_changes(path: str, node_type: Any, before: Any, after: Any, add: Any) -
             x_text = f"{x_text} (a {type_name(x)} compared by identity)"
             y_text = f"new {type_name(y)} instance"
         add(Change(f"{path}.{field}", CauseKind.PYTREE_STRUCTURE, f"static {x_text}",
-                   f"static {y_text}"))
+                   f"static {y_text}", Detail.STATIC_FIELD))
 
 
 def _offsets(children: Sequence[Any], start: int) -> list[int]:

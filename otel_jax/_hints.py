@@ -52,6 +52,11 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
     ("static_argument", "traced_static"): (
         "the same argument was a traced array in one call and a plain Python value (static) "
         "in the other: pass the same kind of value every call"),
+    ("pytree_structure", "static_field"): (
+        "a static (non-array) field of a module or dataclass pytree is part of the compiled "
+        "program: each new value compiles once (switching model.train()/eval() compiles once "
+        "per mode, then both are cached); if it changes every step, store it as an array "
+        "(nnx.data / a Variable, a pytree field) instead"),
     ("pytree_structure", "moved"): (
         "an argument passed positionally in one call and by keyword in another changes the "
         "argument tree: pass it the same way every call"),

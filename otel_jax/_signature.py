@@ -59,6 +59,9 @@ class StaticArg:
     # class): ``(field path, one-line bounded repr)`` of the fields its equality
     # compares, nested ones dotted, for a diff field by field
     fields: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    # pytree_structure only: a library's whole structure, walked only when
+    # nothing more precise differs
+    fallback: bool = False
 
     def same_object_as(self, other: StaticArg) -> bool | None:
         """For identity-hashed statics: were both the same object? ``None`` if unknown."""
@@ -368,6 +371,33 @@ def _static_arg(name: str, value: Any, kind: str = "static_argument",
     )
 
 
+GRAPH_NODE = "graph_node"  # the ``kind`` of a graph node's entry among the statics
+
+
+def _node_arg(path: str, node_type: str, description: str) -> StaticArg:
+    """A node of a library's argument graph (an nnx sub-module): its type, its item count."""
+    return StaticArg(name=path, type=node_type, repr=description, hash=hash(description),
+                     identity_hashed=False, kind=GRAPH_NODE)
+
+
+def _attribute_arg(path: str, value: Any) -> StaticArg:
+    """A static attribute of a library's graph node (``model.dropout.deterministic``)."""
+    plain = _static_arg(path, value)
+    return StaticArg(name=path, type=plain.type, repr=f"static {plain.repr}", hash=plain.hash,
+                     identity_hashed=plain.identity_hashed, ref=plain.ref,
+                     obj_id=plain.obj_id, kind="pytree_structure")
+
+
+def _fallback_arg(name: str, tree: Any) -> StaticArg:
+    """A library's whole argument structure, diffed only when nothing else differs."""
+    try:
+        h: int | None = hash(tree)
+    except Exception:
+        h = None
+    return StaticArg(name=name, type="structure", repr="", hash=h, identity_hashed=False,
+                     kind="pytree_structure", tree=tree, fallback=True)
+
+
 def from_miss(miss: Miss, stands_for: Any | None = None) -> Signature:
     """The signature of the compile that ``miss`` led to.
 
@@ -386,13 +416,17 @@ def from_miss(miss: Miss, stands_for: Any | None = None) -> Signature:
     statics = [_static_arg(n, v, keyword=n in miss.kwargs)
                for n, v in _jax_read.static_arguments(miss)]
     treedef = inputs.in_tree
-    layout = _wrappers.layout_for(miss)
+    layout = _wrappers.layout_for(miss, names)
     if layout is not None:
         treedef, top_names, paths, avals, types, placements = _as_user_paths(
             layout, treedef, top_names, paths, avals, types, placements)
-        statics = [_static_arg(n, v) for n, v in layout.statics]
+        own = [_static_arg(n, v) for n, v in layout.statics]
+        statics = statics + own if layout.keeps_statics else own
         statics.extend(_static_arg(name, tree, kind="pytree_structure")
                        for name, tree in layout.structure)
+        statics.extend(_node_arg(*node) for node in layout.nodes)
+        statics.extend(_attribute_arg(path, value) for path, value in layout.attributes)
+        statics.extend(_fallback_arg(name, tree) for name, tree in layout.fallback)
     primitive = _jax_read.primitive_params(miss.fun)
     if primitive is not None:
         statics.extend(_static_arg(f"params.{k}", v) for k, v in sorted(primitive.items()))
