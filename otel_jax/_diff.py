@@ -372,7 +372,7 @@ def diff(old: Signature, new: Signature) -> Diff:
             if _safe_ne(a, b):
                 add(Change(name, CauseKind.TRACING_CONTEXT, _config_text(a), _config_text(b)))
     structure: list[Change] = []
-    fallback: list[Change] = []
+    fallback: list[tuple[str, Any, Any]] = []
     _static_changes(old, new, add, structure.append, fallback.append)
     if _treedef_equal(old, new):
         _leaf_changes(old, new, add)
@@ -384,8 +384,9 @@ def diff(old: Signature, new: Signature) -> Diff:
         for change in structure:
             add(change)
     if fallback and not out:
-        for change in fallback:
-            add(change)
+        for name, before, after in fallback:
+            if _safe_ne(before, after):
+                _tree_changes(name, before, after, add)
     merged = _drop_implied(_merge_gone_and_back(_merge_traced_and_static(out)))
     return Diff(tuple(merged), total - (len(out) - len(merged)))
 
@@ -489,8 +490,8 @@ def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any
             continue
         if s.kind == CauseKind.PYTREE_STRUCTURE:
             if s.fallback:
-                if prev is not None and _static_changed(prev, s):
-                    _tree_changes(name, prev.tree, s.tree, add_fallback)
+                if prev is not None:
+                    add_fallback((name, prev.tree, s.tree))
             elif s.tree is None:  # a static attribute of a library's graph node (nnx)
                 if prev is None:
                     add(_added(name, CauseKind.PYTREE_STRUCTURE, s.repr))

@@ -382,19 +382,41 @@ def _node_arg(path: str, node_type: str, description: str) -> StaticArg:
 
 def _attribute_arg(path: str, value: Any) -> StaticArg:
     """A static attribute of a library's graph node (``model.dropout.deterministic``)."""
-    plain = _static_arg(path, value)
-    return StaticArg(name=path, type=plain.type, repr=f"static {plain.repr}", hash=plain.hash,
-                     identity_hashed=plain.identity_hashed, ref=plain.ref,
-                     obj_id=plain.obj_id, kind="pytree_structure")
+    identity = getattr(type(value), "__hash__", None) is object.__hash__
+    try:
+        h: int | None = hash(value)
+    except Exception:
+        h = None
+    return StaticArg(name=path, type=type_name(value),
+                     repr=f"static {one_line_repr(value, name=path.rpartition('.')[2])}",
+                     hash=h, identity_hashed=identity,
+                     ref=_weak(value) if identity else None,
+                     obj_id=id(value) if identity else 0, kind="pytree_structure")
+
+
+_MAX_CACHED_GRAPHS = 256
+# Graph read-backs are cached by the GraphDef they come from (``_wrappers``):
+# the same Graph object again means the same nodes and attributes.
+_graph_args_cache: dict[int, tuple[Any, tuple[StaticArg, ...]]] = {}
+
+
+def _graph_args(graph: _wrappers.Graph) -> tuple[StaticArg, ...]:
+    """The statics entries of one graph node argument: its nodes, then its attributes."""
+    cached = _graph_args_cache.get(id(graph))
+    if cached is not None and cached[0] is graph:
+        return cached[1]
+    built = tuple(_node_arg(*node) for node in graph.nodes) + tuple(
+        _attribute_arg(path, value) for path, value in graph.statics)
+    if len(_graph_args_cache) >= _MAX_CACHED_GRAPHS:
+        _graph_args_cache.clear()
+    _graph_args_cache[id(graph)] = (graph, built)
+    return built
 
 
 def _fallback_arg(name: str, tree: Any) -> StaticArg:
-    """A library's whole argument structure, diffed only when nothing else differs."""
-    try:
-        h: int | None = hash(tree)
-    except Exception:
-        h = None
-    return StaticArg(name=name, type="structure", repr="", hash=h, identity_hashed=False,
+    """A library's whole argument structure, compared (by ``==``, at diff time) only
+    when nothing else differs: no hash or repr of a large structure per compile."""
+    return StaticArg(name=name, type="structure", repr="", hash=None, identity_hashed=False,
                      kind="pytree_structure", tree=tree, fallback=True)
 
 
@@ -424,8 +446,8 @@ def from_miss(miss: Miss, stands_for: Any | None = None) -> Signature:
         statics = statics + own if layout.keeps_statics else own
         statics.extend(_static_arg(name, tree, kind="pytree_structure")
                        for name, tree in layout.structure)
-        statics.extend(_node_arg(*node) for node in layout.nodes)
-        statics.extend(_attribute_arg(path, value) for path, value in layout.attributes)
+        for graph in layout.graphs:
+            statics.extend(_graph_args(graph))
         statics.extend(_fallback_arg(name, tree) for name, tree in layout.fallback)
     primitive = _jax_read.primitive_params(miss.fun)
     if primitive is not None:

@@ -36,6 +36,15 @@ STRUCTURE = "<argument structure>"
 
 
 @dataclass(frozen=True, slots=True)
+class Graph:
+    """One graph node argument read back: its leaves, static attributes and sub-nodes."""
+
+    leaves: tuple[str, ...]  # user path of each array leaf, in nnx's leaf order
+    statics: tuple[tuple[str, Any], ...]  # (user path, value) of each non-array attribute
+    nodes: tuple[tuple[str, str, str], ...]  # (user path, node type, description)
+
+
+@dataclass(frozen=True, slots=True)
 class Layout:
     """The user's view of one call through a wrapper library."""
 
@@ -43,11 +52,8 @@ class Layout:
     statics: list[tuple[str, Any]]  # (user path, value) of each static leaf
     # (user name, treedef) of each argument: what fixes the trees besides leaf paths
     structure: tuple[tuple[str, Any], ...]
-    # (user path, node type, description) of each node of a graph (nnx sub-modules)
-    nodes: tuple[tuple[str, str, str], ...] = ()
-    # (user path, value) of each static attribute of a graph node: part of the
-    # argument structure (as a dataclass pytree's static field is)
-    attributes: tuple[tuple[str, Any], ...] = ()
+    # graph node arguments read back (nnx): their nodes and static attributes
+    graphs: tuple[Graph, ...] = ()
     # (user name, treedef) of each argument, compared only when nothing above
     # differs: the library's own structure, read whole (today's explanation)
     fallback: tuple[tuple[str, Any], ...] = ()
@@ -179,7 +185,7 @@ def _named_trees(positional: Callable[[int], str], first_tree: Any, rest_tree: A
 
 _MAX_CACHED_GRAPHS = 256
 _MAX_GRAPH_NODES = 100_000
-_graph_cache: dict[Any, Graph | None] = {}
+_graph_cache: dict[Any, list[tuple[Any, Graph | None]]] = {}
 # nnx's own bookkeeping attributes, not the user's
 _INTERNAL_PREFIXES = ("_pytree__", "_object__", "_graph_node__")
 
@@ -189,15 +195,6 @@ SHARED = "<shared reference>"  # the node type of a reference to a node seen bef
 
 class _Unreadable(Exception):
     """A GraphDef laid out in a way this reader does not know."""
-
-
-@dataclass(frozen=True, slots=True)
-class Graph:
-    """One graph node argument read back: its leaves, static attributes and sub-nodes."""
-
-    leaves: tuple[str, ...]  # user path of each array leaf, in nnx's leaf order
-    statics: tuple[tuple[str, Any], ...]  # (user path, value) of each non-array attribute
-    nodes: tuple[tuple[str, str, str], ...]  # (user path, node type, description)
 
 
 def _is_node_states(value: Any) -> bool:
@@ -219,13 +216,19 @@ def read_graphdef(graphdef: Any, head: str, shared: dict[Any, str] | None = None
     maps node indices to paths across the arguments of one call (a module
     passed twice is a reference the second time).
     """
-    key = (head, graphdef)
     try:
-        cached = _graph_cache.get(key, False)
-    except Exception:  # unhashable: not a GraphDef we know
+        # Keyed by a cheap fingerprint, matched by ``==``: hashing a large GraphDef
+        # (its metadata mappings sort their keys) costs more than comparing it.
+        key = (head, len(graphdef.nodes), len(graphdef.attributes), graphdef.num_leaves)
+    except Exception:
         return None
-    if cached is not False and shared is None:
-        return cached
+    if shared is None:
+        for known, graph in _graph_cache.get(key, ()):
+            try:
+                if known is graphdef or known == graphdef:
+                    return graph
+            except Exception:
+                return None
     try:
         graph = _read_graphdef(graphdef, head, {} if shared is None else shared)
     except (_Unreadable, StopIteration, AttributeError, TypeError, ValueError):
@@ -233,7 +236,10 @@ def read_graphdef(graphdef: Any, head: str, shared: dict[Any, str] | None = None
     if shared is None:
         if len(_graph_cache) >= _MAX_CACHED_GRAPHS:
             _graph_cache.clear()
-        _graph_cache[key] = graph
+        bucket = _graph_cache.setdefault(key, [])
+        if len(bucket) >= 4:
+            del bucket[0]
+        bucket.append((graphdef, graph))
     return graph
 
 
@@ -309,8 +315,7 @@ def nnx_layout(miss: Any, names: list[str] | None = None) -> Layout | None:
         return None
     names = names or []
     leaf_paths: dict[str, tuple[str, ...]] = {}
-    statics: list[tuple[str, Any]] = []
-    nodes: list[tuple[str, str, str]] = []
+    graphs: list[Graph] = []
     shared: dict[Any, str] = {}
     heads = [(names[i] if i < len(names) else f"args[{i}]", a) for i, a in found]
     heads += [(str(k), v) for k, v in found_kw]
@@ -321,8 +326,7 @@ def nnx_layout(miss: Any, names: list[str] | None = None) -> Layout | None:
         graph = read_graphdef(graphdef, head, shared if len(heads) > 1 else None)
         if graph is None:
             return None  # a layout this reader does not know: JAX's own names, whole
-        statics.extend(graph.statics)
-        nodes.extend(graph.nodes)
+        graphs.append(graph)
         states = getattr(value, "states", ())
         if isinstance(states, tuple) and len(states) == 1 and isinstance(
                 states[0], (list, tuple)) and len(states[0]) == len(graph.leaves):
@@ -337,8 +341,8 @@ def nnx_layout(miss: Any, names: list[str] | None = None) -> Layout | None:
             return jax_name
         return paths[int(index)] + rest
 
-    return Layout(rename, [], (), tuple(nodes), tuple(statics),
-                  _argument_trees(miss, heads), keeps_statics=True)
+    return Layout(rename, [], (), tuple(graphs), _argument_trees(miss, heads),
+                  keeps_statics=True)
 
 
 def _argument_trees(miss: Any, heads: list[tuple[str, Any]]) -> tuple[tuple[str, Any], ...]:
