@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from itertools import compress
 from typing import Any
 
-from ._signature import GRAPH_NODE, Placement, Signature, StaticArg
+from . import _wrappers
+from ._signature import GRAPH_NODE, Placement, Signature, StaticArg, one_line_repr
 from ._text import safe_repr, truncate, type_name
 from ._vocab import DIFF_TRUNCATED, DIFFERENCE_KINDS, CauseKind, DiffKey
 
@@ -694,6 +695,12 @@ def _child_names(t: Any, path: str, data: Any) -> list[str]:
     n = len(t.children())
     if node_type is dict and aux is not None:
         return [f"{path}[{k!r}]" for k in aux]
+    if node_type is not dict and node_type is not tuple and node_type is not list:
+        nnx = _wrappers.nnx_pytree_aux(node_type, aux)
+        if nnx is not None and len(nnx[0]) == n:
+            return [_wrappers.child_path(path, k) for k in nnx[0]]
+        if n == 1 and _wrappers.is_nnx_variable(node_type):
+            return [f"{path}.value"]
     fields = getattr(node_type, "_fields", None)
     if isinstance(fields, tuple) and len(fields) == n:
         return [f"{path}.{f}" for f in fields]
@@ -712,8 +719,10 @@ def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Sign
         return
     da = None if _is_leaf(a) else a.node_data()
     db = None if _is_leaf(b) else b.node_data()
+    keyed = da is not None and db is not None and da[0] is db[0] and (
+        da[0] is dict or _wrappers.nnx_pytree_aux(da[0], da[1]) is not None)
     if da is None or db is None or da[0] is not db[0] or (
-            da[0] is not dict and len(a.children()) != len(b.children())):
+            not keyed and len(a.children()) != len(b.children())):
         add(Change(path or "<arguments>", CauseKind.PYTREE_STRUCTURE,
                    _summary(a, old, oa), _summary(b, new, ob)))
         return
@@ -725,7 +734,7 @@ def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Sign
     na = names_a or _child_names(a, path, da)
     nb = names_b or _child_names(b, path, db)
     offs_a, offs_b = _offsets(ca, oa), _offsets(cb, ob)
-    if da[0] is dict:
+    if keyed:  # children matched by key: a dict's, an nnx Module's attributes
         index_b = {n: i for i, n in enumerate(nb)}
         seen = set()
         for i, n in enumerate(na):
@@ -763,6 +772,15 @@ def _static_field_names(node_type: Any, n: int) -> list[str] | None:
 
 def _aux_changes(path: str, node_type: Any, before: Any, after: Any, add: Any) -> None:
     name = getattr(node_type, "__name__", "node")
+    nnx_a = _wrappers.nnx_pytree_aux(node_type, before)
+    nnx_b = _wrappers.nnx_pytree_aux(node_type, after) if nnx_a is not None else None
+    if nnx_a is not None and nnx_b is not None:
+        # An nnx Module as a pytree: its non-array attributes, by name.
+        _keyed_static_changes(path, nnx_a[1], nnx_b[1], add)
+        return
+    if _wrappers.is_graphdef(before) and _wrappers.is_graphdef(after):
+        if _graphdef_changes(path, before, after, add):
+            return
     if not (isinstance(before, tuple) and isinstance(after, tuple)
             and len(before) == len(after)):
         add(Change(path, CauseKind.PYTREE_STRUCTURE, f"{name} with static data {safe_repr(before)}",
@@ -772,13 +790,81 @@ def _aux_changes(path: str, node_type: Any, before: Any, after: Any, add: Any) -
     for i, (x, y) in enumerate(zip(before, after)):
         if not _safe_ne(x, y):
             continue
+        if (_wrappers.is_graphdef(x) and _wrappers.is_graphdef(y)
+                and _graphdef_changes(path, x, y, add)):
+            continue  # an nnx graph definition kept as static data: read back
         field = names[i] if names else f"<static {i}>"
-        x_text, y_text = safe_repr(x), safe_repr(y)
-        if x_text == y_text:  # equal reprs, unequal values: compared by identity
+        _static_value_change(f"{path}.{field}", x, y, add)
+
+
+def _static_value_change(path: str, x: Any, y: Any, add: Any) -> None:
+    """``path: static X -> static Y`` for one static value of a pytree node."""
+    x_text, y_text = one_line_repr(x), one_line_repr(y)
+    if x_text == y_text:  # equal reprs, unequal values
+        if type(x) is type(y) and getattr(type(y), "__hash__", None) is object.__hash__:
             x_text = f"{x_text} (a {type_name(x)} compared by identity)"
             y_text = f"new {type_name(y)} instance"
-        add(Change(f"{path}.{field}", CauseKind.PYTREE_STRUCTURE, f"static {x_text}",
-                   f"static {y_text}", Detail.STATIC_FIELD))
+        else:
+            y_text = f"{y_text} (looks the same but is not == to it)"
+    add(Change(path, CauseKind.PYTREE_STRUCTURE, f"static {x_text}", f"static {y_text}",
+               Detail.STATIC_FIELD))
+
+
+def _keyed_static_changes(path: str, before: dict[Any, Any], after: dict[Any, Any],
+                          add: Any) -> None:
+    """Static attributes by name: changed, added or removed."""
+    for key, y in after.items():
+        child = _wrappers.child_path(path, key)
+        if key not in before:
+            add(_added(child, CauseKind.PYTREE_STRUCTURE, f"static {one_line_repr(y)}"))
+        elif _safe_ne(before[key], y):
+            _static_value_change(child, before[key], y, add)
+    for key, x in before.items():
+        if key not in after:
+            add(_removed(_wrappers.child_path(path, key), CauseKind.PYTREE_STRUCTURE,
+                         f"static {one_line_repr(x)}"))
+
+
+def _graphdef_changes(path: str, before: Any, after: Any, add: Any) -> bool:
+    """Two nnx graph definitions of the module at ``path``, read back and compared:
+    sub-modules and static attributes by name. ``False`` when either is unreadable."""
+    ga = _wrappers.read_graphdef(before, path)
+    gb = _wrappers.read_graphdef(after, path)
+    if ga is None or gb is None:
+        return False
+    na = {p: (t, d) for p, t, d in ga.nodes}
+    found = False
+    for p, t, d in gb.nodes:
+        prev = na.get(p)
+        if prev is None:
+            add(_added(p, CauseKind.PYTREE_STRUCTURE, d))
+        elif prev[0] != t:
+            add(Change(p, CauseKind.PYTREE_STRUCTURE, prev[1], d, Detail.REPLACED))
+        elif prev[1] != d:
+            add(Change(p, CauseKind.PYTREE_STRUCTURE, prev[1], d))
+        else:
+            continue
+        found = True
+    gone = na.keys() - {p for p, _, _ in gb.nodes}
+    for p in sorted(gone):
+        add(_removed(p, CauseKind.PYTREE_STRUCTURE, na[p][1]))
+    sa, sb = dict(ga.statics), dict(gb.statics)
+    counted: list[Change] = []
+    _keyed_paths_changes(sa, sb, counted.append)
+    for change in counted:
+        add(change)
+    return found or bool(gone) or bool(counted)
+
+
+def _keyed_paths_changes(before: dict[str, Any], after: dict[str, Any], add: Any) -> None:
+    for p, y in after.items():
+        if p not in before:
+            add(_added(p, CauseKind.PYTREE_STRUCTURE, f"static {one_line_repr(y)}"))
+        elif _safe_ne(before[p], y):
+            _static_value_change(p, before[p], y, add)
+    for p, x in before.items():
+        if p not in after:
+            add(_removed(p, CauseKind.PYTREE_STRUCTURE, f"static {one_line_repr(x)}"))
 
 
 def _offsets(children: Sequence[Any], start: int) -> list[int]:

@@ -197,6 +197,39 @@ class _Unreadable(Exception):
     """A GraphDef laid out in a way this reader does not know."""
 
 
+def nnx_pytree_aux(node_type: Any, aux: Any) -> tuple[tuple[Any, ...], dict[Any, Any]] | None:
+    """``(child keys, {static key: value})`` of an nnx Module/Pytree flattened as a
+    JAX pytree (``nnx.jit(graph=False)``), or ``None`` for any other node."""
+    if not (isinstance(node_type, type) and hasattr(node_type, "_pytree__nodes")):
+        return None
+    if not (isinstance(aux, tuple) and len(aux) == 3 and all(isinstance(p, tuple) for p in aux)
+            and len(aux[1]) == len(aux[2])):
+        return None
+    node_keys, static_keys, static_values = aux
+    statics = {k: v for k, v in zip(static_keys, static_values)
+               if not (isinstance(k, str) and k.startswith(_INTERNAL_PREFIXES))}
+    return node_keys, statics
+
+
+def is_nnx_variable(node_type: Any) -> bool:
+    """An nnx ``Variable`` (``Param``, ``BatchStat``...): one child, its ``.value``."""
+    try:
+        return any(k.__name__ == "Variable" and (k.__module__ or "").startswith("flax.nnx")
+                   for k in node_type.__mro__)
+    except Exception:
+        return False
+
+
+def is_graphdef(value: Any) -> bool:
+    t = type(value)
+    return t.__name__ == "GraphDef" and (getattr(t, "__module__", "") or "").startswith("flax")
+
+
+def child_path(path: str, key: Any) -> str:
+    """``model.l1`` for an attribute, ``model.layers[0]`` for an index."""
+    return _child_path(path, key)
+
+
 def _is_node_states(value: Any) -> bool:
     t = type(value)
     return t.__name__ == "NodeStates" and (getattr(t, "__module__", "") or "").startswith(

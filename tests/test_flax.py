@@ -221,3 +221,42 @@ def test_linen_module_static_argument_is_diffed_field_by_field(telemetry):
     assert "identity" not in spans[2].attributes["jax.compile.hint"]
     static = otel_jax.compile_history(apply)[-1].signature["static_arguments"]["module"]
     assert "\n" not in static and "features" in static
+
+
+def jit_in_mode(**mode):
+    """nnx.jit with a graph mode, or skip on a flax without it."""
+    try:
+        @nnx.jit(**mode)
+        def forward(model, x):
+            return model(x)
+    except TypeError:
+        pytest.skip(f"this flax's nnx.jit has no {mode}")
+    return forward
+
+
+@pytest.mark.parametrize("mode", [dict(graph=False, graph_updates=False),
+                                  dict(graph=True, graph_updates=False)],
+                         ids=["tree-mode", "graph-without-updates"])
+def test_nnx_other_graph_modes_name_attributes_and_sub_modules(telemetry, mode):
+    forward = jit_in_mode(**mode)
+    model = Block(nnx.Rngs(0))
+    forward(model, jnp.ones((2, 3)))
+    model.eval()
+    forward(model, jnp.ones((2, 3)))
+    model.repeat = 3
+    forward(model, jnp.ones((2, 3)))
+    model.extra = nnx.Linear(4, 4, rngs=nnx.Rngs(1))
+    forward(model, jnp.ones((2, 3)))
+    spans = telemetry.compiles("jit_in_mode.<locals>.forward")[-4:]
+    assert [s.attributes["jax.compile.cause.kind"] for s in spans[1:]] == [
+        "pytree_structure", "pytree_structure", "pytree_structure"]
+    assert diff_of(spans[1])[0] == {"path": "model.dropout.deterministic",
+                                    "kind": "pytree_structure",
+                                    "before": "static False", "after": "static True"}
+    assert diff_of(spans[2])[0] == {"path": "model.repeat", "kind": "pytree_structure",
+                                    "before": "static 1", "after": "static 3"}
+    assert diff_of(spans[3])[0]["path"] == "model.extra"
+    assert diff_of(spans[3])[0]["before"] == "<absent>"
+    assert diff_of(spans[3])[0]["after"].startswith("Linear")
+    for span in spans:
+        assert "GraphDef" not in span.attributes["jax.compile.cause.diff"]
