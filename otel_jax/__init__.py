@@ -53,9 +53,18 @@ def compile_history(fn: Any) -> list[CompileEntry]:
     name as a string). Each entry holds the signature that compile saw
     (argument paths with types and placements, static arguments), its cause
     kind, the one-line cause, the full diff and the phase durations; ``print``
-    an entry to read it. Compiles are recorded while otel_jax is installed or
-    an ``otel_jax.testing`` budget is active; the last 64 per function are kept.
+    an entry to read it. Compiles are recorded only while otel_jax is installed
+    or an ``otel_jax.testing`` budget is active; the last 64 per function are
+    kept. Called while neither is the case, it warns once (``OtelJaxWarning``)
+    that nothing is being recorded, and returns what was recorded before
+    (``[]`` if nothing was).
     """
+    if getattr(_ENGINE, "_hooks", None) is None:
+        _ENGINE.failopen.warn_once(
+            "compile_history-not-recording",
+            "otel_jax.compile_history: otel_jax is not recording compiles (call "
+            "otel_jax.install() or use an otel_jax.testing budget first); only compiles "
+            "recorded earlier are returned", stacklevel=3)
     if isinstance(fn, str):
         return _ENGINE.history.entries_by_name(fn)
     return _ENGINE.history.entries(_function_info(fn))

@@ -62,7 +62,8 @@ def explain(info: FunctionInfo, count: int, earlier: Sequence[tuple[int, Signatu
                       "static arguments, pytree, tracing context, jit options and function "
                       "object all equal): likely a cache eviction (jax.clear_caches(), "
                       "clear_cache())", d, compared)
-    return _cause(d.kind, describe(d), d, compared, transformed=transformed)
+    return _cause(d.kind, describe(d), d, compared, transformed=transformed,
+                  detail=_top(d).detail.value)
 
 
 def diff_failed(exc: BaseException, compared: int) -> Cause:
@@ -72,18 +73,35 @@ def diff_failed(exc: BaseException, compared: int) -> Cause:
 
 
 def _cause(kind: CauseKind, text: str, diff: Diff = NO_DIFF, compared: int | None = None,
-           transformed: bool = False) -> Cause:
-    return Cause(kind, text, diff, compared, hint_for(kind, transformed=transformed))
+           transformed: bool = False, detail: str | None = None) -> Cause:
+    return Cause(kind, text, diff, compared,
+                 hint_for(kind, transformed=transformed, detail=detail))
+
+
+def _top(d: Diff) -> Change:
+    """The most significant change: the first one of the diff's kind."""
+    kind = d.kind
+    return next(c for c in d.changes if c.kind == kind)
 
 
 def describe(d: Diff) -> str:
     """``x: f32[3] -> f32[4]``, most significant change first, ``(+N more)`` after it."""
     if not d.changes:
         return ""
-    kind = d.kind
-    top = next(c for c in d.changes if c.kind == kind)
+    top = _top(d)
     more = d.total - 1
-    return _words(top) + (f" (+{more} more)" if more > 0 else "")
+    words = _words(top)
+    if top.detail is Detail.NEW_FUNCTION:
+        bound = [c for c in d.changes if c.detail is Detail.BOUND_VALUE][:_BOUND_SHOWN]
+        if bound:
+            said = ", ".join(f"{c.subject}: {c.before} -> {c.after}" for c in bound)
+            words = words.replace(_NEW_FUNCTION_HEAD, f"{_NEW_FUNCTION_HEAD}; bound {said}", 1)
+            more -= len(bound)
+    return words + (f" (+{more} more)" if more > 0 else "")
+
+
+_BOUND_SHOWN = 3
+_NEW_FUNCTION_HEAD = "a new function object for the same source"
 
 
 def _words(top: Change) -> str:
@@ -98,8 +116,8 @@ def _words(top: Change) -> str:
                 "each call: every obj.method access makes a new object, and jax.jit caches per "
                 "function object)")
     if detail is Detail.NEW_FUNCTION:
-        return ("a new function object for the same source (jax.jit caches per function "
-                "object: a jax.jit(lambda ...) or functools.partial re-created each call)")
+        return (f"{_NEW_FUNCTION_HEAD} (jax.jit caches per function object: a "
+                "jax.jit(lambda ...) or functools.partial re-created each call)")
     if detail is Detail.IDENTITY_HASHED:
         type_ = top.subject
         return (f"static argument {top.path}: a new {type_} instance; {type_} hashes by "

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import _wrappers
 from ._leaves import differing
-from ._signature import Placement, Signature, StaticArg
+from ._signature import GRAPH_NODE, Placement, Signature, StaticArg, one_line_repr
 from ._text import safe_repr, truncate, type_name
 from ._vocab import DIFF_TRUNCATED, DIFFERENCE_KINDS, CauseKind, DiffKey
 
@@ -43,6 +44,9 @@ class Detail(enum.Enum):
     RETRACED_BODY = "retraced_body"  # an eager control-flow body traced again
     MOVED = "moved"  # passed positionally vs by keyword
     TRACED_STATIC = "traced_static"  # a traced array vs a static value
+    REPLACED = "replaced"  # a graph node became another type of node (or a reference)
+    STATIC_FIELD = "static_field"  # a static field of a module/dataclass pytree changed
+    BOUND_VALUE = "bound_value"  # what a new partial/closure binds (``subject``: the name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +143,10 @@ def _is_bound_method(sig: Signature) -> bool:
 
 
 def _static_changed(old: StaticArg, new: StaticArg) -> bool:
+    return old.keyword != new.keyword or _static_value_changed(old, new)
+
+
+def _static_value_changed(old: StaticArg, new: StaticArg) -> bool:
     if old.type != new.type:
         return True
     if old.identity_hashed or new.identity_hashed:
@@ -147,49 +155,131 @@ def _static_changed(old: StaticArg, new: StaticArg) -> bool:
     return old.hash != new.hash or old.repr != new.repr
 
 
-_OTHER_PROGRAM = 1 << 30  # a transformed computation is never "close" to a plain call
+_OTHER_PROGRAM = 1 << 40  # a transformed computation is never "close" to a plain call
+# A distance is ``coarse * _FINE + fine``. Coarse: how many things differ (in
+# half units, see below). Fine, to break ties between equally many differences:
+# how far apart the differing values are inside (dimensions of a shape, fields
+# of a static value, entries of a sharding), each difference counting at least 1.
+_FINE = 1 << 12
 
 
 def distance(old: Signature, new: Signature) -> int:
-    """How many things differ: a cheap count used to pick the closest signature."""
+    """How far apart two signatures are: a cheap measure used to pick the closest one."""
     if old.transform != new.transform:
         return _OTHER_PROGRAM
     if old.program != new.program:
         return _OTHER_PROGRAM // 2  # another program of the same transformation
     # Whole differences, doubled on return. Each part is compared whole first:
     # equal parts (the common case) cost one comparison instead of a walk.
-    d = 0 if _same_function(old, new) else 1
+    d = 0
+    fine = 0
+    if not _same_function(old, new):
+        d += 1
+        fine += 1 + _bound_distance(old, new)
     if old.options != new.options:
-        d += sum(1 for (_, a), (_, b) in zip(old.options, new.options) if a != b)
+        n = sum(1 for (_, a), (_, b) in zip(old.options, new.options) if a != b)
+        d += n
+        fine += n
     if _safe_ne(old.context, new.context):
-        d += sum(1 for (_, a), (_, b) in zip(old.context, new.context) if _safe_ne(a, b))
+        n = sum(1 for (_, a), (_, b) in zip(old.context, new.context) if _safe_ne(a, b))
+        d += n
+        fine += n
     if old.statics != new.statics:
-        d += _static_distance(old, new)
+        n, f = _static_distance(old, new)
+        d += n
+        fine += f
     if _treedef_equal(old, new):
-        d += len(_differing(old.placements, new.placements))
+        moved = _differing(old.placements, new.placements)
+        d += len(moved)
+        fine += sum(_placement_distance(old.placements[i], new.placements[i]) for i in moved)
         # Count each differing aspect (dtype, shape, weak type) so that a
-        # signature differing in one aspect is closer than one differing in two.
+        # signature differing in one aspect is closer than one differing in two;
+        # inside an aspect, count dimensions (and sharding entries).
         leaves = _differing(old.types, new.types)
-        d += sum(_aspects(old.avals[i], new.avals[i]) for i in leaves)
+        for i in leaves:
+            a, b = old.avals[i], new.avals[i]
+            d += _aspects(a, b)
+            fine += _leaf_distance(a, b)
         # In half units: of two signatures one difference away, the one that
         # differs by a weak type alone is the telling one (f(1) vs f(jnp.int32(1))).
         weak_only = d == 1 and len(leaves) == 1 and _weak_type_only(
             old.avals[leaves[0]], new.avals[leaves[0]])
-        return 2 * d - weak_only
+        return (2 * d - weak_only) * _FINE + min(fine, _FINE - 1)
     old_paths = dict(zip(old.paths, old.types))
     new_paths = dict(zip(new.paths, new.types))
     d += 1 + len(old_paths.keys() ^ new_paths.keys())
-    return 2 * (d + sum(1 for p, t in new_paths.items()
-                        if p in old_paths and old_paths[p] != t))
+    coarse = 2 * (d + sum(1 for p, t in new_paths.items()
+                          if p in old_paths and old_paths[p] != t))
+    return coarse * _FINE + min(fine + 1, _FINE - 1)
 
 
-def _static_distance(old: Signature, new: Signature) -> int:
+#: One difference, as small as a difference gets: no earlier signature can be closer.
+_CLOSEST = 2 * _FINE + 1
+
+
+def _static_distance(old: Signature, new: Signature) -> tuple[int, int]:
+    """Static values that differ, and how far apart inside (fields of dataclass-likes)."""
     olds = {(s.kind, s.name): s for s in old.statics}
-    d = 0
+    d = fine = 0
     for s in new.statics:
         prev = olds.get((s.kind, s.name))
-        d += 1 if prev is None or _static_changed(prev, s) else 0
-    return d + len(olds.keys() - {(s.kind, s.name) for s in new.statics})
+        if prev is None:
+            d += 1
+            fine += 1
+        elif _static_changed(prev, s):
+            d += 1
+            fine += _fields_distance(prev, s)
+    gone = len(olds.keys() - {(s.kind, s.name) for s in new.statics})
+    return d + gone, fine + gone
+
+
+def _fields_distance(old: StaticArg, new: StaticArg) -> int:
+    if not (old.fields and new.fields and old.type == new.type):
+        return 1
+    a, b = dict(old.fields), dict(new.fields)
+    n = sum(1 for k, v in b.items() if a.get(k, ABSENT) != v) + len(a.keys() - b.keys())
+    return max(1, n)
+
+
+def _leaf_distance(a: Any, b: Any) -> int:
+    """How far apart two abstract values are: dimensions, dtype, weak type, sharding."""
+    try:
+        n = int(a.dtype != b.dtype) + int(
+            getattr(a, "weak_type", False) != getattr(b, "weak_type", False))
+        sa, sb = tuple(a.shape), tuple(b.shape)
+        if sa != sb:
+            n += abs(len(sa) - len(sb)) + sum(1 for x, y in zip(sa, sb) if x != y)
+        sha, shb = getattr(a, "sharding", None), getattr(b, "sharding", None)
+        if sha is not shb and _safe_ne(sha, shb):
+            n += _spec_distance(getattr(sha, "spec", None), getattr(shb, "spec", None))
+        return max(1, n)
+    except Exception:
+        return 1
+
+
+def _spec_distance(a: Any, b: Any) -> int:
+    try:
+        ta, tb = tuple(a), tuple(b)
+    except Exception:
+        return 1
+    return max(1, abs(len(ta) - len(tb)) + sum(1 for x, y in zip(ta, tb) if x != y))
+
+
+def _placement_distance(a: Placement, b: Placement) -> int:
+    """Two shardings over the same mesh, one axis apart, are closer than two axes apart."""
+    if not (a.sharded and b.sharded):
+        return 1
+    pa, pb = a.text.split(","), b.text.split(",")
+    return max(1, abs(len(pa) - len(pb)) + sum(1 for x, y in zip(pa, pb) if x != y))
+
+
+def _bound_distance(old: Signature, new: Signature) -> int:
+    """Bound values (partial arguments, closure cells) that differ between two functions."""
+    a, b = old.bound, new.bound
+    if a == b:
+        return 0
+    da, db = dict(a), dict(b)
+    return sum(1 for k, v in db.items() if da.get(k, ABSENT) != v) + len(da.keys() - db.keys())
 
 
 _differing = differing
@@ -227,10 +317,10 @@ def closest(history: Sequence[Signature], new: Signature) -> tuple[int, Signatur
         d = distance(old, new)
         if best is None or d < best_d:
             best, best_d = (i, old), d
-            # One difference is as close as a recompile gets: stop there, so
-            # that a function recompiling every call scans one signature, not
-            # its whole history. (Half units: a weak type alone counts 1.)
-            if d <= 2:
+            # One smallest difference is as close as a recompile gets: stop
+            # there, so that a function recompiling every call scans one
+            # signature, not its whole history.
+            if d <= _CLOSEST:
                 break
     return best
 
@@ -269,6 +359,7 @@ def diff(old: Signature, new: Signature) -> Diff:
         else:
             add(Change("<function>", CauseKind.FUNCTION_IDENTITY, before,
                        "new function object, same source", Detail.NEW_FUNCTION))
+            _bound_changes(old.bound, new.bound, add)
     for (name, a), (_, b) in zip(old.options, new.options):
         if a != b:
             add(Change(f"jit({name})", CauseKind.JIT_OPTIONS, a, b))
@@ -277,7 +368,8 @@ def diff(old: Signature, new: Signature) -> Diff:
             if _safe_ne(a, b):
                 add(Change(name, CauseKind.TRACING_CONTEXT, _config_text(a), _config_text(b)))
     structure: list[Change] = []
-    _static_changes(old, new, add, structure.append)
+    fallback: list[tuple[str, Any, Any]] = []
+    _static_changes(old, new, add, structure.append, fallback.append)
     if _treedef_equal(old, new):
         _leaf_changes(old, new, add)
     else:
@@ -287,8 +379,84 @@ def diff(old: Signature, new: Signature) -> Diff:
     if structure and not any(c.kind == CauseKind.PYTREE_STRUCTURE for c in out):
         for change in structure:
             add(change)
-    merged = _merge_traced_and_static(out)
+    if fallback and not out:
+        for name, before, after in fallback:
+            if _safe_ne(before, after):
+                _tree_changes(name, before, after, add)
+    merged = _drop_implied(_merge_gone_and_back(_merge_traced_and_static(out)))
     return Diff(tuple(merged), total - (len(out) - len(merged)))
+
+
+def _graph_change(name: str, prev: StaticArg, new: StaticArg) -> Change:
+    """A static attribute of a graph node that changed (``model.n: static 2 -> static 3``)."""
+    detail = Detail.STATIC_FIELD
+    if prev.repr != new.repr:
+        return Change(name, CauseKind.PYTREE_STRUCTURE, prev.repr, new.repr, detail)
+    if new.identity_hashed and prev.type == new.type:
+        return Change(name, CauseKind.PYTREE_STRUCTURE,
+                      f"{prev.repr} (a {prev.type} compared by identity)",
+                      f"new {new.type} instance", detail)
+    return Change(name, CauseKind.PYTREE_STRUCTURE, prev.repr,
+                  f"{new.repr} (looks the same but is not == to it or hashes differently)",
+                  Detail.LOOKS_EQUAL)
+
+
+def _merge_gone_and_back(changes: list[Change]) -> list[Change]:
+    """A path gone and the same path come back as something else is one change
+    (``model.n: static 2 -> f32[]``: a static attribute that became an array)."""
+    removed = {c.path: c for c in changes
+               if c.detail is Detail.REMOVED and c.kind == CauseKind.PYTREE_STRUCTURE}
+    if not removed:
+        return changes
+    added = {c.path: c for c in changes
+             if c.detail is Detail.ADDED and c.kind == CauseKind.PYTREE_STRUCTURE}
+    both = removed.keys() & added.keys()
+    if not both:
+        return changes
+    out = []
+    for c in changes:
+        if c.path not in both:
+            out.append(c)
+        elif c.detail is Detail.REMOVED:
+            out.append(Change(c.path, CauseKind.PYTREE_STRUCTURE, c.before, added[c.path].after))
+    return out
+
+
+def _drop_implied(changes: list[Change]) -> list[Change]:
+    """A path that appeared (or went, or became another node) implies what appeared or
+    went under it: ``model.l3`` added says ``model.l3.kernel`` added."""
+    ends = [c for c in changes if c.detail in (Detail.ADDED, Detail.REMOVED)]
+    replaced = {c.path for c in changes if c.detail is Detail.REPLACED}
+    if len(ends) < 2 and not (ends and replaced):
+        return changes
+    heads = {(c.path, c.detail) for c in ends}
+
+    def implied(c: Change) -> bool:
+        path = c.path
+        for i in range(len(path) - 1, 0, -1):
+            if path[i] in ".[" and ((path[:i], c.detail) in heads or path[:i] in replaced):
+                return True
+        return False
+
+    drop = {id(c) for c in ends if implied(c)}
+    return [c for c in changes if id(c) not in drop] if drop else changes
+
+
+def _bound_changes(before: tuple[tuple[str, str], ...], after: tuple[tuple[str, str], ...],
+                   add: Any) -> None:
+    """What a re-created partial or closure binds differently: ``bound k: 2 -> 3``."""
+    if before == after:
+        return
+    old, new = dict(before), dict(after)
+    for name, text in after:
+        prev = old.get(name, ABSENT)
+        if prev != text:
+            add(Change(f"<function>.{name}", CauseKind.FUNCTION_IDENTITY, prev, text,
+                       Detail.BOUND_VALUE, name))
+    for name, text in before:
+        if name not in new:
+            add(Change(f"<function>.{name}", CauseKind.FUNCTION_IDENTITY, text, ABSENT,
+                       Detail.BOUND_VALUE, name))
 
 
 def _config_text(value: Any) -> str:
@@ -300,21 +468,44 @@ def _config_text(value: Any) -> str:
     return safe_repr(value)
 
 
-def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any) -> None:
+def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any,
+                    add_fallback: Any) -> None:
     # Keyed by kind too: a wrapper's argument ``n`` has a value and a structure.
     olds = {(s.kind, s.name): s for s in old.statics}
     news = {(s.kind, s.name): s for s in new.statics}
     for key, s in news.items():
         name = s.name
         prev = olds.get(key)
-        if s.kind == CauseKind.PYTREE_STRUCTURE:
+        if s.kind == GRAPH_NODE:  # a node of a library's graph (an nnx sub-module)
             if prev is None:
+                add(_added(name, CauseKind.PYTREE_STRUCTURE, s.repr))
+            elif prev.type != s.type:
+                add(Change(name, CauseKind.PYTREE_STRUCTURE, prev.repr, s.repr, Detail.REPLACED))
+            elif prev.repr != s.repr:
+                add(Change(name, CauseKind.PYTREE_STRUCTURE, prev.repr, s.repr))
+            continue
+        if s.kind == CauseKind.PYTREE_STRUCTURE:
+            if s.fallback:
+                if prev is not None:
+                    add_fallback((name, prev.tree, s.tree))
+            elif s.tree is None:  # a static attribute of a library's graph node (nnx)
+                if prev is None:
+                    add(_added(name, CauseKind.PYTREE_STRUCTURE, s.repr))
+                elif _static_changed(prev, s):
+                    add(_graph_change(name, prev, s))
+            elif prev is None:
                 add_structure(_added(name, CauseKind.PYTREE_STRUCTURE, s.repr))
             elif _static_changed(prev, s):
                 _tree_changes(name, prev.tree, s.tree, add_structure)
             continue
         if prev is None:
             add(_added(name, CauseKind.STATIC_ARGUMENT, s.repr))
+        elif prev.keyword != s.keyword:
+            # JAX keys a static argument by how it was passed as well as by its value.
+            same = not _static_value_changed(prev, s)
+            add(Change(name, CauseKind.STATIC_ARGUMENT,
+                       _passed(prev.keyword) + ("" if same else f" ({prev.repr})"),
+                       _passed(s.keyword) + ("" if same else f" ({s.repr})"), Detail.MOVED))
         elif _static_changed(prev, s):
             if prev.type == s.type and s.type.endswith("Jaxpr"):
                 # An eager scan/cond/while_loop: its body was traced again.
@@ -327,6 +518,8 @@ def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any
                            f"{prev.repr} (a {prev.type} hashed by identity)",
                            f"new {s.type} instance (hashed by identity)",
                            Detail.IDENTITY_HASHED, s.type))
+            elif prev.type == s.type and _field_changes(name, prev.fields, s.fields, add):
+                pass  # a dataclass-like value: one change per field that differs
             elif prev.repr == s.repr:
                 add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
                            f"{s.repr} (looks the same but is not == to it or hashes "
@@ -335,10 +528,41 @@ def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any
                 add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr, s.repr))
     for key in olds.keys() - news.keys():
         gone = olds[key]
-        if gone.kind == CauseKind.PYTREE_STRUCTURE:
+        if gone.kind == GRAPH_NODE or (gone.kind == CauseKind.PYTREE_STRUCTURE
+                                       and gone.tree is None and not gone.fallback):
+            add(_removed(gone.name, CauseKind.PYTREE_STRUCTURE, gone.repr))
+        elif gone.kind == CauseKind.PYTREE_STRUCTURE:
             add_structure(_removed(gone.name, CauseKind.PYTREE_STRUCTURE, gone.repr))
         else:
             add(_removed(gone.name, CauseKind.STATIC_ARGUMENT, gone.repr))
+
+
+def _field_changes(name: str, before: tuple[tuple[str, str], ...],
+                   after: tuple[tuple[str, str], ...], add: Any) -> bool:
+    """``cfg.lr: 0.1 -> 0.2`` for each field that differs; whether any did."""
+    if not (before and after) or before == after:
+        return False
+    old = dict(before)
+    new = dict(after)
+    found = False
+    for key, text in after:
+        prev = old.get(key)
+        if prev is None:
+            add(_added(f"{name}.{key}", CauseKind.STATIC_ARGUMENT, text))
+        elif prev != text:
+            add(Change(f"{name}.{key}", CauseKind.STATIC_ARGUMENT, prev, text))
+        else:
+            continue
+        found = True
+    for key, text in before:
+        if key not in new:
+            add(_removed(f"{name}.{key}", CauseKind.STATIC_ARGUMENT, text))
+            found = True
+    return found
+
+
+def _passed(keyword: bool) -> str:
+    return "passed by keyword" if keyword else "passed positionally"
 
 
 def _merge_traced_and_static(changes: list[Change]) -> list[Change]:
@@ -466,6 +690,12 @@ def _child_names(t: Any, path: str, data: Any) -> list[str]:
     n = len(t.children())
     if node_type is dict and aux is not None:
         return [f"{path}[{k!r}]" for k in aux]
+    if node_type is not dict and node_type is not tuple and node_type is not list:
+        nnx = _wrappers.nnx_pytree_aux(node_type, aux)
+        if nnx is not None and len(nnx[0]) == n:
+            return [_wrappers.child_path(path, k) for k in nnx[0]]
+        if n == 1 and _wrappers.is_nnx_variable(node_type):
+            return [f"{path}.value"]
     fields = getattr(node_type, "_fields", None)
     if isinstance(fields, tuple) and len(fields) == n:
         return [f"{path}.{f}" for f in fields]
@@ -484,8 +714,10 @@ def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Sign
         return
     da = None if _is_leaf(a) else a.node_data()
     db = None if _is_leaf(b) else b.node_data()
+    keyed = da is not None and db is not None and da[0] is db[0] and (
+        da[0] is dict or _wrappers.nnx_pytree_aux(da[0], da[1]) is not None)
     if da is None or db is None or da[0] is not db[0] or (
-            da[0] is not dict and len(a.children()) != len(b.children())):
+            not keyed and len(a.children()) != len(b.children())):
         add(Change(path or "<arguments>", CauseKind.PYTREE_STRUCTURE,
                    _summary(a, old, oa), _summary(b, new, ob)))
         return
@@ -497,7 +729,7 @@ def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Sign
     na = names_a or _child_names(a, path, da)
     nb = names_b or _child_names(b, path, db)
     offs_a, offs_b = _offsets(ca, oa), _offsets(cb, ob)
-    if da[0] is dict:
+    if keyed:  # children matched by key: a dict's, an nnx Module's attributes
         index_b = {n: i for i, n in enumerate(nb)}
         seen = set()
         for i, n in enumerate(na):
@@ -535,6 +767,15 @@ def _static_field_names(node_type: Any, n: int) -> list[str] | None:
 
 def _aux_changes(path: str, node_type: Any, before: Any, after: Any, add: Any) -> None:
     name = getattr(node_type, "__name__", "node")
+    nnx_a = _wrappers.nnx_pytree_aux(node_type, before)
+    nnx_b = _wrappers.nnx_pytree_aux(node_type, after) if nnx_a is not None else None
+    if nnx_a is not None and nnx_b is not None:
+        # An nnx Module as a pytree: its non-array attributes, by name.
+        _keyed_static_changes(path, nnx_a[1], nnx_b[1], add)
+        return
+    if _wrappers.is_graphdef(before) and _wrappers.is_graphdef(after):
+        if _graphdef_changes(path, before, after, add):
+            return
     if not (isinstance(before, tuple) and isinstance(after, tuple)
             and len(before) == len(after)):
         add(Change(path, CauseKind.PYTREE_STRUCTURE, f"{name} with static data {safe_repr(before)}",
@@ -544,13 +785,81 @@ def _aux_changes(path: str, node_type: Any, before: Any, after: Any, add: Any) -
     for i, (x, y) in enumerate(zip(before, after)):
         if not _safe_ne(x, y):
             continue
+        if (_wrappers.is_graphdef(x) and _wrappers.is_graphdef(y)
+                and _graphdef_changes(path, x, y, add)):
+            continue  # an nnx graph definition kept as static data: read back
         field = names[i] if names else f"<static {i}>"
-        x_text, y_text = safe_repr(x), safe_repr(y)
-        if x_text == y_text:  # equal reprs, unequal values: compared by identity
+        _static_value_change(f"{path}.{field}", x, y, add)
+
+
+def _static_value_change(path: str, x: Any, y: Any, add: Any) -> None:
+    """``path: static X -> static Y`` for one static value of a pytree node."""
+    x_text, y_text = one_line_repr(x), one_line_repr(y)
+    if x_text == y_text:  # equal reprs, unequal values
+        if type(x) is type(y) and getattr(type(y), "__hash__", None) is object.__hash__:
             x_text = f"{x_text} (a {type_name(x)} compared by identity)"
             y_text = f"new {type_name(y)} instance"
-        add(Change(f"{path}.{field}", CauseKind.PYTREE_STRUCTURE, f"static {x_text}",
-                   f"static {y_text}"))
+        else:
+            y_text = f"{y_text} (looks the same but is not == to it)"
+    add(Change(path, CauseKind.PYTREE_STRUCTURE, f"static {x_text}", f"static {y_text}",
+               Detail.STATIC_FIELD))
+
+
+def _keyed_static_changes(path: str, before: dict[Any, Any], after: dict[Any, Any],
+                          add: Any) -> None:
+    """Static attributes by name: changed, added or removed."""
+    for key, y in after.items():
+        child = _wrappers.child_path(path, key)
+        if key not in before:
+            add(_added(child, CauseKind.PYTREE_STRUCTURE, f"static {one_line_repr(y)}"))
+        elif _safe_ne(before[key], y):
+            _static_value_change(child, before[key], y, add)
+    for key, x in before.items():
+        if key not in after:
+            add(_removed(_wrappers.child_path(path, key), CauseKind.PYTREE_STRUCTURE,
+                         f"static {one_line_repr(x)}"))
+
+
+def _graphdef_changes(path: str, before: Any, after: Any, add: Any) -> bool:
+    """Two nnx graph definitions of the module at ``path``, read back and compared:
+    sub-modules and static attributes by name. ``False`` when either is unreadable."""
+    ga = _wrappers.read_graphdef(before, path)
+    gb = _wrappers.read_graphdef(after, path)
+    if ga is None or gb is None:
+        return False
+    na = {p: (t, d) for p, t, d in ga.nodes}
+    found = False
+    for p, t, d in gb.nodes:
+        prev = na.get(p)
+        if prev is None:
+            add(_added(p, CauseKind.PYTREE_STRUCTURE, d))
+        elif prev[0] != t:
+            add(Change(p, CauseKind.PYTREE_STRUCTURE, prev[1], d, Detail.REPLACED))
+        elif prev[1] != d:
+            add(Change(p, CauseKind.PYTREE_STRUCTURE, prev[1], d))
+        else:
+            continue
+        found = True
+    gone = na.keys() - {p for p, _, _ in gb.nodes}
+    for p in sorted(gone):
+        add(_removed(p, CauseKind.PYTREE_STRUCTURE, na[p][1]))
+    sa, sb = dict(ga.statics), dict(gb.statics)
+    counted: list[Change] = []
+    _keyed_paths_changes(sa, sb, counted.append)
+    for change in counted:
+        add(change)
+    return found or bool(gone) or bool(counted)
+
+
+def _keyed_paths_changes(before: dict[str, Any], after: dict[str, Any], add: Any) -> None:
+    for p, y in after.items():
+        if p not in before:
+            add(_added(p, CauseKind.PYTREE_STRUCTURE, f"static {one_line_repr(y)}"))
+        elif _safe_ne(before[p], y):
+            _static_value_change(p, before[p], y, add)
+    for p, x in before.items():
+        if p not in after:
+            add(_removed(p, CauseKind.PYTREE_STRUCTURE, f"static {one_line_repr(x)}"))
 
 
 def _offsets(children: Sequence[Any], start: int) -> list[int]:
@@ -564,17 +873,23 @@ def _offsets(children: Sequence[Any], start: int) -> list[int]:
 def _structure_changes(old: Signature, new: Signature, add: Any) -> None:
     """Walk both argument trees together and report where they part."""
     found: list[Change] = []
+    positional: set[str] = set()
     try:
-        _walk_arguments(old, new, found.append)
+        positional = _walk_arguments(old, new, found.append)
     except Exception:
         found = [Change("<arguments>", CauseKind.PYTREE_STRUCTURE,
                         safe_repr(old.treedef, 200), safe_repr(new.treedef, 200))]
-    for change in _merge_moved_arguments(found):
+    for change in _merge_moved_arguments(found, positional):
         add(change)
 
 
-def _merge_moved_arguments(changes: list[Change]) -> list[Change]:
-    """``x`` gone from the positionals and new among the keywords is one change."""
+def _merge_moved_arguments(changes: list[Change], positional_before: set[str],
+                           ) -> list[Change]:
+    """``x`` gone from the positionals and new among the keywords (or back) is one change.
+
+    ``positional_before``: the names passed positionally in the earlier call,
+    which tell the direction.
+    """
     removed = {c.path: c for c in changes if c.detail is Detail.REMOVED}
     added = {c.path: c for c in changes if c.detail is Detail.ADDED}
     moved = removed.keys() & added.keys()
@@ -584,15 +899,18 @@ def _merge_moved_arguments(changes: list[Change]) -> list[Change]:
     for c in changes:
         if c.path in moved:
             if c.detail is Detail.REMOVED:
+                was_keyword = c.path not in positional_before
                 out.append(Change(c.path, CauseKind.PYTREE_STRUCTURE,
-                                  f"passed positionally ({c.before})",
-                                  f"passed by keyword ({added[c.path].after})", Detail.MOVED))
+                                  f"{_passed(was_keyword)} ({c.before})",
+                                  f"{_passed(not was_keyword)} ({added[c.path].after})",
+                                  Detail.MOVED))
             continue
         out.append(c)
     return out
 
 
-def _walk_arguments(old: Signature, new: Signature, add: Any) -> None:
+def _walk_arguments(old: Signature, new: Signature, add: Any) -> set[str]:
+    """Report where the argument trees part; returns the earlier call's positional names."""
     a, b = old.treedef, new.treedef
     # The root is ``(positional_args, kwargs)``: name the positional ones.
     (pa, ka), (pb, kb) = a.children(), b.children()
@@ -612,6 +930,7 @@ def _walk_arguments(old: Signature, new: Signature, add: Any) -> None:
         _walk(ca[i], cb[i], names_b[i], offs_a[i], offs_b[i], old, new, add)
     _walk(ka, kb, "", pa.num_leaves, pb.num_leaves, old, new, add,
           *_kwarg_names(ka, kb))
+    return set(names_a[:len(ca)])
 
 
 def _kwarg_names(ka: Any, kb: Any) -> tuple[list[str] | None, list[str] | None]:

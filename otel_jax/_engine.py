@@ -24,7 +24,7 @@ from . import _causes, _jax_hooks, _jax_read, _naming, _signature
 from ._failopen import FailOpen, OtelJaxWarning
 from ._history import CompileEntry, History
 from ._record import CompileRecord, Devices, PersistentCache, PhaseTiming, SpanLink
-from ._source import user_callsite
+from ._source import user_callsite, user_stacklevel
 from ._vocab import CauseKind, Field, Phase
 
 __all__ = ["ENGINE", "Engine", "OtelJaxWarning", "RecompileError", "Sink", "SpanEmitter"]
@@ -326,7 +326,9 @@ class Engine:
         if self.on_recompile == "raise":
             raise RecompileError(record)
         if self.on_recompile == "warn":
-            warnings.warn(str(RecompileError(record)), OtelJaxWarning, stacklevel=2)
+            # Point at the user's jit call, not at this listener deep inside JAX.
+            warnings.warn(str(RecompileError(record)), OtelJaxWarning,
+                          stacklevel=user_stacklevel())
 
 
 ENGINE = Engine()

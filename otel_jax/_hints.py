@@ -33,19 +33,54 @@ HINTS: dict[str, str] = {
 }
 
 
+# Finer hints for one kind, by what sort of difference the top change is (the
+# value of ``_diff.Detail``): a hint must match what really happened, e.g. never
+# speak of identity hashing for a type that hashes by value.
+DETAIL_HINTS: dict[tuple[str, str], str] = {
+    ("static_argument", "value"): (
+        "every distinct value of a static argument compiles once (later calls with an equal "
+        "value hit the cache): keep it to a few values, or pass it as a traced argument (an "
+        "array) if it changes every step"),
+    ("static_argument", "identity_hashed"): HINTS["static_argument"],
+    ("static_argument", "looks_equal"): (
+        "this static value is not == to an equal-looking earlier one (a NaN, or a type whose "
+        "__eq__/__hash__ is not value-based), so it never hits the cache: pass a value that "
+        "equals itself, or make it a traced argument"),
+    ("static_argument", "moved"): (
+        "JAX keys a static argument by how it is passed as well as by its value: pass it the "
+        "same way every call (always by keyword or always positionally)"),
+    ("static_argument", "traced_static"): (
+        "the same argument was a traced array in one call and a plain Python value (static) "
+        "in the other: pass the same kind of value every call"),
+    ("pytree_structure", "static_field"): (
+        "a static (non-array) field of a module or dataclass pytree is part of the compiled "
+        "program: each new value compiles once (switching model.train()/eval() compiles once "
+        "per mode, then both are cached); if it changes every step, store it as an array "
+        "(nnx.data / a Variable, a pytree field) instead"),
+    ("pytree_structure", "moved"): (
+        "an argument passed positionally in one call and by keyword in another changes the "
+        "argument tree: pass it the same way every call"),
+}
+
+
 TRANSFORMED_HINT = (
     "jax.grad/vmap/jvp of a jitted function, called outside jit, compiles each transformed "
     "program separately: jit the transformed function instead (jax.jit(jax.grad(loss))), "
     "once, outside the loop")
 
 
-def hint_for(kind: str, transformed: bool = False) -> str:
+def hint_for(kind: str, transformed: bool = False, detail: str | None = None) -> str:
     """The fix hint for a cause kind (the ``unknown`` hint for an unrecognised one).
 
     ``transformed``: the compile was of a jitted function's computation under a
     transformation outside jit, where a function-identity cause means the
-    transformation itself.
+    transformation itself. ``detail``: what sort of difference the top change
+    is (``_diff.Detail`` values), for a hint that fits it.
     """
     if transformed and kind == "function_identity":
         return TRANSFORMED_HINT
+    if detail is not None:
+        fine = DETAIL_HINTS.get((str(kind), detail))
+        if fine is not None:
+            return fine
     return HINTS.get(kind, HINTS["unknown"])

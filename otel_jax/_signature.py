@@ -9,6 +9,8 @@ reprs and hashes, and a weak reference to the function object.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import types
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _jax_read, _wrappers
 from ._leaves import Leaves
-from ._text import safe_repr, type_name
+from ._text import REPR_LIMIT, safe_repr, truncate, type_name
 
 if TYPE_CHECKING:
     from ._jax_hooks import Miss
@@ -54,6 +56,15 @@ class StaticArg:
     kind: str = "static_argument"
     # pytree_structure only: the treedef itself (no array in it), walked by the diff
     tree: Any = field(default=None, compare=False)
+    # passed by keyword rather than positionally: JAX keys the two apart
+    keyword: bool = False
+    # a dataclass-like value (dataclass, flax.linen Module, NamedTuple, attrs
+    # class): ``(field path, one-line bounded repr)`` of the fields its equality
+    # compares, nested ones dotted, for a diff field by field
+    fields: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    # pytree_structure only: a library's whole structure, walked only when
+    # nothing more precise differs
+    fallback: bool = False
 
     def same_object_as(self, other: StaticArg) -> bool | None:
         """For identity-hashed statics: were both the same object? ``None`` if unknown."""
@@ -89,6 +100,9 @@ class Signature:
     # evaluated under grad/vmap/jvp outside jit (a different program).
     transform: str = ""
     program: str = ""  # transformed only: "2 inputs, 1 output"
+    # What the function object carries besides its code: ``(name, text)`` of
+    # functools.partial arguments and closure cells, bounded, arrays as types.
+    bound: tuple[tuple[str, str], ...] = ()
 
     @property
     def num_leaves(self) -> int:
@@ -234,7 +248,140 @@ def _options(jit_info: Any) -> tuple[tuple[str, str], ...]:
     return cached
 
 
-def _static_arg(name: str, value: Any, kind: str = "static_argument") -> StaticArg:
+_REPR_SCAN = 2000  # characters of a repr read before it is made one line and cut
+_MAX_FIELDS = 32  # fields kept per static value, nested ones included
+_FIELD_DEPTH = 2  # dataclass-like fields of dataclass-like fields, and no deeper
+_FIELD_REPR = 80
+
+
+def one_line_repr(value: Any, limit: int = REPR_LIMIT, name: str | None = None) -> str:
+    """A bounded repr on one line (flax.linen Modules print theirs over many lines)."""
+    text = safe_repr(value, _REPR_SCAN, name=name)
+    if "\n" in text:
+        text = " ".join(text.split())
+    return truncate(text, limit)
+
+
+def _field_names(value: Any) -> list[tuple[str, bool]] | None:
+    """``(name, shown in repr)`` of the fields a dataclass-like value compares, or ``None``."""
+    if isinstance(value, type):
+        return None
+    t = type(value)
+    if isinstance(getattr(t, "__dataclass_fields__", None), dict):
+        import dataclasses
+
+        return [(f.name, bool(f.repr)) for f in dataclasses.fields(value) if f.compare]
+    if isinstance(value, tuple):
+        names = getattr(t, "_fields", None)
+        if isinstance(names, tuple) and all(isinstance(n, str) for n in names):
+            return [(n, True) for n in names]
+        return None
+    attrs = getattr(t, "__attrs_attrs__", None)
+    if attrs is not None:
+        return [(a.name, a.repr is not False) for a in attrs if getattr(a, "eq", True)]
+    return None
+
+
+def static_fields(value: Any) -> tuple[tuple[str, str], ...]:
+    """``(path, repr)`` of a dataclass-like value's fields, nested ones dotted; ``()`` if none.
+
+    Bounded: ``_MAX_FIELDS`` fields, ``_FIELD_DEPTH`` levels, one-line reprs of
+    ``_FIELD_REPR`` characters; a field hidden from the type's own repr shows
+    its type only.
+    """
+    out: list[tuple[str, str]] = []
+
+    def visit(obj: Any, prefix: str, depth: int) -> None:
+        names = _field_names(obj)
+        if names is None:
+            return
+        by_index = isinstance(obj, tuple)
+        for i, (fname, shown) in enumerate(names):
+            if len(out) >= _MAX_FIELDS:
+                return
+            try:
+                v = obj[i] if by_index else getattr(obj, fname)
+            except Exception:
+                continue
+            path = f"{prefix}{fname}"
+            if depth < _FIELD_DEPTH and _field_names(v):
+                visit(v, path + ".", depth + 1)
+            elif shown:
+                out.append((path, one_line_repr(v, _FIELD_REPR, name=fname)))
+            else:
+                out.append((path, f"<{type_name(v)}>"))
+
+    try:
+        visit(value, "", 1)
+    except Exception:  # a value whose fields cannot be read: diffed whole
+        return ()
+    return tuple(out)
+
+
+_MAX_BOUND = 8  # partial arguments and closure cells read per function
+_BOUND_REPR = 60
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+_SHORT_DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
+                 "int32": "i32", "int64": "i64", "int16": "i16", "int8": "i8",
+                 "uint32": "u32", "uint64": "u64", "uint16": "u16", "uint8": "u8",
+                 "bool": "bool", "complex64": "c64", "complex128": "c128"}
+
+
+def bound_text(value: Any, name: str | None = None) -> str:
+    """A bound value as text without running user code: plain scalars, strings and
+    small tuples of them by repr; an array by its type (``f32[3]``), never its
+    values; a function by its name; anything else by its type."""
+    t = type(value)
+    if t in _PLAIN:
+        return safe_repr(value, _BOUND_REPR, name=name)
+    if t is tuple and len(value) <= 8 and all(type(v) in _PLAIN for v in value):
+        return safe_repr(value, _BOUND_REPR, name=name)
+    if t is types.FunctionType:
+        return f"<function {getattr(value, '__qualname__', '?')}>"
+    module = getattr(t, "__module__", "") or ""
+    if module.startswith(("jax", "numpy")) and hasattr(value, "shape") and hasattr(
+            value, "dtype"):
+        try:
+            dtype = str(value.dtype)
+            dims = ",".join(str(int(d)) for d in value.shape)
+            return f"{_SHORT_DTYPES.get(dtype, dtype)}[{dims}]"
+        except Exception:
+            pass
+    return f"<{type_name(value)}>"
+
+
+def bound_values(fun: Any) -> tuple[tuple[str, str], ...]:
+    """``(name, text)`` of what ``fun`` binds: functools.partial arguments and
+    keywords (outermost last), then the closure cells of the function inside."""
+    out: list[tuple[str, str]] = []
+    partials: list[Any] = []
+    target = fun
+    while isinstance(target, functools.partial) and len(partials) < 4:
+        partials.append(target)
+        target = target.func
+    offset = 0
+    for p in reversed(partials):  # innermost first: its arguments come first
+        for i, v in enumerate(p.args):
+            out.append((f"args[{offset + i}]", bound_text(v, None)))
+        offset += len(p.args)
+        for k, v in p.keywords.items():
+            out.append((str(k), bound_text(v, str(k))))
+    code = getattr(target, "__code__", None) if type(target) is types.FunctionType else None
+    cells = getattr(target, "__closure__", None) if code is not None else None
+    if cells:
+        for var, cell in zip(code.co_freevars, cells):
+            if len(out) >= _MAX_BOUND:
+                break
+            try:
+                contents = cell.cell_contents
+            except ValueError:  # an empty cell (a variable assigned later)
+                continue
+            out.append((var, bound_text(contents, var)))
+    return tuple(out[:_MAX_BOUND])
+
+
+def _static_arg(name: str, value: Any, kind: str = "static_argument",
+                keyword: bool = False) -> StaticArg:
     t = type(value)
     identity = getattr(t, "__hash__", None) is object.__hash__
     try:
@@ -242,13 +389,64 @@ def _static_arg(name: str, value: Any, kind: str = "static_argument") -> StaticA
     except Exception:
         h = None
     return StaticArg(
-        name=name, type=type_name(value), repr=safe_repr(value),
+        name=name, type=type_name(value), repr=one_line_repr(value, name=name),
         hash=h, identity_hashed=identity,
         ref=_weak(value) if identity else None,
         obj_id=id(value) if identity else 0,
         kind=kind,
         tree=value if kind == "pytree_structure" else None,
+        keyword=keyword,
+        fields=static_fields(value) if kind == "static_argument" else (),
     )
+
+
+GRAPH_NODE = "graph_node"  # the ``kind`` of a graph node's entry among the statics
+
+
+def _node_arg(path: str, node_type: str, description: str) -> StaticArg:
+    """A node of a library's argument graph (an nnx sub-module): its type, its item count."""
+    return StaticArg(name=path, type=node_type, repr=description, hash=hash(description),
+                     identity_hashed=False, kind=GRAPH_NODE)
+
+
+def _attribute_arg(path: str, value: Any) -> StaticArg:
+    """A static attribute of a library's graph node (``model.dropout.deterministic``)."""
+    identity = getattr(type(value), "__hash__", None) is object.__hash__
+    try:
+        h: int | None = hash(value)
+    except Exception:
+        h = None
+    return StaticArg(name=path, type=type_name(value),
+                     repr=f"static {one_line_repr(value, name=path.rpartition('.')[2])}",
+                     hash=h, identity_hashed=identity,
+                     ref=_weak(value) if identity else None,
+                     obj_id=id(value) if identity else 0, kind="pytree_structure")
+
+
+_MAX_CACHED_GRAPHS = 256
+# Graph read-backs are cached by the GraphDef they come from (``_wrappers``):
+# the same Graph object again means the same nodes and attributes.
+_graph_args_cache: dict[int, tuple[Any, tuple[StaticArg, ...]]] = {}
+
+
+def _graph_args(graph: _wrappers.Graph) -> tuple[StaticArg, ...]:
+    """The statics entries of one graph node argument: its nodes, then its attributes."""
+    cached = _graph_args_cache.get(id(graph))
+    if cached is not None and cached[0] is graph:
+        return cached[1]
+    built = tuple(_node_arg(*node) for node in graph.nodes) + tuple(
+        _attribute_arg(path, value) for path, value in graph.statics)
+    if len(_graph_args_cache) >= _MAX_CACHED_GRAPHS:
+        _graph_args_cache.clear()
+    _graph_args_cache[id(graph)] = (graph, built)
+    return built
+
+
+def _fallback_arg(name: str, tree: Any) -> StaticArg:
+    """A library's whole argument structure, compared (by ``==``, at diff time) only
+    when nothing else differs: no hash or repr of a large structure per compile."""
+    return StaticArg(name=name, type="structure", repr="", hash=None, identity_hashed=False,
+                     kind="pytree_structure", tree=tree, fallback=True)
 
 
 def from_miss(miss: Miss, stands_for: Any | None = None) -> Signature:
@@ -265,15 +463,20 @@ def from_miss(miss: Miss, stands_for: Any | None = None) -> Signature:
     names = _jax_read.parameter_names(miss.jit_info, len(miss.args))
     top_names = tuple(names[i] for i in _jax_read.dynamic_positions(miss))
     paths = inputs.arg_names or tuple(f"leaf[{i}]" for i in range(len(types)))
-    statics = [_static_arg(n, v) for n, v in _jax_read.static_arguments(miss)]
+    statics = [_static_arg(n, v, keyword=n in miss.kwargs)
+               for n, v in _jax_read.static_arguments(miss)]
     treedef = inputs.in_tree
-    layout = _wrappers.layout_for(miss)
+    layout = _wrappers.layout_for(miss, names)
     if layout is not None:
         treedef, top_names, paths, avals, types, placements = _as_user_paths(
             layout, treedef, top_names, paths, avals, types, placements)
-        statics = [_static_arg(n, v) for n, v in layout.statics]
+        own = [_static_arg(n, v) for n, v in layout.statics]
+        statics = statics + own if layout.keeps_statics else own
         statics.extend(_static_arg(name, tree, kind="pytree_structure")
                        for name, tree in layout.structure)
+        for graph in layout.graphs:
+            statics.extend(_graph_args(graph))
+        statics.extend(_fallback_arg(name, tree) for name, tree in layout.fallback)
     primitive = _jax_read.primitive_params(miss.fun)
     if primitive is not None:
         statics.extend(_static_arg(f"params.{k}", v) for k, v in sorted(primitive.items()))
@@ -298,6 +501,7 @@ def from_miss(miss: Miss, stands_for: Any | None = None) -> Signature:
         transform=TRANSFORMED if miss.transformed else "",
         program=_program(len(avals), inputs.out_count)
         if miss.transformed else "",
+        bound=bound_values(identity) if by_identity else (),
     )
 
 

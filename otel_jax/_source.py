@@ -287,6 +287,25 @@ def _collect_inner(value: Any, out: list[Any]) -> None:
             out.append(contents)
 
 
+def user_stacklevel(limit: int = 200) -> int:
+    """The ``stacklevel`` for ``warnings.warn`` called by this function's caller that
+    points at the user's own code: JAX, otel_jax and wrapper-library frames are
+    walked out of. 2 (the caller's caller) when no user frame is found.
+    """
+    dirs = _library_dirs()
+    try:
+        frame: FrameType | None = sys._getframe(1)
+    except ValueError:
+        return 2
+    level = 1
+    while frame is not None and level < limit:
+        if not _is_library_file(frame.f_code.co_filename, dirs):
+            return level
+        frame = frame.f_back
+        level += 1
+    return 2
+
+
 def user_callsite(skip: int = 1, limit: int = 200) -> str | None:
     """``file:line`` of the innermost frame that is the user's own code."""
     dirs = _library_dirs()

@@ -15,8 +15,11 @@ def truncate(text: str, limit: int = REPR_LIMIT) -> str:
     return text[: max(0, limit - 14)] + f"...(+{len(text) - limit + 14} chars)"
 
 
-def safe_repr(obj: Any, limit: int = REPR_LIMIT) -> str:
+def safe_repr(obj: Any, limit: int = REPR_LIMIT, name: str | None = None) -> str:
     """``repr`` that never raises, never shows a memory address, and stays short.
+
+    ``name``: the field, key or parameter name the value is bound to, when
+    there is one (accepted for callers that know it; currently unused).
 
     Addresses are dropped because they change every run (they would make
     every identity-hashed object look new in a log diff) and must never

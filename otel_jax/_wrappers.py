@@ -1,5 +1,14 @@
 """How wrapper libraries lay a user's arguments out around a jitted function of their own.
 
+``flax.nnx.jit`` passes each graph node (a Module, an Optimizer) as a
+``NodeStates``: a ``GraphDef`` (static: node types, attribute names, the
+values of non-array attributes) and the flat list of its array leaves. JAX
+then names a leaf ``model.states[0][3]`` and reports any change of the module
+as one ``GraphDef`` repr. ``nnx_layout`` reads the GraphDef back: each leaf
+named by its attribute path (``model.l1.kernel``), each non-array attribute
+its own static field (``model.dropout.deterministic``), each sub-module a
+node (``model.l3``, ``model.layers`` with its item count).
+
 ``equinox.filter_jit`` jits ``fun_wrapped(dynamic_donate, dynamic_nodonate,
 static)``: the user's arguments are flattened, arrays go to the two dynamic
 dicts (``first`` argument, ``rest`` of the arguments and keywords, ``fun``) and
@@ -27,6 +36,15 @@ STRUCTURE = "<argument structure>"
 
 
 @dataclass(frozen=True, slots=True)
+class Graph:
+    """One graph node argument read back: its leaves, static attributes and sub-nodes."""
+
+    leaves: tuple[str, ...]  # user path of each array leaf, in nnx's leaf order
+    statics: tuple[tuple[str, Any], ...]  # (user path, value) of each non-array attribute
+    nodes: tuple[tuple[str, str, str], ...]  # (user path, node type, description)
+
+
+@dataclass(frozen=True, slots=True)
 class Layout:
     """The user's view of one call through a wrapper library."""
 
@@ -34,6 +52,13 @@ class Layout:
     statics: list[tuple[str, Any]]  # (user path, value) of each static leaf
     # (user name, treedef) of each argument: what fixes the trees besides leaf paths
     structure: tuple[tuple[str, Any], ...]
+    # graph node arguments read back (nnx): their nodes and static attributes
+    graphs: tuple[Graph, ...] = ()
+    # (user name, treedef) of each argument, compared only when nothing above
+    # differs: the library's own structure, read whole (today's explanation)
+    fallback: tuple[tuple[str, Any], ...] = ()
+    # whether the call's own static arguments stand beside ``statics``
+    keeps_statics: bool = False
 
 
 def _leaf_keys(treedef: Any) -> list[tuple[Any, ...]]:
@@ -156,9 +181,222 @@ def _named_trees(positional: Callable[[int], str], first_tree: Any, rest_tree: A
     return tuple(out)
 
 
-def layout_for(miss: Any) -> Layout | None:
-    """The layout of a wrapper library's call, if ``miss`` is one otel_jax can read."""
+# --- flax.nnx ------------------------------------------------------------------------
+
+_MAX_CACHED_GRAPHS = 256
+_MAX_GRAPH_NODES = 100_000
+_graph_cache: dict[Any, list[tuple[Any, Graph | None]]] = {}
+# nnx's own bookkeeping attributes, not the user's
+_INTERNAL_PREFIXES = ("_pytree__", "_object__", "_graph_node__")
+
+
+SHARED = "<shared reference>"  # the node type of a reference to a node seen before
+
+
+class _Unreadable(Exception):
+    """A GraphDef laid out in a way this reader does not know."""
+
+
+def nnx_pytree_aux(node_type: Any, aux: Any) -> tuple[tuple[Any, ...], dict[Any, Any]] | None:
+    """``(child keys, {static key: value})`` of an nnx Module/Pytree flattened as a
+    JAX pytree (``nnx.jit(graph=False)``), or ``None`` for any other node."""
+    if not (isinstance(node_type, type) and hasattr(node_type, "_pytree__nodes")):
+        return None
+    if not (isinstance(aux, tuple) and len(aux) == 3 and all(isinstance(p, tuple) for p in aux)
+            and len(aux[1]) == len(aux[2])):
+        return None
+    node_keys, static_keys, static_values = aux
+    statics = {k: v for k, v in zip(static_keys, static_values)
+               if not (isinstance(k, str) and k.startswith(_INTERNAL_PREFIXES))}
+    return node_keys, statics
+
+
+def is_nnx_variable(node_type: Any) -> bool:
+    """An nnx ``Variable`` (``Param``, ``BatchStat``...): one child, its ``.value``."""
     try:
-        return equinox_layout(miss)
+        return any(k.__name__ == "Variable" and (k.__module__ or "").startswith("flax.nnx")
+                   for k in node_type.__mro__)
+    except Exception:
+        return False
+
+
+def is_graphdef(value: Any) -> bool:
+    t = type(value)
+    return t.__name__ == "GraphDef" and (getattr(t, "__module__", "") or "").startswith("flax")
+
+
+def child_path(path: str, key: Any) -> str:
+    """``model.l1`` for an attribute, ``model.layers[0]`` for an index."""
+    return _child_path(path, key)
+
+
+def _is_node_states(value: Any) -> bool:
+    t = type(value)
+    return t.__name__ == "NodeStates" and (getattr(t, "__module__", "") or "").startswith(
+        "flax")
+
+
+def _child_path(path: str, key: Any) -> str:
+    return f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}"
+
+
+def read_graphdef(graphdef: Any, head: str, shared: dict[Any, str] | None = None,
+                  ) -> Graph | None:
+    """The user's view of an nnx ``GraphDef`` rooted at ``head``, or ``None`` if unknown.
+
+    Reads the flat layout of flax 0.11+ (``nodes``, ``attributes``,
+    ``num_leaves``; nodes and attributes in depth-first order). ``shared``
+    maps node indices to paths across the arguments of one call (a module
+    passed twice is a reference the second time).
+    """
+    try:
+        # Keyed by a cheap fingerprint, matched by ``==``: hashing a large GraphDef
+        # (its metadata mappings sort their keys) costs more than comparing it.
+        key = (head, len(graphdef.nodes), len(graphdef.attributes), graphdef.num_leaves)
+    except Exception:
+        return None
+    if shared is None:
+        for known, graph in _graph_cache.get(key, ()):
+            try:
+                if known is graphdef or known == graphdef:
+                    return graph
+            except Exception:
+                return None
+    try:
+        graph = _read_graphdef(graphdef, head, {} if shared is None else shared)
+    except (_Unreadable, StopIteration, AttributeError, TypeError, ValueError):
+        graph = None
+    if shared is None:
+        if len(_graph_cache) >= _MAX_CACHED_GRAPHS:
+            _graph_cache.clear()
+        bucket = _graph_cache.setdefault(key, [])
+        if len(bucket) >= 4:
+            del bucket[0]
+        bucket.append((graphdef, graph))
+    return graph
+
+
+def _read_graphdef(graphdef: Any, head: str, index_paths: dict[Any, str]) -> Graph:
+    nodes = list(graphdef.nodes)
+    attributes = list(graphdef.attributes)
+    num_leaves = int(graphdef.num_leaves)
+    if len(nodes) > _MAX_GRAPH_NODES or not nodes:
+        raise _Unreadable
+    node_iter, attr_iter = iter(nodes), iter(attributes)
+    leaves: list[str] = []
+    statics: list[tuple[str, Any]] = []
+    described: list[tuple[str, str, str]] = []
+
+    def visit(nodedef: Any, path: str, hidden: bool) -> None:
+        kind = type(nodedef).__name__
+        if kind == "NodeRef":  # a node seen before: no leaves of its own
+            if not hidden:
+                earlier = index_paths.get(getattr(nodedef, "index", None))
+                described.append((path, SHARED, f"shared with {earlier}" if earlier
+                                  else "a shared reference"))
+            return
+        if kind == "VariableDef":
+            index_paths.setdefault(nodedef.index, path)
+            if type(getattr(nodedef, "array_refdef", None)).__name__ != "NodeRef":
+                leaves.append(path)
+            return
+        if kind == "ArrayRefDef":
+            leaves.append(path)
+            return
+        if kind != "NodeDef":
+            raise _Unreadable(kind)
+        node_type = nodedef.type
+        type_text = getattr(node_type, "__name__", None) or type(node_type).__name__
+        if nodedef.index is not None:
+            index_paths.setdefault(nodedef.index, path)
+        slot = len(described)
+        if not hidden:
+            described.append((path, type_text, type_text))
+        items = 0
+        for _ in range(int(nodedef.num_attributes)):
+            key, attr = next(attr_iter)
+            internal = hidden or (isinstance(key, str) and key.startswith(_INTERNAL_PREFIXES))
+            child = _child_path(path, key)
+            attr_kind = type(attr).__name__
+            if attr_kind == "Static":
+                if not internal and not (key == "_length" and type_text.endswith("List")):
+                    statics.append((child, attr.value))
+            elif attr_kind in ("LeafAttr", "ArrayAttr"):
+                leaves.append(child)
+            elif attr_kind in ("NodeAttr", "MutableArrayAttr"):
+                visit(next(node_iter), child, internal)
+            else:
+                raise _Unreadable(attr_kind)
+            items += isinstance(key, int)
+        if items and not hidden:
+            described[slot] = (path, type_text,
+                               f"{type_text} with {items} item{'s' * (items != 1)}")
+
+    visit(next(node_iter), head, False)
+    if (len(leaves) != num_leaves or next(node_iter, None) is not None
+            or next(attr_iter, None) is not None):
+        raise _Unreadable("leftover")
+    return Graph(tuple(leaves), tuple(statics), tuple(described))
+
+
+def nnx_layout(miss: Any, names: list[str] | None = None) -> Layout | None:
+    """The layout of a ``flax.nnx.jit`` call (graph nodes as ``NodeStates``), or ``None``."""
+    args, kwargs = miss.args, miss.kwargs
+    found = [(i, a) for i, a in enumerate(args) if _is_node_states(a)]
+    found_kw = [(k, v) for k, v in kwargs.items() if _is_node_states(v)]
+    if not found and not found_kw:
+        return None
+    names = names or []
+    leaf_paths: dict[str, tuple[str, ...]] = {}
+    graphs: list[Graph] = []
+    shared: dict[Any, str] = {}
+    heads = [(names[i] if i < len(names) else f"args[{i}]", a) for i, a in found]
+    heads += [(str(k), v) for k, v in found_kw]
+    for head, value in heads:
+        graphdef = getattr(value, "_graphdef", None)
+        if graphdef is None:
+            continue
+        graph = read_graphdef(graphdef, head, shared if len(heads) > 1 else None)
+        if graph is None:
+            return None  # a layout this reader does not know: JAX's own names, whole
+        graphs.append(graph)
+        states = getattr(value, "states", ())
+        if isinstance(states, tuple) and len(states) == 1 and isinstance(
+                states[0], (list, tuple)) and len(states[0]) == len(graph.leaves):
+            leaf_paths[head] = graph.leaves
+
+    def rename(jax_name: str) -> str:
+        # "model.states[0][3]" -> the user's path of leaf 3 of model
+        head, sep, tail = jax_name.partition(".states[0][")
+        paths = leaf_paths.get(head) if sep else None
+        index, sep2, rest = tail.partition("]")
+        if paths is None or not (sep2 and index.isdigit()) or int(index) >= len(paths):
+            return jax_name
+        return paths[int(index)] + rest
+
+    return Layout(rename, [], (), tuple(graphs), _argument_trees(miss, heads),
+                  keeps_statics=True)
+
+
+def _argument_trees(miss: Any, heads: list[tuple[str, Any]]) -> tuple[tuple[str, Any], ...]:
+    """Each graph node argument's own treedef (its GraphDef inside), for the fallback."""
+    from jax import tree_util
+
+    out = []
+    for head, value in heads:
+        try:
+            out.append((head, tree_util.tree_structure(value)))
+        except Exception:
+            continue
+    return tuple(out)
+
+
+def layout_for(miss: Any, names: list[str] | None = None) -> Layout | None:
+    """The layout of a wrapper library's call, if ``miss`` is one otel_jax can read.
+
+    ``names``: the positional parameter names of the jitted function.
+    """
+    try:
+        return equinox_layout(miss) or nnx_layout(miss, names)
     except Exception:  # a layout that moved: keep JAX's own names
         return None

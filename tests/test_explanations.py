@@ -1,0 +1,332 @@
+"""Causes that name what really happened: calling conventions, the closest earlier
+signature inside one argument, static values field by field, what a re-created
+partial or closure captured, and warnings that point at the user's code."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import otel_jax
+from conftest import diff_of
+
+
+def only_change(span) -> dict:
+    changes = diff_of(span)
+    assert len(changes) == 1, changes
+    return changes[0]
+
+
+# --- positional vs keyword ----------------------------------------------------------
+
+def test_static_argument_by_keyword_then_positionally(telemetry):
+    @functools.partial(jax.jit, static_argnames="n")
+    def power(x, n):
+        return x ** n
+
+    power(jnp.ones(3), n=2)
+    power(jnp.ones(3), 2)  # the same value, passed positionally: JAX compiles again
+    span = telemetry.last(
+        "test_static_argument_by_keyword_then_positionally.<locals>.power")
+    assert span.attributes["jax.compile.cause.kind"] == "static_argument"
+    assert only_change(span) == {"path": "n", "kind": "static_argument",
+                                 "before": "passed by keyword",
+                                 "after": "passed positionally"}
+    assert span.attributes["jax.compile.cause"] == "n: passed by keyword -> passed positionally"
+    hint = span.attributes["jax.compile.hint"]
+    assert "same way every call" in hint and "identity" not in hint
+
+
+def test_static_argument_positionally_then_by_keyword_with_a_new_value(telemetry):
+    @functools.partial(jax.jit, static_argnums=1)
+    def power(x, n):
+        return x ** n
+
+    power(jnp.ones(3), 2)
+    power(jnp.ones(3), n=3)
+    span = telemetry.last("test_static_argument_positionally_then_by_keyword_with_a_new_"
+                          "value.<locals>.power")
+    assert only_change(span) == {"path": "n", "kind": "static_argument",
+                                 "before": "passed positionally (2)",
+                                 "after": "passed by keyword (3)"}
+
+
+def test_array_argument_by_keyword_then_positionally_reads_in_that_direction(telemetry):
+    @jax.jit
+    def add(x, y):
+        return x + y
+
+    add(jnp.ones(3), y=jnp.ones(3))
+    add(jnp.ones(3), jnp.ones(3))
+    span = telemetry.last("test_array_argument_by_keyword_then_positionally_reads_in_that_"
+                          "direction.<locals>.add")
+    assert span.attributes["jax.compile.cause.kind"] == "pytree_structure"
+    assert only_change(span) == {"path": "y", "kind": "pytree_structure",
+                                 "before": "passed by keyword (f32[3])",
+                                 "after": "passed positionally (f32[3])"}
+
+
+# --- warnings point at the user's code ------------------------------------------------
+
+def test_on_recompile_warn_points_at_the_users_call(telemetry):
+    otel_jax.uninstall()
+    otel_jax.install(tracer_provider=telemetry.tracer_provider,
+                     meter_provider=telemetry.meter_provider, log_output=telemetry.log,
+                     on_recompile="warn")
+    try:
+        @jax.jit
+        def step(x):
+            return x + 1
+
+        step(jnp.ones(2))
+        otel_jax.mark_warmup_done()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            step(jnp.ones(5))  # the line the warning must name
+    finally:
+        otel_jax.uninstall()
+    ours = [w for w in caught if issubclass(w.category, otel_jax.OtelJaxWarning)]
+    assert len(ours) == 1, [str(w.message) for w in caught]
+    assert ours[0].filename == __file__
+    import inspect
+
+    source = inspect.getsource(test_on_recompile_warn_points_at_the_users_call)
+    first = test_on_recompile_warn_points_at_the_users_call.__code__.co_firstlineno
+    call_line = first + next(i for i, text in enumerate(source.splitlines())
+                             if "step(jnp.ones(5))" in text)
+    assert ours[0].lineno == call_line
+
+
+def test_compile_history_warns_when_nothing_records():
+    otel_jax.uninstall()
+
+    @jax.jit
+    def lonely(x):
+        return x * 2
+
+    lonely(jnp.ones(2))
+    with pytest.warns(otel_jax.OtelJaxWarning, match="not recording") as record:
+        assert otel_jax.compile_history(lonely) == []
+    assert record[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        otel_jax.compile_history(lonely)  # once is enough
+
+
+def test_compile_history_is_quiet_while_recording(telemetry):
+    @jax.jit
+    def busy(x):
+        return x * 2
+
+    busy(jnp.ones(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(otel_jax.compile_history(busy)) == 1
+
+
+# --- the closest earlier signature sees inside one argument -------------------------
+
+def test_closest_signature_counts_dimensions_inside_a_shape(telemetry):
+    @jax.jit
+    def f(x):
+        return x.sum()
+
+    f(jnp.ones((2, 3, 4)))
+    f(jnp.ones((5, 6, 4)))
+    f(jnp.ones((2, 3, 7)))  # one dimension from the first, three from the latest
+    span = telemetry.last("test_closest_signature_counts_dimensions_inside_a_shape.<locals>.f")
+    assert span.attributes["jax.compile.compared_with"] == 1
+    assert only_change(span) == {"path": "x", "kind": "shape",
+                                 "before": "f32[2,3,4]", "after": "f32[2,3,7]"}
+
+
+def test_closest_signature_counts_dtype_and_dimensions_inside_a_leaf(telemetry):
+    @jax.jit
+    def f(x, y):
+        return x.sum() * y.sum()
+
+    f(jnp.ones(3), jnp.ones((2, 2)))
+    f(jnp.ones(3), jnp.ones((4, 5), jnp.int32))  # y: dtype and two dimensions
+    f(jnp.ones(3), jnp.ones((2, 5)))  # one dimension from the first
+    span = telemetry.last(
+        "test_closest_signature_counts_dtype_and_dimensions_inside_a_leaf.<locals>.f")
+    assert span.attributes["jax.compile.compared_with"] == 1
+    assert only_change(span)["before"] == "f32[2,2]"
+
+
+
+
+import dataclasses  # noqa: E402
+from typing import NamedTuple  # noqa: E402
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    lr: float
+    depth: int
+    name: str = "base"
+
+
+class Schedule(NamedTuple):
+    warmup: int
+    decay: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Nested:
+    schedule: Schedule
+    seed: int = 0
+
+
+def test_frozen_dataclass_static_argument_is_diffed_field_by_field(telemetry):
+    @functools.partial(jax.jit, static_argnames="cfg")
+    def step(x, cfg):
+        return x * cfg.lr * cfg.depth
+
+    step(jnp.ones(2), cfg=TrainConfig(0.1, 2, "a"))
+    step(jnp.ones(2), cfg=TrainConfig(0.2, 3, "b"))
+    step(jnp.ones(2), cfg=TrainConfig(0.1, 2, "b"))  # one field from #1, two from #2
+    spans = telemetry.compiles(
+        "test_frozen_dataclass_static_argument_is_diffed_field_by_field.<locals>.step")
+    assert [c["path"] for c in diff_of(spans[1])] == ["cfg.lr", "cfg.depth", "cfg.name"]
+    assert diff_of(spans[1])[0] == {"path": "cfg.lr", "kind": "static_argument",
+                                    "before": "0.1", "after": "0.2"}
+    assert spans[1].attributes["jax.compile.cause"] == "cfg.lr: 0.1 -> 0.2 (+2 more)"
+    assert spans[2].attributes["jax.compile.compared_with"] == 1
+    assert only_change(spans[2]) == {"path": "cfg.name", "kind": "static_argument",
+                                     "before": "'a'", "after": "'b'"}
+    hint = spans[2].attributes["jax.compile.hint"]
+    assert "identity" not in hint and "every distinct value" in hint
+
+
+def test_nested_dataclass_and_namedtuple_fields_are_dotted(telemetry):
+    @functools.partial(jax.jit, static_argnums=1)
+    def step(x, cfg):
+        return x * cfg.schedule.decay
+
+    step(jnp.ones(2), Nested(Schedule(10, 0.5)))
+    step(jnp.ones(2), Nested(Schedule(10, 0.9)))
+    span = telemetry.compiles(
+        "test_nested_dataclass_and_namedtuple_fields_are_dotted.<locals>.step")[-1]
+    assert only_change(span) == {"path": "cfg.schedule.decay", "kind": "static_argument",
+                                 "before": "0.5", "after": "0.9"}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class IdentityConfig:  # eq=False: hashed by identity though a dataclass
+    k: int
+
+
+def test_identity_hashed_dataclass_keeps_the_identity_hint(telemetry):
+    @functools.partial(jax.jit, static_argnums=1)
+    def step(x, cfg):
+        return x * cfg.k
+
+    step(jnp.ones(2), IdentityConfig(1))
+    step(jnp.ones(2), IdentityConfig(1))
+    span = telemetry.compiles(
+        "test_identity_hashed_dataclass_keeps_the_identity_hint.<locals>.step")[-1]
+    assert span.attributes["jax.compile.cause.kind"] == "static_argument"
+    assert "hashes by identity" in span.attributes["jax.compile.cause"]
+    assert "__eq__" in span.attributes["jax.compile.hint"]
+
+
+def test_static_value_reprs_are_one_line_and_bounded(telemetry):
+    class Tall:
+        def __init__(self, n):
+            self.n = n
+
+        def __eq__(self, other):
+            return isinstance(other, Tall) and other.n == self.n
+
+        def __hash__(self):
+            return hash(self.n)
+
+        def __repr__(self):
+            return "Tall(\n" + "\n".join(f"    line {i} = {self.n}" for i in range(60)) + "\n)"
+
+    @functools.partial(jax.jit, static_argnums=1)
+    def step(x, t):
+        return x * t.n
+
+    step(jnp.ones(2), Tall(1))
+    step(jnp.ones(2), Tall(2))
+    span = telemetry.compiles(
+        "test_static_value_reprs_are_one_line_and_bounded.<locals>.step")[-1]
+    change = only_change(span)
+    cause = span.attributes["jax.compile.cause"]
+    assert "\n" not in cause and len(cause) < 400
+    assert change["before"].startswith("Tall( line 0 = 1")
+
+
+# --- what a re-created partial or closure binds -----------------------------------------
+
+def scaled_power(x, k, scale=1.0):
+    return x ** k * scale
+
+
+def test_recreated_partial_names_the_bound_value_that_changed(telemetry):
+    for k in (2, 3):
+        jax.jit(functools.partial(scaled_power, k=k))(jnp.ones(2))
+    span = telemetry.last("scaled_power")
+    assert span.attributes["jax.compile.cause.kind"] == "function_identity"
+    cause = span.attributes["jax.compile.cause"]
+    assert cause.startswith("a new function object for the same source; bound k: 2 -> 3")
+    assert "(+" not in cause
+    assert {"path": "<function>.k", "kind": "function_identity", "before": "2",
+            "after": "3"} in diff_of(span)
+
+
+def test_recreated_partial_with_positional_arguments(telemetry):
+    for scale in (0.5, 0.25):
+        jax.jit(functools.partial(scaled_power, jnp.ones(2), 2, scale=scale))()
+    span = telemetry.last("scaled_power")
+    assert "bound scale: 0.5 -> 0.25" in span.attributes["jax.compile.cause"]
+    assert len(diff_of(span)) == 2  # args[0] and args[1] unchanged: not listed
+
+
+def test_recreated_closure_names_the_captured_values_that_changed(telemetry):
+    def make(k, w):
+        def inner(x):
+            return x * k + w.sum()
+        return inner
+
+    jax.jit(make(2, jnp.ones(3)))(jnp.ones(2))
+    jax.jit(make(2, jnp.ones(4)))(jnp.ones(2))
+    spans = telemetry.compiles(
+        "test_recreated_closure_names_the_captured_values_that_changed.<locals>.make."
+        "<locals>.inner")
+    cause = spans[-1].attributes["jax.compile.cause"]
+    assert "bound w: f32[3] -> f32[4]" in cause  # an array shows as its type only
+    assert "1." not in cause and "k:" not in cause
+
+
+def test_bound_values_never_run_user_code_or_show_array_values():
+    import numpy as np
+
+    from otel_jax._signature import bound_values
+
+    class Loud:
+        def __repr__(self):
+            raise AssertionError("user code ran")
+
+        def __eq__(self, other):
+            raise AssertionError("user code ran")
+
+        __hash__ = object.__hash__
+
+    loud = Loud()
+    secret = np.array([1234.5, 6789.0], dtype=np.float32)
+
+    def inner(x):
+        return x, loud, secret
+
+    bound = dict(bound_values(functools.partial(inner, tuple(range(20)))))
+    assert bound["loud"].endswith("Loud>")
+    assert bound["secret"] == "f32[2]"
+    assert bound["args[0]"] == "<tuple>"  # not a small tuple of scalars: its type only
+    assert "1234" not in str(bound)
