@@ -419,12 +419,10 @@ class _Guard:
             self._drop(n, window)
             if window is not None and window.remaining() <= 0:
                 window.cut.add(self._breaker.endpoint)
-            self._breaker.failed(self._signal, f"no answer within {wait:.0f} s")
+            self._breaker.failed(self._signal, f"no answer within {wait:.3g} s")
             return failure
         if call.error is not None:
             exc = call.error
-            if not isinstance(exc, Exception):
-                raise exc
             if not isinstance(exc, OSError) and isinstance(
                     exc, (UnicodeError, ValueError, TypeError, OverflowError, RecursionError)):
                 # The batch could not be serialised: a bad record, not an outage.
