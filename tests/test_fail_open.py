@@ -258,13 +258,14 @@ HANG_SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("timeout,mode", [("2000", "exit"), ("600", "exit"),
-                                          ("600", "uninstall")])
-def test_hung_collector_bounds_exit_and_uninstall(black_hole, timeout, mode):
+@pytest.mark.parametrize("timeout,mode,protocol", [
+    ("2000", "exit", "http/protobuf"), ("600", "exit", "http/protobuf"),
+    ("600", "uninstall", "http/protobuf"), ("600", "exit", "grpc")])
+def test_hung_collector_bounds_exit_and_uninstall(black_hole, timeout, mode, protocol):
     # 2000: the specification's milliseconds, which the Python SDK reads as seconds;
     # 600 s: a long timeout that only the bounded windows cut short.
     env = clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{black_hole.port}",
-                    OTEL_EXPORTER_OTLP_TIMEOUT=timeout)
+                    OTEL_EXPORTER_OTLP_TIMEOUT=timeout, OTEL_EXPORTER_OTLP_PROTOCOL=protocol)
     proc = python(HANG_SCRIPT, env, mode, timeout=280)
     ended = time.time()
     assert proc.returncode == 0, proc.stderr[-3000:]
