@@ -123,6 +123,23 @@ def test_two_processes_sharing_one_prometheus_port():
 
 
 @pytest.mark.slow
+def test_prometheus_port_zero_serves_on_a_free_port_and_says_which():
+    script = textwrap.dedent("""
+        import json, urllib.request
+        import jax, jax.numpy as jnp, otel_jax
+        handle = otel_jax.install(log_output=None, prometheus_port=0)
+        jax.jit(lambda x: x - 1)(jnp.ones(2))
+        host, port = handle.prometheus_address
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            body = r.read().decode()
+        print("RESULT " + json.dumps({"port": port, "served": "jax_compilations" in body}))
+    """)
+    env = clean_env(OTEL_EXPORTER_PROMETHEUS_HOST="127.0.0.1")
+    result = result_of(python(script, env))
+    assert result["port"] > 0 and result["served"] is True
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("variables", [
     {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TIMEOUT": "abc"},
     {"OTEL_EXPORTER_OTLP_TIMEOUT": "-5"},
