@@ -186,8 +186,9 @@ def _exporter(signal: str) -> Any:
         except ImportError:
             if not _grpc_fallback_said:  # once, not once per signal
                 _grpc_fallback_said = True
-                _log.warning("OTEL_EXPORTER_OTLP_PROTOCOL=grpc but the gRPC exporter is not "
-                             "installed (pip install 'otel_jax[grpc]'); using http/protobuf")
+                emit_warning("otel_jax: OTEL_EXPORTER_OTLP_PROTOCOL=grpc but the gRPC exporter "
+                             "is not installed (pip install 'otel_jax[grpc]'); using "
+                             "http/protobuf")
         else:
             inner = getattr(mod, cls)(timeout=timeout)
     if inner is None:

@@ -521,7 +521,7 @@ def test_clean_text_makes_any_repr_encodable():
 
 # --- exporter noise: one warning, whoever configured the exporter ---------------------------------
 
-def test_grpc_fallback_is_said_once(monkeypatch, caplog):
+def test_grpc_fallback_is_said_once(monkeypatch):
     for name in ("opentelemetry.exporter.otlp.proto.grpc",
                  "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
                  "opentelemetry.exporter.otlp.proto.grpc.metric_exporter",
@@ -530,10 +530,12 @@ def test_grpc_fallback_is_said_once(monkeypatch, caplog):
     monkeypatch.setattr(_providers, "_grpc_fallback_said", False)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
-    with caplog.at_level(logging.WARNING, logger="otel_jax"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         exporters = [_providers._exporter(s) for s in ("traces", "metrics", "logs")]
     assert len(exporters) == 3
-    assert sum("gRPC exporter is not installed" in r.getMessage() for r in caplog.records) == 1
+    ours = [str(w.message) for w in caught if issubclass(w.category, OtelJaxWarning)]
+    assert len(ours) == 1 and "gRPC exporter is not installed" in ours[0]
 
 
 PLAIN_SCRIPT = textwrap.dedent("""
