@@ -373,9 +373,9 @@ def _resolve(build: _Build, tracer_provider: Any, meter_provider: Any, logger_pr
         if meter_provider_configured():
             meter_provider = metrics.get_meter_provider()
             if prometheus is not None and prometheus_port is not None:
-                _log.warning("prometheus_port=%s ignored: the application configured its "
-                             "own MeterProvider; add a PrometheusMetricReader to it",
-                             prometheus_port)
+                warn_once("prometheus-ignored", (
+                    f"otel_jax: prometheus_port={prometheus_port} ignored: the application "
+                    "configured its own MeterProvider; add a PrometheusMetricReader to it"))
         else:
             meter_provider = _default_meter_provider(build, prometheus)
     if logger_provider is None:
