@@ -609,3 +609,24 @@ def test_stream_of_warning_output_is_one_line_per_problem():
         finally:
             warnings.showwarning = original
     assert buf.getvalue().startswith("otel_jax:0: OtelJaxWarning: otel_jax: test")
+
+
+@pytest.mark.slow
+def test_prometheus_port_ignored_with_the_applications_meter_provider_is_said():
+    script = textwrap.dedent("""
+        import json, warnings
+        from opentelemetry import metrics
+        from opentelemetry.sdk.metrics import MeterProvider
+        metrics.set_meter_provider(MeterProvider())
+        import otel_jax
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            handle = otel_jax.install(log_output=None, prometheus_port=0)
+        print("RESULT " + json.dumps({
+            "address": handle.prometheus_address,
+            "warnings": [str(w.message) for w in caught
+                         if issubclass(w.category, otel_jax.OtelJaxWarning)]}))
+    """)
+    result = result_of(python(script, clean_env()))
+    assert result["address"] is None
+    assert len(result["warnings"]) == 1 and "prometheus_port=0 ignored" in result["warnings"][0]
