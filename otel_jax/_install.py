@@ -161,7 +161,9 @@ def _metrics_api() -> Any:
 
 
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    import numbers
+
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _validated(**options: Any) -> dict[str, Any]:
@@ -172,7 +174,8 @@ def _validated(**options: Any) -> dict[str, Any]:
     if options["log_level"] not in _LOG_LEVELS:
         raise ValueError(f"log_level must be one of {_LOG_LEVELS}, not {options['log_level']!r}")
     out = options["log_output"]
-    if not (out is None or out == "stderr" or callable(getattr(out, "write", None))):
+    if not (out is None or (isinstance(out, str) and out == "stderr")
+            or callable(getattr(out, "write", None))):
         raise ValueError(f"log_output must be 'stderr', None or a text stream with a write() "
                          f"method, not {out!r}")
     threshold = options["storm_threshold"]
