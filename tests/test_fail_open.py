@@ -630,3 +630,58 @@ def test_prometheus_port_ignored_with_the_applications_meter_provider_is_said():
     result = result_of(python(script, clean_env()))
     assert result["address"] is None
     assert len(result["warnings"]) == 1 and "prometheus_port=0 ignored" in result["warnings"][0]
+
+
+class Answering:
+    """A collector that answers every request with one HTTP status."""
+
+    def __init__(self, status: int) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("collector", ["closed", "black hole", "500", "429", "garbage URL"])
+def test_collector_faults_cost_one_warning_and_a_bounded_exit(collector):
+    servers: list = []
+    if collector == "closed":
+        endpoint = f"http://127.0.0.1:{free_port()}"
+    elif collector == "black hole":
+        servers.append(BlackHole())
+        endpoint = f"http://127.0.0.1:{servers[0].port}"
+    elif collector == "garbage URL":
+        endpoint = "http://exa mple:notaport"
+    else:
+        servers.append(Answering(int(collector)))
+        endpoint = f"http://127.0.0.1:{servers[0].port}"
+    try:
+        env = clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_EXPORTER_OTLP_TIMEOUT="3")
+        proc = python(HANG_SCRIPT, env, "exit", timeout=280)
+        ended = time.time()
+    finally:
+        for server in servers:
+            server.close()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    end = float(re.search(r"^END (\S+)", proc.stdout, re.M).group(1))
+    assert ended - end < 30
+    said = otel_jax_warnings(proc.stderr)
+    assert len(said) == 1, proc.stderr[-3000:]
+    others = [ln for ln in proc.stderr.splitlines() if ln.strip() and ln not in said]
+    assert not others, others  # no retry lines, no traceback
