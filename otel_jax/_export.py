@@ -54,7 +54,6 @@ _EXPORTER_LOGGERS = (
 )
 _NOISE = ("Transient error", "Failed to export", "Shutdown in progress", "Exception while exporting")
 
-_logger = logging.getLogger("otel_jax")
 _state_lock = threading.Lock()
 _inside_our_export = threading.local()
 
