@@ -29,6 +29,7 @@ class Installation:
     prometheus_address: tuple[str, int] | None
     sinks: list[Sink] = field(default_factory=list)
     _providers: _providers.Providers | None = None
+    _options: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def active(self) -> bool:
@@ -71,7 +72,12 @@ def install(
         log_level: ``"debug"`` also logs JAX's eager op-by-op compiles.
         prometheus_port: serve a Prometheus scrape endpoint on this port
             (or set ``OTEL_EXPORTER_PROMETHEUS_PORT``); only with the default
-            meter provider.
+            meter provider. ``0`` picks a free port (``prometheus_address``
+            says which). A port that is taken (several processes on one host
+            sharing one environment) or an unusable
+            ``OTEL_EXPORTER_PROMETHEUS_PORT`` costs one ``OtelJaxWarning``:
+            no endpoint is served (``prometheus_address`` is None), metrics
+            are still recorded in the process, and install() succeeds.
         storm_threshold: recompiles of one function after which one WARNING
             names it and the causes seen so far.
         warmup_steps: warm-up ends after this many ``otel_jax.step()`` calls
@@ -80,15 +86,36 @@ def install(
         on_recompile: what a recompile after warm-up does: ``"log"`` (mark and
             count it), ``"warn"`` (also a Python warning) or ``"raise"``
             (``otel_jax.RecompileError`` from the jit call, for CI and canaries).
+
+    Raises:
+        ValueError: for an invalid argument passed here (``log_level="verbose"``,
+            ``storm_threshold=-1``, ``warmup_steps=2.5``, ``prometheus_port="abc"``):
+            a mistake in the program, said at once. Nothing read from the
+            environment raises: bad ``OTEL_*`` values cost one ``OtelJaxWarning``.
+
+    Once installed, a second call returns the same handle; arguments that differ
+    from the active installation's (and are not the default) are ignored with one
+    ``OtelJaxWarning`` naming them: ``uninstall()`` first to change them.
     """
     global _current
-    if on_recompile not in ON_RECOMPILE:
-        raise ValueError(f"on_recompile must be one of {ON_RECOMPILE}, not {on_recompile!r}")
+    options = _validated(tracer_provider=tracer_provider, meter_provider=meter_provider,
+                         logger_provider=logger_provider, log_output=log_output,
+                         log_level=log_level, prometheus_port=prometheus_port,
+                         storm_threshold=storm_threshold, warmup_steps=warmup_steps,
+                         on_recompile=on_recompile)
     with _lock:
         if _current is not None:
+            _warn_ignored(_current._options, options)
             return _current
-        providers = _providers.resolve(tracer_provider, meter_provider, logger_provider,
-                                       prometheus_port)
+        try:
+            providers = _providers.resolve(tracer_provider, meter_provider, logger_provider,
+                                           prometheus_port)
+        except Exception as exc:  # resolve() fails open itself; this is the last guard
+            _providers.warn_once("providers", (
+                f"otel_jax: cannot set up OpenTelemetry ({type(exc).__name__}: {exc}); "
+                "compiles are reported in the JSON log lines only."))
+            providers = _providers.Providers(trace.get_tracer_provider(),
+                                             _metrics_api().get_meter_provider(), None)
         scope = INSTRUMENTATION_SCOPE
         tracer = trace.get_tracer(scope, __version__, tracer_provider=providers.tracer_provider)
         sinks: list[Sink] = [
@@ -115,15 +142,95 @@ def install(
             prometheus_address=providers.prometheus_address,
             sinks=sinks,
             _providers=providers,
+            _options=options,
         )
         return _current
+
+
+_DEFAULTS: dict[str, Any] = {
+    "tracer_provider": None, "meter_provider": None, "logger_provider": None,
+    "log_output": "stderr", "log_level": "info", "prometheus_port": None,
+    "storm_threshold": 8, "warmup_steps": None, "on_recompile": "log",
+}
+_LOG_LEVELS = ("debug", "info", "warning")
+_BY_IDENTITY = ("tracer_provider", "meter_provider", "logger_provider", "log_output")
+
+
+def _metrics_api() -> Any:
+    from opentelemetry import metrics
+
+    return metrics
+
+
+def _is_int(value: Any) -> bool:
+    import numbers
+
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _validated(**options: Any) -> dict[str, Any]:
+    """install()'s arguments, checked: a clear ValueError for a programming mistake."""
+    if options["on_recompile"] not in ON_RECOMPILE:
+        raise ValueError(f"on_recompile must be one of {ON_RECOMPILE}, "
+                         f"not {options['on_recompile']!r}")
+    if options["log_level"] not in _LOG_LEVELS:
+        raise ValueError(f"log_level must be one of {_LOG_LEVELS}, not {options['log_level']!r}")
+    out = options["log_output"]
+    if not (out is None or (isinstance(out, str) and out == "stderr")
+            or callable(getattr(out, "write", None))):
+        raise ValueError(f"log_output must be 'stderr', None or a text stream with a write() "
+                         f"method, not {out!r}")
+    threshold = options["storm_threshold"]
+    if not _is_int(threshold) or threshold < 1:
+        raise ValueError(f"storm_threshold must be an int >= 1 (recompiles of one function "
+                         f"before the storm warning), not {threshold!r}")
+    warmup = options["warmup_steps"]
+    if warmup is not None and (not _is_int(warmup) or warmup < 0):
+        raise ValueError(f"warmup_steps must be None or an int >= 0 (otel_jax.step() calls), "
+                         f"not {warmup!r}")
+    port = options["prometheus_port"]
+    if port is not None and (not _is_int(port) or not 0 <= port <= 65535):
+        raise ValueError(f"prometheus_port must be None or an int port number 0-65535, "
+                         f"not {port!r}")
+    return options
+
+
+def _same(name: str, a: Any, b: Any) -> bool:
+    if name in _BY_IDENTITY and not (isinstance(a, str) and isinstance(b, str)):
+        return a is b
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+def _warn_ignored(active: dict[str, Any], asked: dict[str, Any]) -> None:
+    """A repeated install() asking for something else: say what is ignored, once."""
+    ignored = [name for name, value in asked.items()
+               if not _same(name, value, _DEFAULTS[name]) and name in active
+               and not _same(name, value, active[name])]
+    if not ignored:
+        return
+    described = ", ".join(f"{name}={_short(asked[name])} (active: {_short(active[name])})"
+                          for name in ignored)
+    _providers.warn_once(f"install-ignored:{','.join(ignored)}", (
+        f"otel_jax is already installed; install() ignored {described}. Call "
+        "otel_jax.uninstall() first to install with other arguments."))
+
+
+def _short(value: Any) -> str:
+    from ._text import safe_repr
+
+    return safe_repr(value, 60)
 
 
 def uninstall() -> None:
     """Remove every hook and listener otel_jax added; JAX is left exactly as it was.
 
     Providers otel_jax created are flushed (not shut down: the application's
-    own spans may still use them). A no-op when not installed.
+    own spans may still use them), for at most 2 s in all: what a collector that
+    does not answer keeps is dropped with one ``OtelJaxWarning`` saying so. A
+    no-op when not installed.
     """
     global _current
     with _lock:
@@ -136,13 +243,10 @@ def uninstall() -> None:
         ENGINE.set_storm_sink(None)
         ENGINE.on_recompile = "log"
         if current._providers is not None:
-            for provider in current._providers.owned:
-                flush = getattr(provider, "force_flush", None)
-                if flush is not None:
-                    try:
-                        flush(2000)
-                    except Exception:  # never let a collector that is down fail uninstall
-                        pass
+            try:  # bounded: a hung collector costs at most _export.UNINSTALL_SECONDS
+                _providers.flush(current._providers)
+            except Exception:  # never let a collector that is down fail uninstall
+                pass
             _providers.stop_prometheus(current._providers)
 
 

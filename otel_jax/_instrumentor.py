@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Collection
 from typing import Any
 
@@ -13,6 +14,17 @@ _INSTALL_OPTIONS = (
     "tracer_provider", "meter_provider", "logger_provider", "log_output", "log_level",
     "prometheus_port", "storm_threshold", "warmup_steps", "on_recompile",
 )
+_AUTO_INSTRUMENTATION = "opentelemetry.instrumentation.auto_instrumentation"
+
+
+def _called_by_auto_instrumentation() -> bool:
+    """Whether ``opentelemetry-instrument`` (its sitecustomize) is loading instrumentors."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith(_AUTO_INSTRUMENTATION):
+            return True
+        frame = frame.f_back
+    return False
 
 
 class JaxInstrumentor(BaseInstrumentor):  # type: ignore[misc]
@@ -22,6 +34,13 @@ class JaxInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     so ``opentelemetry-instrument`` picks it up with no code change and
     ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=jax`` turns it off.
     ``instrument(**kwargs)`` accepts ``otel_jax.install``'s options.
+
+    Under ``opentelemetry-instrument`` the exporters are the distro's, not
+    otel_jax's: they cannot be wrapped, but their per-attempt retry and failure
+    messages are replaced by one ``OtelJaxWarning`` quoting the first, as with
+    ``install()``. Unlike ``install()``'s own exporters they keep the SDK's
+    timing: no breaker, each batch is retried until the exporter's timeout, and
+    exit may wait that long per signal.
     """
 
     def instrumentation_dependencies(self) -> Collection[str]:
@@ -29,6 +48,10 @@ class JaxInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _instrument(self, **kwargs: Any) -> None:
         _install.install(**{k: v for k, v in kwargs.items() if k in _INSTALL_OPTIONS})
+        if _called_by_auto_instrumentation():
+            from . import _export
+
+            _export.quiet_exporter_logs()
 
     def _uninstrument(self, **kwargs: Any) -> None:
         _install.uninstall()

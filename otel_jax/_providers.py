@@ -6,17 +6,30 @@ resource attributes, OTLP endpoint, protocol, headers, timeouts, the
 exporter's host and port). Export never blocks the training loop: spans and
 logs go through batch processors with bounded queues, metrics through a
 periodic reader, all on background threads.
+
+Fail open: nothing read from the environment can make ``install()`` raise. A
+Prometheus port that is taken or not a port, an exporter that cannot be built,
+cost one ``OtelJaxWarning`` each; providers become global only once all of
+them were built, so a failure leaves no half set-up behind. The providers
+otel_jax creates are shut down at exit within ``_export.EXIT_SECONDS``.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import math
 import os
+import sys
+import threading
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry import metrics, trace
 from opentelemetry import _logs as otel_logs
+from opentelemetry import metrics, trace
+
+from ._engine import OtelJaxWarning
 
 _log = logging.getLogger("otel_jax")
 
@@ -79,12 +92,82 @@ def _protocol(signal: str) -> str:
             or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip()
 
 
-_breakers: dict[str, Any] = {}
+_said: set[str] = set()
+
+
+def warn_once(key: str, message: str) -> None:
+    """One ``OtelJaxWarning`` per kind of set-up problem; never raises."""
+    if key in _said:
+        return
+    _said.add(key)
+    emit_warning(message)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _library_dirs() -> tuple[str, ...]:
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return tuple({os.path.abspath(paths[k]) + os.sep for k in
+                  ("stdlib", "platstdlib", "purelib", "platlib") if k in paths})
+
+
+def emit_warning(message: str) -> None:
+    """An ``OtelJaxWarning`` pointing at the user's call that led to it (install(),
+    uninstall(), a jit call), or at ``otel_jax`` itself when it comes from a background
+    thread or from exit. Never raises (warnings turned into errors are logged)."""
+    try:
+        frame: Any = sys._getframe(0)
+        level = 1
+        while frame is not None and os.path.dirname(
+                os.path.abspath(frame.f_code.co_filename)) == _PACKAGE_DIR:
+            frame = frame.f_back
+            level += 1
+        if frame is None or os.path.abspath(frame.f_code.co_filename).startswith(
+                _library_dirs()):
+            warnings.warn_explicit(message, OtelJaxWarning, "otel_jax", 0, module="otel_jax")
+        else:
+            warnings.warn(message, OtelJaxWarning, stacklevel=level)
+    except Exception:
+        _log.warning(message)
+
+
+_DEFAULT_TIMEOUT_S = 10.0
+
+
+def export_timeout(signal: str) -> float:
+    """The OTLP export timeout for ``signal``, in seconds.
+
+    The Python SDK reads ``OTEL_EXPORTER_OTLP_[SIGNAL_]TIMEOUT`` as seconds, the
+    specification as milliseconds: a value of 1000 or more is read as milliseconds
+    (``2000`` is 2 s), a smaller one as seconds. A value that is not a positive
+    number costs one warning and the default, 10 s.
+    """
+    for var in (f"OTEL_EXPORTER_OTLP_{signal.upper()}_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"):
+        raw = os.environ.get(var)
+        if raw is None or not raw.strip():
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value <= 0:
+            warn_once(f"timeout:{var}", f"otel_jax: {var}={raw!r} is not a positive number "
+                      f"of seconds; using {_DEFAULT_TIMEOUT_S:g} s")
+            return _DEFAULT_TIMEOUT_S
+        return value / 1000 if value >= 1000 else value
+    return _DEFAULT_TIMEOUT_S
+
+
+_grpc_fallback_said = False
 
 
 def _exporter(signal: str) -> Any:
     """The OTLP exporter for ``signal`` (gRPC when asked for and installed, else HTTP),
     wrapped so that an unreachable collector costs one warning, not the user's time."""
+    global _grpc_fallback_said
     from . import _export
 
     names = {"traces": "trace_exporter.OTLPSpanExporter",
@@ -94,22 +177,26 @@ def _exporter(signal: str) -> Any:
                 "metrics": _export.FailOpenMetricExporter,
                 "logs": _export.FailOpenLogExporter}
     module, cls = names[signal].split(".")
+    timeout = export_timeout(signal)
     inner = None
     if _protocol(signal) == "grpc":
         try:
             mod = __import__(f"opentelemetry.exporter.otlp.proto.grpc.{module}",
                              fromlist=[cls])
-            inner = getattr(mod, cls)()
         except ImportError:
-            _log.warning("OTEL_EXPORTER_OTLP_PROTOCOL=grpc but the gRPC exporter is not "
-                         "installed (pip install 'otel_jax[grpc]'); using http/protobuf")
+            if not _grpc_fallback_said:  # once, not once per signal
+                _grpc_fallback_said = True
+                emit_warning("otel_jax: OTEL_EXPORTER_OTLP_PROTOCOL=grpc but the gRPC exporter "
+                             "is not installed (pip install 'otel_jax[grpc]'); using "
+                             "http/protobuf")
+        else:
+            inner = getattr(mod, cls)(timeout=timeout)
     if inner is None:
         mod = __import__(f"opentelemetry.exporter.otlp.proto.http.{module}", fromlist=[cls])
-        inner = getattr(mod, cls)()
+        inner = getattr(mod, cls)(timeout=timeout)
     endpoint = otlp_endpoint(signal) or "the OTLP endpoint"
-    breaker = _breakers.setdefault(endpoint, _export.Breaker(endpoint))
     _export.quiet_exporter_logs()
-    return wrappers[signal](inner, breaker)
+    return wrappers[signal](inner, _export.breaker_for(endpoint), timeout)
 
 
 def _resource() -> Any:
@@ -118,34 +205,84 @@ def _resource() -> Any:
     return Resource.create()  # OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
 
 
-def _default_tracer_provider(owned: list[Any]) -> Any:
+class _Build:
+    """Providers being built: made global only when every one of them was built."""
+
+    def __init__(self) -> None:
+        self.owned: list[Any] = []
+        self.make_global: list[Any] = []
+        self.server: Any = None
+        self.prometheus_address: tuple[str, int] | None = None
+
+
+def _default_tracer_provider(build: _Build) -> Any:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    provider = TracerProvider(resource=_resource())
+    # Shut down by otel_jax at exit, within a bound (see shutdown_at_exit).
+    provider = TracerProvider(resource=_resource(), shutdown_on_exit=False)
+    build.owned.append(provider)
     if _wants_otlp("traces"):
         provider.add_span_processor(BatchSpanProcessor(_exporter("traces")))
     if _wants_console("traces"):
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
         provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
-    trace.set_tracer_provider(provider)
-    owned.append(provider)
+    build.make_global.append(lambda: trace.set_tracer_provider(provider))
     return provider
 
 
-def _prometheus_address(port: int | None) -> tuple[str, int] | None:
+_PORT_HELP = ("Several processes on one host need one port each: set "
+              "OTEL_EXPORTER_PROMETHEUS_PORT per process (e.g. 9464 + local rank).")
+
+
+def _prometheus_request(port: int | None) -> tuple[str, int | None] | None:
+    """``(host, port)`` when a Prometheus endpoint is asked for (``port`` None: asked for,
+    but the environment's port is unusable, which cost one warning); None when not asked."""
     env_port = os.environ.get("OTEL_EXPORTER_PROMETHEUS_PORT")
-    selected = os.environ.get("OTEL_METRICS_EXPORTER", "").lower().split(",")
-    if port is None and (env_port or "prometheus" in selected):
-        port = int(env_port or 9464)
-    if port is None:
-        return None
-    return os.environ.get("OTEL_EXPORTER_PROMETHEUS_HOST", "localhost"), int(port)
+    selected = [v.strip() for v in
+                os.environ.get("OTEL_METRICS_EXPORTER", "").lower().split(",")]
+    host = (os.environ.get("OTEL_EXPORTER_PROMETHEUS_HOST") or "").strip() or "localhost"
+    if port is not None:  # install(prometheus_port=...), validated by install()
+        return host, port
+    if env_port is not None and env_port.strip():
+        try:
+            value = int(env_port.strip())
+        except ValueError:
+            value = -1
+        if not 0 <= value <= 65535:
+            warn_once("prometheus-port", (
+                f"otel_jax: OTEL_EXPORTER_PROMETHEUS_PORT={env_port!r} is not a port number "
+                "(0-65535); no Prometheus scrape endpoint is served. Metrics are still "
+                "recorded in this process."))
+            return host, None
+        return host, value
+    if "prometheus" in selected:
+        return host, 9464
+    return None
 
 
-def _default_meter_provider(owned: list[Any], prometheus: tuple[str, int] | None,
-                            servers: list[Any]) -> Any:
+def _start_prometheus(build: _Build, host: str, port: int) -> None:
+    from prometheus_client import start_http_server
+
+    try:
+        started = start_http_server(port, addr=host)
+    except Exception as exc:  # port in use, host unknown, ...
+        warn_once("prometheus-port", (
+            f"otel_jax: cannot serve Prometheus metrics on {host}:{port} "
+            f"({type(exc).__name__}: {exc}); no scrape endpoint in this process. Metrics are "
+            f"still recorded in this process. {_PORT_HELP}"))
+        return
+    if isinstance(started, tuple):  # prometheus_client >= 0.20: (server, thread)
+        build.server = started
+        try:
+            port = int(started[0].server_address[1])  # the real one when port was 0
+        except Exception:
+            pass
+    build.prometheus_address = (host, port)
+
+
+def _default_meter_provider(build: _Build, prometheus: tuple[str, int | None] | None) -> Any:
     readers: list[Any] = []
     if _wants_otlp("metrics"):
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
@@ -160,68 +297,112 @@ def _default_meter_provider(owned: list[Any], prometheus: tuple[str, int] | None
         readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter()))
     if prometheus is not None:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
-        from prometheus_client import start_http_server
 
         readers.append(PrometheusMetricReader())
-        servers.append(start_http_server(prometheus[1], addr=prometheus[0]))
+        if prometheus[1] is not None:
+            _start_prometheus(build, prometheus[0], prometheus[1])
     if not readers:
         return metrics.get_meter_provider()  # a proxy: binds if the app sets one later
     from opentelemetry.sdk.metrics import MeterProvider
 
-    provider = MeterProvider(metric_readers=readers, resource=_resource())
-    metrics.set_meter_provider(provider)
-    owned.append(provider)
+    provider = MeterProvider(metric_readers=readers, resource=_resource(),
+                             shutdown_on_exit=False)
+    build.owned.append(provider)
+    build.make_global.append(lambda: metrics.set_meter_provider(provider))
     return provider
 
 
-def _default_logger_provider(owned: list[Any]) -> Any | None:
+def _default_logger_provider(build: _Build) -> Any | None:
     if not (_wants_otlp("logs") or _wants_console("logs")):
         return None
     from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 
-    provider = LoggerProvider(resource=_resource())
+    provider = LoggerProvider(resource=_resource(), shutdown_on_exit=False)
+    build.owned.append(provider)
     if _wants_otlp("logs"):
         provider.add_log_record_processor(BatchLogRecordProcessor(_exporter("logs")))
     if _wants_console("logs"):
         from opentelemetry.sdk._logs.export import ConsoleLogExporter
 
         provider.add_log_record_processor(BatchLogRecordProcessor(ConsoleLogExporter()))
-    otel_logs.set_logger_provider(provider)
-    owned.append(provider)
+    build.make_global.append(lambda: otel_logs.set_logger_provider(provider))
     return provider
 
 
 def resolve(tracer_provider: Any = None, meter_provider: Any = None,
             logger_provider: Any = None, prometheus_port: int | None = None) -> Providers:
-    """Providers passed in, else the global ones the application set, else defaults."""
-    owned: list[Any] = []
-    servers: list[Any] = []
+    """Providers passed in, else the global ones the application set, else defaults.
+
+    Never raises for what the environment says: when the default set-up fails,
+    one warning, nothing of it is left behind (no global provider, no open
+    port), and the API's providers are used (the JSON lines still work).
+    """
     if sdk_disabled():
         # OTEL_SDK_DISABLED=true: the API's no-op providers (and the JSON lines) only.
         return Providers(tracer_provider or trace.get_tracer_provider(),
                          meter_provider or metrics.get_meter_provider(), logger_provider)
+    build = _Build()
+    try:
+        providers = _resolve(build, tracer_provider, meter_provider, logger_provider,
+                             prometheus_port)
+    except Exception as exc:
+        _discard(build)
+        warn_once("providers", (
+            f"otel_jax: cannot set up OpenTelemetry export ({type(exc).__name__}: {exc}); "
+            "compiles are still reported in the JSON log lines, and in the application's "
+            "own providers if it sets them up."))
+        return Providers(tracer_provider or trace.get_tracer_provider(),
+                         meter_provider or metrics.get_meter_provider(),
+                         logger_provider if logger_provider is not None else None)
+    for make_global in build.make_global:
+        make_global()
+    _exit_owned.extend(build.owned)
+    if build.owned:
+        _register_exit()
+    return providers
+
+
+def _resolve(build: _Build, tracer_provider: Any, meter_provider: Any, logger_provider: Any,
+             prometheus_port: int | None) -> Providers:
     if tracer_provider is None:
         tracer_provider = (trace.get_tracer_provider() if tracer_provider_configured()
-                           else _default_tracer_provider(owned))
-    prometheus = _prometheus_address(prometheus_port)
+                           else _default_tracer_provider(build))
+    prometheus = _prometheus_request(prometheus_port)
     if meter_provider is None:
         if meter_provider_configured():
             meter_provider = metrics.get_meter_provider()
             if prometheus is not None and prometheus_port is not None:
-                _log.warning("prometheus_port=%s ignored: the application configured its "
-                             "own MeterProvider; add a PrometheusMetricReader to it",
-                             prometheus_port)
-            prometheus = None
+                warn_once("prometheus-ignored", (
+                    f"otel_jax: prometheus_port={prometheus_port} ignored: the application "
+                    "configured its own MeterProvider; add a PrometheusMetricReader to it"))
         else:
-            meter_provider = _default_meter_provider(owned, prometheus, servers)
-    else:
-        prometheus = None
+            meter_provider = _default_meter_provider(build, prometheus)
     if logger_provider is None:
         logger_provider = (otel_logs.get_logger_provider() if logger_provider_configured()
-                           else _default_logger_provider(owned))
-    return Providers(tracer_provider, meter_provider, logger_provider, prometheus, owned,
-                     servers[0] if servers else None)
+                           else _default_logger_provider(build))
+    return Providers(tracer_provider, meter_provider, logger_provider,
+                     build.prometheus_address, build.owned, build.server)
+
+
+def _discard(build: _Build) -> None:
+    """Undo a set-up that failed half-way: close its port, shut its providers down."""
+    if build.server is not None:
+        _stop_server(build.server)
+    for provider in build.owned:
+        try:
+            _bounded(provider.shutdown, 1.0)
+        except Exception:
+            pass
+
+
+def _stop_server(server: Any) -> None:
+    httpd, _thread = server
+    try:
+        httpd.shutdown()
+        httpd.server_close()
+    except Exception:
+        pass
 
 
 def stop_prometheus(providers: Providers) -> None:
@@ -229,6 +410,62 @@ def stop_prometheus(providers: Providers) -> None:
     server = providers.prometheus_server
     providers.prometheus_server = None
     if server is not None:
-        httpd, _thread = server
-        httpd.shutdown()
-        httpd.server_close()
+        _stop_server(server)
+
+
+def _bounded(fn: Any, seconds: float, *args: Any) -> None:
+    from . import _export
+
+    _export.run_bounded(fn, seconds, *args)
+
+
+def flush(providers: Providers) -> None:
+    """Flush what otel_jax created, within ``_export.UNINSTALL_SECONDS`` in all."""
+    if not providers.owned:
+        return
+    from . import _export
+
+    window = _export.open_window(_export.UNINSTALL_SECONDS, "uninstall()")
+    try:
+        for provider in providers.owned:
+            force_flush = getattr(provider, "force_flush", None)
+            if force_flush is not None:
+                remaining = window.remaining()
+                _export.run_bounded(force_flush, max(remaining, 0.1),
+                                    max(1, int(remaining * 1000)))
+    finally:
+        _export.close_window(window)
+
+
+# --- exit ------------------------------------------------------------------------------------
+
+_exit_owned: list[Any] = []
+_exit_registered = False
+_exit_lock = threading.Lock()
+
+
+def _register_exit() -> None:
+    global _exit_registered
+    from . import _export  # noqa: F401  (imported now: nothing may be imported at exit)
+
+    with _exit_lock:
+        if not _exit_registered:
+            _exit_registered = True
+            atexit.register(shutdown_at_exit)
+
+
+def shutdown_at_exit() -> None:
+    """Shut down the providers otel_jax created, within ``_export.EXIT_SECONDS`` in all
+    (the SDK's own exit handlers wait up to 30 s per signal on a hung collector)."""
+    with _exit_lock:
+        owned, _exit_owned[:] = list(_exit_owned), []
+    if not owned:
+        return
+    _export = sys.modules["otel_jax._export"]
+    window = _export.open_window(_export.EXIT_SECONDS, "exit")
+    try:
+        for provider in owned:
+            _export.run_bounded(provider.shutdown, max(window.remaining(), 0.2),
+                                name="otel_jax-shutdown")
+    finally:
+        _export.close_window(window)

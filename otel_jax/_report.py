@@ -48,8 +48,10 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
-from typing import IO, Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import IO, Any
 
 __all__ = ["Report", "main", "render", "summarize"]
 
@@ -345,15 +347,22 @@ class _Row:
 
 
 def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 6)
+    if x is None or not math.isfinite(x):
+        return None
+    return round(x, 6)
+
+
+#: Longest duration taken from a log field (about 116 days); larger values are
+#: corrupt and ignored, so that sums stay finite.
+_MAX_SECONDS = 1e7
 
 
 def _seconds(v: Any) -> float | None:
-    """A usable duration from a log field: a finite, non-negative number.
-    (``json.loads`` accepts ``NaN``/``Infinity`` and bools are ints; both are
-    rejected.)"""
+    """A usable duration from a log field: a finite number in ``[0, _MAX_SECONDS]``.
+    (``json.loads`` accepts ``NaN``/``Infinity`` and integers of any size, and bools
+    are ints; all are rejected.)"""
     if type(v) is float or type(v) is int:
-        if v >= 0 and v != math.inf:  # NaN fails ``v >= 0``
+        if 0 <= v <= _MAX_SECONDS:  # NaN fails the comparison; no float() of a huge int
             return float(v)
     return None
 
@@ -459,7 +468,10 @@ class Report:
             if type(event) is not dict or event.get("event") != COMPILE_EVENT:
                 skipped += 1
                 continue
-            add(event)
+            try:
+                add(event)
+            except Exception:  # a value no check above foresaw: skip the line, never crash
+                skipped += 1
         self.skipped += skipped
 
     def add(self, ev: dict[str, Any]) -> None:
@@ -601,6 +613,35 @@ _COLUMNS = ("FUNCTION", "LOCATION", "COMPILES", "RECOMPILES", "TOTAL_S",
             "P95_S", "RECOMPILE_S")
 
 
+#: Characters that must not reach a terminal raw: C0/C1 controls (ESC starts escape
+#: sequences, BEL rings, newlines would inject rows), DEL, line/paragraph separators
+#: and the bidirectional overrides that reorder what is shown.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
+                          "\u202a-\u202e\u2066-\u2069]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    c = m.group()
+    return _ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters shown as escapes (``\\x1b``, ``\\n``), so that
+    names read from a log can neither drive the terminal nor add table rows."""
+    return _UNPRINTABLE.sub(_escape_char, text)
+
+
+def _printable_row(row: dict[str, Any]) -> dict[str, Any]:
+    out = dict(row)
+    for key in ("function", "file"):
+        if isinstance(out.get(key), str):
+            out[key] = printable(out[key])
+    out["causes"] = [{k: printable(v) if isinstance(v, str) else v for k, v in c.items()}
+                     for c in row["causes"]]
+    return out
+
+
 def _location(row: dict[str, Any]) -> str:
     if not row["file"]:
         return ""
@@ -631,6 +672,7 @@ def render_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> st
     ``None`` keeps everything whole (pipes, files)."""
     if not rows:
         return "no jax.compile events\n"
+    rows = [_printable_row(r) for r in rows]
     table = [list(_COLUMNS)] + [_cells(r) for r in rows]
     if width is not None:  # keep names from pushing the numbers off-screen
         name_cap = max(12, width - 70)
@@ -659,15 +701,23 @@ def render_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> st
     return "\n".join(out) + "\n"
 
 
+_MD_SPECIAL = re.compile(r"[\\|*`\[\]]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
 def _md(s: str) -> str:
-    """Escape text for a GitHub table cell."""
-    return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Escape text for a GitHub table cell: no HTML (``main.<locals>.<lambda>`` is text,
+    not tags), no emphasis or links, no cell breaks, no control characters."""
+    s = printable(s.replace("\n", " "))
+    s = _MD_SPECIAL.sub(lambda m: "\\" + m.group(), s)
+    return re.sub("[&<>]", lambda m: _HTML[m.group()], s)
 
 
 def _md_code(s: str) -> str:
+    """A code span (HTML and emphasis are not read inside one); only pipes are escaped."""
     if "`" in s:
         return _md(s)
-    return f"`{_md(s)}`"
+    return "`" + printable(s.replace("\n", " ")).replace("|", "\\|") + "`"
 
 
 def render_markdown(rows: Sequence[dict[str, Any]]) -> str:
@@ -691,10 +741,32 @@ def render_markdown(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by ``None`` (strict JSON)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+#: Characters JSON leaves raw that a terminal or an editor may act on.
+_JSON_RAW = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
+                       "\u2066-\u2069]")
+
+
+def render_json(rows: Sequence[dict[str, Any]]) -> str:
+    """Strict JSON (no ``NaN``/``Infinity``); control characters as ``\\u`` escapes."""
+    text = json.dumps(_finite(list(rows)), indent=2, ensure_ascii=False, allow_nan=False)
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
+
+
 def render(rows: Sequence[dict[str, Any]], fmt: str, width: int | None = None) -> str:
     """Render ``rows`` as ``table``, ``json`` or ``markdown`` text."""
     if fmt == "json":
-        return json.dumps(list(rows), indent=2, ensure_ascii=False) + "\n"
+        return render_json(rows)
     if fmt == "markdown":
         return render_markdown(rows)
     return render_table(rows, width)
@@ -762,30 +834,49 @@ def _open(path: str) -> IO[bytes]:
     return open(path, "rb")
 
 
+def _read_errors() -> tuple[type[BaseException], ...]:
+    import zlib
+
+    # OSError: unreadable, or not gzip (gzip.BadGzipFile); EOFError: truncated .gz;
+    # zlib.error: corrupt compressed data.
+    return (OSError, EOFError, zlib.error)
+
+
 def _run_report(args: argparse.Namespace) -> int:
     report = Report(include_eager=args.include_eager, functions=args.functions,
                     max_functions=args.max_functions)
-    if args.file == "-":
-        if sys.stdin is None:
-            print("otel-jax report: no stdin to read", file=sys.stderr)
-            return 1
-        if sys.stdin.isatty():
-            print("otel-jax report: reading the log from stdin (Ctrl-D ends)",
-                  file=sys.stderr)
-        report.feed_lines(sys.stdin.buffer)
-    else:
-        try:
-            stream = _open(args.file)
-        except OSError as exc:
-            print(f"otel-jax report: cannot open {args.file}: {exc.strerror or exc}",
-                  file=sys.stderr)
-            return 1
-        try:
-            with stream:
-                report.feed_lines(stream)
-        except (OSError, EOFError) as exc:  # e.g. a truncated .gz file
-            print(f"otel-jax report: error reading {args.file}: {exc}", file=sys.stderr)
-            return 1
+    status = 0
+    name = printable(args.file)
+    try:
+        if args.file == "-":
+            if sys.stdin is None:
+                print("otel-jax report: no stdin to read", file=sys.stderr)
+                return 1
+            if sys.stdin.isatty():
+                print("otel-jax report: reading the log from stdin (Ctrl-D ends)",
+                      file=sys.stderr)
+            report.feed_lines(sys.stdin.buffer)
+        else:
+            try:
+                stream = _open(args.file)
+            except OSError as exc:
+                print(f"otel-jax report: cannot open {name}: {exc.strerror or exc}",
+                      file=sys.stderr)
+                return 1
+            try:
+                with stream:
+                    report.feed_lines(stream)
+            except _read_errors() as exc:
+                print(f"otel-jax report: cannot read {name} past the first "
+                      f"{report.events + report.skipped + report.filtered} lines, it is "
+                      f"corrupt or truncated ({type(exc).__name__}: {exc}); the summary "
+                      "below covers what was read", file=sys.stderr)
+                status = 1
+    except KeyboardInterrupt:
+        # Ctrl-C on a long or endless stream: the summary of what was read so far.
+        print("otel-jax report: interrupted; the summary below covers what was read",
+              file=sys.stderr)
+        status = 130
 
     rows = report.rows(args.top)
     width = None
@@ -802,7 +893,7 @@ def _run_report(args: argparse.Namespace) -> int:
     if report.skipped:
         note += f"; skipped {report.skipped} lines that are not jax.compile JSON events"
     print(note, file=sys.stderr)
-    return 0
+    return status
 
 
 def main(argv: list[str] | None = None) -> int:

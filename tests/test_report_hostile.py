@@ -1,0 +1,147 @@
+"""``otel-jax report`` on hostile input: never a traceback, never raw control characters on
+the terminal, strict JSON, and the summary of what was read when it stops early."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from otel_jax import _report
+
+
+def line(**fields: Any) -> str:
+    event = {"event": "jax.compile", "function": "f", "compile_s": 0.5}
+    event.update(fields)
+    return json.dumps(event)
+
+
+def strict_json(text: str) -> Any:
+    def reject(constant: str) -> Any:
+        raise AssertionError(f"not strict JSON: {constant}")
+
+    return json.loads(text, parse_constant=reject)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = _report.main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+ESC = "\x1b[2J\x1b]0;owned\x07"
+
+# (log text, what the table must show) — each line is hostile in one way.
+HOSTILE = {
+    "oversized integer duration": (
+        '{"event": "jax.compile", "function": "f", "compile_s": ' + "9" * 400 + "}\n"
+        + line() + "\n", {"f": 2}),
+    "oversized integer line and count": (
+        line(line=int("9" * 300), count=int("9" * 300), diff_total=int("9" * 300),
+             is_recompile=True, diff=[{"path": "x", "before": 1, "after": 2}]) + "\n",
+        {"f": 1}),
+    "durations that sum to infinity": (
+        (line(function="g", compile_s=1e308) + "\n") * 3 + line(function="g", compile_s=1e999)
+        .replace("Infinity", "1e999") + "\n", {"g": 4}),
+    "escape codes and newlines in names": (
+        line(function=f"evil{ESC}\nFAKE 9 9 9.000 9.000 9.000", is_recompile=True,
+             cause_kind=f"shape{ESC}", cause=f"x\r\n{ESC}", hint=f"\x07\u202eh") + "\n",
+        {"evil": 1}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_lines(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text, expected = HOSTILE[case]
+    path = tmp_path / "hostile.log"
+    path.write_text(text)
+
+    rc, out, err = run(capsys, "report", "--format", "json", str(path))
+    assert rc == 0, err
+    rows = strict_json(out)
+    compiles = {r["function"].split("\x1b")[0]: r["compiles"] for r in rows}
+    assert compiles == expected
+    for row in rows:
+        assert all(v is None or isinstance(v, (int, str)) or abs(v) < 1e300
+                   for v in row.values() if not isinstance(v, list))
+
+    rc, out, err = run(capsys, "report", str(path))
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert not any(c in out for c in "\x1b\x07\r\u202e")
+    function_rows = [ln for ln in lines[1:] if not ln.startswith(" ")]
+    assert len(function_rows) == len(expected)  # no row injected by a newline in a name
+
+    rc, out, err = run(capsys, "report", "--format", "markdown", str(path))
+    assert rc == 0, err
+    assert not any(c in out for c in "\x1b\x07\r\u202e")
+    assert len(out.splitlines()) == 2 + len(expected)
+
+
+def test_escapes_are_visible_not_dropped(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "esc.log"
+    path.write_text(line(function="a\x1b[31mb\nc") + "\n")
+    _, out, _ = run(capsys, "report", str(path))
+    assert "a\\x1b[31mb\\nc" in out
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "truncated", "not gzip"])
+def test_damaged_gzip_is_one_clear_error(damage: str, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    data = gzip.compress(("\n".join(line(count=i) for i in range(2000)) + "\n").encode())
+    if damage == "corrupt":
+        data = data[:30] + bytes(200) + data[230:]
+    elif damage == "truncated":
+        data = data[: len(data) // 2]
+    else:
+        data = b"plain text, not gzip\n" * 10
+    path = tmp_path / "app.log.gz"
+    path.write_bytes(data)
+    rc, out, err = run(capsys, "report", str(path))
+    assert rc == 1
+    assert "corrupt or truncated" in err and "Traceback" not in err
+    assert out  # the summary of what could be read is still printed
+
+
+def test_interrupt_prints_the_summary_so_far(monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    lines = [(line(function="step", count=i) + "\n").encode() for i in range(1, 6)]
+
+    class Stream:
+        def readline(self, limit: int = -1) -> bytes:
+            if lines:
+                return lines.pop(0)
+            raise KeyboardInterrupt  # Ctrl-C while waiting for more of the stream
+
+    class Stdin:
+        buffer = Stream()
+
+        def isatty(self) -> bool:
+            return False
+
+    monkeypatch.setattr(sys, "stdin", Stdin())
+    rc, out, err = run(capsys, "report", "--format", "json", "-")
+    assert rc == 130
+    assert "interrupted" in err
+    assert [(r["function"], r["compiles"]) for r in strict_json(out)] == [("step", 5)]
+
+
+def test_markdown_escapes_html_and_emphasis() -> None:
+    log = "\n".join([
+        line(function="main.<locals>.<lambda>", is_recompile=True,
+             cause_kind="function_identity", cause="<function>: a -> b", hint="use <b>x</b>"),
+        line(function="Model.__call__", file="/src/a_b.py"),
+    ]) + "\n"
+    rows, _ = _report.summarize(io.BytesIO(log.encode()))
+    out = _report.render(rows, "markdown")
+    assert "main.&lt;locals&gt;.&lt;lambda&gt;" in out
+    assert "use &lt;b&gt;x&lt;/b&gt;" in out
+    assert "`<function>: a -> b`" in out  # inside a code span, HTML is not read
+    assert "Model.\\_\\_call\\_\\_" in out  # not bold "call"
+    assert "a_b.py" in out  # an underscore inside a word is left alone
