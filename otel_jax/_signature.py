@@ -113,8 +113,10 @@ def _weak(obj: Any) -> Any:
 
 _type_strings: dict[Any, str] = {}
 _placements: dict[Any, Placement] = {}
-# PjitInfo hashes by identity and lives as long as its jit wrapper: its
-# options are rendered once per wrapper, not once per compile.
+# Options rendered once per distinct set of option values, not once per
+# compile. Keyed by the values (shardings, argnums, flags), never by the jit
+# wrapper's PjitInfo: that holds the function's signature and so its default
+# argument values, which may be a user's arrays.
 _options_text: dict[Any, tuple[tuple[str, str], ...]] = {}
 
 
@@ -190,18 +192,18 @@ def placement(value: Any) -> Placement:
 
 
 def _options(jit_info: Any) -> tuple[tuple[str, str], ...]:
+    options = _jax_read.jit_options(jit_info)
     try:
-        cached = _options_text.get(jit_info)
-    except TypeError:
+        cached = _options_text.get(options)
+    except Exception:  # an unhashable option value: rendered every time
+        options_key = None
         cached = None
+    else:
+        options_key = options
     if cached is None:
-        cached = tuple((k, safe_repr(v, 200)) for k, v in _jax_read.jit_options(jit_info))
-        try:
-            if len(_options_text) >= 1024:
-                _options_text.clear()
-            _options_text[jit_info] = cached
-        except TypeError:
-            pass
+        cached = tuple((k, safe_repr(v, 200)) for k, v in options)
+        if options_key is not None:
+            _remember(_options_text, options_key, cached)
     return cached
 
 
