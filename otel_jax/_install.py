@@ -96,7 +96,7 @@ def install(
         json_log = None
         if log_output is not None:
             json_log = JsonLogEmitter(None if log_output == "stderr" else log_output,  # type: ignore[arg-type]
-                                      log_level)
+                                      log_level, failopen=ENGINE.failopen)
             sinks.append(json_log)
         if providers.logger_provider is not None:
             sinks.append(OtelLogEmitter(providers.logger_provider.get_logger(scope, __version__)))
@@ -123,8 +123,9 @@ def install(
 def uninstall() -> None:
     """Remove every hook and listener otel_jax added; JAX is left exactly as it was.
 
-    Providers otel_jax created are flushed (not shut down: the application's
-    own spans may still use them). A no-op when not installed.
+    Queued JSON log lines are written first (waiting at most 2 s for the
+    stream). Providers otel_jax created are flushed (not shut down: the
+    application's own spans may still use them). A no-op when not installed.
     """
     global _current
     with _lock:
@@ -136,6 +137,9 @@ def uninstall() -> None:
             ENGINE.remove_sink(sink)
         ENGINE.set_storm_sink(None)
         ENGINE.on_recompile = "log"
+        for sink in current.sinks:
+            if isinstance(sink, JsonLogEmitter):
+                sink.close()  # bounded: waits for the stream at most UNINSTALL_FLUSH_S
         if current._providers is not None:
             for provider in current._providers.owned:
                 flush = getattr(provider, "force_flush", None)
