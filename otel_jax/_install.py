@@ -8,7 +8,7 @@ from typing import IO, Any, Literal
 
 from opentelemetry import trace
 
-from . import _providers
+from . import _providers, _scrub
 from ._engine import ENGINE, ON_RECOMPILE, Sink
 from ._logs import JsonLogEmitter, OtelLogEmitter
 from ._metrics import MetricsEmitter
@@ -53,6 +53,7 @@ def install(
     storm_threshold: int = 8,
     warmup_steps: int | None = None,
     on_recompile: Literal["log", "warn", "raise"] = "log",
+    scrub: _scrub.ScrubRules | bool | None = None,
 ) -> Installation:
     """Report every JAX compilation as a span, metrics and a JSON log line, with its cause.
 
@@ -80,6 +81,12 @@ def install(
         on_recompile: what a recompile after warm-up does: ``"log"`` (mark and
             count it), ``"warn"`` (also a Python warning) or ``"raise"``
             (``otel_jax.RecompileError`` from the jit call, for CI and canaries).
+        scrub: what is scrubbed from every text emitted (causes, diffs,
+            static values, logs): ``None`` (default) the default
+            ``otel_jax.ScrubRules()`` unless ``OTEL_JAX_SCRUB`` says ``off`` or
+            ``hidden``; an ``otel_jax.ScrubRules`` to extend or replace them
+            (``ScrubRules(hide_values=True)``: no static value at all);
+            ``False`` for no scrubbing.
     """
     global _current
     if on_recompile not in ON_RECOMPILE:
@@ -87,6 +94,7 @@ def install(
     with _lock:
         if _current is not None:
             return _current
+        _scrub.configure(scrub)
         providers = _providers.resolve(tracer_provider, meter_provider, logger_provider,
                                        prometheus_port)
         scope = INSTRUMENTATION_SCOPE
@@ -137,6 +145,7 @@ def uninstall() -> None:
             ENGINE.remove_sink(sink)
         ENGINE.set_storm_sink(None)
         ENGINE.on_recompile = "log"
+        _scrub.configure(None)
         for sink in current.sinks:
             if isinstance(sink, JsonLogEmitter):
                 sink.close()  # bounded: waits for the stream at most UNINSTALL_FLUSH_S
