@@ -6,7 +6,9 @@
 (d) otel_jax's own work per compile with 0 vs N other functions already compiled
     (must not grow with N);
 (e) the median step time of a training loop (a span per step, a recompile every 50
-    steps) exporting to a collector that is down vs exporting nowhere (target ~1.0).
+    steps) exporting to a collector that is down vs exporting nowhere (target ~1.0);
+(f) a compile loop whose static argument has a slow ``__repr__`` (0.2 s), installed vs
+    not (JAX never calls it; otel_jax at most once per type whose repr is slow).
 
     python benchmarks/overhead.py            # the full run (about 2 minutes, N = 5000)
     python benchmarks/overhead.py --quick    # a smoke run with small sizes
@@ -275,10 +277,50 @@ def bench_collector_down(steps: int) -> tuple[float, float]:
     return nowhere, down
 
 
+class SlowRepr:
+    """A static argument hashed by value whose ``__repr__`` takes ``REPR_S`` seconds."""
+
+    REPR_S = 0.2
+    calls = 0
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def __hash__(self) -> int:
+        return hash(self.seed)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SlowRepr) and other.seed == self.seed
+
+    def __repr__(self) -> str:
+        SlowRepr.calls += 1
+        time.sleep(self.REPR_S)
+        return f"SlowRepr(seed={self.seed})"
+
+
+def bench_slow_repr(shapes: int, rounds: int) -> tuple[float, float, int]:
+    seeds = iter(range(10**6))
+
+    def timed() -> float:
+        def scaled(x, cfg):  # a new function object each time: compiles from scratch
+            return x * cfg.seed
+
+        layer = jax.jit(scaled, static_argnums=1)
+        cfg = SlowRepr(next(seeds))  # a new value each round: nothing cached by value
+        t0 = time.perf_counter()
+        for n in range(1, shapes + 1):
+            layer(jnp.ones((n, 4)), cfg).block_until_ready()
+        return time.perf_counter() - t0
+
+    timed()
+    off, on = alternate(timed, timed, rounds)
+    return off, on, SlowRepr.calls
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
-    parser.add_argument("--only", default="abcde", help="which measurements, e.g. 'bc'")
+    parser.add_argument("--only", default="abcdef", help="which measurements, e.g. 'bc'")
     args = parser.parse_args()
     q = args.quick
     print(f"jax {jax.__version__}, otel_jax {otel_jax.__version__}, "
@@ -308,6 +350,12 @@ def main() -> None:
         nowhere, down = bench_collector_down(steps=100 if q else 1000)
         print(f"(e) step time, collector down vs no exporter: {down * 1e3:.3f} ms vs "
               f"{nowhere * 1e3:.3f} ms  ratio {down / nowhere:.3f}  (target ~1.0)", flush=True)
+    if "f" in args.only:
+        n = 4 if q else 10
+        off, on, calls = bench_slow_repr(shapes=n, rounds=2 if q else 5)
+        print(f"(f) compile loop x{n:<3} with a {SlowRepr.REPR_S} s __repr__ static: off "
+              f"{off:7.3f} s    on {on:7.3f} s    ratio {on / off:.3f}  ({calls} repr call(s) "
+              f"in {1 + 2 * (2 if q else 5)} loops)", flush=True)
 
 
 if __name__ == "__main__":
