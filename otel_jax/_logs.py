@@ -168,8 +168,6 @@ class JsonLogEmitter:
             return
         dropped = 0
         with self._cond:
-            if self._pid != os.getpid():  # a forked child: the parent's writer is not here
-                self._reset()
             if self._closed or len(self._queue) >= self._queue_size:
                 self.dropped += 1
                 dropped = self.dropped
@@ -289,7 +287,16 @@ def _at_exit() -> None:
         pass
 
 
+def _after_fork_in_child() -> None:
+    """The parent's writer thread is not in the child, and its lock may be held: start afresh
+    (lines the parent had queued are the parent's to write)."""
+    for emitter in list(_live):
+        emitter._reset()
+
+
 atexit.register(_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class OtelLogEmitter:

@@ -226,3 +226,31 @@ def test_a_misbehaving_log_stream_never_reaches_the_user(kind):
         if isinstance(stream, _Gate):
             stream.open.set()
         otel_jax.uninstall()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_forked_child_writes_with_its_own_writer(tmp_path):
+    # The child must not run JAX (its threads do not survive fork): it logs
+    # through the emitter directly.
+    path = tmp_path / "child.log"
+    stream = path.open("w")
+    emitter = _logs.JsonLogEmitter(stream)
+    emitter._emit(20, "jax.compile", {"function": "before_fork"})
+    assert emitter.flush(HANG)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # JAX and Python warn about fork with threads
+        pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            for i in range(3):
+                emitter._emit(20, "jax.compile", {"function": "in_child", "count": i})
+            code = 0 if emitter.flush(30) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    emitter.close(HANG)
+    stream.close()
+    assert os.WEXITSTATUS(status) == 0
+    functions = [json.loads(line)["function"] for line in path.read_text().splitlines()]
+    assert functions.count("in_child") == 3 and functions.count("before_fork") == 1
