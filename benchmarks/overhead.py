@@ -9,6 +9,8 @@
     steps) exporting to a collector that is down vs exporting nowhere (target ~1.0);
 (f) a recompile of a 10,000-leaf argument with one leaf changed: otel_jax's own work
     (target <= 2 ms) and the bytes its history keeps per compile (target <= 0.1 MiB).
+(g) a compile loop whose static argument has a slow ``__repr__`` (0.2 s), installed vs
+    not (JAX never calls it; otel_jax at most once per type whose repr is slow).
 
     python benchmarks/overhead.py            # the full run (about 2 minutes, N = 5000)
     python benchmarks/overhead.py --quick    # a smoke run with small sizes
@@ -351,10 +353,50 @@ def bench_collector_down(steps: int) -> tuple[float, float]:
     return nowhere, down
 
 
+class SlowRepr:
+    """A static argument hashed by value whose ``__repr__`` takes ``REPR_S`` seconds."""
+
+    REPR_S = 0.2
+    calls = 0
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def __hash__(self) -> int:
+        return hash(self.seed)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SlowRepr) and other.seed == self.seed
+
+    def __repr__(self) -> str:
+        SlowRepr.calls += 1
+        time.sleep(self.REPR_S)
+        return f"SlowRepr(seed={self.seed})"
+
+
+def bench_slow_repr(shapes: int, rounds: int) -> tuple[float, float, int]:
+    seeds = iter(range(10**6))
+
+    def timed() -> float:
+        def scaled(x, cfg):  # a new function object each time: compiles from scratch
+            return x * cfg.seed
+
+        layer = jax.jit(scaled, static_argnums=1)
+        cfg = SlowRepr(next(seeds))  # a new value each round: nothing cached by value
+        t0 = time.perf_counter()
+        for n in range(1, shapes + 1):
+            layer(jnp.ones((n, 4)), cfg).block_until_ready()
+        return time.perf_counter() - t0
+
+    timed()
+    off, on = alternate(timed, timed, rounds)
+    return off, on, SlowRepr.calls
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
-    parser.add_argument("--only", default="abcdef", help="which measurements, e.g. 'bc'")
+    parser.add_argument("--only", default="abcdefg", help="which measurements, e.g. 'bc'")
     args = parser.parse_args()
     q = args.quick
     print(f"jax {jax.__version__}, otel_jax {otel_jax.__version__}, "
@@ -390,6 +432,12 @@ def main() -> None:
         print(f"(f) recompile of a {leaves:,}-leaf argument: otel_jax work {spent * 1e3:.3f} ms "
               f"(target <= 2 ms), history {kept / 2**20:.4f} MiB per kept compile "
               "(target <= 0.1 MiB)", flush=True)
+    if "g" in args.only:
+        n = 4 if q else 10
+        off, on, calls = bench_slow_repr(shapes=n, rounds=2 if q else 5)
+        print(f"(g) compile loop x{n:<3} with a {SlowRepr.REPR_S} s __repr__ static: off "
+              f"{off:7.3f} s    on {on:7.3f} s    ratio {on / off:.3f}  ({calls} repr call(s) "
+              f"in {1 + 2 * (2 if q else 5)} loops)", flush=True)
 
 
 if __name__ == "__main__":

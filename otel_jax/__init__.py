@@ -18,6 +18,7 @@ from ._hints import hint_for
 from ._history import CompileEntry
 from ._install import Installation, install, installation, uninstall
 from ._logs import add_otel_context
+from ._scrub import ScrubRules
 from ._source import function_info as _function_info
 from ._version import __version__
 from ._vocab import CAUSE_KINDS, CauseKind
@@ -33,6 +34,7 @@ __all__ = [
     "JaxInstrumentor",
     "OtelJaxWarning",
     "RecompileError",
+    "ScrubRules",
     "__version__",
     "add_otel_context",
     "compile_history",

@@ -8,7 +8,7 @@ from typing import IO, Any, Literal
 
 from opentelemetry import trace
 
-from . import _providers
+from . import _providers, _scrub
 from ._engine import ENGINE, ON_RECOMPILE, Sink
 from ._logs import JsonLogEmitter, OtelLogEmitter
 from ._metrics import MetricsEmitter
@@ -54,6 +54,7 @@ def install(
     storm_threshold: int = 8,
     warmup_steps: int | None = None,
     on_recompile: Literal["log", "warn", "raise"] = "log",
+    scrub: _scrub.ScrubRules | bool | None = None,
 ) -> Installation:
     """Report every JAX compilation as a span, metrics and a JSON log line, with its cause.
 
@@ -86,6 +87,12 @@ def install(
         on_recompile: what a recompile after warm-up does: ``"log"`` (mark and
             count it), ``"warn"`` (also a Python warning) or ``"raise"``
             (``otel_jax.RecompileError`` from the jit call, for CI and canaries).
+        scrub: what is scrubbed from every text emitted (causes, diffs,
+            static values, logs): ``None`` (default) the default
+            ``otel_jax.ScrubRules()`` unless ``OTEL_JAX_SCRUB`` says ``off`` or
+            ``hidden``; an ``otel_jax.ScrubRules`` to extend or replace them
+            (``ScrubRules(hide_values=True)``: no static value at all);
+            ``False`` for no scrubbing.
 
     Raises:
         ValueError: for an invalid argument passed here (``log_level="verbose"``,
@@ -102,11 +109,12 @@ def install(
                          logger_provider=logger_provider, log_output=log_output,
                          log_level=log_level, prometheus_port=prometheus_port,
                          storm_threshold=storm_threshold, warmup_steps=warmup_steps,
-                         on_recompile=on_recompile)
+                         on_recompile=on_recompile, scrub=scrub)
     with _lock:
         if _current is not None:
             _warn_ignored(_current._options, options)
             return _current
+        _scrub.configure(scrub)
         try:
             providers = _providers.resolve(tracer_provider, meter_provider, logger_provider,
                                            prometheus_port)
@@ -122,7 +130,8 @@ def install(
             MetricsEmitter(providers.meter_provider.get_meter(scope, __version__))]
         json_log = None
         if log_output is not None:
-            json_log = JsonLogEmitter(None if log_output == "stderr" else log_output, log_level)
+            json_log = JsonLogEmitter(None if log_output == "stderr" else log_output,
+                                      log_level, failopen=ENGINE.failopen)
             sinks.append(json_log)
         if providers.logger_provider is not None:
             sinks.append(OtelLogEmitter(providers.logger_provider.get_logger(scope, __version__)))
@@ -150,7 +159,7 @@ def install(
 _DEFAULTS: dict[str, Any] = {
     "tracer_provider": None, "meter_provider": None, "logger_provider": None,
     "log_output": "stderr", "log_level": "info", "prometheus_port": None,
-    "storm_threshold": 8, "warmup_steps": None, "on_recompile": "log",
+    "storm_threshold": 8, "warmup_steps": None, "on_recompile": "log", "scrub": None,
 }
 _LOG_LEVELS = ("debug", "info", "warning")
 _BY_IDENTITY = ("tracer_provider", "meter_provider", "logger_provider", "log_output")
@@ -188,6 +197,9 @@ def _validated(**options: Any) -> dict[str, Any]:
     if warmup is not None and (not _is_int(warmup) or warmup < 0):
         raise ValueError(f"warmup_steps must be None or an int >= 0 (otel_jax.step() calls), "
                          f"not {warmup!r}")
+    scrub = options["scrub"]
+    if not (scrub is None or isinstance(scrub, (bool, _scrub.ScrubRules))):
+        raise TypeError(f"scrub must be None, a bool or an otel_jax.ScrubRules, not {scrub!r}")
     port = options["prometheus_port"]
     if port is not None and (not _is_int(port) or not 0 <= port <= 65535):
         raise ValueError(f"prometheus_port must be None or an int port number 0-65535, "
@@ -227,10 +239,11 @@ def _short(value: Any) -> str:
 def uninstall() -> None:
     """Remove every hook and listener otel_jax added; JAX is left exactly as it was.
 
-    Providers otel_jax created are flushed (not shut down: the application's
-    own spans may still use them), for at most 2 s in all: what a collector that
-    does not answer keeps is dropped with one ``OtelJaxWarning`` saying so. A
-    no-op when not installed.
+    Queued JSON log lines are written first (waiting at most 2 s for the
+    stream). Providers otel_jax created are flushed (not shut down: the
+    application's own spans may still use them), for at most 2 s in all: what
+    a collector that does not answer keeps is dropped with one
+    ``OtelJaxWarning`` saying so. A no-op when not installed.
     """
     global _current
     with _lock:
@@ -242,6 +255,10 @@ def uninstall() -> None:
             ENGINE.remove_sink(sink)
         ENGINE.set_storm_sink(None)
         ENGINE.on_recompile = "log"
+        _scrub.configure(None)
+        for sink in current.sinks:
+            if isinstance(sink, JsonLogEmitter):
+                sink.close()  # bounded: waits for the stream at most UNINSTALL_FLUSH_S
         if current._providers is not None:
             try:  # bounded: a hung collector costs at most _export.UNINSTALL_SECONDS
                 _providers.flush(current._providers)

@@ -22,6 +22,7 @@ and an explanation saying that the signature could not be captured.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -157,7 +158,11 @@ def _top_level() -> Callable[[], bool]:
         return lambda: True
 
 
-def _wrap_infer_params(original: Callable[..., Any]) -> Callable[..., Any]:
+def _wrap_infer_params(original: Callable[..., Any], miss_path: Any = None,
+                       ) -> Callable[..., Any]:
+    """``miss_path``: the code object of the dispatch miss (``cache_miss``), whose
+    call of the trace entry is followed by the scope that ends the call; any
+    other caller (``.trace()``, ``.lower()``, ``jax.eval_shape``) only traces."""
     top_level = _top_level()
 
     def _infer_params(fun, ji, args, kwargs):  # type: ignore[no-untyped-def]
@@ -167,16 +172,29 @@ def _wrap_infer_params(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(fun, ji, args, kwargs)
         started = time.time()
         result = original(fun, ji, args, kwargs)
-        try:
-            _tls.miss = Miss(fun, ji, args, kwargs, result[0], result[1], started)
-        except Exception:  # pragma: no cover - result shape moved
-            _tls.miss = None
         if getattr(_tls, "slot_open", False):
+            # Inside the scope of a call (JAX < 0.9): the scope's end drops it.
             _tls.slot_open = False  # this call's own slot, not an outer call's
-            _tls.stack[-1] = _tls.miss
+            _tls.miss = _tls.stack[-1] = _miss(fun, ji, args, kwargs, result, started)
+        elif miss_path is None or sys._getframe(1).f_code is miss_path:
+            # The dispatch miss: _run_python_pjit follows at once and its end
+            # drops the miss.
+            _tls.miss = _miss(fun, ji, args, kwargs, result, started)
+        # Otherwise a trace with no call around it: nothing would ever drop a
+        # miss kept now, and it references the user's arrays. Its compile, if
+        # one follows (an AOT ``.lower().compile()``), is reported without a
+        # captured signature.
         return result
 
     return _infer_params
+
+
+def _miss(fun: Any, ji: Any, args: Any, kwargs: Any, result: Any, started: float,
+          ) -> Miss | None:
+    try:
+        return Miss(fun, ji, args, kwargs, result[0], result[1], started)
+    except Exception:  # pragma: no cover - result shape moved
+        return None
 
 
 def _wrap_run_python_pjit(original: Callable[..., Any], trace_inside: bool,
@@ -296,6 +314,13 @@ def _miss_path_names(pjit: Any) -> frozenset[str]:
     return _global_names(getattr(pjit, "_cpp_pjit", None), "cache_miss")
 
 
+def _miss_path_code(pjit: Any) -> Any:
+    """The code object of the ``cache_miss`` closure of ``_cpp_pjit``, or ``None``."""
+    code = getattr(getattr(pjit, "_cpp_pjit", None), "__code__", None)
+    return next((c for c in getattr(code, "co_consts", ())
+                 if getattr(c, "co_name", None) == "cache_miss"), None)
+
+
 def _call_impl_miss_names(pjit: Any) -> frozenset[str]:
     """What the ``call_impl_cache_miss`` closure of ``_pjit_call_impl`` calls."""
     return _global_names(getattr(pjit, "_pjit_call_impl", None), "call_impl_cache_miss")
@@ -372,7 +397,9 @@ class Hooks:
         if found is None:
             return False
         pjit = found.module
-        self._patches.append(_Patch(pjit, found.trace, _wrap_infer_params))
+        miss_path = _miss_path_code(pjit)
+        self._patches.append(_Patch(
+            pjit, found.trace, lambda original: _wrap_infer_params(original, miss_path)))
         self._patches.append(_Patch(
             pjit, found.scope,
             lambda original: _wrap_run_python_pjit(original, found.trace_inside_scope)))

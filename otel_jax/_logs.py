@@ -1,28 +1,54 @@
-"""Record -> one JSON log line (structlog, private chain) and one OpenTelemetry log record.
+"""Record -> one JSON log line (written off the compiling thread) and one OpenTelemetry log record.
 
 otel_jax never calls ``structlog.configure`` nor touches the ``logging``
 module's handlers: the application's own logging stays exactly as it set it
 up. Applications that want their own structlog events correlated with traces
 add ``add_otel_context`` to their processor chain.
+
+Logging never blocks the user's call. The compiling thread only hands each
+line's level and fields to a bounded queue; one daemon thread renders and
+writes them. A stream that does not keep up (stderr piped to a process that
+stopped reading) fills the queue, and further lines are dropped and counted:
+one warning says so, and the count is repeated at exit. Exit waits for the
+queue at most ``EXIT_FLUSH_S`` and ``uninstall()`` at most ``UNINSTALL_FLUSH_S``,
+never for the stream itself.
 """
 
 from __future__ import annotations
 
+import atexit
+import io
 import json
+import os
+import select
 import sys
+import threading
+import time
+import weakref
+from collections import deque
 from collections.abc import MutableMapping
+from datetime import datetime, timezone
 from typing import IO, Any
 
-import structlog
 from opentelemetry import trace
 from opentelemetry._logs import Logger as OtelLogger
 from opentelemetry._logs import LogRecord, SeverityNumber
 
+from ._failopen import FailOpen
 from ._record import CompileRecord, SpanLink, log_fields, span_attributes
 from ._spans import link_context
 from ._vocab import EVENT_COMPILE, EVENT_STORM, LOGGER_NAME, Attr, Field
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
+_LEVEL_NAMES = {v: k for k, v in _LEVELS.items()}
+#: Lines waiting for the writer thread; past this, lines are dropped and counted.
+QUEUE_SIZE = 1024
+#: How long the process's exit waits, at most, for queued lines to be written.
+EXIT_FLUSH_S = 1.0
+#: How long ``uninstall()`` waits, at most.
+UNINSTALL_FLUSH_S = 2.0
+
+_Line = tuple[float, int, str, dict[str, Any]]  # (time, level, event, fields)
 
 
 def add_otel_context(logger: Any, method_name: str,
@@ -41,18 +67,53 @@ def add_otel_context(logger: Any, method_name: str,
     return event_dict
 
 
-class _CurrentStderr:
-    """Resolves ``sys.stderr`` at write time (it may be replaced after install)."""
-
-    def write(self, text: str) -> int:
-        return sys.stderr.write(text)
-
-    def flush(self) -> None:
-        sys.stderr.flush()
+def render(stamp: float, level: int, event: str, fields: dict[str, Any]) -> str:
+    """One JSON line, the envelope first so that it reads left to right."""
+    timestamp = datetime.fromtimestamp(stamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    line = {Field.TIMESTAMP: timestamp, Field.LEVEL: _LEVEL_NAMES.get(level, "info"),
+            Field.EVENT: event, Field.LOGGER: LOGGER_NAME, **fields}
+    return json.dumps(line, default=str, ensure_ascii=False) + "\n"
 
 
-def _json(event_dict: Any, **kwargs: Any) -> str:
-    return json.dumps(event_dict, default=str, ensure_ascii=False)
+def _process_fd(stream: Any) -> int | None:
+    """The descriptor of the process's own stderr/stdout, or ``None`` for any other stream.
+
+    Those two are written with ``os.write``: a write blocked on a full pipe
+    then holds no lock of Python's stream objects, which the interpreter
+    takes to flush them at exit.
+    """
+    if stream is None or (stream is not sys.__stderr__ and stream is not sys.__stdout__):
+        return None
+    try:
+        return int(stream.fileno())
+    except Exception:
+        return None
+
+
+def writable_now(stream: Any) -> bool:
+    """Whether a short text (under a pipe's atomic size) can be written without blocking."""
+    try:
+        fd = stream.fileno()
+    except Exception:
+        return True  # in memory (StringIO, pytest's capture): never blocks
+    try:
+        return bool(select.select([], [fd], [], 0)[1])
+    except Exception:
+        return False
+
+
+def _write_fd(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(fd, view)
+        except BlockingIOError:  # a descriptor someone made non-blocking: wait here
+            select.select([], [fd], [], 1.0)
+            continue
+        view = view[written:]
+
+
+_live: weakref.WeakSet[JsonLogEmitter] = weakref.WeakSet()
 
 
 class JsonLogEmitter:
@@ -60,37 +121,182 @@ class JsonLogEmitter:
 
     Eager op-by-op compiles are logged at DEBUG, so that the default INFO
     output shows the user's own functions; spans and metrics carry them all.
+
+    Lines are written by a daemon thread, never on the compiling thread, so a
+    stream that blocks cannot stop the training loop (see the module doc). An
+    in-memory ``io.StringIO`` cannot block and is written at once.
+    ``flush(timeout)`` waits, boundedly, until queued lines are written.
     """
 
-    def __init__(self, stream: IO[str] | None = None, level: str = "info") -> None:
-        self._logger = structlog.wrap_logger(
-            structlog.PrintLogger(stream if stream is not None else _CurrentStderr()),
-            processors=[
-                structlog.processors.add_log_level,
-                structlog.processors.TimeStamper(fmt="iso", utc=True),
-                _add_logger_name,
-                structlog.processors.JSONRenderer(serializer=_json),
-            ],
-            wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, 20)),
-            context_class=dict,
-            cache_logger_on_first_use=True,
-        )
+    def __init__(self, stream: IO[str] | None = None, level: str = "info", *,
+                 failopen: FailOpen | None = None, queue_size: int | None = None) -> None:
+        self._stream = stream  # None: sys.stderr, resolved at write time
+        self._min_level = _LEVELS.get(level, 20)
+        self._immediate = isinstance(stream, io.StringIO)
+        self._failopen = failopen if failopen is not None else FailOpen()
+        self._queue_size = max(1, int(QUEUE_SIZE if queue_size is None else queue_size))
+        self._reset()
+        _live.add(self)
+
+    def _reset(self) -> None:
+        """A fresh queue, lock and (not yet started) thread: at creation and in a forked child."""
+        self._queue: deque[_Line] = deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._pending = 0  # lines queued or being written
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._pid = os.getpid()
+        #: Lines dropped: the queue was full (the stream did not keep up) or the write failed.
+        self.dropped = 0
+
+    # --- the compiling thread's side -------------------------------------------------
 
     def __call__(self, record: CompileRecord, link: SpanLink | None) -> None:
-        log = self._logger.debug if record.eager_op else self._logger.info
-        log(EVENT_COMPILE, **log_fields(record, link))
+        level = 10 if record.eager_op else 20
+        if level >= self._min_level:
+            self._emit(level, EVENT_COMPILE, log_fields(record, link))
 
     def storm(self, event: dict[str, Any]) -> None:
         """The recompile-storm WARNING: function, recompile count, causes so far."""
-        self._logger.warning(EVENT_STORM, **event)
+        if 30 >= self._min_level:
+            self._emit(30, EVENT_STORM, dict(event))
+
+    def _emit(self, level: int, event: str, fields: dict[str, Any]) -> None:
+        line = (time.time(), level, event, fields)
+        if self._immediate:
+            self._write([line])
+            return
+        dropped = 0
+        with self._cond:
+            if self._closed or len(self._queue) >= self._queue_size:
+                self.dropped += 1
+                dropped = self.dropped
+            else:
+                self._queue.append(line)
+                self._pending += 1
+                self._cond.notify()
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="otel_jax-json-log", daemon=True)
+                    self._thread.start()
+        if dropped:
+            self._warn_dropped(dropped)
+
+    def _warn_dropped(self, dropped: int) -> None:
+        # Python's warnings go to stderr, which may be the very stream that is
+        # full: warn only when that cannot block (else at a later drop).
+        if writable_now(sys.stderr):
+            self._failopen.warn_once(
+                "json-log-dropped",
+                "otel_jax: the JSON log stream is not keeping up (a full pipe nobody reads?): "
+                f"{dropped} compile log line(s) dropped so far, and lines are dropped while it "
+                "stays full; the jit calls are unaffected. The final count is given at exit.",
+                stacklevel=2)
+
+    # --- the writer thread ----------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if not self._queue:
+                    self._thread = None
+                    return  # closed, and everything written
+                batch = [self._queue.popleft() for _ in range(min(len(self._queue), 64))]
+            try:
+                self._write(batch)
+            finally:
+                with self._cond:
+                    self._pending -= len(batch)
+                    self._cond.notify_all()
+
+    def _write(self, batch: list[_Line]) -> None:
+        try:
+            text = "".join(render(*line) for line in batch)
+            stream = self._stream if self._stream is not None else sys.stderr
+            fd = _process_fd(stream)
+            if fd is not None:
+                encoding = getattr(stream, "encoding", None) or "utf-8"
+                _write_fd(fd, text.encode(encoding, "backslashreplace"))
+            else:
+                stream.write(text)
+                flush = getattr(stream, "flush", None)
+                if flush is not None:
+                    flush()
+        except Exception as exc:  # a closed or broken stream: count the lines, warn once
+            with self._cond:
+                self.dropped += len(batch)
+            if writable_now(sys.stderr):
+                self._failopen.warn_once(
+                    f"json-log-write:{type(exc).__name__}",
+                    f"otel_jax: writing the JSON log failed ({type(exc).__name__}); "
+                    f"{len(batch)} line(s) dropped; the jit calls are unaffected.")
+
+    # --- flushing ------------------------------------------------------------------------
+
+    def flush(self, timeout: float = UNINSTALL_FLUSH_S) -> bool:
+        """Wait until every queued line is written, for at most ``timeout`` seconds.
+
+        Returns whether everything was written; never raises, never waits longer.
+        """
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._cond:
+            if self._pid != os.getpid():
+                return not self._queue
+            while self._pending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def close(self, timeout: float = UNINSTALL_FLUSH_S) -> bool:
+        """Flush (boundedly), then let the writer thread end; later lines are dropped."""
+        done = self.flush(timeout)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        return done
 
 
-def _add_logger_name(logger: Any, method_name: str,
-                     event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    """Name the source and put the envelope first, so a line reads left to right."""
-    head = {k: event_dict.pop(k) for k in (Field.TIMESTAMP, Field.LEVEL, Field.EVENT)
-            if k in event_dict}
-    return {**head, Field.LOGGER: LOGGER_NAME, **event_dict}
+def flush_all(timeout: float = UNINSTALL_FLUSH_S) -> bool:
+    """Flush every live JSON emitter, all of them within ``timeout`` seconds together."""
+    deadline = time.monotonic() + timeout
+    done = True
+    for emitter in list(_live):
+        done = emitter.flush(max(0.0, deadline - time.monotonic())) and done
+    return done
+
+
+def _at_exit() -> None:
+    """Bounded: wait a moment for queued lines, then say how many were dropped."""
+    try:
+        flush_all(EXIT_FLUSH_S)
+        dropped = sum(e.dropped for e in list(_live) if e._pid == os.getpid())
+        stream = sys.stderr
+        if dropped and stream is not None and writable_now(stream):
+            message = (f"otel_jax: {dropped} JSON compile log line(s) were dropped in this "
+                       "process: the log stream did not keep up or failed.\n")
+            fd = _process_fd(stream)
+            if fd is not None:
+                os.write(fd, message.encode("utf-8", "backslashreplace"))
+            else:
+                stream.write(message)
+    except Exception:  # exit must never fail or hang because of otel_jax
+        pass
+
+
+def _after_fork_in_child() -> None:
+    """The parent's writer thread is not in the child, and its lock may be held: start afresh
+    (lines the parent had queued are the parent's to write)."""
+    for emitter in list(_live):
+        emitter._reset()
+
+
+atexit.register(_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class OtelLogEmitter:

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
+import time
 import types
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import _jax_read, _wrappers
+from . import _jax_read, _scrub, _wrappers
 from ._leaves import Leaves
-from ._text import REPR_LIMIT, safe_repr, truncate, type_name
+from ._text import REPR_LIMIT, emitted, raw_repr, safe_repr, truncate, type_name
 
 if TYPE_CHECKING:
     from ._jax_hooks import Miss
@@ -130,8 +132,10 @@ def _weak(obj: Any) -> Any:
 
 _type_strings: dict[Any, str] = {}
 _placements: dict[Any, Placement] = {}
-# PjitInfo hashes by identity and lives as long as its jit wrapper: its
-# options are rendered once per wrapper, not once per compile.
+# Options rendered once per distinct set of option values, not once per
+# compile. Keyed by the values (shardings, argnums, flags), never by the jit
+# wrapper's PjitInfo: that holds the function's signature and so its default
+# argument values, which may be a user's arrays.
 _options_text: dict[Any, tuple[tuple[str, str], ...]] = {}
 
 
@@ -233,18 +237,18 @@ def _placements_of(flat: list[Any]) -> tuple[Placement, ...]:
 
 
 def _options(jit_info: Any) -> tuple[tuple[str, str], ...]:
+    options = _jax_read.jit_options(jit_info)
     try:
-        cached = _options_text.get(jit_info)
-    except TypeError:
+        cached = _options_text.get(options)
+    except Exception:  # an unhashable option value: rendered every time
+        options_key = None
         cached = None
+    else:
+        options_key = options
     if cached is None:
-        cached = tuple((k, safe_repr(v, 200)) for k, v in _jax_read.jit_options(jit_info))
-        try:
-            if len(_options_text) >= 1024:
-                _options_text.clear()
-            _options_text[jit_info] = cached
-        except TypeError:
-            pass
+        cached = tuple((k, safe_repr(v, 200)) for k, v in options)
+        if options_key is not None:
+            _remember(_options_text, options_key, cached)
     return cached
 
 
@@ -380,6 +384,109 @@ def bound_values(fun: Any) -> tuple[tuple[str, str], ...]:
     return tuple(out[:_MAX_BOUND])
 
 
+#: A repr slower than this marks its type slow: later values of that type are
+#: not repr'd at all (their text names the type and a digest of their hash).
+SLOW_REPR_S = 0.05
+_MAX_REMEMBERED_REPRS = 2048
+#: Built-in scalar types: their repr is cheap, taken every time, never remembered.
+_PLAIN = frozenset({int, float, bool, complex, str, bytes, type(None)})
+#: The raw repr kept per value: far more than any emitted text shows.
+_RAW_REPR_KEPT = 4 * REPR_LIMIT + 512
+
+
+class _StaticReprs:
+    """The repr of each distinct static value, taken at most once (issue: a slow ``__repr__``).
+
+    JAX never calls a static argument's ``__repr__``; otel_jax needs its text
+    for causes and ``compile_history``. A value seen again (the same object,
+    or one equal to it with the same hash, as JAX's cache compares them)
+    reuses the text taken the first time. Values are held by weak reference
+    only: nothing here keeps a user's object alive. A type whose repr was
+    slow once (``SLOW_REPR_S``) is not repr'd again.
+    """
+
+    def __init__(self) -> None:
+        self._texts: dict[tuple[type, int], list[tuple[Any, str]]] = {}
+        self._count = 0
+        self._slow: dict[type, float] = {}
+        self._lock = threading.Lock()
+
+    def text(self, value: Any, h: int | None, identity: bool) -> str:
+        t = type(value)
+        if t in _PLAIN:
+            return raw_repr(value)
+        key = None if h is None else (t, id(value) if identity else h)
+        if key is not None:
+            found = self._lookup(key, value, identity)
+            if found is not None:
+                return found
+        slow = self._slow.get(t)
+        if slow is not None:
+            return (f"<{type_name(value)}: repr not taken, it took {slow:.2f} s; "
+                    f"#{_scrub.digest(str(h))}>")
+        started = time.perf_counter()
+        text = raw_repr(value)[:_RAW_REPR_KEPT]
+        took = time.perf_counter() - started
+        if took > SLOW_REPR_S and t.__module__ != "builtins":
+            with self._lock:
+                if len(self._slow) > 1024:
+                    self._slow.clear()
+                self._slow[t] = took
+        if key is not None:
+            self._remember(key, value, text)
+        return text
+
+    def _lookup(self, key: tuple[type, int], value: Any, identity: bool) -> str | None:
+        for ref, text in tuple(self._texts.get(key, ())):
+            other = ref()
+            if other is value:
+                return text
+            if other is not None and not identity:
+                try:
+                    if bool(other == value):
+                        return text
+                except Exception:  # a hostile __eq__: take the repr again
+                    pass
+        return None
+
+    def _remember(self, key: tuple[type, int], value: Any, text: str) -> None:
+        try:
+            ref = weakref.ref(value)
+        except TypeError:  # not weakly referenceable: never held, repr'd each time
+            return
+        with self._lock:
+            if self._count >= _MAX_REMEMBERED_REPRS:
+                self._texts.clear()
+                self._count = 0
+            entries = [(r, s) for r, s in self._texts.get(key, ()) if r() is not None]
+            entries.append((ref, text))
+            self._texts[key] = entries[-8:]
+            self._count += 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self._texts.clear()
+            self._slow.clear()
+            self._count = 0
+
+
+STATIC_REPRS = _StaticReprs()
+
+
+def _static_text(name: str, value: Any, h: int | None, identity: bool) -> str:
+    """The emitted text of a static value: scrubbed, bounded, its repr taken at most once."""
+    rules = _scrub.active()
+    label = type_name(value)
+    if rules is not None and rules.hide_values:
+        # No value is shown: the digest of the hash tells values apart without a repr.
+        return emitted(f"hash {h}" if h is not None else raw_repr(value), REPR_LIMIT, name,
+                       label)
+    text = STATIC_REPRS.text(value, h, identity)
+    if "\n" in text:  # flax.linen Modules print theirs over many lines
+        text = " ".join(text.split())
+    return emitted(text, REPR_LIMIT, name, label)
+
+
 def _static_arg(name: str, value: Any, kind: str = "static_argument",
                 keyword: bool = False) -> StaticArg:
     t = type(value)
@@ -389,7 +496,7 @@ def _static_arg(name: str, value: Any, kind: str = "static_argument",
     except Exception:
         h = None
     return StaticArg(
-        name=name, type=type_name(value), repr=one_line_repr(value, name=name),
+        name=name, type=type_name(value), repr=_static_text(name, value, h, identity),
         hash=h, identity_hashed=identity,
         ref=_weak(value) if identity else None,
         obj_id=id(value) if identity else 0,

@@ -1,11 +1,21 @@
-"""Safe, bounded text for telemetry: no repr may raise, hang the user, or grow unbounded."""
+"""Safe, bounded text for telemetry: no repr may raise, hang, grow unbounded or leak a secret.
+
+Every value text otel_jax emits is made here: ``safe_repr`` takes the repr,
+drops memory addresses, applies the scrubbing rules of ``_scrub`` and cuts
+the result to a limit.
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from . import _scrub
+
 REPR_LIMIT = 120
+#: Characters past the limit that the scrubbing rules still read, so that a
+#: secret cut by the limit is recognised (and a quoted value is seen whole).
+_SCRUB_CONTEXT = 256
 _ADDRESS = re.compile(r" (?:object )?at 0x[0-9a-fA-F]+")
 
 
@@ -26,18 +36,18 @@ def clean_text(text: str) -> str:
     return text
 
 
-def truncate(text: str, limit: int = REPR_LIMIT) -> str:
+def truncate(text: str, limit: int = REPR_LIMIT, hidden: int = 0) -> str:
+    """``text`` cut to ``limit`` characters; ``hidden``: characters already cut before."""
     text = clean_text(text)
-    if len(text) <= limit:
+    if len(text) <= limit and not hidden:
         return text
-    return text[: max(0, limit - 14)] + f"...(+{len(text) - limit + 14} chars)"
+    if len(text) <= limit:
+        return text + f"...(+{hidden} chars)"
+    return text[: max(0, limit - 14)] + f"...(+{len(text) + hidden - limit + 14} chars)"
 
 
-def safe_repr(obj: Any, limit: int = REPR_LIMIT, name: str | None = None) -> str:
-    """``repr`` that never raises, never shows a memory address, and stays short.
-
-    ``name``: the field, key or parameter name the value is bound to, when
-    there is one (accepted for callers that know it; currently unused).
+def raw_repr(obj: Any) -> str:
+    """``repr`` that never raises and shows no memory address; neither scrubbed nor cut.
 
     Addresses are dropped because they change every run (they would make
     every identity-hashed object look new in a log diff) and must never
@@ -51,7 +61,38 @@ def safe_repr(obj: Any, limit: int = REPR_LIMIT, name: str | None = None) -> str
         text = f"<{type(obj).__name__}>"
     if " at 0x" in text:
         text = _ADDRESS.sub("", text)
-    return truncate(text, limit)
+    return text
+
+
+def emitted(text: str, limit: int = REPR_LIMIT, name: str | None = None,
+            type_label: str | None = None) -> str:
+    """A value's repr as it may leave the process: scrubbed, then cut to ``limit``.
+
+    ``name``: the argument, field, key or keyword the value is bound to;
+    under a sensitive name the whole value is scrubbed, and with
+    ``ScrubRules(hide_values=True)`` every named value shows only its type
+    (``type_label``) and a digest.
+    """
+    rules = _scrub.active()
+    if rules is None:
+        return truncate(text, limit)
+    if name is not None and rules.hide_values:
+        mark = f" #{_scrub.digest(text)}" if rules.digest else ""
+        return truncate(f"<{type_label or 'value'}{mark}>", limit)
+    head = text[: limit + _SCRUB_CONTEXT]
+    return truncate(rules.scrub(head, name), limit, len(text) - len(head))
+
+
+def safe_repr(obj: Any, limit: int = REPR_LIMIT, name: str | None = None) -> str:
+    """``repr`` that never raises, never shows a memory address or a secret, and stays short.
+
+    ``name``: the name the value is bound to (a static argument, a dataclass
+    field, a dict key, a keyword), when there is one: a value under a name
+    that looks sensitive (``api_key``, ``password``, ...) is scrubbed whole.
+    Secret-shaped values and sensitive ``name=value`` pairs inside the repr
+    are scrubbed whatever the name (see ``_scrub``).
+    """
+    return emitted(raw_repr(obj), limit, name, type_name(obj) if name is not None else None)
 
 
 def type_name(obj: Any) -> str:

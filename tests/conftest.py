@@ -55,6 +55,9 @@ class Telemetry:
         return spans[-1]
 
     def log_lines(self) -> list[dict]:
+        from otel_jax import _logs
+
+        _logs.flush_all()  # lines are written off the compiling thread (at once for a StringIO)
         return [json.loads(line) for line in self.log.getvalue().splitlines() if line.strip()]
 
     def metric_points(self, name: str) -> list:

@@ -55,6 +55,6 @@ def test_benchmark_runs_and_prints_its_ratios():
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     for label in ("(a) cache-hit call", "(b) compile loop", "(c) cause diff", "(d) otel_jax",
-                  "(e) step time"):
+                  "(e) step time", "(f) recompile of a", "(g) compile loop"):
         assert label in out.stdout
-    assert out.stdout.count("ratio") == 4
+    assert out.stdout.count("ratio") == 5

@@ -1,0 +1,256 @@
+"""The JSON log line never blocks the user's call (issue 12, item 2).
+
+It is rendered and written by one daemon thread from a bounded queue; a
+stream that does not keep up costs dropped lines (counted, one warning, a
+final count at exit), never a jit call that does not return. Bounds below are
+generous on purpose: the suite runs on a loaded 2-core machine; what they
+catch is a call that never returns.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import warnings
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import otel_jax
+from otel_jax import OtelJaxWarning, _logs
+
+HANG = 120.0  # seconds: far beyond any honest run, short of a hang
+
+
+CHILD = textwrap.dedent("""
+    import os, sys
+    import jax, jax.numpy as jnp
+    import otel_jax
+    from otel_jax import _logs
+    if len(sys.argv) > 1:
+        _logs.QUEUE_SIZE = int(sys.argv[1])
+    otel_jax.install()  # JSON lines on stderr, which nobody reads
+
+    @jax.jit
+    def f(x):
+        return x * 2
+
+    for n in range(1, 221):  # each shape compiles again: one long line per compile
+        f(jnp.ones(n))
+    dropped = sum(e.dropped for e in list(_logs._live))
+    print(f"DONE dropped={dropped}", flush=True)
+""")
+
+
+@pytest.mark.parametrize("queue_size", [None, 8], ids=["default queue", "queue of 8"])
+def test_a_stderr_pipe_nobody_reads_does_not_stop_the_loop(tmp_path, queue_size):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["JAX_PLATFORMS"] = "cpu"
+    out = (tmp_path / "stdout.txt").open("w")
+    args = [sys.executable, "-c", CHILD] + ([] if queue_size is None else [str(queue_size)])
+    started = time.monotonic()
+    proc = subprocess.Popen(args, stdout=out, stderr=subprocess.PIPE, env=env)
+    try:
+        rc = proc.wait(timeout=HANG + 180)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail("the child never finished: a jit call blocked on the full stderr pipe")
+    finally:
+        out.close()
+        proc.stderr.close()
+    elapsed = time.monotonic() - started
+    text = (tmp_path / "stdout.txt").read_text()
+    assert rc == 0, text
+    assert "DONE" in text
+    if queue_size is not None:
+        assert int(text.split("dropped=")[1]) > 0  # the pipe filled, the queue filled
+    assert elapsed < HANG + 180
+
+
+class _Gate:
+    """A stream whose writes wait until the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.open = threading.Event()
+        self.lines: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.open.wait()
+        self.lines.extend(text.splitlines())
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def _compile_n(n: int, name: str = "g") -> float:
+    def g(x):
+        return x + 1
+    g.__name__ = g.__qualname__ = name
+    jitted = jax.jit(g)
+    started = time.monotonic()
+    for i in range(1, n + 1):
+        jitted(jnp.ones(i))
+    return time.monotonic() - started
+
+
+def test_a_blocked_stream_drops_and_counts_and_warns_once(monkeypatch):
+    monkeypatch.setattr(_logs, "QUEUE_SIZE", 4)
+    gate = _Gate()
+    otel_jax.uninstall()
+    otel_jax.install(log_output=gate, storm_threshold=1000)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            elapsed = _compile_n(12, "blocked")
+        emitter = next(s for s in otel_jax.installation().sinks
+                       if isinstance(s, _logs.JsonLogEmitter))
+        assert elapsed < HANG
+        # 12 lines: one taken by the writer (blocked), 4 queued, the rest dropped
+        assert emitter.dropped >= 12 - 4 - 1
+        dropped_warnings = [w for w in caught if issubclass(w.category, OtelJaxWarning)
+                            and "dropped" in str(w.message)]
+        assert len(dropped_warnings) == 1
+        assert not emitter.flush(0.2)  # bounded: the stream is still blocked
+        gate.open.set()
+        assert emitter.flush(HANG)
+        written = [json.loads(line) for line in gate.lines]
+        assert [r["count"] for r in written] == sorted(r["count"] for r in written)
+        assert len(written) + emitter.dropped == 12
+    finally:
+        gate.open.set()
+        otel_jax.uninstall()
+
+
+def test_uninstall_is_bounded_when_the_stream_never_returns():
+    gate = _Gate()
+    otel_jax.uninstall()
+    otel_jax.install(log_output=gate)
+    try:
+        _compile_n(3, "never_returns")
+        started = time.monotonic()
+        otel_jax.uninstall()
+        assert time.monotonic() - started < _logs.UNINSTALL_FLUSH_S + 30
+    finally:
+        gate.open.set()
+        otel_jax.uninstall()
+
+
+def test_lines_reach_a_stream_that_keeps_up_in_order_after_flush():
+    class Lines:
+        def __init__(self):
+            self.text = []
+
+        def write(self, text):
+            self.text.append(text)
+
+    stream = Lines()
+    otel_jax.uninstall()
+    otel_jax.install(log_output=stream)
+    try:
+        _compile_n(5, "in_order")
+        assert _logs.flush_all(HANG)
+        records = [json.loads(line) for line in "".join(stream.text).splitlines()]
+        mine = [r for r in records if r["function"].endswith("in_order")]
+        assert [r["count"] for r in mine] == [1, 2, 3, 4, 5]
+        assert list(mine[0])[:4] == ["timestamp", "level", "event", "logger"]
+        assert mine[0]["timestamp"].endswith("Z") and mine[0]["level"] == "info"
+    finally:
+        otel_jax.uninstall()
+
+
+class _Raises:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def write(self, text: str) -> int:
+        raise self.exc
+
+    def flush(self) -> None:
+        pass
+
+
+class _Slow:
+    def write(self, text: str) -> int:
+        time.sleep(0.05)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def _closed() -> io.StringIO:
+    s = io.StringIO()
+    s.close()
+    return s
+
+
+# The fault family "the log stream misbehaves", one case per way it can.
+STREAMS = {
+    "blocks forever": _Gate,
+    "raises OSError": lambda: _Raises(OSError(28, "No space left on device")),
+    "broken pipe": lambda: _Raises(BrokenPipeError(32, "Broken pipe")),
+    "closed StringIO": _closed,
+    "slow": _Slow,
+    "no flush method": lambda: type("W", (), {"write": lambda self, t: len(t)})(),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(STREAMS))
+def test_a_misbehaving_log_stream_never_reaches_the_user(kind):
+    stream = STREAMS[kind]()
+    otel_jax.uninstall()
+    otel_jax.install(log_output=stream)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", OtelJaxWarning)
+
+            @jax.jit
+            def h(x):
+                return x * 3
+
+            for n in (1, 2, 3, 4):
+                assert float(h(jnp.ones(n)).sum()) == 3.0 * n
+            started = time.monotonic()
+            otel_jax.uninstall()
+            assert time.monotonic() - started < _logs.UNINSTALL_FLUSH_S + 30
+    finally:
+        if isinstance(stream, _Gate):
+            stream.open.set()
+        otel_jax.uninstall()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_forked_child_writes_with_its_own_writer(tmp_path):
+    # The child must not run JAX (its threads do not survive fork): it logs
+    # through the emitter directly.
+    path = tmp_path / "child.log"
+    stream = path.open("w")
+    emitter = _logs.JsonLogEmitter(stream)
+    emitter._emit(20, "jax.compile", {"function": "before_fork"})
+    assert emitter.flush(HANG)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # JAX and Python warn about fork with threads
+        pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            for i in range(3):
+                emitter._emit(20, "jax.compile", {"function": "in_child", "count": i})
+            code = 0 if emitter.flush(30) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    emitter.close(HANG)
+    stream.close()
+    assert os.WEXITSTATUS(status) == 0
+    functions = [json.loads(line)["function"] for line in path.read_text().splitlines()]
+    assert functions.count("in_child") == 3 and functions.count("before_fork") == 1
