@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from ._diff import Diff
 from ._signature import Signature
 from ._source import FunctionInfo
+from ._text import clean_text
 from ._vocab import LOG_DIFF_LIMIT, Attr, CauseKind, Field, NotWrittenReason, Phase
 
 #: Attribute values as OpenTelemetry accepts them.
@@ -137,7 +138,18 @@ def span_attributes(record: CompileRecord) -> dict[str, AttributeValue]:
         attrs[Attr.PERSISTENT_CACHE_HIT] = cache.hit
         if cache.not_written_reason is not None:
             attrs[Attr.PERSISTENT_CACHE_NOT_WRITTEN_REASON] = cache.not_written_reason.value
-    return attrs
+    return _encodable(attrs)
+
+
+def _encodable(values: dict[str, Any]) -> dict[str, Any]:
+    """Every text made encodable: one lone surrogate (a file name, a dict key) would make
+    the whole batch it travels in fail to serialise."""
+    for key, value in values.items():
+        if isinstance(value, str) and not value.isascii():
+            values[key] = clean_text(value)
+        elif isinstance(value, list):
+            values[key] = [_encodable(dict(v)) if isinstance(v, dict) else v for v in value]
+    return values
 
 
 def log_fields(record: CompileRecord, link: SpanLink | None) -> dict[str, Any]:
@@ -172,4 +184,4 @@ def log_fields(record: CompileRecord, link: SpanLink | None) -> dict[str, Any]:
     if link is not None:
         fields[Field.TRACE_ID] = link.trace_id
         fields[Field.SPAN_ID] = link.span_id
-    return fields
+    return _encodable(fields)
