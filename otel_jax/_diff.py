@@ -317,12 +317,27 @@ def closest(history: Sequence[Signature], new: Signature) -> tuple[int, Signatur
         d = distance(old, new)
         if best is None or d < best_d:
             best, best_d = (i, old), d
+            if d == 0:
+                return best
             # One smallest difference is as close as a recompile gets: stop
-            # there, so that a function recompiling every call scans one
-            # signature, not its whole history.
+            # measuring there, so that a function recompiling every call
+            # measures one signature, not its whole history; only an identical
+            # earlier one (a cache eviction) can still be closer.
             if d <= _CLOSEST:
-                break
+                for j in range(i - 1, -1, -1):
+                    if history[j].captured and _identical(history[j], new):
+                        return j, history[j]
+                return best
     return best
+
+
+def _identical(old: Signature, new: Signature) -> bool:
+    """Every part equal, compared whole (shared parts by identity): cheap when it is not."""
+    return (old.transform == new.transform and old.program == new.program
+            and old.types == new.types and old.placements == new.placements
+            and old.paths == new.paths and _same_function(old, new)
+            and old.options == new.options and not _safe_ne(old.context, new.context)
+            and old.statics == new.statics and _treedef_equal(old, new))
 
 
 def diff(old: Signature, new: Signature) -> Diff:

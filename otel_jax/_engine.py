@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Literal
 
-from . import _causes, _jax_hooks, _jax_read, _naming, _signature
+from . import _causes, _fingerprint, _jax_hooks, _jax_read, _naming, _signature
 from ._failopen import FailOpen, OtelJaxWarning
 from ._history import CompileEntry, History
 from ._record import CompileRecord, Devices, PersistentCache, PhaseTiming, SpanLink
@@ -225,6 +225,8 @@ class Engine:
                 "signature sharing",
                 lambda: _signature.shared(signature, self.history.latest(info)), signature)
 
+        fingerprint = guard.call("fingerprint",
+                                 lambda: _fingerprint.of_signature(info, signature), "")
         count, earlier = self.history.begin(info)
         try:
             cause = _causes.explain(info, count, earlier, signature)
@@ -247,7 +249,7 @@ class Engine:
             eager_op=naming.eager_op,
             after_warmup=self._warmup_done and not naming.eager_op,
             hint=cause.hint, devices=devices, persistent_cache=cache,
-            compared_with=cause.compared_with,
+            compared_with=cause.compared_with, fingerprint=fingerprint,
         )
         entry = CompileEntry(
             count=count, cause_kind=cause.kind.value, cause=cause.text,

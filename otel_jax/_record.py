@@ -81,6 +81,7 @@ class CompileRecord:
     devices: Devices = field(default_factory=Devices)
     persistent_cache: PersistentCache | None = None  # None: the persistent cache is off
     compared_with: int | None = None  # the earlier compile (its count) the diff is against
+    fingerprint: str = ""  # of the signature, comparable across processes ("" if uncaptured)
 
     @property
     def is_recompile(self) -> bool:
@@ -131,6 +132,8 @@ def span_attributes(record: CompileRecord) -> dict[str, AttributeValue]:
         attrs[Attr.CALLSITE] = record.callsite
     if record.compared_with is not None:
         attrs[Attr.COMPARED_WITH] = record.compared_with
+    if record.fingerprint:
+        attrs[Attr.FINGERPRINT] = record.fingerprint
     for timing in record.phases:
         attrs[timing.phase.attribute] = timing.seconds
     cache = record.persistent_cache
@@ -169,6 +172,7 @@ def log_fields(record: CompileRecord, link: SpanLink | None) -> dict[str, Any]:
         Field.DIFF: [c.as_dict() for c in record.diff.changes[:LOG_DIFF_LIMIT]],
         Field.DIFF_TOTAL: record.diff.total,
         Field.COMPARED_WITH: record.compared_with,
+        Field.FINGERPRINT: record.fingerprint or None,
         Field.HINT: record.hint,
         Field.COMPILE_S: round(record.compile_s, 6),
     }

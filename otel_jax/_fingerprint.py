@@ -1,0 +1,124 @@
+"""A fingerprint of a compile's signature that other processes and later runs can compare.
+
+Two ranks of one job, or two runs of one job a day apart, compute the same
+fingerprint for the same call: it hashes what JAX's cache compares (argument
+paths and types, pytree structure, static values, tracing context, jit
+options) and leaves out what differs between processes for the same program
+(object ids, memory addresses, absolute paths, the local device a rank's
+arrays are committed to). The function is named by module-relative qualified
+name and file name, never by its absolute path.
+
+Cost: per-leaf parts are hashed chunk by chunk, and a chunk shared with the
+function's previous signature (see ``_leaves``) is hashed once, so a
+recompile that changed one leaf of a 10,000-leaf argument hashes one chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from ._leaves import Leaves
+from ._scrub import without_digests
+from ._signature import Placement, Signature
+from ._source import FunctionInfo
+from ._text import safe_repr
+
+#: Hex digits of a fingerprint: 64 bits, plenty to tell a job's compiles apart.
+DIGITS = 16
+_SEP = "\x1f"
+_MAX_CHUNK_DIGESTS = 8192
+
+Fingerprint = str
+
+
+class _ChunkDigests:
+    """Digest of each chunk tuple, by identity; the chunk is kept so its id is not reused."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[tuple[Any, ...], bytes]] = {}
+        self._lock = threading.Lock()
+
+    def digest(self, chunk: tuple[Any, ...], text: Any) -> bytes:
+        found = self._by_id.get(id(chunk))
+        if found is not None and found[0] is chunk:
+            return found[1]
+        digest = hashlib.blake2b(_SEP.join(map(text, chunk)).encode("utf-8", "backslashreplace"),
+                                 digest_size=16).digest()
+        with self._lock:
+            if len(self._by_id) >= _MAX_CHUNK_DIGESTS:
+                self._by_id.clear()
+            self._by_id[id(chunk)] = (chunk, digest)
+        return digest
+
+
+_CHUNKS = _ChunkDigests()
+
+
+def _placement_text(placement: Placement) -> str:
+    # Each rank commits its arrays to its own local device: "committed cpu:3"
+    # on one rank is "committed cpu:0" on another for the same program.
+    text = placement.text
+    if not placement.sharded and text.startswith("committed "):
+        return "committed"
+    return text
+
+
+def _leaf_parts(hasher: Any, values: Iterable[Any] | Leaves[Any], text: Any) -> None:
+    if isinstance(values, Leaves):
+        for chunk in values._chunks:
+            hasher.update(_CHUNKS.digest(chunk, text))
+        return
+    hasher.update(_SEP.join(map(text, values)).encode("utf-8", "backslashreplace"))
+
+
+_trees: dict[int, tuple[Any, bytes]] = {}
+
+
+def _tree_digest(treedef: Any) -> bytes:
+    """The whole structure (node types, dict keys, static fields; no addresses), hashed
+    once per treedef object: signatures of one function share theirs when equal."""
+    found = _trees.get(id(treedef))
+    if found is not None and found[0] is treedef:
+        return found[1]
+    text = without_digests(safe_repr(treedef, 1 << 30))
+    digest = hashlib.blake2b(text.encode("utf-8", "backslashreplace"), digest_size=16).digest()
+    if len(_trees) >= 1024:
+        _trees.clear()
+    _trees[id(treedef)] = (treedef, digest)
+    return digest
+
+
+def function_identity(info: FunctionInfo) -> str:
+    """The function as every host names it: qualified name and file name, no directory."""
+    name = os.path.basename(info.file) if info.file else ""
+    return f"{info.qualname}@{name}"
+
+
+def of_signature(info: FunctionInfo, signature: Signature) -> Fingerprint:
+    """The fingerprint of one compile's signature (an empty string if it was not captured)."""
+    if not signature.captured:
+        return ""
+    h = hashlib.blake2b(digest_size=DIGITS // 2)
+    h.update(function_identity(info).encode("utf-8", "backslashreplace"))
+    h.update(signature.transform.encode() + b"|" + signature.program.encode())
+    for part, text in ((signature.paths, str), (signature.types, str),
+                       (signature.placements, _placement_text)):
+        h.update(b"|")
+        _leaf_parts(h, part, text)
+    h.update(b"|" + _tree_digest(signature.treedef))
+    h.update(b"|" + _SEP.join(signature.top_names).encode("utf-8", "backslashreplace"))
+    for static in signature.statics:
+        # An identity-hashed value is a new object in every process: its type is
+        # what two processes can agree on.
+        value = f"<{static.type}>" if static.identity_hashed else without_digests(static.repr)
+        h.update(f"|{static.kind}:{static.name}={value}".encode("utf-8", "backslashreplace"))
+    for name, value in signature.context:
+        text = without_digests(safe_repr(value, 200))
+        h.update(f"|{name}={text}".encode("utf-8", "backslashreplace"))
+    for name, text in signature.options:
+        h.update(f"|jit({name})={text}".encode("utf-8", "backslashreplace"))
+    return h.hexdigest()
