@@ -210,6 +210,7 @@ class Engine:
         cache_written = getattr(self._tls, "cache_written", False)
         self._tls.cache_hit = self._tls.cache_written = False
         miss = self._take_miss(name)
+        compiled = _jax_hooks.take_compile_inputs()
         phases = self._take_phases(
             name, miss.started if miss is not None else start - _UNMATCHED_PHASE_WINDOW_S,
             start, end)
@@ -227,6 +228,11 @@ class Engine:
 
         fingerprint = guard.call("fingerprint",
                                  lambda: _fingerprint.of_signature(info, signature), "")
+        program = ""
+        if compiled is not None and not naming.eager_op:
+            digest = guard.call("program fingerprint",
+                                lambda: _jax_read.program_digest(compiled.computation), None)
+            program = digest.hex() if digest else ""
         count, earlier = self.history.begin(info)
         try:
             cause = _causes.explain(info, count, earlier, signature)
@@ -250,6 +256,7 @@ class Engine:
             after_warmup=self._warmup_done and not naming.eager_op,
             hint=cause.hint, devices=devices, persistent_cache=cache,
             compared_with=cause.compared_with, fingerprint=fingerprint,
+            program_fingerprint=program,
         )
         entry = CompileEntry(
             count=count, cause_kind=cause.kind.value, cause=cause.text,

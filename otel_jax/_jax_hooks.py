@@ -132,6 +132,47 @@ def clear_miss() -> None:
         stack[-1] = None
 
 
+class CompileInputs(NamedTuple):
+    """What one backend compile was asked to compile (references, dropped after its event).
+
+    Read by ``_jax_read``: the lowered program (to fingerprint it, as JAX's
+    persistent cache does), the devices, the compile options and the backend.
+    """
+
+    computation: Any  # the lowered MLIR module
+    devices: Any  # numpy array of devices
+    compile_options: Any
+    backend: Any
+    host_callbacks: int
+
+
+# The entry JAX calls (inside its backend-compile event) to compile a lowered
+# program or fetch it from the persistent cache, looked up by name at call time.
+_COMPILE_ENTRY = "compile_or_get_cached"
+
+
+def _wrap_compile_or_get_cached(original: Callable[..., Any]) -> Callable[..., Any]:
+    def compile_or_get_cached(backend, computation, devices, compile_options,  # type: ignore[no-untyped-def]
+                              host_callbacks, *args, **kwargs):
+        try:
+            _tls.compile_inputs = CompileInputs(computation, devices, compile_options, backend,
+                                                len(host_callbacks))
+        except Exception:  # pragma: no cover - arguments moved
+            _tls.compile_inputs = None
+        return original(backend, computation, devices, compile_options, host_callbacks,
+                        *args, **kwargs)
+
+    return compile_or_get_cached
+
+
+def take_compile_inputs() -> CompileInputs | None:
+    """The inputs of the backend compile that just ended on this thread (then forgotten:
+    the lowered program can be large)."""
+    inputs = getattr(_tls, "compile_inputs", None)
+    _tls.compile_inputs = None
+    return inputs
+
+
 class _Patch:
     """A wrapped module attribute that can be removed without clobbering others."""
 
@@ -383,6 +424,7 @@ class Hooks:
         self._on_event = on_event
         self._patches: list[_Patch] = []
         self.captures_signatures = False
+        self.captures_programs = False
 
     def install(self) -> None:
         from jax._src import monitoring
@@ -391,6 +433,18 @@ class Hooks:
         monitoring.register_event_time_span_listener(self._on_time_span)
         monitoring.register_event_listener(self._on_event)
         self.captures_signatures = self._patch_pjit()
+        self.captures_programs = self._patch_compiler()
+
+    def _patch_compiler(self) -> bool:
+        """Wrap the backend-compile entry so the compile event can see what was compiled."""
+        try:
+            from jax._src import compiler
+        except Exception:
+            return False
+        if not callable(getattr(compiler, _COMPILE_ENTRY, None)):
+            return False
+        self._patches.append(_Patch(compiler, _COMPILE_ENTRY, _wrap_compile_or_get_cached))
+        return True
 
     def _patch_pjit(self) -> bool:
         found = pjit_module()
@@ -415,6 +469,8 @@ class Hooks:
             patch.remove()
         self._patches.clear()
         self.captures_signatures = False
+        self.captures_programs = False
+        _tls.compile_inputs = None
         _unregister(monitoring, ("unregister_event_time_span_listener",
                                  "_unregister_event_time_span_listener_by_callback"),
                     "_event_time_span_listeners", self._on_time_span)

@@ -267,6 +267,28 @@ def transformed_source(source: str | None) -> tuple[str, str, int] | None:
     return head, file, int(line)
 
 
+# --- the compiled program ------------------------------------------------------------
+
+def program_digest(computation: Any) -> bytes | None:
+    """A digest of a lowered program, computed as JAX's persistent cache hashes it: the
+    MLIR bytecode without debug information (no file paths or line numbers), so the
+    same program gives the same digest in every process and run. ``None`` when JAX's
+    hashing moved."""
+    import hashlib
+
+    try:
+        from jax._src import cache_key
+    except Exception:
+        return None
+    hash_computation = getattr(cache_key, "_hash_computation", None)
+    ignore = getattr(getattr(cache_key, "IgnoreCallbacks", None), "NO", None)
+    if hash_computation is None:
+        return None
+    h = hashlib.blake2b(digest_size=8)
+    hash_computation(h, computation, ignore)
+    return h.digest()
+
+
 # --- devices --------------------------------------------------------------------------
 
 def argument_devices(values: Any, limit: int = 256) -> set[Any]:

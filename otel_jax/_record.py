@@ -82,6 +82,7 @@ class CompileRecord:
     persistent_cache: PersistentCache | None = None  # None: the persistent cache is off
     compared_with: int | None = None  # the earlier compile (its count) the diff is against
     fingerprint: str = ""  # of the signature, comparable across processes ("" if uncaptured)
+    program_fingerprint: str = ""  # of the lowered program, likewise ("" if not read)
 
     @property
     def is_recompile(self) -> bool:
@@ -134,6 +135,8 @@ def span_attributes(record: CompileRecord) -> dict[str, AttributeValue]:
         attrs[Attr.COMPARED_WITH] = record.compared_with
     if record.fingerprint:
         attrs[Attr.FINGERPRINT] = record.fingerprint
+    if record.program_fingerprint:
+        attrs[Attr.PROGRAM_FINGERPRINT] = record.program_fingerprint
     for timing in record.phases:
         attrs[timing.phase.attribute] = timing.seconds
     cache = record.persistent_cache
@@ -173,6 +176,7 @@ def log_fields(record: CompileRecord, link: SpanLink | None) -> dict[str, Any]:
         Field.DIFF_TOTAL: record.diff.total,
         Field.COMPARED_WITH: record.compared_with,
         Field.FINGERPRINT: record.fingerprint or None,
+        Field.PROGRAM_FINGERPRINT: record.program_fingerprint or None,
         Field.HINT: record.hint,
         Field.COMPILE_S: round(record.compile_s, 6),
     }

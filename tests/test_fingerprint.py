@@ -69,3 +69,20 @@ def test_fingerprint_on_span_and_log_line_and_stable_in_process(telemetry):
              if '"jax.compile"' in line and "<locals>.f" in line]
     assert [line["fingerprint"] for line in lines] == prints
     assert otel_jax.CauseKind.UNKNOWN.value == spans[2].attributes["jax.compile.cause.kind"]
+
+
+def test_program_fingerprint_tells_a_retraced_program_from_a_new_signature(telemetry):
+    def make(double):  # a new function object each time, as after a code change
+        def step(x):
+            return x * 2 if double else x + 2
+        return jax.jit(step)
+
+    make(False)(jnp.ones(3))
+    make(True)(jnp.ones(3))  # same signature, another program
+    make(True)(jnp.ones(4))  # another signature
+    spans = telemetry.compiles("test_program_fingerprint_tells_a_retraced_program_from_a_new"
+                               "_signature.<locals>.make.<locals>.step")
+    sigs = [s.attributes["jax.compile.fingerprint"] for s in spans]
+    progs = [s.attributes["jax.compile.program_fingerprint"] for s in spans]
+    assert sigs[0] == sigs[1] != sigs[2]
+    assert progs[0] != progs[1] and len(progs[0]) == 16
