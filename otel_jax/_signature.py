@@ -395,7 +395,7 @@ _RAW_REPR_KEPT = 4 * REPR_LIMIT + 512
 
 
 class _StaticReprs:
-    """The repr of each distinct static value, taken at most once (issue: a slow ``__repr__``).
+    """The repr of each distinct static value, taken at most once.
 
     JAX never calls a static argument's ``__repr__``; otel_jax needs its text
     for causes and ``compile_history``. A value seen again (the same object,
