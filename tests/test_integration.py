@@ -231,22 +231,42 @@ def test_zero_code_opentelemetry_instrument(otlp_receiver, tmp_path, disabled):
 
 
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
-def test_collector_down_costs_one_warning(protocol):
+def test_collector_down_costs_one_warning(protocol, tmp_path):
     port = free_port()  # nothing listens there
     env = clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
-                    OTEL_EXPORTER_OTLP_PROTOCOL=protocol, OTEL_EXPORTER_OTLP_TIMEOUT="3")
-    started = time.monotonic()
-    result = run([sys.executable, str(EXAMPLE), "--epochs", "2"], env, timeout=120)
-    elapsed = time.monotonic() - started
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "compiles of train_step, and why" in result.stdout
-    other = [ln for ln in result.stderr.splitlines()
+                    OTEL_EXPORTER_OTLP_PROTOCOL=protocol, OTEL_EXPORTER_OTLP_TIMEOUT="3",
+                    PYTHONUNBUFFERED="1")
+    # What the collector being down may cost is the exit after training (the exporters'
+    # final flush, where retries with back-off would show), not the training itself, whose
+    # duration depends on how busy the machine is: time from the demo's summary to its exit.
+    stderr_path = tmp_path / "stderr.log"
+    with stderr_path.open("w") as stderr:
+        proc = subprocess.Popen([sys.executable, str(EXAMPLE), "--epochs", "2"], env=env,
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        watchdog = threading.Timer(240, proc.kill)
+        watchdog.start()
+        try:
+            stdout, summary_at = [], None
+            for line in proc.stdout:
+                stdout.append(line)
+                if summary_at is None and "compiles of train_step, and why" in line:
+                    summary_at = time.monotonic()
+            returncode = proc.wait()
+            exited_at = time.monotonic()
+        finally:
+            watchdog.cancel()
+    stderr_text = stderr_path.read_text()
+    assert returncode == 0, stderr_text[-3000:]
+    assert summary_at is not None, "".join(stdout)
+    other = [ln for ln in stderr_text.splitlines()
              if ln.strip() and '"event": "jax.compile"' not in ln]
     warnings_ = [ln for ln in other if "OtelJaxWarning" in ln]
     assert len(warnings_) == 1 and "cannot export" in warnings_[0]
-    assert "Traceback" not in result.stderr
+    assert "Traceback" not in stderr_text
     assert not [ln for ln in other if "Transient error" in ln or "Failed to export" in ln]
-    assert elapsed < 60
+    # A few export attempts of at most OTEL_EXPORTER_OTLP_TIMEOUT=3 s each, not retries
+    # with back-off (those take minutes); generous for a busy machine.
+    assert exited_at - summary_at < 45, f"exit took {exited_at - summary_at:.1f} s"
 
 
 # --- Prometheus --------------------------------------------------------------------------
