@@ -2,6 +2,7 @@
 #   make demo   - install into .venv and run the training demo (no collector needed)
 #   make test   - install everything the tests need and run the whole suite,
 #                 on the newest JAX the range in pyproject.toml admits and on the oldest
+#                 (both always run; a summary line per suite ends the output)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -26,10 +27,23 @@ $(OLDEST_VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(PY) examples/train.py
 
+# Jaeger v2, Prometheus 3 and promtool 3, built once per machine from their Go modules
+# (scripts/tools.versions) into ~/.cache/otel_jax-tools; tests/conftest.py finds them there.
 tools:
 	@scripts/ensure-tools
 
-test: tools test-newest test-oldest
+# Both suites run even when the first fails; one line per suite says how each went, and
+# the exit status is non-zero when either failed.
+test: tools $(VENV)/.installed $(OLDEST_VENV)/.installed
+	@newest=0; oldest=0; \
+	$(MAKE) --no-print-directory test-newest || newest=$$?; \
+	$(MAKE) --no-print-directory test-oldest || oldest=$$?; \
+	echo; \
+	if [ $$newest -eq 0 ]; then echo "make test: newest JAX suite passed"; \
+	else echo "make test: newest JAX suite FAILED (exit $$newest)"; fi; \
+	if [ $$oldest -eq 0 ]; then echo "make test: oldest JAX suite (jax $(JAX_OLDEST)) passed"; \
+	else echo "make test: oldest JAX suite (jax $(JAX_OLDEST)) FAILED (exit $$oldest)"; fi; \
+	[ $$newest -eq 0 ] && [ $$oldest -eq 0 ]
 
 test-newest: $(VENV)/.installed
 	$(PY) -m pytest -q

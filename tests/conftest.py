@@ -133,3 +133,70 @@ def cpu_devices(n: int = 2):
     devices = jax.devices()
     assert len(devices) >= n, "tests need XLA_FLAGS=--xla_force_host_platform_device_count"
     return devices
+
+
+# --- servers built from their Go modules (scripts/ensure-tools) ----------------------------
+
+from pathlib import Path  # noqa: E402
+
+_REPO = Path(__file__).resolve().parents[1]
+TOOLS_VERSIONS_FILE = _REPO / "scripts" / "tools.versions"
+
+
+def tools_versions() -> dict[str, str]:
+    """KEY=VALUE pairs of scripts/tools.versions (shared with scripts/ensure-tools)."""
+    values = {}
+    for line in TOOLS_VERSIONS_FILE.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            values[key.strip()] = value.strip()
+    return values
+
+
+def tools_dir() -> Path:
+    """Where scripts/ensure-tools builds the servers; same default as the script."""
+    if os.environ.get("OTEL_JAX_TOOLS_DIR"):
+        return Path(os.environ["OTEL_JAX_TOOLS_DIR"])
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "otel_jax-tools"
+
+
+def tool_path(name: str) -> Path:
+    """The path of a server binary ("jaeger", "prometheus", "promtool"), built or not."""
+    versions = tools_versions()
+    if name == "jaeger":
+        return tools_dir() / f"jaeger-{versions['JAEGER_VERSION']}" / "jaeger"
+    if name in ("prometheus", "promtool"):
+        return tools_dir() / f"prometheus-{versions['PROMETHEUS_VERSION']}" / name
+    raise ValueError(name)
+
+
+def require_tool(name: str) -> str:
+    """The binary, or a skip where no Go toolchain could build it, or a failure where Go is
+    there and scripts/ensure-tools has not been run."""
+    import shutil
+
+    path = tool_path(name)
+    if os.access(path, os.X_OK):
+        return str(path)
+    if shutil.which("go") is None:
+        pytest.skip("no Go toolchain: Jaeger v2 and Prometheus 3 are built from their Go "
+                    "modules by scripts/ensure-tools (`make tools`)")
+    pytest.fail(f"{path} is missing: run scripts/ensure-tools (`make tools`), which builds "
+                f"it with Go into {tools_dir()}")
+
+
+@pytest.fixture(scope="session")
+def promtool_binary() -> str:
+    return require_tool("promtool")
+
+
+@pytest.fixture(scope="session")
+def prometheus_binary() -> str:
+    return require_tool("prometheus")
+
+
+@pytest.fixture(scope="session")
+def jaeger_binary() -> str:
+    return require_tool("jaeger")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -217,8 +216,10 @@ def test_zero_code_opentelemetry_instrument(otlp_receiver, tmp_path, disabled):
     instrument = Path(sys.executable).with_name("opentelemetry-instrument")
     result = run([str(instrument), sys.executable, str(script)], env)
     assert result.returncode == 0, result.stderr[-3000:]
-    wait_for(lambda: any(s["name"] == "control" for s in collected.spans), 20,
-             "the script's own span")
+    expected = 0 if disabled else 2
+    wait_for(lambda: any(s["name"] == "control" for s in collected.spans)
+             and len([s for s in collected.spans if s["name"] == "jax.compile step"]) == expected,
+             30, f"the script's own span and its {expected} compile spans")
     compiles = [s for s in collected.spans if s["name"] == "jax.compile step"]
     if disabled:
         assert compiles == []
@@ -230,22 +231,42 @@ def test_zero_code_opentelemetry_instrument(otlp_receiver, tmp_path, disabled):
 
 
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
-def test_collector_down_costs_one_warning(protocol):
+def test_collector_down_costs_one_warning(protocol, tmp_path):
     port = free_port()  # nothing listens there
     env = clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
-                    OTEL_EXPORTER_OTLP_PROTOCOL=protocol, OTEL_EXPORTER_OTLP_TIMEOUT="3")
-    started = time.monotonic()
-    result = run([sys.executable, str(EXAMPLE), "--epochs", "2"], env, timeout=120)
-    elapsed = time.monotonic() - started
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "compiles of train_step, and why" in result.stdout
-    other = [ln for ln in result.stderr.splitlines()
+                    OTEL_EXPORTER_OTLP_PROTOCOL=protocol, OTEL_EXPORTER_OTLP_TIMEOUT="3",
+                    PYTHONUNBUFFERED="1")
+    # What the collector being down may cost is the exit after training (the exporters'
+    # final flush, where retries with back-off would show), not the training itself, whose
+    # duration depends on how busy the machine is: time from the demo's summary to its exit.
+    stderr_path = tmp_path / "stderr.log"
+    with stderr_path.open("w") as stderr:
+        proc = subprocess.Popen([sys.executable, str(EXAMPLE), "--epochs", "2"], env=env,
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        watchdog = threading.Timer(240, proc.kill)
+        watchdog.start()
+        try:
+            stdout, summary_at = [], None
+            for line in proc.stdout:
+                stdout.append(line)
+                if summary_at is None and "compiles of train_step, and why" in line:
+                    summary_at = time.monotonic()
+            returncode = proc.wait()
+            exited_at = time.monotonic()
+        finally:
+            watchdog.cancel()
+    stderr_text = stderr_path.read_text()
+    assert returncode == 0, stderr_text[-3000:]
+    assert summary_at is not None, "".join(stdout)
+    other = [ln for ln in stderr_text.splitlines()
              if ln.strip() and '"event": "jax.compile"' not in ln]
     warnings_ = [ln for ln in other if "OtelJaxWarning" in ln]
     assert len(warnings_) == 1 and "cannot export" in warnings_[0]
-    assert "Traceback" not in result.stderr
+    assert "Traceback" not in stderr_text
     assert not [ln for ln in other if "Transient error" in ln or "Failed to export" in ln]
-    assert elapsed < 60
+    # A few export attempts of at most OTEL_EXPORTER_OTLP_TIMEOUT=3 s each, not retries
+    # with back-off (those take minutes); generous for a busy machine.
+    assert exited_at - summary_at < 45, f"exit took {exited_at - summary_at:.1f} s"
 
 
 # --- Prometheus --------------------------------------------------------------------------
@@ -278,13 +299,8 @@ def _prometheus_query(base: str, query: str) -> list[dict]:
 
 
 @pytest.fixture
-def prometheus(tmp_path):
-    binary = shutil.which("prometheus")
-    if binary is None:
-        if os.environ.get("OTEL_JAX_ALLOW_MISSING_TOOLS") == "1":
-            pytest.skip("prometheus is not installed")
-        pytest.fail("prometheus is not installed: run scripts/ensure-tools (Debian package "
-                    "`prometheus`)")
+def prometheus(tmp_path, prometheus_binary):
+    binary = prometheus_binary  # Prometheus 3, built by scripts/ensure-tools
     targets = [free_port(), free_port()]
     port = free_port()
     config = tmp_path / "prometheus.yml"
@@ -313,11 +329,15 @@ def prometheus(tmp_path):
             return False
 
     try:
-        wait_for(ready, 30, "Prometheus to be ready")
+        wait_for(ready, 60, "Prometheus to be ready")
         yield base, targets
     finally:
         proc.terminate()
-        proc.wait(timeout=20)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=20)
 
 
 def test_real_prometheus_scrapes_a_real_jax_process(prometheus, tmp_path):
@@ -335,15 +355,19 @@ def test_real_prometheus_scrapes_a_real_jax_process(prometheus, tmp_path):
                       OTEL_EXPORTER_PROMETHEUS_HOST="127.0.0.1"),
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        expected = {"first_compile", "weak_type", "shape", "pytree_structure"}
+        # The final state of the two epochs (compiles #1..#5 of train_step), not the first
+        # scrape where every cause kind has appeared: the last compile's sample may come later.
+        expected = {"first_compile": 1, "weak_type": 1, "shape": 2, "pytree_structure": 1}
 
-        def train_step_kinds():
+        def train_step_counts():
             series = _prometheus_query(
                 base, 'jax_compilations_total{code_function_name="train_step"}')
-            kinds = {s["metric"]["jax_compile_cause_kind"] for s in series}
-            return series if kinds >= expected else None
+            counts = {s["metric"]["jax_compile_cause_kind"]: float(s["value"][1])
+                      for s in series}
+            return series if counts == expected else None
 
-        series = wait_for(train_step_kinds, 90, "train_step compilations in Prometheus")
+        series = wait_for(train_step_counts, 120,
+                          f"train_step compilations {expected} in Prometheus")
         by_kind = {s["metric"]["jax_compile_cause_kind"]: s for s in series}
         assert by_kind["first_compile"]["metric"]["jax_compile_is_recompile"] == "false"
         assert by_kind["weak_type"]["metric"]["jax_compile_is_recompile"] == "true"
@@ -364,11 +388,16 @@ def test_real_prometheus_scrapes_a_real_jax_process(prometheus, tmp_path):
         # The user's function, not the eager broadcast_in_dim its jnp.ones(n) storms with.
         assert {p["metric"]["code_function_name"] for p in pending} == {"storm_step"}
         assert pending[0]["metric"]["alertstate"] in ("pending", "firing")
-        recorded = wait_for(lambda: _prometheus_query(
-            base, 'jax:recompilations:rate5m{code_function_name="train_step"}'), 30,
-            "the recompilation recording rule")
-        assert {r["metric"]["jax_compile_cause_kind"] for r in recorded} >= {
-            "weak_type", "shape", "pytree_structure"}
+        recompile_kinds = {"weak_type", "shape", "pytree_structure"}
+
+        def recorded_kinds():
+            recorded = _prometheus_query(
+                base, 'jax:recompilations:rate5m{code_function_name="train_step"}')
+            kinds = {r["metric"]["jax_compile_cause_kind"] for r in recorded}
+            return kinds if kinds == recompile_kinds else None
+
+        wait_for(recorded_kinds, 60,
+                 f"the recompilation recording rule for all of {sorted(recompile_kinds)}")
     finally:
         for proc in (train, stormer):
             proc.terminate()

@@ -1,0 +1,741 @@
+"""The deploy/ pipeline for real, without Docker: Jaeger v2 and Prometheus 3 run as local
+processes, built from their Go modules by scripts/ensure-tools.
+
+* Jaeger v2 is an OpenTelemetry Collector distribution, so one process plays both the
+  collector and the Jaeger of deploy/docker-compose.yml: it loads
+  deploy/otel-collector/config.yaml (endpoints moved to free loopback ports, the components
+  the binary lacks dropped, see ``collector_config``) plus an OTLP receiver standing for
+  Jaeger's own, in-memory storage and the query API the Jaeger UI reads.
+* examples/train.py sends to it over OTLP/HTTP and OTLP/gRPC; the tests search Jaeger's
+  HTTP API the way a user searches in the UI.
+* Prometheus 3 scrapes the collector's prometheus exporter with the scrape settings of
+  deploy/prometheus/prometheus.yml and evaluates deploy/prometheus/rules/otel_jax_alerts.yml;
+  every Prometheus query of the Grafana dashboard is run against what it stored.
+
+Every server binds 127.0.0.1 on a free port and is stopped by its fixture. Every wait is
+bounded and waits for the final expected state, not the first sign of life.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DEPLOY = ROOT / "deploy"
+EXAMPLE = ROOT / "examples" / "train.py"
+COLLECTOR_CONFIG = DEPLOY / "otel-collector" / "config.yaml"
+PROMETHEUS_CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
+RULES_FILE = DEPLOY / "prometheus" / "rules" / "otel_jax_alerts.yml"
+DASHBOARD_FILE = DEPLOY / "grafana" / "dashboards" / "otel_jax.json"
+DATASOURCES_FILE = DEPLOY / "grafana" / "provisioning" / "datasources" / "datasources.yml"
+
+pytestmark = pytest.mark.slow
+
+# The demo's compiles of train_step (README.md, "Two commands").
+DEMO_TRAIN_STEP_CAUSES = ["first_compile", "weak_type", "shape", "pytree_structure", "shape"]
+PHASES = {"jax.trace", "jax.lower", "jax.backend_compile"}
+# The storm alert's `for:` in the test's copy of the rules (5m as shipped): the expression,
+# thresholds and everything else are the shipped ones.
+STORM_FOR = "15s"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_until(fetch, done, timeout: float, what: str, interval: float = 0.5):
+    """Poll ``fetch()`` until ``done(state)``; the state is returned. Bounded: after
+    ``timeout`` seconds it fails and shows the last state seen."""
+    deadline = time.monotonic() + timeout
+    state = None
+    while True:
+        try:
+            state = fetch()
+        except (OSError, ValueError) as exc:  # a server not up yet, a half-written answer
+            state = exc
+        if not isinstance(state, Exception) and done(state):
+            return state
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"timed out after {timeout:.0f} s waiting for {what}; last state: "
+                f"{str(state)[:3000]}")
+        time.sleep(interval)
+
+
+def get_json(url: str, timeout: float = 10):
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return json.load(response)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OTEL_", "JAX_")) and k != "XLA_FLAGS"}
+    env.update(extra)
+    return env
+
+
+class Server:
+    """A server process whose output goes to a log file; stopped by the fixture that made it."""
+
+    def __init__(self, cmd: list[str], log: Path) -> None:
+        self.log = log
+        self._log_file = log.open("w")
+        self.proc = subprocess.Popen(cmd, stdout=self._log_file, stderr=subprocess.STDOUT,
+                                     cwd=log.parent)
+
+    def check_running(self) -> None:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"{self.log.name}: exited with {self.proc.returncode}:\n"
+                                 f"{self.log_tail()}")
+
+    def log_tail(self, n: int = 6000) -> str:
+        self._log_file.flush()
+        return self.log.read_text(errors="replace")[-n:]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=20)
+        self._log_file.close()
+
+
+# ------------------------------------------------------------- Jaeger as the collector
+
+
+@dataclass
+class Pipeline:
+    jaeger: Server
+    config: dict
+    dropped: list[str]
+    otlp_grpc: int
+    otlp_http: int
+    exporter: int  # the collector's prometheus exporter (what Prometheus scrapes)
+    query: str  # Jaeger's HTTP query API (what the UI reads)
+
+
+def jaeger_components(binary: str) -> dict[str, set[str]]:
+    """Component types compiled into the binary (`jaeger components`)."""
+    proc = subprocess.run([binary, "components"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    listed = yaml.safe_load(proc.stdout)
+    return {kind: {c["name"] for c in listed.get(kind) or []}
+            for kind in ("receivers", "processors", "exporters", "extensions", "connectors")}
+
+
+# Exporter types renamed in collector 0.144 (the old names stay as deprecated aliases).
+# Jaeger 2.13 bundles collector 0.140, which knows only the old names.
+OLD_EXPORTER_NAMES = {"otlp_grpc": "otlp", "otlp_http": "otlphttp"}
+
+
+def collector_config(components: dict[str, set[str]], ports: dict[str, int]) -> tuple[dict, list[str]]:
+    """deploy/otel-collector/config.yaml as the Jaeger binary can run it, with what differs.
+
+    Endpoints move to free loopback ports; components whose type the binary lacks are
+    dropped (listed in the second value); an exporter type the bundled collector knows only
+    by its pre-0.144 name is loaded under that name; Jaeger's own side of the compose file
+    (an OTLP receiver, memory storage, the query API) is added."""
+    config = yaml.safe_load(COLLECTOR_CONFIG.read_text(encoding="utf-8"))
+    dropped: list[str] = []
+
+    def kind(name: str) -> str:
+        return name.split("/", 1)[0]
+
+    protocols = config["receivers"]["otlp"]["protocols"]
+    assert protocols["grpc"]["endpoint"] == "0.0.0.0:4317"
+    assert protocols["http"]["endpoint"] == "0.0.0.0:4318"
+    protocols["grpc"]["endpoint"] = f"127.0.0.1:{ports['otlp_grpc']}"
+    protocols["http"]["endpoint"] = f"127.0.0.1:{ports['otlp_http']}"
+
+    renamed: dict[str, str] = {}
+    exporters = {}
+    for name, settings in config["exporters"].items():
+        new = name
+        if kind(name) not in components["exporters"]:
+            old = OLD_EXPORTER_NAMES.get(kind(name))
+            assert old in components["exporters"], f"the binary has no exporter like {name}"
+            new = old + name[len(kind(name)):]
+            renamed[name] = new
+        exporters[new] = settings
+    config["exporters"] = exporters
+    jaeger_exporter = renamed.get("otlp_grpc/jaeger", "otlp_grpc/jaeger")
+    assert exporters[jaeger_exporter]["endpoint"] == "jaeger:4317"
+    exporters[jaeger_exporter]["endpoint"] = f"127.0.0.1:{ports['jaeger_otlp']}"
+    assert exporters["prometheus"]["endpoint"] == "0.0.0.0:8889"
+    exporters["prometheus"]["endpoint"] = f"127.0.0.1:{ports['exporter']}"
+
+    for section in ("processors", "extensions"):
+        for name in list(config.get(section) or {}):
+            if kind(name) not in components[section]:
+                del config[section][name]
+                dropped.append(f"{section[:-1]} {name}")
+
+    service = config["service"]
+    service["extensions"] = [e for e in service.get("extensions", [])
+                             if e in (config.get("extensions") or {})]
+    for pipeline in service["pipelines"].values():
+        pipeline["processors"] = [p for p in pipeline["processors"] if p in config["processors"]]
+        pipeline["exporters"] = [renamed.get(e, e) for e in pipeline["exporters"]]
+
+    # Jaeger's side of docker-compose.yml: its OTLP receiver, memory storage, query API.
+    config["receivers"]["otlp/jaeger"] = {
+        "protocols": {"grpc": {"endpoint": f"127.0.0.1:{ports['jaeger_otlp']}"}}}
+    config.setdefault("extensions", {})
+    config["extensions"]["jaeger_storage"] = {
+        "backends": {"memstore": {"memory": {"max_traces": 100000}}}}
+    config["extensions"]["jaeger_query"] = {
+        "storage": {"traces": "memstore"},
+        "enable_tracing": False,  # no spans of Jaeger's own requests in the results
+        "http": {"endpoint": f"127.0.0.1:{ports['query_http']}"},
+        "grpc": {"endpoint": f"127.0.0.1:{ports['query_grpc']}"},
+    }
+    config["exporters"]["jaeger_storage_exporter"] = {"trace_storage": "memstore"}
+    service["extensions"] += ["jaeger_storage", "jaeger_query"]
+    service["pipelines"]["traces/jaeger"] = {
+        "receivers": ["otlp/jaeger"], "processors": ["batch"],
+        "exporters": ["jaeger_storage_exporter"]}
+    # The collector's own telemetry would listen on :8888 by default.
+    service["telemetry"] = {"metrics": {"level": "none"}, "logs": {"level": "info"}}
+    return config, dropped
+
+
+@pytest.fixture(scope="session")
+def components(jaeger_binary) -> dict[str, set[str]]:
+    return jaeger_components(jaeger_binary)
+
+
+@pytest.fixture
+def pipeline(jaeger_binary, components, tmp_path) -> Pipeline:
+    ports = {name: free_port() for name in
+             ("otlp_grpc", "otlp_http", "jaeger_otlp", "exporter", "query_http", "query_grpc")}
+    config, dropped = collector_config(components, ports)
+    path = tmp_path / "jaeger.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    jaeger = Server([jaeger_binary, f"--config={path}"], tmp_path / "jaeger.log")
+    query = f"http://127.0.0.1:{ports['query_http']}"
+    try:
+        def ready():
+            jaeger.check_running()
+            get_json(f"{query}/api/services", timeout=2)
+            return all(port_open(ports[p]) for p in ("otlp_grpc", "otlp_http", "exporter"))
+
+        wait_until(ready, bool, 90, "Jaeger (as the collector) to listen on all its ports")
+        yield Pipeline(jaeger, config, dropped, ports["otlp_grpc"], ports["otlp_http"],
+                       ports["exporter"], query)
+    finally:
+        jaeger.stop()
+
+
+def test_the_deploy_collector_config_loads_in_jaeger(jaeger_binary, pipeline, components):
+    """What the pipeline tests run is deploy/'s configuration, with only these differences."""
+    assert sorted(pipeline.dropped) == ["extension health_check", "processor resource/job"]
+    shipped = yaml.safe_load(COLLECTOR_CONFIG.read_text(encoding="utf-8"))
+    for name, settings in shipped["service"]["pipelines"].items():
+        ran = pipeline.config["service"]["pipelines"][name]
+        assert ran["receivers"] == settings["receivers"]
+        assert ran["processors"] == [p for p in settings["processors"] if p != "resource/job"]
+    # The current exporter name is what deploy/ ships; the bundled collector v0.140 predates
+    # it and loads the same exporter under its old name.
+    assert "otlp_grpc/jaeger" in shipped["exporters"]
+    assert "otlp_grpc" not in components["exporters"] and "otlp" in components["exporters"]
+    assert pipeline.config["service"]["pipelines"]["traces"]["exporters"] == ["otlp/jaeger"]
+    log = pipeline.jaeger.log_tail(100_000)
+    assert "Everything is ready" in log, log[-3000:]
+    errors = [line for line in log.splitlines() if "\terror\t" in line or "\tfatal\t" in line]
+    assert not errors, "\n".join(errors)
+
+
+# -------------------------------------------------------------------------- the demo
+
+
+@dataclass
+class Demo:
+    result: subprocess.CompletedProcess
+    compiles: list[dict] = field(default_factory=list)  # the jax.compile JSON log lines
+
+    def of(self, function: str) -> list[dict]:
+        return [c for c in self.compiles if c["function"] == function]
+
+
+def run_demo(pipeline: Pipeline, protocol: str, **env: str) -> Demo:
+    port = pipeline.otlp_grpc if protocol == "grpc" else pipeline.otlp_http
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLE)], cwd=ROOT, capture_output=True, text=True, timeout=420,
+        env=clean_env(OTEL_SERVICE_NAME="train",
+                      OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+                      OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
+                      OTEL_BSP_SCHEDULE_DELAY="200", OTEL_METRIC_EXPORT_INTERVAL="500",
+                      **env))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "cannot export" not in result.stderr, result.stderr[-3000:]
+    demo = Demo(result)
+    for line in result.stderr.splitlines():
+        if line.startswith("{"):
+            event = json.loads(line)
+            if event.get("event") == "jax.compile":
+                demo.compiles.append(event)
+    assert [c["cause_kind"] for c in demo.of("train_step")] == DEMO_TRAIN_STEP_CAUSES
+    assert "compiles of train_step, and why" in result.stdout
+    return demo
+
+
+# ---------------------------------------------------------------------------- Jaeger
+
+
+def tag_map(tags: list[dict]) -> dict[str, tuple[str, object]]:
+    return {t["key"]: (t["type"], t["value"]) for t in tags}
+
+
+def search_jaeger(pipeline: Pipeline, service: str = "train", **params) -> list[dict]:
+    """GET /api/traces as the Jaeger UI's search form sends it."""
+    now_us = int(time.time() * 1e6)
+    query = {"service": service, "limit": 10000, "start": now_us - 3600 * 10**6,
+             "end": now_us + 60 * 10**6, **params}
+    body = get_json(f"{pipeline.query}/api/traces?" + urllib.parse.urlencode(query))
+    assert not body.get("errors"), body["errors"]
+    return body["data"] or []
+
+
+@dataclass
+class Stored:
+    """Every span of a service in Jaeger, by span id."""
+
+    spans: dict[int, dict] = field(default_factory=dict)
+    services: dict[int, str] = field(default_factory=dict)
+    process_tags: dict[int, dict] = field(default_factory=dict)
+
+    @classmethod
+    def from_traces(cls, traces: list[dict]) -> Stored:
+        out = cls()
+        for trace in traces:
+            for span in trace["spans"]:
+                sid = int(span["spanID"], 16)
+                out.spans[sid] = span
+                process = trace["processes"][span["processID"]]
+                out.services[sid] = process["serviceName"]
+                out.process_tags[sid] = tag_map(process.get("tags") or [])
+        return out
+
+    def parent(self, span: dict) -> dict | None:
+        refs = [r for r in span.get("references") or [] if r["refType"] == "CHILD_OF"]
+        return self.spans.get(int(refs[0]["spanID"], 16)) if refs else None
+
+    def children(self, span: dict) -> list[dict]:
+        sid = int(span["spanID"], 16)
+        return [s for s in self.spans.values()
+                if any(r["refType"] == "CHILD_OF" and int(r["spanID"], 16) == sid
+                       for r in s.get("references") or [])]
+
+    def compile_spans(self) -> dict[int, dict]:
+        return {sid: s for sid, s in self.spans.items()
+                if s["operationName"].startswith("jax.compile ")
+                and tag_map(s["tags"]).get("jax.compile.eager_op") != ("bool", True)}
+
+
+def complete(stored: Stored, demo: Demo) -> bool:
+    """Every compile of the demo's log is stored, inside its step span, with its phases."""
+    compiles = stored.compile_spans()
+    if set(compiles) != {int(c["span_id"], 16) for c in demo.compiles}:
+        return False
+    for span in compiles.values():
+        if not span["operationName"].endswith("train_step"):
+            continue
+        parent = stored.parent(span)
+        if parent is None or {c["operationName"] for c in stored.children(span)} != PHASES:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_demo_compiles_in_jaeger_as_a_user_searches_them(pipeline, protocol):
+    demo = run_demo(pipeline, protocol)
+    train_compiles = demo.of("train_step")
+    recompiles = [c for c in train_compiles if c["is_recompile"]]
+    assert len(recompiles) == 4
+
+    # Wait for the final state: every compile of the log stored, inside its step, with phases.
+    stored = wait_until(lambda: Stored.from_traces(search_jaeger(pipeline)),
+                        lambda s: complete(s, demo), 120,
+                        f"all {len(demo.compiles)} compile spans of the demo in Jaeger")
+
+    services = get_json(f"{pipeline.query}/api/services")["data"]
+    assert "train" in services
+    operations = get_json(f"{pipeline.query}/api/services/train/operations")["data"]
+    assert "jax.compile train_step" in operations
+
+    # The user's search: service train, operation jax.compile train_step, tag is_recompile=true.
+    found = Stored.from_traces(search_jaeger(
+        pipeline, operation="jax.compile train_step",
+        tags=json.dumps({"jax.compile.is_recompile": "true"})))
+    matching = {sid: s for sid, s in found.spans.items()
+                if s["operationName"] == "jax.compile train_step"
+                and tag_map(s["tags"])["jax.compile.is_recompile"] == ("bool", True)}
+    by_span = {int(c["span_id"], 16): c for c in train_compiles}
+    assert set(matching) == {int(c["span_id"], 16) for c in recompiles}
+    # Every trace found holds one of them (nothing else matched the search).
+    assert {int(s["traceID"], 16) for s in found.spans.values()} == {
+        int(c["trace_id"], 16) for c in recompiles}
+
+    # The tag filters: is_recompile=false finds the trace of the first compile only.
+    first = Stored.from_traces(search_jaeger(
+        pipeline, operation="jax.compile train_step",
+        tags=json.dumps({"jax.compile.is_recompile": "false"})))
+    assert {int(s["traceID"], 16) for s in first.spans.values()} == {
+        int(train_compiles[0]["trace_id"], 16)}
+
+    all_train = {sid: s for sid, s in stored.compile_spans().items()
+                 if s["operationName"] == "jax.compile train_step"}
+    assert len(all_train) == len(train_compiles) == len(DEMO_TRAIN_STEP_CAUSES)
+    for sid, span in all_train.items():
+        logged = by_span[sid]
+        tags = tag_map(span["tags"])
+        assert stored.services[sid] == "train"
+        assert int(span["traceID"], 16) == int(logged["trace_id"], 16)
+        # The compile span sits inside the step span that triggered it.
+        parent = stored.parent(span)
+        assert parent["operationName"] == "train_step"
+        assert tag_map(parent["tags"])["step"][0] == "int64"
+        assert parent["startTime"] <= span["startTime"]
+        assert span["startTime"] + span["duration"] <= parent["startTime"] + parent["duration"]
+        # Its phases are its children, inside it.
+        children = stored.children(span)
+        assert {c["operationName"] for c in children} == PHASES
+        for child in children:
+            assert span["startTime"] <= child["startTime"]
+        # What a user reads, with Jaeger's tag types.
+        assert tags["code.function.name"] == ("string", "train_step")
+        assert tags["jax.compile.count"] == ("int64", logged["count"])
+        assert tags["jax.compile.is_recompile"] == ("bool", logged["is_recompile"])
+        assert tags["jax.compile.after_warmup"] == ("bool", logged["after_warmup"])
+        assert tags["jax.compile.eager_op"] == ("bool", False)
+        assert tags["jax.compile.cause.kind"] == ("string", logged["cause_kind"])
+        assert tags["jax.compile.cause"] == ("string", logged["cause"])
+        kind, diff = tags["jax.compile.cause.diff"]
+        assert kind == "string" and json.loads(diff) == logged["diff"]
+        if logged["is_recompile"]:
+            assert tags["jax.compile.hint"] == ("string", logged["hint"])
+        kind, seconds = tags["jax.compile.duration_s"]
+        assert kind == "float64" and math.isclose(seconds, logged["compile_s"], abs_tol=1e-5)
+        assert tags["jax.device.platform"] == ("string", logged["device_platform"])
+        assert tags["jax.device.kind"] == ("string", logged["device_kind"])
+        assert tags["jax.device.count"] == ("int64", logged["device_count"])
+        assert tags["jax.process.index"] == ("int64", logged["process_index"])
+        # service.name is the trace's service, not a tag (hence the collector's otel_jax.job).
+        assert "service.name" not in stored.process_tags[sid]
+        assert "service.name" not in tags
+    weak = next(s for s in all_train.values()
+                if tag_map(s["tags"])["jax.compile.cause.kind"] == ("string", "weak_type"))
+    assert tag_map(weak["tags"])["jax.compile.cause"] == ("string", "lr: f32[] (weak) -> f32[]")
+
+    # The logs pipeline reaches the collector's debug exporter.
+    log = pipeline.jaeger.log_tail(2_000_000)
+    assert "jax.compile" in log and "train_step" in log
+
+
+# ------------------------------------------------------------------------ Prometheus
+
+
+@dataclass
+class PrometheusServer:
+    server: Server
+    base: str
+
+    def query(self, expr: str, at: float | None = None) -> list[dict]:
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        body = get_json(f"{self.base}/api/v1/query?" + urllib.parse.urlencode(params))
+        assert body["status"] == "success", body
+        return body["data"]["result"]
+
+    def query_range(self, expr: str, start: float, end: float, step: float = 1) -> list[dict]:
+        params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": str(step)}
+        body = get_json(f"{self.base}/api/v1/query_range?" + urllib.parse.urlencode(params))
+        assert body["status"] == "success", body
+        return body["data"]["result"]
+
+    def series(self, selector: str, start: float) -> list[dict]:
+        params = {"match[]": selector, "start": f"{start:.3f}"}
+        body = get_json(f"{self.base}/api/v1/series?" + urllib.parse.urlencode(params))
+        assert body["status"] == "success", body
+        return body["data"]
+
+
+def rules_for_test(tmp_path: Path) -> Path:
+    """The shipped rule file with only the storm alert's `for:` shortened."""
+    rules = RULES_FILE.read_text(encoding="utf-8")
+    start = rules.index("- alert: JaxRecompilationStorm")
+    end = rules.index("- alert:", start + 1)
+    block = rules[start:end]
+    assert block.count("for: 5m") == 1
+    path = tmp_path / "otel_jax_alerts.yml"
+    path.write_text(rules[:start] + block.replace("for: 5m", f"for: {STORM_FOR}") + rules[end:],
+                    encoding="utf-8")
+    return path
+
+
+
+def compose_feature_flags() -> list[str]:
+    """The --enable-feature flags docker-compose.yml gives Prometheus."""
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text(encoding="utf-8"))
+    flags = [a for a in compose["services"]["prometheus"]["command"]
+             if a.startswith("--enable-feature=")]
+    assert flags
+    return flags
+
+
+@pytest.fixture
+def prometheus(prometheus_binary, pipeline, tmp_path) -> PrometheusServer:
+    port = free_port()
+    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text(encoding="utf-8"))
+    # Short intervals so that a test sees in seconds what takes minutes in production.
+    config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+    config["rule_files"] = [str(rules_for_test(tmp_path))]
+    targets = {"otel-collector:8889": f"127.0.0.1:{pipeline.exporter}",
+               "localhost:9090": f"127.0.0.1:{port}"}
+    for job in config["scrape_configs"]:
+        for static in job["static_configs"]:
+            static["targets"] = [targets[t] for t in static["targets"]]
+    path = tmp_path / "prometheus.yml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    server = Server([prometheus_binary, f"--config.file={path}",
+                     f"--storage.tsdb.path={tmp_path / 'data'}",
+                     f"--web.listen-address=127.0.0.1:{port}",
+                     *compose_feature_flags()], tmp_path / "prometheus.log")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        def ready():
+            server.check_running()
+            with urllib.request.urlopen(f"{base}/-/ready", timeout=2) as r:
+                return r.status == 200
+
+        wait_until(ready, bool, 60, "Prometheus to be ready")
+        yield PrometheusServer(server, base)
+    finally:
+        server.stop()
+
+
+STORM_SCRIPT = textwrap.dedent("""
+    import sys, time
+    import otel_jax
+    otel_jax.install(log_output=None)
+    import jax, jax.numpy as jnp
+
+    @jax.jit
+    def storm_step(x):
+        return x.sum()
+
+    deadline = time.time() + float(sys.argv[1])
+    n = 1
+    while time.time() < deadline:
+        storm_step(jnp.ones(n))  # a new shape every call: a recompile storm
+        n += 1
+        time.sleep(0.2)
+""")
+
+
+def rule_names() -> set[str]:
+    groups = yaml.safe_load(RULES_FILE.read_text(encoding="utf-8"))["groups"]
+    return {r.get("alert") or r["record"] for g in groups for r in g["rules"]}
+
+
+def grafana_vars(expr: str, values: dict[str, str]) -> str:
+    out = re.sub(r"\$\{?(\w+)\}?", lambda m: values.get(m.group(1), m.group(0)), expr)
+    assert "$" not in out, f"unknown Grafana variable in {expr!r}"
+    return out
+
+
+def all_panels(panels: list[dict]):
+    for panel in panels:
+        yield panel
+        yield from all_panels(panel.get("panels", []))
+
+
+def test_metrics_alerts_and_dashboard_through_the_pipeline(pipeline, prometheus, tmp_path):
+    started = time.time()
+    # The rules load and are evaluated (all of them, healthy).
+    def rules_state():
+        groups = get_json(f"{prometheus.base}/api/v1/rules")["data"]["groups"]
+        return {r["name"]: r for g in groups for r in g["rules"]}
+
+    loaded = wait_until(rules_state,
+                        lambda rules: set(rules) == rule_names() and all(
+                            r["health"] == "ok" and not r["lastEvaluation"].startswith("0001")
+                            for r in rules.values()),
+                        60, "every rule loaded and evaluated")
+    assert loaded["JaxRecompilationStorm"]["duration"] == 15
+
+    # The demo, with the persistent compilation cache on so that its panels have data too.
+    demo = run_demo(pipeline, "http/protobuf",
+                    JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax-cache"),
+                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    user_functions = {c["function"] for c in demo.compiles}
+    assert {"train_step", "main.<locals>.<lambda>"} <= user_functions
+    counts: dict[tuple[str, str, str], int] = {}
+    for c in demo.compiles:
+        key = (c["function"], c["cause_kind"], str(c["is_recompile"]).lower())
+        counts[key] = counts.get(key, 0) + 1
+
+    # Final state of the demo's counters in Prometheus, as the collector exported them.
+    def demo_counts():
+        out = {}
+        for s in prometheus.query('jax_compilations_total{job="train", jax_compile_eager_op!="true"}'):
+            m = s["metric"]
+            out[(m["code_function_name"], m["jax_compile_cause_kind"],
+                 m["jax_compile_is_recompile"])] = int(float(s["value"][1]))
+        return out
+
+    wait_until(demo_counts, lambda got: got == counts, 90,
+               f"the demo's compile counts {counts} in Prometheus")
+
+    # A storm: another job recompiles a function with a new shape on every call.
+    storm_script = tmp_path / "storm.py"
+    storm_script.write_text(STORM_SCRIPT)
+    stormer = subprocess.Popen(
+        [sys.executable, str(storm_script), "240"], cwd=ROOT,
+        stdout=subprocess.DEVNULL, stderr=(tmp_path / "storm.log").open("w"),
+        env=clean_env(OTEL_SERVICE_NAME="storm",
+                      OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{pipeline.otlp_http}",
+                      OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+                      OTEL_BSP_SCHEDULE_DELAY="200", OTEL_METRIC_EXPORT_INTERVAL="1000"))
+    try:
+        seen: list[str] = []
+
+        def storm_alerts():
+            alerts = prometheus.query('ALERTS{alertname="JaxRecompilationStorm"}')
+            for a in alerts:
+                if not seen or seen[-1] != a["metric"]["alertstate"]:
+                    seen.append(a["metric"]["alertstate"])
+            return alerts
+
+        firing = wait_until(
+            storm_alerts,
+            lambda alerts: any(a["metric"]["alertstate"] == "firing" for a in alerts),
+            180, "JaxRecompilationStorm to fire", interval=0.5)
+        assert seen[:2] == ["pending", "firing"], seen
+        assert [(a["metric"]["job"], a["metric"]["code_function_name"], a["metric"]["severity"])
+                for a in firing] == [("storm", "storm_step", "critical")]
+        alert = next(a for a in get_json(f"{prometheus.base}/api/v1/alerts")["data"]["alerts"]
+                     if a["labels"]["alertname"] == "JaxRecompilationStorm")
+        assert re.fullmatch(r"JAX recompilation storm: storm_step in storm recompiles "
+                            r"\d+\.\d times a minute \(cause: shape\)",
+                            alert["annotations"]["summary"]), alert["annotations"]
+        storm_end = time.time()
+    finally:
+        stormer.terminate()
+        stormer.wait(timeout=20)
+
+    # JaxRecompileAfterWarmup: the demo's recompiles after warm-up, not its first compiles.
+    expected_after = {(c["function"], c["cause_kind"]) for c in demo.compiles
+                      if c["after_warmup"] and c["cause_kind"] != "first_compile"}
+    assert ("main.<locals>.<lambda>", "first_compile") in {
+        (c["function"], c["cause_kind"]) for c in demo.compiles if c["after_warmup"]}
+    assert expected_after >= {("train_step", "pytree_structure"), ("train_step", "shape")}
+    wait_until(lambda: {(a["metric"]["code_function_name"], a["metric"]["jax_compile_cause_kind"])
+                        for a in prometheus.query(
+                            'ALERTS{alertname="JaxRecompileAfterWarmup", job="train", '
+                            'alertstate="firing"}')},
+               lambda got: got == expected_after, 60,
+               f"JaxRecompileAfterWarmup firing for exactly {expected_after}")
+
+    # The recording rule of recompilations: the user's functions only, no eager op.
+    expected_recompiles = {(f, k) for (f, k, r) in counts if r == "true"}
+    wait_until(lambda: {(s["metric"]["code_function_name"], s["metric"]["jax_compile_cause_kind"])
+                        for s in prometheus.query('jax:recompilations:rate5m{job="train"}')},
+               lambda got: got == expected_recompiles, 60,
+               f"jax:recompilations:rate5m with exactly {expected_recompiles}")
+
+    # The Grafana dashboard: every Prometheus query returns data for the demo.
+    dashboard = json.loads(DASHBOARD_FILE.read_text(encoding="utf-8"))
+    end = time.time()
+    values = {"job": "train", "instance": ".*", "function": ".*", "__interval": "1s",
+              "__rate_interval": "5s", "__range": f"{int(end - started) + 60}s"}
+    variables = {}
+    for var in dashboard["templating"]["list"]:
+        query = var["query"]["query"] if isinstance(var["query"], dict) else var["query"]
+        m = re.fullmatch(r"\s*label_values\((.*),\s*(\w+)\s*\)\s*", query)
+        selector = grafana_vars(m.group(1), values)
+        variables[var["name"]] = {s.get(m.group(2)) for s in prometheus.series(selector, started)}
+    assert {"train", "storm"} <= variables["job"]
+    assert variables["instance"]
+    # The function picker offers the demo's own functions, not JAX's eager ops.
+    assert variables["function"] == user_functions
+
+    empty = []
+    checked = 0
+    for panel in all_panels(dashboard["panels"]):
+        for target in panel.get("targets", []):
+            ds = target.get("datasource") or panel.get("datasource") or {}
+            if ds.get("type") == "prometheus":
+                expr = grafana_vars(target["expr"], values)
+                result = prometheus.query_range(expr, started, end)
+                numbers = [float(v) for s in result for _, v in s["values"]]
+                if not any(math.isfinite(v) and v > 0 for v in numbers):
+                    empty.append(f"{panel['title']!r} {target['refId']}: {expr}")
+                checked += 1
+            elif ds.get("type") == "jaeger":
+                tags = dict(kv.split("=", 1) for kv in target["tags"].split())
+                traces = search_jaeger(pipeline, service=grafana_vars(target["service"], values),
+                                       tags=json.dumps(tags))
+                if not traces:
+                    empty.append(f"{panel['title']!r} {target['refId']} (Jaeger)")
+                checked += 1
+    assert checked >= 15
+    assert not empty, "panels without data for the demo:\n" + "\n".join(empty)
+
+    # The storm job's panels show it too (the job variable switches the whole dashboard).
+    storm_values = {**values, "job": "storm"}
+    recompiles = next(p for p in all_panels(dashboard["panels"])
+                      if p["title"] == "Recompilations per minute by function and cause")
+    result = prometheus.query_range(grafana_vars(recompiles["targets"][0]["expr"], storm_values),
+                                    started, storm_end)
+    assert {s["metric"]["code_function_name"] for s in result} == {"storm_step"}
+
+    # The traces-to-metrics links, with $__tags built from a real span as Grafana builds it
+    # (span tags and process tags; Jaeger's test binary has no resource processor, so the
+    # otel_jax.job copy is absent here and the link filters by function only).
+    found = Stored.from_traces(search_jaeger(pipeline, operation="jax.compile train_step"))
+    sid, span = next((sid, s) for sid, s in found.spans.items()
+                     if s["operationName"] == "jax.compile train_step")
+    jaeger_ds = next(d for d in yaml.safe_load(DATASOURCES_FILE.read_text(encoding="utf-8"))
+                     ["datasources"] if d["uid"] == "jaeger")
+    t2m = jaeger_ds["jsonData"]["tracesToMetrics"]
+    span_tags = {key: value for key, (_, value) in found.process_tags[sid].items()}
+    span_tags.update({t["key"]: t["value"] for t in span["tags"]})
+    labels = [f'{t.get("value") or t["key"]}="{span_tags[t["key"]]}"'
+              for t in t2m["tags"] if t["key"] in span_tags]
+    assert labels == ['code_function_name="train_step"']
+    for q in t2m["queries"]:
+        expr = q["query"].replace("$$", "$").replace("$__tags", ", ".join(labels))
+        result = prometheus.query_range(expr, started, end)
+        assert result, f"{q['name']}: no data for {expr}"
