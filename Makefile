@@ -10,7 +10,7 @@ OLDEST_VENV := .venv-oldest
 # The lower bound of "jax>=..." in pyproject.toml (tests/test_packaging.py checks they agree).
 JAX_OLDEST := 0.8.0
 
-.PHONY: demo test test-newest test-oldest tools bench clean
+.PHONY: demo test test-newest test-oldest lint tools bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,15 +35,23 @@ tools:
 # Both suites run even when the first fails; one line per suite says how each went, and
 # the exit status is non-zero when either failed.
 test: tools $(VENV)/.installed $(OLDEST_VENV)/.installed
-	@newest=0; oldest=0; \
+	@lint=0; newest=0; oldest=0; \
+	$(MAKE) --no-print-directory lint || lint=$$?; \
 	$(MAKE) --no-print-directory test-newest || newest=$$?; \
 	$(MAKE) --no-print-directory test-oldest || oldest=$$?; \
 	echo; \
+	if [ $$lint -eq 0 ]; then echo "make test: lint and type check passed"; \
+	else echo "make test: lint or type check FAILED (exit $$lint)"; fi; \
 	if [ $$newest -eq 0 ]; then echo "make test: newest JAX suite passed"; \
 	else echo "make test: newest JAX suite FAILED (exit $$newest)"; fi; \
 	if [ $$oldest -eq 0 ]; then echo "make test: oldest JAX suite (jax $(JAX_OLDEST)) passed"; \
 	else echo "make test: oldest JAX suite (jax $(JAX_OLDEST)) FAILED (exit $$oldest)"; fi; \
-	[ $$newest -eq 0 ] && [ $$oldest -eq 0 ]
+	[ $$lint -eq 0 ] && [ $$newest -eq 0 ] && [ $$oldest -eq 0 ]
+
+# ruff over the package, mypy over it (strict on the public API: pyproject.toml).
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check otel_jax
+	$(VENV)/bin/mypy
 
 test-newest: $(VENV)/.installed
 	$(PY) -m pytest -q

@@ -25,13 +25,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 try:
     from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 except ImportError:  # opentelemetry-sdk < 1.39
     from opentelemetry.sdk._logs.export import LogExporter as LogRecordExporter
-    from opentelemetry.sdk._logs.export import LogExportResult as LogRecordExportResult
+    from opentelemetry.sdk._logs.export import (  # type: ignore[assignment]
+        LogExportResult as LogRecordExportResult,
+    )
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -348,7 +350,8 @@ def _bad_records(signal: str, n: int, detail: str = "") -> None:
 # --- the bounded call -------------------------------------------------------------------------
 
 class _Call:
-    def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> None:
         self.fn, self.args, self.kwargs = fn, args, kwargs
         self.result: Any = None
         self.error: BaseException | None = None
@@ -475,15 +478,17 @@ class FailOpenSpanExporter(_Delegating, SpanExporter):
     _signal = "spans"
 
     def export(self, spans: Sequence[Any]) -> SpanExportResult:
-        return self._export_records(spans, SpanExportResult.SUCCESS, SpanExportResult.FAILURE)
+        result = self._export_records(spans, SpanExportResult.SUCCESS, SpanExportResult.FAILURE)
+        return cast(SpanExportResult, result)
 
 
 class FailOpenLogExporter(_Delegating, LogRecordExporter):
     _signal = "logs"
 
     def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
-        return self._export_records(batch, LogRecordExportResult.SUCCESS,
-                                    LogRecordExportResult.FAILURE)
+        result = self._export_records(batch, LogRecordExportResult.SUCCESS,
+                                      LogRecordExportResult.FAILURE)
+        return cast(LogRecordExportResult, result)
 
 
 class FailOpenMetricExporter(MetricExporter):
@@ -501,9 +506,10 @@ class FailOpenMetricExporter(MetricExporter):
             data, bad = metrics_data, 0
         if bad:
             _bad_records("metrics", bad)
-        return self._guard.run(self._inner.export, data, metric_points(data),
-                               MetricExportResult.SUCCESS, MetricExportResult.FAILURE,
-                               timeout_millis=timeout_millis, **kwargs)
+        result = self._guard.run(self._inner.export, data, metric_points(data),
+                                 MetricExportResult.SUCCESS, MetricExportResult.FAILURE,
+                                 timeout_millis=timeout_millis, **kwargs)
+        return cast(MetricExportResult, result)
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
         call = run_bounded(self._inner.force_flush, min(timeout_millis / 1000,

@@ -117,8 +117,8 @@ def of_signature(info: FunctionInfo, signature: Signature) -> Fingerprint:
         value = f"<{static.type}>" if static.identity_hashed else without_digests(static.repr)
         h.update(f"|{static.kind}:{static.name}={value}".encode("utf-8", "backslashreplace"))
     for name, value in signature.context:
-        text = without_digests(safe_repr(value, 200))
-        h.update(f"|{name}={text}".encode("utf-8", "backslashreplace"))
-    for name, text in signature.options:
-        h.update(f"|jit({name})={text}".encode("utf-8", "backslashreplace"))
+        config = without_digests(safe_repr(value, 200))
+        h.update(f"|{name}={config}".encode("utf-8", "backslashreplace"))
+    for name, option in signature.options:
+        h.update(f"|jit({name})={option}".encode("utf-8", "backslashreplace"))
     return h.hexdigest()

@@ -6,7 +6,9 @@ import sys
 from collections.abc import Collection
 from typing import Any
 
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
+    BaseInstrumentor,  # defined there; the module declares no __all__
+)
 
 from . import _install
 
@@ -19,7 +21,7 @@ _AUTO_INSTRUMENTATION = "opentelemetry.instrumentation.auto_instrumentation"
 
 def _called_by_auto_instrumentation() -> bool:
     """Whether ``opentelemetry-instrument`` (its sitecustomize) is loading instrumentors."""
-    frame = sys._getframe(1)
+    frame: Any = sys._getframe(1)
     while frame is not None:
         if str(frame.f_globals.get("__name__", "")).startswith(_AUTO_INSTRUMENTATION):
             return True

@@ -45,7 +45,7 @@ class Miss(NamedTuple):
     backend compile really follows.
     """
 
-    fun: Callable[..., Any]
+    fun: Any  # the jitted function, or a TransformedFunction
     jit_info: Any
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
@@ -181,7 +181,7 @@ class _Patch:
         self.name = name
         self.original = getattr(module, name)
         self.wrapper = make_wrapper(self.original)
-        self.wrapper.__otel_jax_original__ = self.original  # type: ignore[attr-defined]
+        self.wrapper.__otel_jax_original__ = self.original
         setattr(module, name, self.wrapper)
 
     def remove(self) -> None:

@@ -24,6 +24,8 @@ class Leaves(Sequence[T]):
     """A tuple-like sequence made of ``CHUNK``-long tuples (the last may be shorter)."""
 
     __slots__ = ("_chunks", "_len")
+    _chunks: tuple[tuple[T, ...], ...]
+    _len: int
 
     def __init__(self, items: Iterable[T] = (), like: Leaves[T] | None = None) -> None:
         flat = items if isinstance(items, tuple) else tuple(items)
@@ -33,7 +35,7 @@ class Leaves(Sequence[T]):
             for i, (mine, theirs) in enumerate(zip(chunks, like._chunks)):
                 if mine == theirs:
                     chunks[i] = theirs
-        self._chunks: tuple[tuple[T, ...], ...] = tuple(chunks)
+        self._chunks = tuple(chunks)
         self._len = n
 
     def shared_with(self, like: Leaves[T] | None) -> Leaves[T]:

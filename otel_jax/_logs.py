@@ -84,6 +84,7 @@ def _process_fd(stream: Any) -> int | None:
     """
     if stream is None or (stream is not sys.__stderr__ and stream is not sys.__stdout__):
         return None
+    assert stream is not None
     try:
         return int(stream.fileno())
     except Exception:

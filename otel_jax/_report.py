@@ -313,7 +313,7 @@ class _Row:
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON shape of one row (see :func:`summarize`)."""
-        causes = []
+        causes: list[dict[str, Any]] = []
         for kind, c in self.causes.items():
             top = c.diffs.top()
             causes.append({
@@ -480,7 +480,7 @@ class Report:
         if type(function) is not str or not function:
             function = _text(function, _MAX_NAME) or UNKNOWN_FUNCTION
         elif len(function) > _MAX_NAME:
-            function = _text(function, _MAX_NAME)
+            function = _text(function, _MAX_NAME) or UNKNOWN_FUNCTION
         eager = ev.get("eager_op") is True
         if self.functions is not None and function not in self.functions and not (
             eager and EAGER_ROW in self.functions
@@ -533,7 +533,7 @@ class Report:
         if type(cause_kind) is not str or not cause_kind:
             cause_kind = UNKNOWN_CAUSE
         elif len(cause_kind) > _MAX_NAME:
-            cause_kind = _text(cause_kind, _MAX_NAME)
+            cause_kind = _text(cause_kind, _MAX_NAME) or UNKNOWN_CAUSE
         c = row.cause(cause_kind)
         c.count += 1
         if secs is not None:

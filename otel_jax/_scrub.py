@@ -125,11 +125,11 @@ class ScrubRules:
 
     def sensitive_name(self, name: str) -> bool:
         """Whether a value under this name is scrubbed."""
-        return self._compiled.sensitive_name(name)
+        return bool(self._compiled.sensitive_name(name))
 
     def scrub(self, text: str, name: str | None = None) -> str:
         """``text`` (a value's repr) with what these rules cover replaced."""
-        return self._compiled.scrub(text, name)
+        return str(self._compiled.scrub(text, name))
 
 
 _KEY = os.urandom(16)

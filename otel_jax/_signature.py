@@ -153,7 +153,7 @@ def aval_text(aval: Any) -> str:
     except TypeError:  # unhashable abstract value
         cached = None
     if cached is not None:
-        return cached
+        return str(cached)
     try:
         text = aval.str_short(short_dtypes=True)
     except Exception:
@@ -161,9 +161,9 @@ def aval_text(aval: Any) -> str:
     if getattr(aval, "weak_type", False):
         text += " (weak)"
     try:
-        return _remember(_type_strings, aval, text)
+        return str(_remember(_type_strings, aval, text))
     except TypeError:
-        return text
+        return str(text)
 
 
 def _device_text(device: Any) -> str:
@@ -372,7 +372,7 @@ def bound_values(fun: Any) -> tuple[tuple[str, str], ...]:
             out.append((str(k), bound_text(v, str(k))))
     code = getattr(target, "__code__", None) if type(target) is types.FunctionType else None
     cells = getattr(target, "__closure__", None) if code is not None else None
-    if cells:
+    if cells and code is not None:
         for var, cell in zip(code.co_freevars, cells):
             if len(out) >= _MAX_BOUND:
                 break
@@ -389,7 +389,7 @@ def bound_values(fun: Any) -> tuple[tuple[str, str], ...]:
 SLOW_REPR_S = 0.05
 _MAX_REMEMBERED_REPRS = 2048
 #: Built-in scalar types: their repr is cheap, taken every time, never remembered.
-_PLAIN = frozenset({int, float, bool, complex, str, bytes, type(None)})
+_PLAIN_TYPES = frozenset({int, float, bool, complex, str, bytes, type(None)})
 #: The raw repr kept per value: far more than any emitted text shows.
 _RAW_REPR_KEPT = 4 * REPR_LIMIT + 512
 
@@ -413,7 +413,7 @@ class _StaticReprs:
 
     def text(self, value: Any, h: int | None, identity: bool) -> str:
         t = type(value)
-        if t in _PLAIN:
+        if t in _PLAIN_TYPES:
             return raw_repr(value)
         key = None if h is None else (t, id(value) if identity else h)
         if key is not None:
