@@ -704,7 +704,25 @@ def _child_names(t: Any, path: str, data: Any) -> list[str]:
     fields = getattr(node_type, "_fields", None)
     if isinstance(fields, tuple) and len(fields) == n:
         return [f"{path}.{f}" for f in fields]
+    data_fields = _data_field_names(node_type, n)
+    if data_fields is not None:
+        return [f"{path}.{f}" for f in data_fields]
     return [f"{path}[{i}]" for i in range(n)]
+
+
+def _data_field_names(node_type: Any, n: int) -> list[str] | None:
+    """Names of a dataclass pytree's children (flax.struct, equinox Modules,
+    register_dataclass): its fields that are not static, when they are ``n``."""
+    import dataclasses
+
+    if not (isinstance(node_type, type) and dataclasses.is_dataclass(node_type)):
+        return None
+    try:
+        names = [f.name for f in dataclasses.fields(node_type)
+                 if not (f.metadata.get("static") or f.metadata.get("pytree_node") is False)]
+    except Exception:
+        return None
+    return names if len(names) == n else None
 
 
 def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Signature,
@@ -799,7 +817,7 @@ def _aux_changes(path: str, node_type: Any, before: Any, after: Any, add: Any) -
 
 def _static_value_change(path: str, x: Any, y: Any, add: Any) -> None:
     """``path: static X -> static Y`` for one static value of a pytree node."""
-    x_text, y_text = one_line_repr(x), one_line_repr(y)
+    x_text, y_text = _where_they_differ(x, y)
     if x_text == y_text:  # equal reprs, unequal values
         if type(x) is type(y) and getattr(type(y), "__hash__", None) is object.__hash__:
             x_text = f"{x_text} (a {type_name(x)} compared by identity)"
@@ -808,6 +826,22 @@ def _static_value_change(path: str, x: Any, y: Any, add: Any) -> None:
             y_text = f"{y_text} (looks the same but is not == to it)"
     add(Change(path, CauseKind.PYTREE_STRUCTURE, f"static {x_text}", f"static {y_text}",
                Detail.STATIC_FIELD))
+
+
+_CONTEXT = 24  # characters kept before the first difference of two long reprs
+
+
+def _where_they_differ(x: Any, y: Any, limit: int = 120) -> tuple[str, str]:
+    """Two bounded one-line reprs that show where long reprs part, not only their
+    common start: ``...'feature_39')`` vs ``...'other')``."""
+    a, b = one_line_repr(x, 2000), one_line_repr(y, 2000)
+    if len(a) <= limit and len(b) <= limit:
+        return a, b
+    i = next((k for k, (p, q) in enumerate(zip(a, b)) if p != q), min(len(a), len(b)))
+    if i < limit - _CONTEXT:
+        return truncate(a, limit), truncate(b, limit)
+    start = i - _CONTEXT
+    return ("..." + truncate(a[start:], limit - 3), "..." + truncate(b[start:], limit - 3))
 
 
 def _keyed_static_changes(path: str, before: dict[Any, Any], after: dict[Any, Any],

@@ -330,3 +330,43 @@ def test_bound_values_never_run_user_code_or_show_array_values():
     assert bound["secret"] == "f32[2]"
     assert bound["args[0]"] == "<tuple>"  # not a small tuple of scalars: its type only
     assert "1234" not in str(bound)
+
+
+# --- dataclass pytrees named by field ---------------------------------------------------
+
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["w", "b"],
+                   meta_fields=["names"])
+@dataclasses.dataclass
+class Layer:
+    w: jax.Array
+    b: object = None
+    names: tuple = dataclasses.field(default=(), metadata={"static": True})
+
+
+def test_dataclass_pytree_children_are_named_by_field(telemetry):
+    @jax.jit
+    def run(layer, x):
+        return x * layer.w
+
+    run(Layer(jnp.ones(2)), jnp.ones(2))
+    run(Layer(jnp.ones(2), jnp.ones(3)), jnp.ones(2))  # None -> an array: the tree changed
+    span = telemetry.last("test_dataclass_pytree_children_are_named_by_field.<locals>.run")
+    assert only_change(span) == {"path": "layer.b", "kind": "pytree_structure",
+                                 "before": "None", "after": "f32[3]"}
+
+
+def test_static_field_with_equal_short_reprs_is_not_called_identity_hashed(telemetry):
+    @jax.jit
+    def run(layer, x):
+        return x * layer.w
+
+    long = tuple(f"feature_{i}" for i in range(40))
+    run(Layer(jnp.ones(2), None, long), jnp.ones(2))
+    run(Layer(jnp.ones(2), None, long[:-1] + ("other",)), jnp.ones(2))  # differs at the end
+    span = telemetry.last("test_static_field_with_equal_short_reprs_is_not_called_identity_"
+                          "hashed.<locals>.run")
+    change = only_change(span)
+    assert change["path"] == "layer.names"
+    assert "identity" not in change["before"] + change["after"]
+    assert "'feature_39')" in change["before"] and "'other')" in change["after"]
+    assert len(change["before"]) < 140
