@@ -211,7 +211,9 @@ def distance(old: Signature, new: Signature) -> int:
     d += 1 + len(old_paths.keys() ^ new_paths.keys())
     coarse = 2 * (d + sum(1 for p, t in new_paths.items()
                           if p in old_paths and old_paths[p] != t))
-    return coarse * _FINE + min(fine + 1, _FINE - 1)
+    # A path present on one side only has no inside to compare: as far apart as
+    # a difference gets, so a signature whose differences can be measured wins a tie.
+    return coarse * _FINE + _FINE - 1
 
 
 #: One difference, as small as a difference gets: no earlier signature can be closer.
