@@ -11,13 +11,15 @@ from __future__ import annotations
 import enum
 import json
 import operator
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import compress
 from typing import Any
 
 from . import _wrappers
-from ._signature import GRAPH_NODE, Placement, Signature, StaticArg, one_line_repr
+from ._signature import (GRAPH_NODE, Placement, Signature, StaticArg, field_names,
+                         one_line_repr)
 from ._text import safe_repr, truncate, type_name
 from ._vocab import DIFF_TRUNCATED, DIFFERENCE_KINDS, CauseKind, DiffKey
 
@@ -46,6 +48,7 @@ class Detail(enum.Enum):
     MOVED = "moved"  # passed positionally vs by keyword
     TRACED_STATIC = "traced_static"  # a traced array vs a static value
     REPLACED = "replaced"  # a graph node became another type of node (or a reference)
+    STATIC_FUNCTION = "static_function"  # a static field's function object re-created
     STATIC_FIELD = "static_field"  # a static field of a module/dataclass pytree changed
     BOUND_VALUE = "bound_value"  # what a new partial/closure binds (``subject``: the name)
 
@@ -817,8 +820,26 @@ def _aux_changes(path: str, node_type: Any, before: Any, after: Any, add: Any) -
         _static_value_change(f"{path}.{field}", x, y, add)
 
 
-def _static_value_change(path: str, x: Any, y: Any, add: Any) -> None:
-    """``path: static X -> static Y`` for one static value of a pytree node."""
+def _static_value_change(path: str, x: Any, y: Any, add: Any, depth: int = 0) -> None:
+    """``path: static X -> static Y`` for one static value of a pytree node; a
+    re-created function named as such; a NamedTuple or dataclass by the fields
+    that differ (``state.tx.init``)."""
+    if type(x) is type(y):
+        if isinstance(x, types.FunctionType) and x.__code__ is y.__code__:
+            add(Change(path, CauseKind.PYTREE_STRUCTURE, f"static {one_line_repr(x)}",
+                       "static new function object, same source", Detail.STATIC_FUNCTION))
+            return
+        if isinstance(x, types.MethodType) and x.__func__ is y.__func__:
+            add(Change(path, CauseKind.PYTREE_STRUCTURE, f"static {one_line_repr(x)}",
+                       f"static new bound method object (bound to another "
+                       f"{type_name(y.__self__)} object)", Detail.STATIC_FUNCTION))
+            return
+        if depth < 2:
+            fields = _differing_fields(x, y)
+            if fields:
+                for name, a, b in fields:
+                    _static_value_change(f"{path}.{name}", a, b, add, depth + 1)
+                return
     x_text, y_text = _where_they_differ(x, y)
     if x_text == y_text:  # equal reprs, unequal values
         if type(x) is type(y) and getattr(type(y), "__hash__", None) is object.__hash__:
@@ -828,6 +849,23 @@ def _static_value_change(path: str, x: Any, y: Any, add: Any) -> None:
             y_text = f"{y_text} (looks the same but is not == to it)"
     add(Change(path, CauseKind.PYTREE_STRUCTURE, f"static {x_text}", f"static {y_text}",
                Detail.STATIC_FIELD))
+
+
+def _differing_fields(x: Any, y: Any) -> list[tuple[str, Any, Any]]:
+    """``(field, before, after)`` of the fields in which two dataclass-likes differ."""
+    names = field_names(x)
+    if not names or len(names) > 64:
+        return []
+    out = []
+    try:
+        for i, (name, _) in enumerate(names):
+            a = x[i] if isinstance(x, tuple) else getattr(x, name)
+            b = y[i] if isinstance(y, tuple) else getattr(y, name)
+            if _safe_ne(a, b):
+                out.append((name, a, b))
+    except Exception:
+        return []
+    return out
 
 
 _CONTEXT = 24  # characters kept before the first difference of two long reprs

@@ -233,7 +233,7 @@ def one_line_repr(value: Any, limit: int = REPR_LIMIT, name: str | None = None) 
     return truncate(text, limit)
 
 
-def _field_names(value: Any) -> list[tuple[str, bool]] | None:
+def field_names(value: Any) -> list[tuple[str, bool]] | None:
     """``(name, shown in repr)`` of the fields a dataclass-like value compares, or ``None``."""
     if isinstance(value, type):
         return None
@@ -263,7 +263,7 @@ def static_fields(value: Any) -> tuple[tuple[str, str], ...]:
     out: list[tuple[str, str]] = []
 
     def visit(obj: Any, prefix: str, depth: int) -> None:
-        names = _field_names(obj)
+        names = field_names(obj)
         if names is None:
             return
         by_index = isinstance(obj, tuple)
@@ -275,7 +275,7 @@ def static_fields(value: Any) -> tuple[tuple[str, str], ...]:
             except Exception:
                 continue
             path = f"{prefix}{fname}"
-            if depth < _FIELD_DEPTH and _field_names(v):
+            if depth < _FIELD_DEPTH and field_names(v):
                 visit(v, path + ".", depth + 1)
             elif shown:
                 out.append((path, one_line_repr(v, _FIELD_REPR, name=fname)))
