@@ -21,11 +21,11 @@ from __future__ import annotations
 import argparse
 import time
 
-import otel_jax
-
 import jax
 import jax.numpy as jnp
 from opentelemetry import trace
+
+import otel_jax
 
 
 def init_params(key: jax.Array, sizes: list[int]) -> dict[str, dict[str, jax.Array]]:
@@ -97,18 +97,18 @@ def main() -> None:
     lr: jax.Array | float = 0.1  # a Python float: weakly typed
     config = {"weight_decay": 1e-4}
 
-    step = 0
     for epoch in range(1, args.epochs + 1):
         if epoch == 2:
             config = {**config, "label_smoothing": 0.1}  # the config gains a key
         with tracer.start_as_current_span("epoch", attributes={"epoch": epoch}):
             losses = []
             for batch in batches(data, args.batch_size):
-                with tracer.start_as_current_span("train_step", attributes={"step": step}):
+                # One step: a span the compile spans nest under, a step-time
+                # histogram that says whether the step compiled, and a count
+                # toward warm-up.
+                with otel_jax.step("train_step"):
                     params, loss, lr = train_step(params, batch, lr, config)
                 losses.append(loss)
-                step += 1
-                otel_jax.step()
             # A jit re-created every epoch: a new function object each time.
             accuracy = jax.jit(lambda p, x, y: (forward(p, x).argmax(-1) == y).mean())
             acc = float(accuracy(params, data["x"], data["y"]))

@@ -9,8 +9,10 @@ when JAX itself falls back to Python to compile.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from . import _steps
 from ._engine import ENGINE as _ENGINE
 from ._engine import RecompileError
 from ._failopen import OtelJaxWarning
@@ -20,8 +22,11 @@ from ._install import Installation, install, installation, uninstall
 from ._logs import add_otel_context
 from ._scrub import ScrubRules
 from ._source import function_info as _function_info
+from ._steps import StepScope
 from ._version import __version__
 from ._vocab import CAUSE_KINDS, CauseKind
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:
     from ._instrumentor import JaxInstrumentor
@@ -72,9 +77,28 @@ def compile_history(fn: Any) -> list[CompileEntry]:
     return _ENGINE.history.entries(_function_info(fn))
 
 
-def step() -> None:
-    """Count one training step toward ``install(warmup_steps=...)``."""
+@overload
+def step(name: str | None = None, /) -> StepScope: ...
+
+
+@overload
+def step(name: F, /) -> F: ...
+
+
+def step(name: Any = None, /) -> Any:
+    """Count one training step toward ``install(warmup_steps=...)``; time it when asked.
+
+    ``otel_jax.step()`` alone counts a step, as before. As a context manager,
+    ``with otel_jax.step("train_step"):`` also opens a span for the step (the
+    compile spans of compiles inside it nest under it) and records its wall
+    time in the ``jax.step.duration`` histogram with ``jax.step.compiled``
+    saying whether it compiled. ``@otel_jax.step`` on a function makes each
+    call one such step, named after the function.
+    """
+    if callable(name):
+        return _steps.decorate(name, _ENGINE.step)
     _ENGINE.step()
+    return _steps.StepScope(name or _steps.DEFAULT_NAME, _ENGINE.step, counted=True)
 
 
 def mark_warmup_done() -> None:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import enum
 import json
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from . import _wrappers
 from ._leaves import differing
-from ._signature import GRAPH_NODE, Placement, Signature, StaticArg, one_line_repr
+from ._signature import GRAPH_NODE, Placement, Signature, StaticArg, field_names, one_line_repr
 from ._text import safe_repr, truncate, type_name
 from ._vocab import DIFF_TRUNCATED, DIFFERENCE_KINDS, CauseKind, DiffKey
 
@@ -45,6 +46,7 @@ class Detail(enum.Enum):
     MOVED = "moved"  # passed positionally vs by keyword
     TRACED_STATIC = "traced_static"  # a traced array vs a static value
     REPLACED = "replaced"  # a graph node became another type of node (or a reference)
+    STATIC_FUNCTION = "static_function"  # a static field's function object re-created
     STATIC_FIELD = "static_field"  # a static field of a module/dataclass pytree changed
     BOUND_VALUE = "bound_value"  # what a new partial/closure binds (``subject``: the name)
 
@@ -210,7 +212,9 @@ def distance(old: Signature, new: Signature) -> int:
     d += 1 + len(old_paths.keys() ^ new_paths.keys())
     coarse = 2 * (d + sum(1 for p, t in new_paths.items()
                           if p in old_paths and old_paths[p] != t))
-    return coarse * _FINE + min(fine + 1, _FINE - 1)
+    # A path present on one side only has no inside to compare: as far apart as
+    # a difference gets, so a signature whose differences can be measured wins a tie.
+    return coarse * _FINE + _FINE - 1
 
 
 #: One difference, as small as a difference gets: no earlier signature can be closer.
@@ -714,7 +718,25 @@ def _child_names(t: Any, path: str, data: Any) -> list[str]:
     fields = getattr(node_type, "_fields", None)
     if isinstance(fields, tuple) and len(fields) == n:
         return [f"{path}.{f}" for f in fields]
+    data_fields = _data_field_names(node_type, n)
+    if data_fields is not None:
+        return [f"{path}.{f}" for f in data_fields]
     return [f"{path}[{i}]" for i in range(n)]
+
+
+def _data_field_names(node_type: Any, n: int) -> list[str] | None:
+    """Names of a dataclass pytree's children (flax.struct, equinox Modules,
+    register_dataclass): its fields that are not static, when they are ``n``."""
+    import dataclasses
+
+    if not (isinstance(node_type, type) and dataclasses.is_dataclass(node_type)):
+        return None
+    try:
+        names = [f.name for f in dataclasses.fields(node_type)
+                 if not (f.metadata.get("static") or f.metadata.get("pytree_node") is False)]
+    except Exception:
+        return None
+    return names if len(names) == n else None
 
 
 def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Signature,
@@ -807,9 +829,27 @@ def _aux_changes(path: str, node_type: Any, before: Any, after: Any, add: Any) -
         _static_value_change(f"{path}.{field}", x, y, add)
 
 
-def _static_value_change(path: str, x: Any, y: Any, add: Any) -> None:
-    """``path: static X -> static Y`` for one static value of a pytree node."""
-    x_text, y_text = one_line_repr(x), one_line_repr(y)
+def _static_value_change(path: str, x: Any, y: Any, add: Any, depth: int = 0) -> None:
+    """``path: static X -> static Y`` for one static value of a pytree node; a
+    re-created function named as such; a NamedTuple or dataclass by the fields
+    that differ (``state.tx.init``)."""
+    if type(x) is type(y):
+        if isinstance(x, types.FunctionType) and x.__code__ is y.__code__:
+            add(Change(path, CauseKind.PYTREE_STRUCTURE, f"static {one_line_repr(x)}",
+                       "static new function object, same source", Detail.STATIC_FUNCTION))
+            return
+        if isinstance(x, types.MethodType) and x.__func__ is y.__func__:
+            add(Change(path, CauseKind.PYTREE_STRUCTURE, f"static {one_line_repr(x)}",
+                       f"static new bound method object (bound to another "
+                       f"{type_name(y.__self__)} object)", Detail.STATIC_FUNCTION))
+            return
+        if depth < 2:
+            fields = _differing_fields(x, y)
+            if fields:
+                for name, a, b in fields:
+                    _static_value_change(f"{path}.{name}", a, b, add, depth + 1)
+                return
+    x_text, y_text = _where_they_differ(x, y)
     if x_text == y_text:  # equal reprs, unequal values
         if type(x) is type(y) and getattr(type(y), "__hash__", None) is object.__hash__:
             x_text = f"{x_text} (a {type_name(x)} compared by identity)"
@@ -818,6 +858,39 @@ def _static_value_change(path: str, x: Any, y: Any, add: Any) -> None:
             y_text = f"{y_text} (looks the same but is not == to it)"
     add(Change(path, CauseKind.PYTREE_STRUCTURE, f"static {x_text}", f"static {y_text}",
                Detail.STATIC_FIELD))
+
+
+def _differing_fields(x: Any, y: Any) -> list[tuple[str, Any, Any]]:
+    """``(field, before, after)`` of the fields in which two dataclass-likes differ."""
+    names = field_names(x)
+    if not names or len(names) > 64:
+        return []
+    out = []
+    try:
+        for i, (name, _) in enumerate(names):
+            a = x[i] if isinstance(x, tuple) else getattr(x, name)
+            b = y[i] if isinstance(y, tuple) else getattr(y, name)
+            if _safe_ne(a, b):
+                out.append((name, a, b))
+    except Exception:
+        return []
+    return out
+
+
+_CONTEXT = 24  # characters kept before the first difference of two long reprs
+
+
+def _where_they_differ(x: Any, y: Any, limit: int = 120) -> tuple[str, str]:
+    """Two bounded one-line reprs that show where long reprs part, not only their
+    common start: ``...'feature_39')`` vs ``...'other')``."""
+    a, b = one_line_repr(x, 2000), one_line_repr(y, 2000)
+    if len(a) <= limit and len(b) <= limit:
+        return a, b
+    i = next((k for k, (p, q) in enumerate(zip(a, b)) if p != q), min(len(a), len(b)))
+    if i < limit - _CONTEXT:
+        return truncate(a, limit), truncate(b, limit)
+    start = i - _CONTEXT
+    return ("..." + truncate(a[start:], limit - 3), "..." + truncate(b[start:], limit - 3))
 
 
 def _keyed_static_changes(path: str, before: dict[Any, Any], after: dict[Any, Any],

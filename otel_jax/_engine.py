@@ -25,6 +25,7 @@ from ._failopen import FailOpen, OtelJaxWarning
 from ._history import CompileEntry, History
 from ._record import CompileRecord, Devices, PersistentCache, PhaseTiming, SpanLink
 from ._source import user_callsite, user_stacklevel
+from ._steps import STEPS
 from ._vocab import CauseKind, Field, Phase
 
 __all__ = ["ENGINE", "Engine", "OtelJaxWarning", "RecompileError", "Sink", "SpanEmitter"]
@@ -63,7 +64,7 @@ class Engine:
         self.failopen = failopen or FailOpen()
         self.storm_threshold = 8
         self.on_recompile: OnRecompile = "log"
-        self._warmup_done = False
+        self._warmup_marked = False  # mark_warmup_done() was called
         self._warmup_steps: int | None = None
         self._steps = 0
         self._sinks: tuple[Sink, ...] = ()
@@ -124,20 +125,25 @@ class Engine:
 
     # --- warm-up -----------------------------------------------------------------
 
+    @property
+    def _warmup_done(self) -> bool:
+        steps = self._warmup_steps
+        return self._warmup_marked or (steps is not None and self._steps >= steps)
+
     def configure_warmup(self, steps: int | None) -> None:
         with self._lock:
             self._warmup_steps = steps
             self._steps = 0
-            self._warmup_done = False
+            self._warmup_marked = False
 
-    def step(self) -> None:
+    def step(self, n: int = 1) -> int:
+        """Count ``n`` more training steps (``-1`` takes one back); returns the step count."""
         with self._lock:
-            self._steps += 1
-            if self._warmup_steps is not None and self._steps >= self._warmup_steps:
-                self._warmup_done = True
+            self._steps = max(0, self._steps + n)
+            return self._steps
 
     def mark_warmup_done(self) -> None:
-        self._warmup_done = True
+        self._warmup_marked = True
 
     # --- JAX listeners -----------------------------------------------------------
 
@@ -161,6 +167,9 @@ class Engine:
         if built is None:
             return
         record, storm = built
+        if not record.eager_op:  # JAX's own op-by-op compiles are not the step's program
+            with self.failopen.guard("step tally"):
+                STEPS.compiled(record.compile_s)
         self._deliver(record)
         if storm is not None:
             self._warn_storm(storm)

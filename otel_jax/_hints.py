@@ -57,6 +57,10 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
         "program: each new value compiles once (switching model.train()/eval() compiles once "
         "per mode, then both are cached); if it changes every step, store it as an array "
         "(nnx.data / a Variable, a pytree field) instead"),
+    ("pytree_structure", "static_function"): (
+        "a static field holds a function or bound method, which compares by identity: a new "
+        "one (an optax optimizer such as optax.adam(...) or a model's .apply re-created, a "
+        "lambda) compiles again; create it once outside the loop and reuse it"),
     ("pytree_structure", "moved"): (
         "an argument passed positionally in one call and by keyword in another changes the "
         "argument tree: pass it the same way every call"),

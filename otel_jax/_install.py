@@ -13,6 +13,7 @@ from ._engine import ENGINE, ON_RECOMPILE, Sink
 from ._logs import JsonLogEmitter, OtelLogEmitter
 from ._metrics import MetricsEmitter
 from ._spans import SpanEmitter
+from ._steps import STEPS, StepTelemetry
 from ._version import __version__
 from ._vocab import INSTRUMENTATION_SCOPE
 
@@ -142,6 +143,8 @@ def install(
         # The span emitter hands each record's span ids to every sink: the
         # order in which sinks run does not matter.
         ENGINE.set_span_emitter(SpanEmitter(tracer))
+        STEPS.telemetry = StepTelemetry(tracer, providers.meter_provider.get_meter(
+            scope, __version__))
         for sink in sinks:
             ENGINE.add_sink(sink)
         _current = Installation(
@@ -251,6 +254,7 @@ def uninstall() -> None:
         if current is None:
             return
         ENGINE.set_span_emitter(None)
+        STEPS.telemetry = None
         for sink in current.sinks:
             ENGINE.remove_sink(sink)
         ENGINE.set_storm_sink(None)

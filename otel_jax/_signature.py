@@ -266,7 +266,7 @@ def one_line_repr(value: Any, limit: int = REPR_LIMIT, name: str | None = None) 
     return truncate(text, limit)
 
 
-def _field_names(value: Any) -> list[tuple[str, bool]] | None:
+def field_names(value: Any) -> list[tuple[str, bool]] | None:
     """``(name, shown in repr)`` of the fields a dataclass-like value compares, or ``None``."""
     if isinstance(value, type):
         return None
@@ -296,7 +296,7 @@ def static_fields(value: Any) -> tuple[tuple[str, str], ...]:
     out: list[tuple[str, str]] = []
 
     def visit(obj: Any, prefix: str, depth: int) -> None:
-        names = _field_names(obj)
+        names = field_names(obj)
         if names is None:
             return
         by_index = isinstance(obj, tuple)
@@ -308,7 +308,7 @@ def static_fields(value: Any) -> tuple[tuple[str, str], ...]:
             except Exception:
                 continue
             path = f"{prefix}{fname}"
-            if depth < _FIELD_DEPTH and _field_names(v):
+            if depth < _FIELD_DEPTH and field_names(v):
                 visit(v, path + ".", depth + 1)
             elif shown:
                 out.append((path, one_line_repr(v, _FIELD_REPR, name=fname)))
@@ -322,7 +322,7 @@ def static_fields(value: Any) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-_MAX_BOUND = 8  # partial arguments and closure cells read per function
+_MAX_BOUND = 16  # partial arguments, closure cells and their fields read per function
 _BOUND_REPR = 60
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)
 _SHORT_DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
@@ -354,23 +354,52 @@ def bound_text(value: Any, name: str | None = None) -> str:
     return f"<{type_name(value)}>"
 
 
+def _bound_fields(value: Any) -> list[tuple[str, Any]] | None:
+    """Fields of a dataclass or NamedTuple instance, read without running user code
+    (no ``__getattr__``, no properties), or ``None`` for any other value."""
+    t = type(value)
+    fields = getattr(t, "__dataclass_fields__", None)
+    try:
+        if isinstance(fields, dict) and not isinstance(value, type):
+            state = object.__getattribute__(value, "__dict__")
+            return [(name, state[name]) for name in fields if name in state]
+        names = getattr(t, "_fields", None)
+        if isinstance(value, tuple) and isinstance(names, tuple) and len(names) == len(value):
+            return [(n, tuple.__getitem__(value, i)) for i, n in enumerate(names)]
+    except Exception:  # slots, no __dict__: its type name only
+        return None
+    return None
+
+
+def _bind(out: list[tuple[str, str]], name: str, value: Any) -> None:
+    fields = _bound_fields(value)
+    if fields:
+        for field_name, v in fields:
+            out.append((f"{name}.{field_name}", bound_text(v, field_name)))
+    else:
+        out.append((name, bound_text(value, name)))
+
+
 def bound_values(fun: Any) -> tuple[tuple[str, str], ...]:
-    """``(name, text)`` of what ``fun`` binds: functools.partial arguments and
-    keywords (outermost last), then the closure cells of the function inside."""
+    """``(name, text)`` of what ``fun`` binds: functools.partial arguments (named
+    after the parameters they fill) and keywords, then the closure cells of the
+    function inside; a dataclass or NamedTuple field by field."""
     out: list[tuple[str, str]] = []
     partials: list[Any] = []
     target = fun
     while isinstance(target, functools.partial) and len(partials) < 4:
         partials.append(target)
         target = target.func
+    code = getattr(target, "__code__", None) if type(target) is types.FunctionType else None
+    params = code.co_varnames[:code.co_argcount] if code is not None else ()
     offset = 0
     for p in reversed(partials):  # innermost first: its arguments come first
         for i, v in enumerate(p.args):
-            out.append((f"args[{offset + i}]", bound_text(v, None)))
+            j = offset + i
+            _bind(out, params[j] if j < len(params) else f"args[{j}]", v)
         offset += len(p.args)
         for k, v in p.keywords.items():
-            out.append((str(k), bound_text(v, str(k))))
-    code = getattr(target, "__code__", None) if type(target) is types.FunctionType else None
+            _bind(out, str(k), v)
     cells = getattr(target, "__closure__", None) if code is not None else None
     if cells and code is not None:
         for var, cell in zip(code.co_freevars, cells):
@@ -380,7 +409,7 @@ def bound_values(fun: Any) -> tuple[tuple[str, str], ...]:
                 contents = cell.cell_contents
             except ValueError:  # an empty cell (a variable assigned later)
                 continue
-            out.append((var, bound_text(contents, var)))
+            _bind(out, var, contents)
     return tuple(out[:_MAX_BOUND])
 
 

@@ -91,6 +91,11 @@ class Attr:
     PROCESS_INDEX: Final = "jax.process.index"
     PERSISTENT_CACHE_HIT: Final = "jax.persistent_cache.hit"
     PERSISTENT_CACHE_NOT_WRITTEN_REASON: Final = "jax.persistent_cache.not_written_reason"
+    STEP_NAME: Final = "jax.step.name"
+    STEP_NUMBER: Final = "jax.step.number"
+    STEP_COMPILED: Final = "jax.step.compiled"
+    STEP_COMPILES: Final = "jax.step.compiles"
+    STEP_COMPILE_S: Final = "jax.step.compile_s"
     EVENT_NAME: Final = "event.name"
     # metric-only label: why a persistent-cache miss was not written
     REASON: Final = "reason"
@@ -109,6 +114,7 @@ class Metric:
     CACHE_MISSES: Final = "jax.persistent_cache.misses"
     CACHE_WRITES: Final = "jax.persistent_cache.writes"
     CACHE_NOT_WRITTEN: Final = "jax.persistent_cache.not_written"
+    STEP_DURATION: Final = "jax.step.duration"
 
 
 # --- logs --------------------------------------------------------------------------

@@ -269,6 +269,10 @@ def scaled_power(x, k, scale=1.0):
     return x ** k * scale
 
 
+def train_with(cfg, x):
+    return x * cfg.lr
+
+
 def test_recreated_partial_names_the_bound_value_that_changed(telemetry):
     for k in (2, 3):
         jax.jit(functools.partial(scaled_power, k=k))(jnp.ones(2))
@@ -286,7 +290,19 @@ def test_recreated_partial_with_positional_arguments(telemetry):
         jax.jit(functools.partial(scaled_power, jnp.ones(2), 2, scale=scale))()
     span = telemetry.last("scaled_power")
     assert "bound scale: 0.5 -> 0.25" in span.attributes["jax.compile.cause"]
-    assert len(diff_of(span)) == 2  # args[0] and args[1] unchanged: not listed
+    assert len(diff_of(span)) == 2  # x and k unchanged: not listed
+    for k in (2, 3):
+        jax.jit(functools.partial(scaled_power, jnp.ones(2), k))()
+    span = telemetry.last("scaled_power")
+    cause = span.attributes["jax.compile.cause"]
+    assert cause.startswith("a new function object for the same source; bound k: 2 -> 3")
+
+
+def test_recreated_partial_over_a_config_names_its_fields(telemetry):
+    for lr in (0.1, 0.2):
+        jax.jit(functools.partial(train_with, TrainConfig(lr, 2)))(jnp.ones(2))
+    span = telemetry.last("train_with")
+    assert "bound cfg.lr: 0.1 -> 0.2" in span.attributes["jax.compile.cause"]
 
 
 def test_recreated_closure_names_the_captured_values_that_changed(telemetry):
@@ -328,5 +344,66 @@ def test_bound_values_never_run_user_code_or_show_array_values():
     bound = dict(bound_values(functools.partial(inner, tuple(range(20)))))
     assert bound["loud"].endswith("Loud>")
     assert bound["secret"] == "f32[2]"
-    assert bound["args[0]"] == "<tuple>"  # not a small tuple of scalars: its type only
+    assert bound["x"] == "<tuple>"  # not a small tuple of scalars: its type only
     assert "1234" not in str(bound)
+
+
+# --- dataclass pytrees named by field ---------------------------------------------------
+
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["w", "b"],
+                   meta_fields=["names"])
+@dataclasses.dataclass
+class Layer:
+    w: jax.Array
+    b: object = None
+    names: tuple = dataclasses.field(default=(), metadata={"static": True})
+
+
+def test_dataclass_pytree_children_are_named_by_field(telemetry):
+    @jax.jit
+    def run(layer, x):
+        return x * layer.w
+
+    run(Layer(jnp.ones(2)), jnp.ones(2))
+    run(Layer(jnp.ones(2), jnp.ones(3)), jnp.ones(2))  # None -> an array: the tree changed
+    span = telemetry.last("test_dataclass_pytree_children_are_named_by_field.<locals>.run")
+    assert only_change(span) == {"path": "layer.b", "kind": "pytree_structure",
+                                 "before": "None", "after": "f32[3]"}
+
+
+def test_static_field_with_equal_short_reprs_is_not_called_identity_hashed(telemetry):
+    @jax.jit
+    def run(layer, x):
+        return x * layer.w
+
+    long = tuple(f"feature_{i}" for i in range(40))
+    run(Layer(jnp.ones(2), None, long), jnp.ones(2))
+    run(Layer(jnp.ones(2), None, long[:-1] + ("other",)), jnp.ones(2))  # differs at the end
+    span = telemetry.last("test_static_field_with_equal_short_reprs_is_not_called_identity_"
+                          "hashed.<locals>.run")
+    change = only_change(span)
+    assert change["path"] == "layer.names"
+    assert "identity" not in change["before"] + change["after"]
+    assert "'feature_39')" in change["before"] and "'other')" in change["after"]
+    assert len(change["before"]) < 140
+
+
+def test_closest_signature_counts_sharding_entries(telemetry):
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    from conftest import cpu_devices
+
+    mesh = Mesh(np.array(cpu_devices(4)[:4]).reshape(2, 2), ("a", "b"))
+
+    @jax.jit
+    def norm(x):
+        return (x * x).sum()
+
+    x = jnp.ones((8, 4))
+    norm(jax.device_put(x, NamedSharding(mesh, P("a", "b"))))
+    norm(jax.device_put(x, NamedSharding(mesh, P("b", "a"))))
+    norm(jax.device_put(x, NamedSharding(mesh, P("a", None))))  # one entry from #1, two from #2
+    span = telemetry.last("test_closest_signature_counts_sharding_entries.<locals>.norm")
+    assert span.attributes["jax.compile.cause.kind"] == "sharding"
+    assert span.attributes["jax.compile.compared_with"] == 1

@@ -260,3 +260,39 @@ def test_nnx_other_graph_modes_name_attributes_and_sub_modules(telemetry, mode):
     assert diff_of(spans[3])[0]["after"].startswith("Linear")
     for span in spans:
         assert "GraphDef" not in span.attributes["jax.compile.cause.diff"]
+
+
+def test_train_state_with_an_optimizer_recreated_each_time(telemetry):
+    optax = pytest.importorskip("optax")
+    from flax.training import train_state
+
+    class Dense(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(2)(x)
+
+    module = Dense()
+    params = module.init(jax.random.key(0), jnp.ones((1, 3)))
+
+    @jax.jit
+    def step(state, x):
+        grads = jax.grad(lambda p: state.apply_fn(p, x).sum())(state.params)
+        return state.apply_gradients(grads=grads)
+
+    for _ in range(2):  # optax.adam(...) re-created: new init/update functions
+        state = train_state.TrainState.create(apply_fn=module.apply, params=params,
+                                              tx=optax.adam(1e-3))
+        step(state, jnp.ones((1, 3)))
+    span = telemetry.last(
+        "test_train_state_with_an_optimizer_recreated_each_time.<locals>.step")
+    assert span.attributes["jax.compile.cause.kind"] == "pytree_structure"
+    first = diff_of(span)[0]
+    assert first["path"] == "state.tx.init"
+    assert first["after"] == "static new function object, same source"
+    assert "optax" in span.attributes["jax.compile.hint"]
+    state = state.replace(apply_fn=Dense().apply)  # an equal module, another object
+    step(state, jnp.ones((1, 3)))
+    span = telemetry.last(
+        "test_train_state_with_an_optimizer_recreated_each_time.<locals>.step")
+    assert only_change(span)["path"] == "state.apply_fn"
+    assert "new bound method object" in only_change(span)["after"]

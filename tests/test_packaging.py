@@ -57,4 +57,4 @@ def test_benchmark_runs_and_prints_its_ratios():
     for label in ("(a) cache-hit call", "(b) compile loop", "(c) cause diff", "(d) otel_jax",
                   "(e) step time", "(f) recompile of a", "(g) compile loop"):
         assert label in out.stdout
-    assert out.stdout.count("ratio") == 5
+    assert out.stdout.count("ratio") == 4

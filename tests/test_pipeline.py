@@ -424,7 +424,8 @@ def test_demo_compiles_in_jaeger_as_a_user_searches_them(pipeline, protocol):
         # The compile span sits inside the step span that triggered it.
         parent = stored.parent(span)
         assert parent["operationName"] == "train_step"
-        assert tag_map(parent["tags"])["step"][0] == "int64"
+        assert tag_map(parent["tags"])["jax.step.number"][0] == "int64"
+        assert tag_map(parent["tags"])["jax.step.compiled"] == ("bool", True)
         assert parent["startTime"] <= span["startTime"]
         assert span["startTime"] + span["duration"] <= parent["startTime"] + parent["duration"]
         # Its phases are its children, inside it.

@@ -1,0 +1,162 @@
+"""Training steps: a span per step, a step-time histogram that says whether the step compiled.
+
+``otel_jax.step()`` counts a step toward ``install(warmup_steps=...)``; used as
+a context manager or decorator it also times the step. The step's span is the
+current span while the step runs, so compile spans nest under it; the
+engine adds each compile that happens inside it (on the same thread) to the
+step's tally, and the step-duration histogram carries whether the step
+compiled, so a dashboard can show that the slow step was the one that
+recompiled.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable
+from contextlib import ContextDecorator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.metrics import Meter
+from opentelemetry.trace import SpanKind, Tracer
+
+from ._vocab import Attr, Metric
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Step times span a millisecond (a small CPU step) to minutes (a step that compiled).
+STEP_BUCKETS: tuple[float, ...] = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 25.0, 60.0, 120.0, 300.0, 600.0,
+)
+DEFAULT_NAME = "step"
+
+
+@dataclass
+class StepTally:
+    """The compiles one open step has seen so far (on its own thread)."""
+
+    compiles: int = 0
+    compile_s: float = 0.0
+
+
+class StepTelemetry:
+    """The tracer and step-time histogram of one installation."""
+
+    def __init__(self, tracer: Tracer, meter: Meter) -> None:
+        self.tracer = tracer
+        self.duration = meter.create_histogram(
+            Metric.STEP_DURATION, unit="s",
+            description="Wall time of one training step, by whether it compiled",
+            explicit_bucket_boundaries_advisory=list(STEP_BUCKETS))
+
+
+class _Steps:
+    """Per-thread stack of open steps; the engine reports compiles into the innermost."""
+
+    def __init__(self) -> None:
+        self._tls = threading.local()
+        self.telemetry: StepTelemetry | None = None
+
+    def _stack(self) -> list[StepTally]:
+        stack: list[StepTally] | None = getattr(self._tls, "stack", None)
+        if stack is None:
+            stack = self._tls.stack = []
+        return stack
+
+    def open(self) -> StepTally:
+        tally = StepTally()
+        self._stack().append(tally)
+        return tally
+
+    def close(self, tally: StepTally) -> None:
+        stack = self._stack()
+        if tally in stack:
+            stack.remove(tally)
+
+    def compiled(self, seconds: float) -> None:
+        """A compile on this thread: charged to the innermost open step, if any."""
+        stack = getattr(self._tls, "stack", None)
+        if stack:
+            stack[-1].compiles += 1
+            stack[-1].compile_s += seconds
+
+
+STEPS = _Steps()
+
+
+class StepScope(ContextDecorator):
+    """One training step, as a context manager (or, through ``otel_jax.step``, a decorator)."""
+
+    def __init__(self, name: str, count: Callable[[int], int], counted: bool) -> None:
+        self.name = name
+        self._count = count
+        self._counted = counted
+        self._number = 0
+        self._tally: StepTally | None = None
+        self._span: Any = None
+        self._token: object = None
+        self._start = 0.0
+
+    def _recreate_cm(self) -> StepScope:
+        # As a decorator: each call is a step of its own, counted when it starts.
+        return StepScope(self.name, self._count, counted=False)
+
+    def __call__(self, func: F) -> F:
+        if self._counted:  # the decorator's own creation was not a step
+            self._count(-1)
+            self._counted = False
+        return super().__call__(func)
+
+    def __enter__(self) -> StepScope:
+        self._number = self._count(0 if self._counted else 1)
+        self._tally = STEPS.open()
+        telemetry = STEPS.telemetry
+        self._start = time.perf_counter()
+        if telemetry is not None:
+            try:
+                self._span = telemetry.tracer.start_span(
+                    self.name, kind=SpanKind.INTERNAL,
+                    attributes={Attr.STEP_NAME: self.name, Attr.STEP_NUMBER: self._number})
+                self._token = otel_context.attach(trace.set_span_in_context(self._span))
+            except Exception:  # telemetry must not fail the step
+                self._span = self._token = None
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        seconds = time.perf_counter() - self._start
+        tally = self._tally or StepTally()
+        STEPS.close(tally)
+        compiled = tally.compiles > 0
+        telemetry = STEPS.telemetry
+        try:
+            if self._token is not None:
+                otel_context.detach(self._token)  # type: ignore[arg-type]
+            if self._span is not None:
+                self._span.set_attributes({
+                    Attr.STEP_COMPILED: compiled, Attr.STEP_COMPILES: tally.compiles,
+                    Attr.STEP_COMPILE_S: tally.compile_s})
+                self._span.end()
+            if telemetry is not None:
+                telemetry.duration.record(seconds, {Attr.STEP_NAME: self.name,
+                                                    Attr.STEP_COMPILED: compiled})
+        except Exception:  # telemetry must not fail the step
+            pass
+        finally:
+            self._span = self._token = self._tally = None
+
+
+def decorate(func: F, count: Callable[[int], int]) -> F:
+    """``@otel_jax.step``: every call of ``func`` is one step, named after it."""
+    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", DEFAULT_NAME)
+
+    @functools.wraps(func)
+    def step(*args: Any, **kwargs: Any) -> Any:
+        with StepScope(str(name), count, counted=False):
+            return func(*args, **kwargs)
+
+    return step  # type: ignore[return-value]
