@@ -56,10 +56,16 @@ lint: $(VENV)/.installed
 test-newest: $(VENV)/.installed
 	$(PY) -m pytest -q
 
+LIBRARY_TESTS := tests/test_causes.py tests/test_core.py tests/test_testing_kit.py \
+	tests/test_transforms.py tests/test_wrappers.py tests/test_explanations.py \
+	tests/test_flax.py tests/test_leaves.py tests/test_fingerprint.py tests/test_steps.py \
+	tests/test_privacy.py tests/test_nonblocking.py tests/test_retention.py \
+	tests/test_repr_cost.py
+
 # The library's own behaviour on the oldest supported JAX (the integration
 # tests exercise exporters and servers, which do not depend on the JAX version).
 test-oldest: $(OLDEST_VENV)/.installed
-	$(OLDEST_VENV)/bin/python -m pytest -q tests/test_causes.py tests/test_core.py tests/test_testing_kit.py tests/test_transforms.py tests/test_wrappers.py
+	$(OLDEST_VENV)/bin/python -m pytest -q $(LIBRARY_TESTS)
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/overhead.py

@@ -54,6 +54,8 @@ METRICS = {
     "jax_persistent_cache_requests_total",
     "jax_persistent_cache_hits_total",
     "jax_persistent_cache_misses_total",
+    "jax_step_duration_seconds_bucket",
+    "jax_step_duration_seconds_count",
 }
 LABELS = {
     "job",
@@ -63,6 +65,8 @@ LABELS = {
     "jax_compile_cause_kind",
     "jax_compile_is_recompile",
     "jax_compile_eager_op",  # only on JAX's own op-by-op compiles
+    "jax_step_name",
+    "jax_step_compiled",
 }
 CAUSE_KINDS = {
     "first_compile",
