@@ -235,8 +235,8 @@ class Engine:
                 "signature sharing",
                 lambda: _signature.shared(signature, self.history.latest(info)), signature)
 
-        fingerprint = guard.call("fingerprint",
-                                 lambda: _fingerprint.of_signature(info, signature), "")
+        fingerprint = "" if naming.eager_op else guard.call(
+            "fingerprint", lambda: _fingerprint.of_signature(info, signature), "")
         program = ""
         if compiled is not None and not naming.eager_op:
             digest = guard.call("program fingerprint",

@@ -92,6 +92,32 @@ def _tree_digest(treedef: Any) -> bytes:
     return digest
 
 
+_contexts: dict[Any, bytes] = {}
+
+
+def _context_digest(context: tuple[tuple[str, Any], ...]) -> bytes:
+    """The tracing context's values as text, hashed once per distinct context (JAX keys
+    its own caches on these values, so they hash; a process sees a handful)."""
+    try:
+        found = _contexts.get(context)
+    except TypeError:  # an unhashable config value: hashed each time
+        found, context_key = None, None
+    else:
+        context_key = context
+    if found is not None:
+        return found
+    h = hashlib.blake2b(digest_size=16)
+    for name, value in context:
+        config = without_digests(safe_repr(value, 200))
+        h.update(f"|{name}={config}".encode("utf-8", "backslashreplace"))
+    digest = h.digest()
+    if context_key is not None:
+        if len(_contexts) >= 256:
+            _contexts.clear()
+        _contexts[context_key] = digest
+    return digest
+
+
 def function_identity(info: FunctionInfo) -> str:
     """The function as every host names it: qualified name and file name, no directory."""
     name = os.path.basename(info.file) if info.file else ""
@@ -116,9 +142,7 @@ def of_signature(info: FunctionInfo, signature: Signature) -> Fingerprint:
         # what two processes can agree on.
         value = f"<{static.type}>" if static.identity_hashed else without_digests(static.repr)
         h.update(f"|{static.kind}:{static.name}={value}".encode("utf-8", "backslashreplace"))
-    for name, value in signature.context:
-        config = without_digests(safe_repr(value, 200))
-        h.update(f"|{name}={config}".encode("utf-8", "backslashreplace"))
+    h.update(_context_digest(signature.context))
     for name, option in signature.options:
         h.update(f"|jit({name})={option}".encode("utf-8", "backslashreplace"))
     return h.hexdigest()
