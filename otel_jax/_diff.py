@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -835,11 +836,13 @@ def _static_value_change(path: str, x: Any, y: Any, add: Any, depth: int = 0) ->
     that differ (``state.tx.init``)."""
     if type(x) is type(y):
         if isinstance(x, types.FunctionType) and x.__code__ is y.__code__:
-            add(Change(path, CauseKind.PYTREE_STRUCTURE, f"static {one_line_repr(x)}",
+            add(Change(path, CauseKind.PYTREE_STRUCTURE,
+                       f"static {one_line_repr(x, name=_last_name(path))}",
                        "static new function object, same source", Detail.STATIC_FUNCTION))
             return
         if isinstance(x, types.MethodType) and x.__func__ is y.__func__:
-            add(Change(path, CauseKind.PYTREE_STRUCTURE, f"static {one_line_repr(x)}",
+            add(Change(path, CauseKind.PYTREE_STRUCTURE,
+                       f"static {one_line_repr(x, name=_last_name(path))}",
                        f"static new bound method object (bound to another "
                        f"{type_name(y.__self__)} object)", Detail.STATIC_FUNCTION))
             return
@@ -849,7 +852,7 @@ def _static_value_change(path: str, x: Any, y: Any, add: Any, depth: int = 0) ->
                 for name, a, b in fields:
                     _static_value_change(f"{path}.{name}", a, b, add, depth + 1)
                 return
-    x_text, y_text = _where_they_differ(x, y)
+    x_text, y_text = _where_they_differ(x, y, name=_last_name(path))
     if x_text == y_text:  # equal reprs, unequal values
         if type(x) is type(y) and getattr(type(y), "__hash__", None) is object.__hash__:
             x_text = f"{x_text} (a {type_name(x)} compared by identity)"
@@ -880,10 +883,17 @@ def _differing_fields(x: Any, y: Any) -> list[tuple[str, Any, Any]]:
 _CONTEXT = 24  # characters kept before the first difference of two long reprs
 
 
-def _where_they_differ(x: Any, y: Any, limit: int = 120) -> tuple[str, str]:
+def _last_name(path: str) -> str:
+    """The field, attribute or key a path ends in: ``lr`` for ``cfg.opt.lr``."""
+    parts = [p for p in re.split(r"[.\[\]'\"]", path) if p]
+    return parts[-1] if parts else path
+
+
+def _where_they_differ(x: Any, y: Any, limit: int = 120, name: str | None = None,
+                       ) -> tuple[str, str]:
     """Two bounded one-line reprs that show where long reprs part, not only their
     common start: ``...'feature_39')`` vs ``...'other')``."""
-    a, b = one_line_repr(x, 2000), one_line_repr(y, 2000)
+    a, b = one_line_repr(x, 2000, name=name), one_line_repr(y, 2000, name=name)
     if len(a) <= limit and len(b) <= limit:
         return a, b
     i = next((k for k, (p, q) in enumerate(zip(a, b)) if p != q), min(len(a), len(b)))
@@ -899,13 +909,14 @@ def _keyed_static_changes(path: str, before: dict[Any, Any], after: dict[Any, An
     for key, y in after.items():
         child = _wrappers.child_path(path, key)
         if key not in before:
-            add(_added(child, CauseKind.PYTREE_STRUCTURE, f"static {one_line_repr(y)}"))
+            add(_added(child, CauseKind.PYTREE_STRUCTURE,
+                       f"static {one_line_repr(y, name=str(key))}"))
         elif _safe_ne(before[key], y):
             _static_value_change(child, before[key], y, add)
     for key, x in before.items():
         if key not in after:
             add(_removed(_wrappers.child_path(path, key), CauseKind.PYTREE_STRUCTURE,
-                         f"static {one_line_repr(x)}"))
+                         f"static {one_line_repr(x, name=str(key))}"))
 
 
 def _graphdef_changes(path: str, before: Any, after: Any, add: Any) -> bool:
@@ -942,12 +953,14 @@ def _graphdef_changes(path: str, before: Any, after: Any, add: Any) -> bool:
 def _keyed_paths_changes(before: dict[str, Any], after: dict[str, Any], add: Any) -> None:
     for p, y in after.items():
         if p not in before:
-            add(_added(p, CauseKind.PYTREE_STRUCTURE, f"static {one_line_repr(y)}"))
+            add(_added(p, CauseKind.PYTREE_STRUCTURE,
+                       f"static {one_line_repr(y, name=_last_name(p))}"))
         elif _safe_ne(before[p], y):
             _static_value_change(p, before[p], y, add)
     for p, x in before.items():
         if p not in after:
-            add(_removed(p, CauseKind.PYTREE_STRUCTURE, f"static {one_line_repr(x)}"))
+            add(_removed(p, CauseKind.PYTREE_STRUCTURE,
+                         f"static {one_line_repr(x, name=_last_name(p))}"))
 
 
 def _offsets(children: Sequence[Any], start: int) -> list[int]:

@@ -407,3 +407,41 @@ def test_closest_signature_counts_sharding_entries(telemetry):
     span = telemetry.last("test_closest_signature_counts_sharding_entries.<locals>.norm")
     assert span.attributes["jax.compile.cause.kind"] == "sharding"
     assert span.attributes["jax.compile.compared_with"] == 1
+
+
+def test_reprs_of_named_values_pass_their_names_on(monkeypatch):
+    """Field, parameter and bound-value reprs go through ``safe_repr(..., name=...)``,
+    where values of sensitive-looking names can be kept out of telemetry."""
+    from otel_jax import _signature, _text
+
+    seen: list[str | None] = []
+    real = _text.safe_repr
+
+    def recording(obj, limit=_text.REPR_LIMIT, name=None):
+        seen.append(name)
+        return real(obj, limit, name=name)
+
+    monkeypatch.setattr(_signature, "safe_repr", recording)
+    _signature.static_fields(TrainConfig(0.1, 2, "secret"))
+    _signature.bound_values(functools.partial(scaled_power, k=2, scale=0.5))
+    assert {"lr", "depth", "name", "k", "scale"} <= set(seen)
+    # a static argument's own name reaches the scrubbing rules too
+    assert "abc" not in _signature._static_arg("api_key", "abc").repr
+
+
+def test_attrs_like_classes_are_read_field_by_field():
+    from otel_jax._signature import static_fields
+
+    class Attribute:  # what attrs keeps per field
+        def __init__(self, name, eq=True, repr=True):
+            self.name, self.eq, self.repr = name, eq, repr
+
+    class Frozen:
+        __attrs_attrs__ = (Attribute("lr"), Attribute("cache", eq=False),
+                           Attribute("token", repr=False))
+
+        def __init__(self, lr, cache, token):
+            self.lr, self.cache, self.token = lr, cache, token
+
+    fields = dict(static_fields(Frozen(0.1, {}, "s3cr3t")))
+    assert fields == {"lr": "0.1", "token": "<str>"}  # not compared: left out; hidden: type
