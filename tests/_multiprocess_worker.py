@@ -1,0 +1,96 @@
+"""One rank of a multi-process JAX job, for tests/test_multiprocess.py and the example.
+
+``python _multiprocess_worker.py SCENARIO RANK COUNT PORT LOG [TIMEOUT_S] [ON_DIVERGENCE]``:
+joins the job over the coordination service on 127.0.0.1:PORT, installs otel_jax with
+its JSON log in LOG, runs SCENARIO and prints one ``RESULT <json>`` line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+SCENARIO, RANK, COUNT, PORT, LOG = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
+    sys.argv[4], sys.argv[5]
+TIMEOUT_S = float(sys.argv[6]) if len(sys.argv) > 6 else 5.0
+ON_DIVERGENCE = sys.argv[7] if len(sys.argv) > 7 else "log"
+
+import jax  # noqa: E402
+
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.config.update("jax_platforms", "cpu")
+jax.distributed.initialize(coordinator_address=f"127.0.0.1:{PORT}", num_processes=COUNT,
+                           process_id=RANK, initialization_timeout=60)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import otel_jax  # noqa: E402
+from otel_jax._engine import ENGINE  # noqa: E402
+
+log = open(LOG, "w", encoding="utf-8")  # noqa: SIM115
+otel_jax.install(log_output=log, on_divergence=ON_DIVERGENCE, divergence_timeout_s=TIMEOUT_S)
+
+
+@jax.jit
+def total(batch):
+    return jnp.sum(batch["x"]) * 2
+
+
+@jax.jit
+def step(x):
+    # The program depends on the rank, the signature does not.
+    return x * 2 if RANK == 0 else x + 1
+
+
+result: dict = {"rank": RANK, "errors": []}
+
+
+def call(fn, *args):
+    try:
+        return fn(*args)
+    except otel_jax.DivergenceError as exc:
+        result["errors"].append(str(exc))
+        return None
+
+
+if SCENARIO == "same":
+    call(total, {"x": np.ones(4, np.float32)})
+    call(total, {"x": np.ones(4, np.float32)})
+    call(step, np.ones(3, np.float32)) if RANK >= 0 else None
+    call(total, {"x": np.ones(6, np.float32)})
+elif SCENARIO == "shape":
+    # rank 1 has one more row in its local batch (rank 3 too, with four ranks)
+    call(total, {"x": np.ones(5 if RANK % 2 else 4, np.float32)})
+elif SCENARIO == "shape_last":
+    call(total, {"x": np.ones(5 if RANK == COUNT - 1 else 4, np.float32)})
+elif SCENARIO == "program":
+    call(step, np.ones(3, np.float32))
+elif SCENARIO == "extra":
+    call(total, {"x": np.ones(4, np.float32)})
+    if RANK == 1:  # only rank 1 gets the last, partial batch
+        call(total, {"x": np.ones(2, np.float32)})
+elif SCENARIO == "killed":
+    call(total, {"x": np.ones(4, np.float32)})
+    if RANK == 1:
+        print("READY", flush=True)
+        time.sleep(600)  # killed by the test
+    time.sleep(1.0)
+    call(total, {"x": np.ones(7, np.float32)})  # rank 1 is dead by now
+
+checker = ENGINE.cross_rank.checker
+deadline = time.monotonic() + 3 * TIMEOUT_S + 20
+while checker is not None and not checker.settled() and time.monotonic() < deadline:
+    time.sleep(0.05)
+result["settled"] = checker is not None and checker.settled()
+if SCENARIO != "killed":
+    from jax._src import distributed
+
+    distributed.global_state.client.wait_at_barrier("otel_jax_test_end", 60_000)
+otel_jax.uninstall()
+log.close()
+print("RESULT " + json.dumps(result), flush=True)
+if SCENARIO == "killed":
+    os._exit(0)  # JAX's own shutdown would wait for the dead rank
