@@ -60,6 +60,8 @@ QUEUE_SIZE = 1024
 POLL_S = 0.2
 #: How often the compiling thread looks while it waits (``on_divergence="raise"``).
 WAIT_POLL_S = 0.02
+#: How long a divergence seen before every rank arrived waits for the others' entries.
+GATHER_S = 1.0
 #: Bounds of the signature summary an entry carries.
 MAX_LEAVES = 256
 MAX_STATICS = 64
@@ -234,7 +236,7 @@ class _Open:
     """One entry of this rank on the service, and what was reported about it."""
 
     __slots__ = ("function", "count", "directory", "published", "link", "reported",
-                 "settled", "entries", "busy")
+                 "settled", "entries", "busy", "diverged")
 
     def __init__(self, function: str, count: int, directory: str, link: SpanLink | None,
                  ) -> None:
@@ -247,6 +249,7 @@ class _Open:
         self.settled: float | None = None  # when every rank was seen or the timeout passed
         self.entries: dict[int, dict[str, Any]] = {}
         self.busy = False  # the compiling thread is waiting on it (on_divergence="raise")
+        self.diverged: float | None = None  # when a divergence was first seen
 
 
 class Checker:
@@ -268,6 +271,7 @@ class Checker:
         self._failures = 0
         self.dropped = 0
         self.off = False
+        self._unpublished = 0  # queued, or taken off the queue and not yet published
 
     # --- the compiling thread ------------------------------------------------------
 
@@ -280,6 +284,7 @@ class Checker:
                 self.dropped += 1
                 return
             self._queue.append((record, link))
+            self._unpublished += 1
             self._cond.notify()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="otel_jax-ranks",
@@ -344,7 +349,14 @@ class Checker:
         reported = None
         div = compare(opened.function, opened.count, opened.entries, self.rank)
         if div is not None and div.kind not in opened.reported:
-            reported = self._emit(opened, div)
+            # Seen before every rank arrived: wait a moment for the others, so that the
+            # report names every rank on each side.
+            now = time.monotonic()
+            if opened.diverged is None:
+                opened.diverged = now
+            if (len(opened.entries) >= self.count or late
+                    or now - opened.diverged >= min(GATHER_S, self.timeout_s / 2)):
+                reported = self._emit(opened, div)
         if len(opened.entries) >= self.count:
             if opened.settled is None:
                 opened.settled = time.monotonic()
@@ -409,7 +421,11 @@ class Checker:
                         break
                     batch = [self._queue.popleft() for _ in range(min(len(self._queue), 64))]
                 for record, link in batch:
-                    self._publish(record, link)
+                    try:
+                        self._publish(record, link)
+                    finally:
+                        with self._cond:
+                            self._unpublished -= 1
                 self._poll_open()
         except Exception as exc:  # never let the thread die loudly
             self._failopen.failed("rank comparison", exc)
@@ -452,7 +468,7 @@ class Checker:
     def settled(self) -> bool:
         """Nothing queued and every open entry compared with every rank or timed out."""
         with self._cond:
-            return not self._queue and all(o.settled is not None for o in self._open.values())
+            return not self._unpublished and all(o.settled is not None for o in self._open.values())
 
     def close(self, timeout: float = 1.0) -> None:
         """Stop the thread and delete this rank's entries, waiting at most ``timeout``."""

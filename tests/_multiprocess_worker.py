@@ -45,6 +45,11 @@ def step(x):
     return x * 2 if RANK == 0 else x + 1
 
 
+@jax.jit
+def double(x):
+    return x * 2
+
+
 result: dict = {"rank": RANK, "errors": []}
 
 
@@ -59,7 +64,7 @@ def call(fn, *args):
 if SCENARIO == "same":
     call(total, {"x": np.ones(4, np.float32)})
     call(total, {"x": np.ones(4, np.float32)})
-    call(step, np.ones(3, np.float32)) if RANK >= 0 else None
+    call(double, np.ones(3, np.float32))
     call(total, {"x": np.ones(6, np.float32)})
 elif SCENARIO == "shape":
     # rank 1 has one more row in its local batch (rank 3 too, with four ranks)
@@ -85,12 +90,28 @@ deadline = time.monotonic() + 3 * TIMEOUT_S + 20
 while checker is not None and not checker.settled() and time.monotonic() < deadline:
     time.sleep(0.05)
 result["settled"] = checker is not None and checker.settled()
+if os.environ.get("OTEL_JAX_TEST_DEBUG") and checker is not None:
+    result["open"] = [(o.directory, sorted(o.entries), sorted(map(str, o.reported)))
+                      for o in checker._open.values()]
+    result["state"] = [checker.off, checker._failures, checker._closed,
+                       checker._thread is not None and checker._thread.is_alive(), checker.dropped]
 if SCENARIO != "killed":
     from jax._src import distributed
 
     distributed.global_state.client.wait_at_barrier("otel_jax_test_end", 60_000)
+for sink in otel_jax.installation().sinks:
+    if hasattr(sink, "flush"):
+        sink.flush(30.0)
 otel_jax.uninstall()
 log.close()
 print("RESULT " + json.dumps(result), flush=True)
 if SCENARIO == "killed":
+    # Rank 0 hosts the coordination service: it stays until the other survivors are done.
+    from pathlib import Path
+
+    Path(LOG + ".done").touch()
+    others = [Path(LOG).with_name(f"rank{r}.jsonl.done") for r in range(2, COUNT)]
+    deadline = time.monotonic() + 60
+    while RANK == 0 and not all(p.exists() for p in others) and time.monotonic() < deadline:
+        time.sleep(0.05)
     os._exit(0)  # JAX's own shutdown would wait for the dead rank
