@@ -182,3 +182,54 @@ def test_on_divergence_raise_with_a_rank_that_never_arrives(job):
     assert results[0]["errors"] == []
     [error] = results[1]["errors"]
     assert "rank 0 did not compile total #2 within 2 s of rank 1" in error
+
+
+# --- otel-jax report over the logs of several ranks ---------------------------------------
+
+def _report(args, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "otel_jax._report", "report", *args],
+                          input=stdin, capture_output=True, text=True, timeout=120)
+
+
+def test_report_over_the_logs_of_each_rank_lists_divergences_first(job):
+    j = job("shape", 2)
+    j.wait()
+    proc = _report([str(p) for p in j.logs])
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.startswith("Divergences between ranks: 1\n")
+    assert ("total #1 [signature] batch['x']: f32[4] (rank 0) vs f32[5] (rank 1) "
+            "(ranks 0 vs 1; reported by 0,1)") in out
+    per_rank = out[out.index("Compiles per rank"):out.index("FUNCTION")]
+    assert [line.split() for line in per_rank.splitlines()[2:4]] == [["0", "1", "0"],
+                                                                    ["1", "1", "0"]]
+    assert "2 jax.compile.divergence events (1 divergences)" in proc.stderr
+
+
+def test_report_over_one_merged_stream():
+    def compile_line(rank: int, count: int) -> str:
+        return json.dumps({"event": "jax.compile", "function": "step", "count": count,
+                           "is_recompile": count > 1, "process_index": rank,
+                           "compile_s": 0.5})
+
+    divergence = {"event": "jax.compile.divergence", "level": "warning", "function": "step",
+                  "count": 2, "divergence_kind": "missing",
+                  "divergence": "rank 0 did not compile step #2 within 30 s of rank 1",
+                  "ranks": [[1]], "missing_ranks": [0], "process_index": 1}
+    lines = [compile_line(0, 1), compile_line(1, 1), compile_line(1, 2),
+             json.dumps(divergence), "not json {"]
+    proc = _report(["--format", "markdown", "-"], stdin="\n".join(lines) + "\n")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.index("Divergences between ranks: 1") < out.index("Compiles per rank") \
+        < out.index("| Function")
+    assert "| 0 | 1 | 0 |" in out and "| 1 | 2 | 1 |" in out
+    assert "rank 0 did not compile step #2 within 30 s of rank 1" in out
+
+
+def test_report_of_a_single_process_log_has_no_rank_section():
+    line = json.dumps({"event": "jax.compile", "function": "f", "count": 1,
+                       "process_index": 0, "compile_s": 0.1})
+    proc = _report(["-"], stdin=line + "\n")
+    assert proc.returncode == 0
+    assert "Divergences" not in proc.stdout and "per rank" not in proc.stdout
