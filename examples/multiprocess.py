@@ -39,7 +39,7 @@ def rank_main(rank: int, port: int, log_path: str, same: bool) -> None:
 
     import otel_jax
 
-    log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+    log = open(log_path, "w", encoding="utf-8")
     otel_jax.install(log_output=log, divergence_timeout_s=10)
 
     @jax.jit

@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 import otel_jax  # noqa: E402
 from otel_jax._engine import ENGINE  # noqa: E402
 
-log = open(LOG, "w", encoding="utf-8")  # noqa: SIM115
+log = open(LOG, "w", encoding="utf-8")
 otel_jax.install(log_output=log, on_divergence=ON_DIVERGENCE, divergence_timeout_s=TIMEOUT_S)
 
 

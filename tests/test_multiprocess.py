@@ -50,14 +50,14 @@ class Job:
             if ranks is not None and r not in ranks:
                 continue
             out, err = proc.communicate(timeout=PROCESS_TIMEOUT_S)
-            lines = [l for l in out.splitlines() if l.startswith("RESULT ")]
+            lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
             assert proc.returncode == 0 and lines, f"rank {r} failed:\n{out}\n{err[-4000:]}"
             results[r] = json.loads(lines[-1][len("RESULT "):])
             results[r]["stderr"] = err
         return results
 
     def events(self, rank: int, event: str) -> list[dict]:
-        return [e for e in (json.loads(l) for l in self.logs[rank].read_text().splitlines())
+        return [e for e in (json.loads(ln) for ln in self.logs[rank].read_text().splitlines())
                 if e["event"] == event]
 
     def kill(self) -> None:
