@@ -226,7 +226,7 @@ def _validated(**options: Any) -> dict[str, Any]:
                          f"not {options['on_divergence']!r}")
     timeout = options["divergence_timeout_s"]
     if (isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
-            or not 0 < timeout <= 3600):
+            or not 0 < float(timeout) <= 3600):
         raise ValueError(f"divergence_timeout_s must be seconds, > 0 and <= 3600, "
                          f"not {timeout!r}")
     port = options["prometheus_port"]

@@ -151,15 +151,15 @@ def summary_diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, str]]:
                 add(name, kind, x.get(name, ABSENT), y.get(name, ABSENT))
     leaves_a = {str(p): (str(t), str(pl)) for p, t, pl in a.get("l", ())}
     leaves_b = {str(p): (str(t), str(pl)) for p, t, pl in b.get("l", ())}
-    structure = []
+    structure: list[tuple[str, str, str]] = []
     for path in [*leaves_a, *(p for p in leaves_b if p not in leaves_a)]:
-        x, y = leaves_a.get(path), leaves_b.get(path)
-        if x is None or y is None:
-            structure.append((path, x[0] if x else ABSENT, y[0] if y else ABSENT))
-        elif x[0] != y[0]:
-            add(path, _leaf_kind(x[0], y[0]), x[0], y[0])
-        elif x[1] != y[1]:
-            add(path, CauseKind.SHARDING, x[1], y[1])
+        la, lb = leaves_a.get(path), leaves_b.get(path)
+        if la is None or lb is None:
+            structure.append((path, la[0] if la else ABSENT, lb[0] if lb else ABSENT))
+        elif la[0] != lb[0]:
+            add(path, _leaf_kind(la[0], lb[0]), la[0], lb[0])
+        elif la[1] != lb[1]:
+            add(path, CauseKind.SHARDING, la[1], lb[1])
     for path, before, after in structure:
         add(path, CauseKind.PYTREE_STRUCTURE, before, after)
     if not structure and a.get("t") != b.get("t"):

@@ -58,7 +58,7 @@ __all__ = ["Report", "main", "render", "summarize"]
 try:  # the vocabulary (standard library only); this file also runs loaded by its path
     from ._vocab import EVENT_COMPILE, EVENT_DIVERGENCE, Field
 except ImportError:  # pragma: no cover - loaded alone, outside the package
-    EVENT_COMPILE, EVENT_DIVERGENCE = "jax.compile", "jax.compile.divergence"
+    EVENT_COMPILE, EVENT_DIVERGENCE = "jax.compile", "jax.compile.divergence"  # type: ignore[misc]
 
     class Field:  # type: ignore[no-redef]
         FUNCTION, COUNT, PROCESS_INDEX = "function", "count", "process_index"
