@@ -58,6 +58,8 @@ MAX_OPEN = 256
 QUEUE_SIZE = 1024
 #: How often the daemon thread looks for peers' entries.
 POLL_S = 0.2
+#: Entries read per round, oldest first (a rank far ahead of its peers costs no more).
+MAX_POLLS = 32
 #: How often the compiling thread looks while it waits (``on_divergence="raise"``).
 WAIT_POLL_S = 0.02
 #: How long a divergence seen before every rank arrived waits for the others' entries.
@@ -436,8 +438,9 @@ class Checker:
         now = time.monotonic()
         with self._cond:
             opened = list(self._open.values())
+        polls = 0
         for o in opened:
-            if self.off:
+            if self.off or polls >= MAX_POLLS:
                 return
             if o.busy:
                 continue
@@ -448,6 +451,7 @@ class Checker:
             if o.settled is not None and now - o.settled >= self.timeout_s:
                 self._drop(o)  # the grace period for a late peer is over
                 continue
+            polls += 1
             self._poll(o)
 
     def _drop(self, opened: _Open) -> None:
