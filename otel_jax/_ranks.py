@@ -298,12 +298,12 @@ class Checker:
         found (reported), or ``None``. For ``on_divergence="raise"``."""
         if self.off:
             return None
-        opened = self._publish(record, link)
+        # busy: the daemon thread leaves the entry alone while this thread waits on it
+        opened = self._publish(record, link, busy=True)
         if opened is None:
             return None
         deadline = opened.published + self.timeout_s
         found: Divergence | None = None
-        opened.busy = True  # the daemon thread leaves it alone while this thread waits
         try:
             while not self.off:
                 found = self._poll(opened)
@@ -317,7 +317,8 @@ class Checker:
 
     # --- publishing and polling (the daemon thread, or the compiling one) -------------
 
-    def _publish(self, record: CompileRecord, link: SpanLink | None) -> _Open | None:
+    def _publish(self, record: CompileRecord, link: SpanLink | None, busy: bool = False,
+                 ) -> _Open | None:
         identity = _fingerprint.function_identity(record.function)
         directory = f"{PREFIX}/{_function_key(identity)}/{record.count}/"
         value = json.dumps(entry_of(record, self.rank), ensure_ascii=False,
@@ -326,6 +327,7 @@ class Checker:
                 self.client, directory + str(self.rank), value)):
             return None
         opened = _Open(record.function.qualname, record.count, directory, link)
+        opened.busy = busy
         with self._cond:
             self._open[directory] = opened
             while len(self._open) > MAX_OPEN:
