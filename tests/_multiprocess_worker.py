@@ -46,6 +46,11 @@ def step(x):
 
 
 @jax.jit
+def global_sum(x):
+    return jnp.sum(x)
+
+
+@jax.jit
 def double(x):
     return x * 2
 
@@ -66,6 +71,14 @@ if SCENARIO == "same":
     call(total, {"x": np.ones(4, np.float32)})
     call(double, np.ones(3, np.float32))
     call(total, {"x": np.ones(6, np.float32)})
+elif SCENARIO in ("global_same", "global_shape"):
+    # One global array over the devices of every process, built from each one's rows.
+    rows = 5 if (SCENARIO == "global_shape" and RANK == 1) else 4
+    mesh = jax.make_mesh((jax.device_count(),), ("data",))
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
+    x = jax.make_array_from_process_local_data(sharding, np.ones(rows, np.float32))
+    out = call(global_sum, x)
+    result["sum"] = None if out is None else float(np.asarray(out.addressable_data(0)))
 elif SCENARIO == "shape":
     # rank 1 has one more row in its local batch (rank 3 too, with four ranks)
     call(total, {"x": np.ones(5 if RANK % 2 else 4, np.float32)})

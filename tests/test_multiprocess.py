@@ -112,6 +112,22 @@ def test_a_different_local_batch_is_named_with_its_path_and_both_shapes(job):
         assert div["span_id"] == compile_line["span_id"]
 
 
+def test_one_global_array_from_each_process_rows(job):
+    """The issue's own case: jax.make_array_from_process_local_data with 4 rows on rank 0
+    and 5 on rank 1; both ranks run and print 9.0, and only otel_jax says anything."""
+    j = job("global_same", 2)
+    results = j.wait()
+    for rank in (0, 1):
+        assert results[rank]["sum"] == 8.0
+        assert j.events(rank, "jax.compile.divergence") == []
+    j = job("global_shape", 2)
+    results = j.wait()
+    for rank in (0, 1):
+        [div] = j.events(rank, "jax.compile.divergence")
+        assert div["divergence"] == "x: f32[8@data] (rank 0) vs f32[10@data] (rank 1)"
+        assert div["diff"][0]["kind"] == "shape"
+
+
 def test_four_ranks_one_of_them_different(job):
     j = job("shape_last", 4, timeout_s=20.0)
     results = j.wait()
