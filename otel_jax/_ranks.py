@@ -47,6 +47,7 @@ from . import _fingerprint, _jax_read
 from ._diff import ABSENT
 from ._failopen import FailOpen
 from ._record import CompileRecord, Divergence, SpanLink
+from ._scrub import without_digests
 from ._signature import Signature
 from ._text import safe_repr
 from ._vocab import CauseKind, DiffKey, DivergenceKind
@@ -95,7 +96,9 @@ def _function_key(identity: str) -> str:
 
 
 def _text(value: Any) -> str:
-    return safe_repr(value, TEXT_LIMIT) if not isinstance(value, str) else value[:TEXT_LIMIT]
+    """Bounded text, without the per-process digests of scrubbed values (as fingerprinted)."""
+    text = safe_repr(value, TEXT_LIMIT) if not isinstance(value, str) else value[:TEXT_LIMIT]
+    return without_digests(text)
 
 
 def summary(signature: Signature) -> dict[str, Any]:
