@@ -115,8 +115,14 @@ if SCENARIO != "killed":
 for sink in otel_jax.installation().sinks:
     if hasattr(sink, "flush"):
         sink.flush(30.0)
-otel_jax.uninstall()
+otel_jax.uninstall()  # deletes this rank's entries
 log.close()
+if SCENARIO != "killed":
+    from jax._src import distributed
+
+    client = distributed.global_state.client
+    client.wait_at_barrier("otel_jax_test_uninstalled", 60_000)
+    result["keys_left"] = len(client.key_value_dir_get("otel_jax/"))
 print("RESULT " + json.dumps(result), flush=True)
 if SCENARIO == "killed":
     # Rank 0 hosts the coordination service: it stays until the other survivors are done.

@@ -92,6 +92,7 @@ def test_identical_programs_on_every_rank_are_no_divergence(job):
         assert len(j.events(rank, "jax.compile")) >= 3
         assert j.events(rank, "jax.compile.divergence") == []
         assert "OtelJaxWarning" not in results[rank]["stderr"]
+        assert results[rank]["keys_left"] == 0  # every entry deleted at uninstall()
 
 
 def test_a_different_local_batch_is_named_with_its_path_and_both_shapes(job):
