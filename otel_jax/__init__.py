@@ -20,6 +20,7 @@ from ._hints import hint_for
 from ._history import CompileEntry
 from ._install import Installation, install, installation, uninstall
 from ._logs import add_otel_context
+from ._ranks import DivergenceError
 from ._scrub import ScrubRules
 from ._source import function_info as _function_info
 from ._steps import StepScope
@@ -35,6 +36,7 @@ __all__ = [
     "CAUSE_KINDS",
     "CauseKind",
     "CompileEntry",
+    "DivergenceError",
     "Installation",
     "JaxInstrumentor",
     "OtelJaxWarning",

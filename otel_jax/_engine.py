@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Literal
 
-from . import _causes, _fingerprint, _jax_hooks, _jax_read, _naming, _signature
+from . import _causes, _fingerprint, _jax_hooks, _jax_read, _naming, _ranks, _signature
 from ._failopen import FailOpen, OtelJaxWarning
 from ._history import CompileEntry, History
 from ._record import CompileRecord, Devices, PersistentCache, PhaseTiming, SpanLink
@@ -74,6 +74,8 @@ class Engine:
         self._tls = threading.local()
         self._hooks: _jax_hooks.Hooks | None = None
         self._devices: tuple[Any, int] | None = None  # (default device, process index)
+        #: Multi-process jobs: each compile compared with the other ranks' (``_ranks``).
+        self.cross_rank = _ranks.CrossRank(self.failopen)
 
     @property
     def internal_errors(self) -> int:
@@ -170,9 +172,10 @@ class Engine:
         if not record.eager_op:  # JAX's own op-by-op compiles are not the step's program
             with self.failopen.guard("step tally"):
                 STEPS.compiled(record.compile_s)
-        self._deliver(record)
+        link = self._deliver(record)
         if storm is not None:
             self._warn_storm(storm)
+        self._compare_ranks(record, link)
         self._enforce_policy(record)
 
     def _remember_phase(self, event: str, name: str, start: float, end: float) -> None:
@@ -299,7 +302,7 @@ class Engine:
 
     # --- delivery ---------------------------------------------------------------------
 
-    def _deliver(self, record: CompileRecord) -> None:
+    def _deliver(self, record: CompileRecord) -> SpanLink | None:
         link: SpanLink | None = None
         emitter = self._span_emitter
         if emitter is not None:
@@ -308,6 +311,7 @@ class Engine:
             with self.failopen.guard(
                     f"sink {getattr(sink, '__name__', type(sink).__name__)}"):
                 sink(record, link)
+        return link
 
     # --- policy -------------------------------------------------------------------------
 
@@ -337,6 +341,14 @@ class Engine:
             "%s recompiled %d times (threshold %d); causes so far: %s; last: %s",
             event[Field.FUNCTION], event[Field.RECOMPILES], self.storm_threshold,
             event[Field.CAUSES], event[Field.LAST_CAUSE])
+
+    def _compare_ranks(self, record: CompileRecord, link: SpanLink | None) -> None:
+        """Multi-process jobs: hand the compile to the cross-rank check (never blocks, unless
+        ``on_divergence="raise"``: then a bounded wait, and the error from the jit call)."""
+        divergence = self.failopen.call(
+            "rank comparison", lambda: self.cross_rank.on_compile(record, link), None)
+        if divergence is not None:
+            raise _ranks.DivergenceError(divergence)
 
     def _enforce_policy(self, record: CompileRecord) -> None:
         if not (record.after_warmup and record.is_recompile):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import threading
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
@@ -12,6 +13,7 @@ from . import _providers, _scrub
 from ._engine import ENGINE, ON_RECOMPILE, Sink
 from ._logs import JsonLogEmitter, OtelLogEmitter
 from ._metrics import MetricsEmitter
+from ._ranks import ON_DIVERGENCE
 from ._spans import SpanEmitter
 from ._steps import STEPS, StepTelemetry
 from ._version import __version__
@@ -56,6 +58,8 @@ def install(
     warmup_steps: int | None = None,
     on_recompile: Literal["log", "warn", "raise"] = "log",
     scrub: _scrub.ScrubRules | bool | None = None,
+    on_divergence: Literal["log", "raise", "off"] = "log",
+    divergence_timeout_s: float = 30.0,
 ) -> Installation:
     """Report every JAX compilation as a span, metrics and a JSON log line, with its cause.
 
@@ -94,6 +98,17 @@ def install(
             ``hidden``; an ``otel_jax.ScrubRules`` to extend or replace them
             (``ScrubRules(hide_values=True)``: no static value at all);
             ``False`` for no scrubbing.
+        on_divergence: multi-process jobs (``jax.distributed.initialize``, more than
+            one process): each compile is compared with the other ranks' over JAX's
+            coordination service, off the compiling thread. ``"log"`` (default)
+            reports ranks that compiled different programs for the same call (a
+            ``jax.compile.divergence`` WARNING, span and counter); ``"raise"`` waits,
+            at most ``divergence_timeout_s`` at each compile, for the peers and raises
+            ``otel_jax.DivergenceError`` from the diverging jit call; ``"off"`` compares
+            nothing. Single-process programs are unaffected (no thread, no key).
+        divergence_timeout_s: how long after this rank compiled something the other
+            ranks may take to compile it too before they are reported as missing
+            (and the longest ``"raise"`` waits).
 
     Raises:
         ValueError: for an invalid argument passed here (``log_level="verbose"``,
@@ -110,7 +125,9 @@ def install(
                          logger_provider=logger_provider, log_output=log_output,
                          log_level=log_level, prometheus_port=prometheus_port,
                          storm_threshold=storm_threshold, warmup_steps=warmup_steps,
-                         on_recompile=on_recompile, scrub=scrub)
+                         on_recompile=on_recompile, scrub=scrub,
+                         on_divergence=on_divergence,
+                         divergence_timeout_s=divergence_timeout_s)
     with _lock:
         if _current is not None:
             _warn_ignored(_current._options, options)
@@ -142,11 +159,14 @@ def install(
         ENGINE.set_storm_sink(json_log.storm if json_log is not None else None)
         # The span emitter hands each record's span ids to every sink: the
         # order in which sinks run does not matter.
-        ENGINE.set_span_emitter(SpanEmitter(tracer))
+        span_emitter = SpanEmitter(tracer)
+        ENGINE.set_span_emitter(span_emitter)
         STEPS.telemetry = StepTelemetry(tracer, providers.meter_provider.get_meter(
             scope, __version__))
         for sink in sinks:
             ENGINE.add_sink(sink)
+        ENGINE.cross_rank.configure(on_divergence, float(divergence_timeout_s),
+                                    _divergence_reporter([span_emitter, *sinks]))
         _current = Installation(
             tracer_provider=providers.tracer_provider,
             meter_provider=providers.meter_provider,
@@ -163,6 +183,7 @@ _DEFAULTS: dict[str, Any] = {
     "tracer_provider": None, "meter_provider": None, "logger_provider": None,
     "log_output": "stderr", "log_level": "info", "prometheus_port": None,
     "storm_threshold": 8, "warmup_steps": None, "on_recompile": "log", "scrub": None,
+    "on_divergence": "log", "divergence_timeout_s": 30.0,
 }
 _LOG_LEVELS = ("debug", "info", "warning")
 _BY_IDENTITY = ("tracer_provider", "meter_provider", "logger_provider", "log_output")
@@ -203,11 +224,39 @@ def _validated(**options: Any) -> dict[str, Any]:
     scrub = options["scrub"]
     if not (scrub is None or isinstance(scrub, (bool, _scrub.ScrubRules))):
         raise TypeError(f"scrub must be None, a bool or an otel_jax.ScrubRules, not {scrub!r}")
+    if options["on_divergence"] not in ON_DIVERGENCE:
+        raise ValueError(f"on_divergence must be one of {ON_DIVERGENCE}, "
+                         f"not {options['on_divergence']!r}")
+    timeout = options["divergence_timeout_s"]
+    if (isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
+            or not 0 < float(timeout) <= 3600):
+        raise ValueError(f"divergence_timeout_s must be seconds, > 0 and <= 3600, "
+                         f"not {timeout!r}")
     port = options["prometheus_port"]
     if port is not None and (not _is_int(port) or not 0 <= port <= 65535):
         raise ValueError(f"prometheus_port must be None or an int port number 0-65535, "
                          f"not {port!r}")
     return options
+
+
+def _divergence_reporter(targets: list[Any]) -> Any:
+    """What a divergence between ranks produces: each emitter's view of it (a span, a
+    counter, a WARNING log line and log record); a WARNING on the ``otel_jax`` logger
+    when no JSON log is written."""
+    emitters = [t for t in targets if callable(getattr(t, "divergence", None))]
+    json_log = any(isinstance(t, JsonLogEmitter) for t in emitters)
+
+    def report(div: Any) -> None:
+        for emitter in emitters:
+            with ENGINE.failopen.guard("divergence report"):
+                emitter.divergence(div)
+        if not json_log:
+            import logging
+
+            logging.getLogger("otel_jax").warning("%s: ranks diverge at compile #%d (%s): %s",
+                                                  div.function, div.count, div.kind.value,
+                                                  div.text)
+    return report
 
 
 def _same(name: str, a: Any, b: Any) -> bool:
@@ -259,6 +308,7 @@ def uninstall() -> None:
             ENGINE.remove_sink(sink)
         ENGINE.set_storm_sink(None)
         ENGINE.on_recompile = "log"
+        ENGINE.cross_rank.configure("off", ENGINE.cross_rank.timeout_s, None)
         _scrub.configure(None)
         for sink in current.sinks:
             if isinstance(sink, JsonLogEmitter):

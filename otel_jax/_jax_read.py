@@ -319,3 +319,57 @@ def process_index() -> int:
     import jax
 
     return int(jax.process_index())
+
+
+# --- the coordination service of a multi-process job ------------------------------------
+
+#: The key-value methods of JAX's distributed runtime client that ``_ranks`` uses (present
+#: from JAX 0.4 to 0.10 with these names and arguments).
+COORDINATION_METHODS = ("key_value_set", "key_value_dir_get", "key_value_delete")
+
+
+class Coordination(NamedTuple):
+    """The distributed runtime client ``jax.distributed.initialize`` started, and this
+    process's place in the job."""
+
+    client: Any
+    process_index: int
+    process_count: int
+
+
+def coordination() -> Coordination | None:
+    """The job's coordination client when this is one process of several, else ``None``.
+
+    Reads only attributes (no backend is initialised): cheap enough to ask at every
+    compile of a single-process program.
+    """
+    try:
+        from jax._src import distributed
+    except Exception:
+        return None
+    state = getattr(distributed, "global_state", None)
+    client = getattr(state, "client", None)
+    if client is None:
+        return None
+    count = getattr(state, "num_processes", None)
+    index = getattr(state, "process_id", None)
+    if not isinstance(count, int) or not isinstance(index, int) or count <= 1:
+        return None
+    return Coordination(client, index, count)
+
+
+def coordination_missing(client: Any) -> tuple[str, ...]:
+    """The key-value methods this JAX's client lacks (empty when all are there)."""
+    return tuple(m for m in COORDINATION_METHODS if not callable(getattr(client, m, None)))
+
+
+def kv_set(client: Any, key: str, value: str) -> None:
+    client.key_value_set(key, value, True)  # allow_overwrite: a re-published entry
+
+
+def kv_dir_get(client: Any, directory: str) -> list[tuple[str, str]]:
+    return list(client.key_value_dir_get(directory))
+
+
+def kv_delete(client: Any, key: str) -> None:
+    client.key_value_delete(key)

@@ -35,9 +35,17 @@ from opentelemetry._logs import Logger as OtelLogger
 from opentelemetry._logs import LogRecord, SeverityNumber
 
 from ._failopen import FailOpen
-from ._record import CompileRecord, SpanLink, log_fields, span_attributes
+from ._record import (
+    CompileRecord,
+    Divergence,
+    SpanLink,
+    divergence_attributes,
+    divergence_fields,
+    log_fields,
+    span_attributes,
+)
 from ._spans import link_context
-from ._vocab import EVENT_COMPILE, EVENT_STORM, LOGGER_NAME, Attr, Field
+from ._vocab import EVENT_COMPILE, EVENT_DIVERGENCE, EVENT_STORM, LOGGER_NAME, Attr, Field
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 _LEVEL_NAMES = {v: k for k, v in _LEVELS.items()}
@@ -161,6 +169,11 @@ class JsonLogEmitter:
         """The recompile-storm WARNING: function, recompile count, causes so far."""
         if 30 >= self._min_level:
             self._emit(30, EVENT_STORM, dict(event))
+
+    def divergence(self, div: Divergence) -> None:
+        """The WARNING of a divergence between ranks."""
+        if 30 >= self._min_level:
+            self._emit(30, EVENT_DIVERGENCE, divergence_fields(div))
 
     def _emit(self, level: int, event: str, fields: dict[str, Any]) -> None:
         line = (time.time(), level, event, fields)
@@ -317,4 +330,15 @@ class OtelLogEmitter:
             body=f"{EVENT_COMPILE} {record.function.qualname}: {record.cause_kind.value}: "
                  f"{record.cause}",
             attributes={Attr.EVENT_NAME: EVENT_COMPILE, **span_attributes(record)},
+        ))
+
+    def divergence(self, div: Divergence) -> None:
+        """A divergence between ranks as a WARNING log record, in the compile span's trace."""
+        self._logger.emit(LogRecord(
+            timestamp=int(div.detected * 1e9),
+            context=link_context(div.link),
+            severity_number=SeverityNumber.WARN,
+            severity_text=SeverityNumber.WARN.name,
+            body=f"{EVENT_DIVERGENCE} {div.function}: {div.kind.value}: {div.text}",
+            attributes={Attr.EVENT_NAME: EVENT_DIVERGENCE, **divergence_attributes(div)},
         ))

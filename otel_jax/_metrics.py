@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from opentelemetry.metrics import Meter
 
-from ._record import CompileRecord, SpanLink
+from ._record import CompileRecord, Divergence, SpanLink
 from ._spans import link_context
 from ._vocab import Attr, Metric
 
@@ -45,6 +45,16 @@ class MetricsEmitter:
             Metric.CACHE_NOT_WRITTEN, unit="{entry}",
             description="Misses whose result JAX did not write to the persistent cache "
                         "(too fast to be worth caching, or the write failed)")
+
+        self._divergences = meter.create_counter(
+            Metric.DIVERGENCES, unit="{divergence}",
+            description="Compiles for which the ranks of a multi-process job compiled "
+                        "different programs, or some ranks none, as seen by this rank")
+
+    def divergence(self, div: Divergence) -> None:
+        """One divergence this rank detected."""
+        self._divergences.add(1, {Attr.FUNCTION: div.function,
+                                  Attr.DIVERGENCE_KIND: div.kind.value})
 
     def __call__(self, record: CompileRecord, link: SpanLink | None) -> None:
         name = record.function.qualname

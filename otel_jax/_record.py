@@ -16,7 +16,7 @@ from ._diff import Diff
 from ._signature import Signature
 from ._source import FunctionInfo
 from ._text import clean_text
-from ._vocab import LOG_DIFF_LIMIT, Attr, CauseKind, Field, NotWrittenReason, Phase
+from ._vocab import LOG_DIFF_LIMIT, Attr, CauseKind, DivergenceKind, Field, NotWrittenReason, Phase
 
 #: Attribute values as OpenTelemetry accepts them.
 AttributeValue = str | bool | int | float
@@ -192,4 +192,60 @@ def log_fields(record: CompileRecord, link: SpanLink | None) -> dict[str, Any]:
     if link is not None:
         fields[Field.TRACE_ID] = link.trace_id
         fields[Field.SPAN_ID] = link.span_id
+    return _encodable(fields)
+
+
+# --- multi-process jobs ------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """Ranks of a multi-process job that compiled different things for one compile of a
+    function (its ``count``-th), as this process saw it."""
+
+    function: str  # qualified name
+    count: int  # the compile ordinal of the function the ranks are compared at
+    kind: DivergenceKind
+    text: str  # one line: ``x: f32[4] (rank 0) vs f32[5] (rank 1)``
+    ranks: tuple[tuple[int, ...], ...]  # ranks grouped by what they compiled, lowest first
+    missing_ranks: tuple[int, ...] = ()  # ranks that did not compile it within the timeout
+    diff: tuple[dict[str, str], ...] = ()  # {"path", "kind", "before", "after"}
+    process_index: int = 0  # the rank that detected it (this process)
+    detected: float = 0.0  # wall-clock seconds
+    link: SpanLink | None = None  # this rank's compile span of that compile
+
+
+def divergence_attributes(div: Divergence) -> dict[str, AttributeValue]:
+    """Attributes of the ``jax.compile.divergence`` span (and its OpenTelemetry log record)."""
+    import json
+
+    attrs: dict[str, AttributeValue] = {
+        Attr.FUNCTION: div.function,
+        Attr.COUNT: div.count,
+        Attr.DIVERGENCE_KIND: div.kind.value,
+        Attr.DIVERGENCE: div.text,
+        Attr.DIVERGENCE_RANKS: json.dumps([list(r) for r in div.ranks]),
+        Attr.DIVERGENCE_DIFF: json.dumps(list(div.diff), ensure_ascii=False),
+        Attr.PROCESS_INDEX: div.process_index,
+    }
+    if div.missing_ranks:
+        attrs[Attr.DIVERGENCE_MISSING_RANKS] = json.dumps(list(div.missing_ranks))
+    return _encodable(attrs)
+
+
+def divergence_fields(div: Divergence) -> dict[str, Any]:
+    """Fields of the ``jax.compile.divergence`` JSON log line (a WARNING)."""
+    fields: dict[str, Any] = {
+        Field.FUNCTION: div.function,
+        Field.COUNT: div.count,
+        Field.DIVERGENCE_KIND: div.kind.value,
+        Field.DIVERGENCE: div.text,
+        Field.RANKS: [list(r) for r in div.ranks],
+        Field.MISSING_RANKS: list(div.missing_ranks),
+        Field.DIFF: list(div.diff[:LOG_DIFF_LIMIT]),
+        Field.DIFF_TOTAL: len(div.diff),
+        Field.PROCESS_INDEX: div.process_index,
+    }
+    if div.link is not None:
+        fields[Field.TRACE_ID] = div.link.trace_id
+        fields[Field.SPAN_ID] = div.link.span_id
     return _encodable(fields)

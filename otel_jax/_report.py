@@ -55,11 +55,25 @@ from typing import IO, Any
 
 __all__ = ["Report", "main", "render", "summarize"]
 
+try:  # the vocabulary (standard library only); this file also runs loaded by its path
+    from ._vocab import EVENT_COMPILE, EVENT_DIVERGENCE, Field
+except ImportError:  # pragma: no cover - loaded alone, outside the package
+    EVENT_COMPILE, EVENT_DIVERGENCE = "jax.compile", "jax.compile.divergence"  # type: ignore[misc]
+
+    class Field:  # type: ignore[no-redef]
+        FUNCTION, COUNT, PROCESS_INDEX = "function", "count", "process_index"
+        DIVERGENCE_KIND, DIVERGENCE = "divergence_kind", "divergence"
+        RANKS, MISSING_RANKS, IS_RECOMPILE = "ranks", "missing_ranks", "is_recompile"
+
 #: The ``event`` value that marks a compile line.
-COMPILE_EVENT = "jax.compile"
+COMPILE_EVENT = EVENT_COMPILE
 #: Cheap substring test done before ``json.loads``: most lines of a mixed log
 #: are other events, and a substring search is far cheaper than parsing.
 _COMPILE_MARKER = b'"jax.compile"'
+_DIVERGENCE_MARKER = b'"jax.compile.divergence"'
+#: Multi-process logs: distinct ranks counted, and distinct divergences listed.
+MAX_RANKS = 4096
+MAX_DIVERGENCES = 1000
 
 #: Longest line considered; longer lines are skipped (and counted) without
 #: ever being held in memory whole, so a corrupt log cannot exhaust memory.
@@ -429,6 +443,10 @@ class Report:
         self._rows: dict[tuple[str, str | None, int | None, bool], _Row] = {}
         self._eager: _Row | None = None
         self._other: _Row | None = None
+        #: Multi-process logs: per rank, [compiles, recompiles]; divergences by what they say.
+        self.ranks: dict[int, list[int]] = {}
+        self.divergences: dict[tuple[str, int, str, str], dict[str, Any]] = {}
+        self.divergence_events = 0
 
     # -- input -------------------------------------------------------------
 
@@ -457,7 +475,12 @@ class Report:
                 skipped += 1
                 continue
             if marker not in line:
-                if line.strip():
+                if _DIVERGENCE_MARKER in line:
+                    try:
+                        self.add_divergence(loads(line))
+                    except Exception:  # bad JSON, or a value no check foresaw
+                        skipped += 1
+                elif line.strip():
                     skipped += 1
                 continue
             try:
@@ -490,6 +513,11 @@ class Report:
         self.events += 1
 
         row = self._row_for(ev, function, eager)
+        rank = ev.get(Field.PROCESS_INDEX)
+        per_rank = None
+        if type(rank) is int and (rank in self.ranks or len(self.ranks) < MAX_RANKS):
+            per_rank = self.ranks.setdefault(rank, [0, 0])
+            per_rank[0] += 1
 
         # Recompile: trust ``is_recompile``; else ``count > 1`` unless the
         # persistent cache served it (otel_jax's own definition); else any
@@ -526,6 +554,8 @@ class Report:
             return
 
         row.recompiles += 1
+        if per_rank is not None:
+            per_rank[1] += 1
         if secs is not None:
             row.recompile_s += secs
         if ev.get("after_warmup") is True:
@@ -542,6 +572,41 @@ class Report:
                or _text(ev.get("cause"), _MAX_DIFF))
         if key is not None:
             c.diffs.add(key, _text(ev.get("hint"), _MAX_HINT))
+
+    def add_divergence(self, ev: Any) -> None:
+        """Aggregate one ``jax.compile.divergence`` event: every rank that saw a divergence
+        logs it, so one divergence is listed once, with the ranks that reported it."""
+        if type(ev) is not dict or ev.get("event") != EVENT_DIVERGENCE:
+            raise ValueError("not a divergence event")
+        function = _text(ev.get(Field.FUNCTION), _MAX_NAME) or UNKNOWN_FUNCTION
+        if self.functions is not None and function not in self.functions:
+            self.filtered += 1
+            return
+        count = ev.get(Field.COUNT)
+        count = count if type(count) is int else 0
+        kind = _text(ev.get(Field.DIVERGENCE_KIND), _MAX_NAME) or UNKNOWN_CAUSE
+        text = _text(ev.get(Field.DIVERGENCE), _MAX_DIFF) or ""
+        self.divergence_events += 1
+        key = (function, count, kind, text)
+        entry = self.divergences.get(key)
+        if entry is None:
+            if len(self.divergences) >= MAX_DIVERGENCES:
+                return
+            ranks = ev.get(Field.RANKS)
+            sides = ([[r for r in side if type(r) is int][:64] for side in ranks[:16]
+                      if isinstance(side, list)] if isinstance(ranks, list) else [])
+            missing = ev.get(Field.MISSING_RANKS)
+            entry = self.divergences[key] = {
+                "function": function, "count": count, "kind": kind, "divergence": text,
+                "ranks": sides,
+                "missing_ranks": ([r for r in missing if type(r) is int][:64]
+                                  if isinstance(missing, list) else []),
+                "reported_by": [],
+            }
+        by = ev.get(Field.PROCESS_INDEX)
+        if type(by) is int and by not in entry["reported_by"] and len(entry["reported_by"]) < 64:
+            entry["reported_by"].append(by)
+            entry["reported_by"].sort()
 
     def _row_for(self, ev: dict[str, Any], function: str, eager: bool) -> _Row:
         if eager and not self.include_eager:
@@ -763,6 +828,34 @@ def render_json(rows: Sequence[dict[str, Any]]) -> str:
     return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
 
 
+def render_ranks(report: Report, fmt: str) -> str:
+    """Multi-process logs: the divergences between ranks first, then compiles per rank.
+    Empty for the log of one process without divergences."""
+    if not report.divergences and len(report.ranks) <= 1:
+        return ""
+    md = fmt == "markdown"
+    out: list[str] = []
+    divs = sorted(report.divergences.values(), key=lambda d: (d["function"], d["count"]))
+    out.append(("### " if md else "") + f"Divergences between ranks: {len(divs)}")
+    for d in divs:
+        sides = " vs ".join(",".join(map(str, side)) for side in d["ranks"])
+        by = ",".join(map(str, d["reported_by"]))
+        line = (f"{printable(d['function'])} #{d['count']} [{printable(d['kind'])}] "
+                f"{printable(d['divergence'])} (ranks {sides}; reported by {by})")
+        out.append(("- " if md else "  ") + (_md(line) if md else line))
+    out.append("")
+    out.append(("### " if md else "") + "Compiles per rank")
+    if md:
+        out += ["| rank | compiles | recompiles |", "|---:|---:|---:|"]
+    else:
+        out.append(f"  {'RANK':>6} {'COMPILES':>9} {'RECOMPILES':>11}")
+    for rank in sorted(report.ranks):
+        compiles, recompiles = report.ranks[rank]
+        out.append(f"| {rank} | {compiles} | {recompiles} |" if md
+                   else f"  {rank:>6} {compiles:>9} {recompiles:>11}")
+    return "\n".join(out) + "\n\n"
+
+
 def render(rows: Sequence[dict[str, Any]], fmt: str, width: int | None = None) -> str:
     """Render ``rows`` as ``table``, ``json`` or ``markdown`` text."""
     if fmt == "json":
@@ -806,8 +899,10 @@ def _parser() -> argparse.ArgumentParser:
             "the log's length."
         ),
     )
-    rep.add_argument("file", nargs="?", default="-",
-                     help="log file ('.gz' is decompressed); '-' or omitted reads stdin")
+    rep.add_argument("files", nargs="*", default=["-"], metavar="file",
+                     help="log file ('.gz' is decompressed); '-' or omitted reads stdin. "
+                          "Several files (the logs of the ranks of a multi-process job) "
+                          "are summarised together, divergences between ranks first")
     rep.add_argument("--format", choices=("table", "json", "markdown"), default="table",
                      help="output format (default: table)")
     rep.add_argument("--top", type=_positive_int, metavar="N",
@@ -846,23 +941,57 @@ def _run_report(args: argparse.Namespace) -> int:
     report = Report(include_eager=args.include_eager, functions=args.functions,
                     max_functions=args.max_functions)
     status = 0
-    name = printable(args.file)
+    for path in args.files or ["-"]:
+        status = max(status, _feed(report, path))
+        if status == 130:
+            break
+    if status == 2:
+        return 1
+
+    rows = report.rows(args.top)
+    width = None
+    if args.format == "table" and sys.stdout.isatty():
+        import shutil
+
+        width = shutil.get_terminal_size().columns
+    if args.format != "json":
+        sys.stdout.write(render_ranks(report, args.format))
+    sys.stdout.write(render(rows, args.format, width))
+    sys.stdout.flush()
+
+    note = f"otel-jax report: {report.events} jax.compile events"
+    if report.divergence_events:
+        note += (f", {report.divergence_events} jax.compile.divergence events "
+                 f"({len(report.divergences)} divergences)")
+    if report.filtered:
+        note += f", {report.filtered} filtered out by --function"
+    if report.skipped:
+        note += f"; skipped {report.skipped} lines that are not jax.compile JSON events"
+    print(note, file=sys.stderr)
+    return status
+
+
+def _feed(report: Report, path: str) -> int:
+    """Feed one file (or stdin) to ``report``: 0, 1 (unreadable part), 2 (cannot open or
+    read at all) or 130 (interrupted)."""
+    status = 0
+    name = printable(path)
     try:
-        if args.file == "-":
+        if path == "-":
             if sys.stdin is None:
                 print("otel-jax report: no stdin to read", file=sys.stderr)
-                return 1
+                return 2
             if sys.stdin.isatty():
                 print("otel-jax report: reading the log from stdin (Ctrl-D ends)",
                       file=sys.stderr)
             report.feed_lines(sys.stdin.buffer)
         else:
             try:
-                stream = _open(args.file)
+                stream = _open(path)
             except OSError as exc:
                 print(f"otel-jax report: cannot open {name}: {exc.strerror or exc}",
                       file=sys.stderr)
-                return 1
+                return 2
             try:
                 with stream:
                     report.feed_lines(stream)
@@ -877,22 +1006,6 @@ def _run_report(args: argparse.Namespace) -> int:
         print("otel-jax report: interrupted; the summary below covers what was read",
               file=sys.stderr)
         status = 130
-
-    rows = report.rows(args.top)
-    width = None
-    if args.format == "table" and sys.stdout.isatty():
-        import shutil
-
-        width = shutil.get_terminal_size().columns
-    sys.stdout.write(render(rows, args.format, width))
-    sys.stdout.flush()
-
-    note = f"otel-jax report: {report.events} jax.compile events"
-    if report.filtered:
-        note += f", {report.filtered} filtered out by --function"
-    if report.skipped:
-        note += f"; skipped {report.skipped} lines that are not jax.compile JSON events"
-    print(note, file=sys.stderr)
     return status
 
 

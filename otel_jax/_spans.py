@@ -6,8 +6,8 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Tracer
 
-from ._record import CompileRecord, SpanLink, span_attributes
-from ._vocab import SPAN_COMPILE_PREFIX
+from ._record import CompileRecord, Divergence, SpanLink, divergence_attributes, span_attributes
+from ._vocab import SPAN_COMPILE_PREFIX, SPAN_DIVERGENCE
 
 _NS = 1_000_000_000
 
@@ -49,6 +49,24 @@ class SpanEmitter:
             return None
         return SpanLink(trace.format_trace_id(span_context.trace_id),
                         trace.format_span_id(span_context.span_id))
+
+    def divergence(self, div: Divergence) -> None:
+        """The ``jax.compile.divergence`` span of a divergence between ranks."""
+        emit_divergence(self._tracer, div)
+
+
+def emit_divergence(tracer: Tracer, div: Divergence) -> None:
+    """A ``jax.compile.divergence`` span, child of this rank's compile span.
+
+    Peers are compared after the compile span ended, so the divergence is a span of its
+    own in the same trace, at the time it was detected, with an ERROR status."""
+    from opentelemetry.trace import Status, StatusCode
+
+    span = tracer.start_span(SPAN_DIVERGENCE, context=link_context(div.link),
+                             kind=SpanKind.INTERNAL, start_time=_ns(div.detected),
+                             attributes=divergence_attributes(div))
+    span.set_status(Status(StatusCode.ERROR, div.text[:200]))
+    span.end(end_time=_ns(div.detected))
 
 
 def link_context(link: SpanLink | None) -> Context | None:

@@ -60,6 +60,8 @@ SPAN_COMPILE_PREFIX: Final = "jax.compile "  # + the function's qualified name
 SPAN_TRACE: Final = "jax.trace"
 SPAN_LOWER: Final = "jax.lower"
 SPAN_BACKEND_COMPILE: Final = "jax.backend_compile"
+#: Ranks of a multi-process job compiled different programs for the same call.
+SPAN_DIVERGENCE: Final = "jax.compile.divergence"
 INSTRUMENTATION_SCOPE: Final = "otel_jax"
 
 
@@ -97,6 +99,12 @@ class Attr:
     STEP_COMPILES: Final = "jax.step.compiles"
     STEP_COMPILE_S: Final = "jax.step.compile_s"
     EVENT_NAME: Final = "event.name"
+    # the jax.compile.divergence span (multi-process jobs)
+    DIVERGENCE_KIND: Final = "jax.compile.divergence.kind"
+    DIVERGENCE: Final = "jax.compile.divergence"
+    DIVERGENCE_RANKS: Final = "jax.compile.divergence.ranks"
+    DIVERGENCE_MISSING_RANKS: Final = "jax.compile.divergence.missing_ranks"
+    DIVERGENCE_DIFF: Final = "jax.compile.divergence.diff"
     # metric-only label: why a persistent-cache miss was not written
     REASON: Final = "reason"
 
@@ -115,12 +123,14 @@ class Metric:
     CACHE_WRITES: Final = "jax.persistent_cache.writes"
     CACHE_NOT_WRITTEN: Final = "jax.persistent_cache.not_written"
     STEP_DURATION: Final = "jax.step.duration"
+    DIVERGENCES: Final = "jax.compile.divergences"
 
 
 # --- logs --------------------------------------------------------------------------
 
 EVENT_COMPILE: Final = "jax.compile"
 EVENT_STORM: Final = "jax.recompile_storm"
+EVENT_DIVERGENCE: Final = "jax.compile.divergence"
 LOGGER_NAME: Final = "otel_jax"
 
 
@@ -163,6 +173,11 @@ class Field:
     THRESHOLD: Final = "threshold"
     CAUSES: Final = "causes"
     LAST_CAUSE: Final = "last_cause"
+    # the divergence warning's own fields (multi-process jobs)
+    DIVERGENCE_KIND: Final = "divergence_kind"
+    DIVERGENCE: Final = "divergence"
+    RANKS: Final = "ranks"
+    MISSING_RANKS: Final = "missing_ranks"
 
 
 class DiffKey:
@@ -209,6 +224,17 @@ class NotWrittenReason(str, enum.Enum):
     NOT_PROCESS_0 = "not_process_0"
     COMPILE_TIME_BELOW_MINIMUM = "compile_time_below_minimum"
     OTHER = "other"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class DivergenceKind(str, enum.Enum):
+    """How the ranks of a job differ on one compile (``jax.compile.divergence.kind``)."""
+
+    SIGNATURE = "signature"  # they compiled the call for different signatures
+    PROGRAM = "program"  # same signature, different lowered program
+    MISSING = "missing"  # some ranks never compiled what the others did, within the timeout
 
     def __str__(self) -> str:
         return self.value

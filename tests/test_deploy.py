@@ -56,6 +56,7 @@ METRICS = {
     "jax_persistent_cache_misses_total",
     "jax_step_duration_seconds_bucket",
     "jax_step_duration_seconds_count",
+    "jax_compile_divergences_total",  # multi-process jobs
 }
 LABELS = {
     "job",
@@ -67,6 +68,7 @@ LABELS = {
     "jax_compile_eager_op",  # only on JAX's own op-by-op compiles
     "jax_step_name",
     "jax_step_compiled",
+    "jax_compile_divergence_kind",  # multi-process jobs
 }
 CAUSE_KINDS = {
     "first_compile",
@@ -222,7 +224,7 @@ def test_promtool_check_config(promtool):
     proc = run([promtool, "check", "config", str(PROMETHEUS_CONFIG)])
     assert proc.returncode == 0, output(proc)
     assert "SUCCESS" in output(proc)
-    assert "1 rule files found" in output(proc), output(proc)
+    assert "2 rule files found" in output(proc), output(proc)  # + otel_jax_multiprocess.yml
 
 
 def test_promtool_check_rules(promtool):
@@ -458,10 +460,11 @@ def test_rule_files_resolve_on_disk_and_in_the_container():
     assert config["rule_files"], "no rule files"
     for rule_file in config["rule_files"]:
         assert not rule_file.startswith("/"), "rule_files must be relative to prometheus.yml"
-        assert (PROMETHEUS_CONFIG.parent / rule_file).resolve() == RULES_FILE.resolve()
+        on_disk = (PROMETHEUS_CONFIG.parent / rule_file).resolve()
+        assert on_disk.parent == RULES_DIR.resolve() and on_disk.exists()
         in_container = container_config.parent / rule_file
         mount = next(m for m in mounts if m in in_container.parents)
-        assert mounts[mount] / in_container.relative_to(mount) == RULES_FILE.resolve()
+        assert mounts[mount] / in_container.relative_to(mount) == on_disk
 
 
 # --------------------------------------------------------------------- docker compose

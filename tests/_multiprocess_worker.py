@@ -1,0 +1,136 @@
+"""One rank of a multi-process JAX job, for tests/test_multiprocess.py and the example.
+
+``python _multiprocess_worker.py SCENARIO RANK COUNT PORT LOG [TIMEOUT_S] [ON_DIVERGENCE]``:
+joins the job over the coordination service on 127.0.0.1:PORT, installs otel_jax with
+its JSON log in LOG, runs SCENARIO and prints one ``RESULT <json>`` line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+SCENARIO, RANK, COUNT, PORT, LOG = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
+    sys.argv[4], sys.argv[5]
+TIMEOUT_S = float(sys.argv[6]) if len(sys.argv) > 6 else 5.0
+ON_DIVERGENCE = sys.argv[7] if len(sys.argv) > 7 else "log"
+
+import jax  # noqa: E402
+
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.config.update("jax_platforms", "cpu")
+jax.distributed.initialize(coordinator_address=f"127.0.0.1:{PORT}", num_processes=COUNT,
+                           process_id=RANK, initialization_timeout=60)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import otel_jax  # noqa: E402
+from otel_jax._engine import ENGINE  # noqa: E402
+
+log = open(LOG, "w", encoding="utf-8")
+otel_jax.install(log_output=log, on_divergence=ON_DIVERGENCE, divergence_timeout_s=TIMEOUT_S)
+
+
+@jax.jit
+def total(batch):
+    return jnp.sum(batch["x"]) * 2
+
+
+@jax.jit
+def step(x):
+    # The program depends on the rank, the signature does not.
+    return x * 2 if RANK == 0 else x + 1
+
+
+@jax.jit
+def global_sum(x):
+    return jnp.sum(x)
+
+
+@jax.jit
+def double(x):
+    return x * 2
+
+
+result: dict = {"rank": RANK, "errors": []}
+
+
+def call(fn, *args):
+    try:
+        return fn(*args)
+    except otel_jax.DivergenceError as exc:
+        result["errors"].append(str(exc))
+        return None
+
+
+if SCENARIO == "same":
+    call(total, {"x": np.ones(4, np.float32)})
+    call(total, {"x": np.ones(4, np.float32)})
+    call(double, np.ones(3, np.float32))
+    call(total, {"x": np.ones(6, np.float32)})
+elif SCENARIO in ("global_same", "global_shape"):
+    # One global array over the devices of every process, built from each one's rows.
+    rows = 5 if (SCENARIO == "global_shape" and RANK == 1) else 4
+    mesh = jax.make_mesh((jax.device_count(),), ("data",))
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
+    x = jax.make_array_from_process_local_data(sharding, np.ones(rows, np.float32))
+    out = call(global_sum, x)
+    result["sum"] = None if out is None else float(np.asarray(out.addressable_data(0)))
+elif SCENARIO == "shape":
+    # rank 1 has one more row in its local batch (rank 3 too, with four ranks)
+    call(total, {"x": np.ones(5 if RANK % 2 else 4, np.float32)})
+elif SCENARIO == "shape_last":
+    call(total, {"x": np.ones(5 if RANK == COUNT - 1 else 4, np.float32)})
+elif SCENARIO == "program":
+    call(step, np.ones(3, np.float32))
+elif SCENARIO == "extra":
+    call(total, {"x": np.ones(4, np.float32)})
+    if RANK == 1:  # only rank 1 gets the last, partial batch
+        call(total, {"x": np.ones(2, np.float32)})
+elif SCENARIO == "killed":
+    call(total, {"x": np.ones(4, np.float32)})
+    if RANK == 1:
+        print("READY", flush=True)
+        time.sleep(600)  # killed by the test
+    time.sleep(1.0)
+    call(total, {"x": np.ones(7, np.float32)})  # rank 1 is dead by now
+
+checker = ENGINE.cross_rank.checker
+deadline = time.monotonic() + 3 * TIMEOUT_S + 20
+while checker is not None and not checker.settled() and time.monotonic() < deadline:
+    time.sleep(0.05)
+result["settled"] = checker is not None and checker.settled()
+if os.environ.get("OTEL_JAX_TEST_DEBUG") and checker is not None:
+    result["open"] = [(o.directory, sorted(o.entries), sorted(map(str, o.reported)))
+                      for o in checker._open.values()]
+    result["state"] = [checker.off, checker._failures, checker._closed,
+                       checker._thread is not None and checker._thread.is_alive(), checker.dropped]
+if SCENARIO != "killed":
+    from jax._src import distributed
+
+    distributed.global_state.client.wait_at_barrier("otel_jax_test_end", 60_000)
+for sink in otel_jax.installation().sinks:
+    if hasattr(sink, "flush"):
+        sink.flush(30.0)
+otel_jax.uninstall()  # deletes this rank's entries
+log.close()
+if SCENARIO != "killed":
+    from jax._src import distributed
+
+    client = distributed.global_state.client
+    client.wait_at_barrier("otel_jax_test_uninstalled", 60_000)
+    result["keys_left"] = len(client.key_value_dir_get("otel_jax/"))
+print("RESULT " + json.dumps(result), flush=True)
+if SCENARIO == "killed":
+    # Rank 0 hosts the coordination service: it stays until the other survivors are done.
+    from pathlib import Path
+
+    Path(LOG + ".done").touch()
+    others = [Path(LOG).with_name(f"rank{r}.jsonl.done") for r in range(2, COUNT)]
+    deadline = time.monotonic() + 60
+    while RANK == 0 and not all(p.exists() for p in others) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os._exit(0)  # JAX's own shutdown would wait for the dead rank

@@ -1,0 +1,252 @@
+"""Multi-process jobs: real processes joined by ``jax.distributed.initialize`` (gloo CPU
+collectives, a free 127.0.0.1 port), each running tests/_multiprocess_worker.py.
+
+Every process runs under a subprocess timeout and is killed in teardown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+WORKER = Path(__file__).with_name("_multiprocess_worker.py")
+PROCESS_TIMEOUT_S = 240
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Job:
+    def __init__(self, tmp_path: Path, scenario: str, count: int, timeout_s: float = 5.0,
+                 on_divergence: str = "log") -> None:
+        port = _free_port()
+        env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONHASHSEED": "0",
+               "XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
+        self.logs = [tmp_path / f"rank{r}.jsonl" for r in range(count)]
+        self.procs = [
+            subprocess.Popen(
+                [sys.executable, str(WORKER), scenario, str(r), str(count), str(port),
+                 str(self.logs[r]), str(timeout_s), on_divergence],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                start_new_session=True)
+            for r in range(count)]
+
+    def wait(self, ranks: list[int] | None = None) -> dict[int, dict]:
+        results = {}
+        for r, proc in enumerate(self.procs):
+            if ranks is not None and r not in ranks:
+                continue
+            out, err = proc.communicate(timeout=PROCESS_TIMEOUT_S)
+            lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
+            assert proc.returncode == 0 and lines, f"rank {r} failed:\n{out}\n{err[-4000:]}"
+            results[r] = json.loads(lines[-1][len("RESULT "):])
+            results[r]["stderr"] = err
+        return results
+
+    def events(self, rank: int, event: str) -> list[dict]:
+        return [e for e in (json.loads(ln) for ln in self.logs[rank].read_text().splitlines())
+                if e["event"] == event]
+
+    def kill(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                proc.wait(timeout=30)
+
+
+@pytest.fixture
+def job(tmp_path):
+    jobs: list[Job] = []
+
+    def start(*args, **kwargs) -> Job:
+        j = Job(tmp_path, *args, **kwargs)
+        jobs.append(j)
+        return j
+
+    yield start
+    for j in jobs:
+        j.kill()
+
+
+def test_identical_programs_on_every_rank_are_no_divergence(job):
+    j = job("same", 2)
+    results = j.wait()
+    for rank in (0, 1):
+        assert results[rank]["settled"]
+        assert len(j.events(rank, "jax.compile")) >= 3
+        assert j.events(rank, "jax.compile.divergence") == []
+        assert "OtelJaxWarning" not in results[rank]["stderr"]
+        assert results[rank]["keys_left"] == 0  # every entry deleted at uninstall()
+
+
+def test_a_different_local_batch_is_named_with_its_path_and_both_shapes(job):
+    j = job("shape", 2)
+    j.wait()
+    for rank in (0, 1):
+        [div] = j.events(rank, "jax.compile.divergence")
+        assert div["level"] == "warning"
+        assert div["function"] == "total" and div["count"] == 1
+        assert div["divergence_kind"] == "signature"
+        assert div["divergence"] == "batch['x']: f32[4] (rank 0) vs f32[5] (rank 1)"
+        assert div["ranks"] == [[0], [1]]
+        assert div["diff"] == [{"path": "batch['x']", "kind": "shape", "before": "f32[4]",
+                                "after": "f32[5]"}]
+        assert div["process_index"] == rank
+        # it links to this rank's compile span
+        [compile_line] = j.events(rank, "jax.compile")
+        assert div["span_id"] == compile_line["span_id"]
+
+
+def test_one_global_array_from_each_process_rows(job):
+    """The issue's own case: jax.make_array_from_process_local_data with 4 rows on rank 0
+    and 5 on rank 1; both ranks run and print 9.0, and only otel_jax says anything."""
+    j = job("global_same", 2)
+    results = j.wait()
+    for rank in (0, 1):
+        assert results[rank]["sum"] == 8.0
+        assert j.events(rank, "jax.compile.divergence") == []
+    j = job("global_shape", 2)
+    results = j.wait()
+    for rank in (0, 1):
+        [div] = j.events(rank, "jax.compile.divergence")
+        assert div["divergence"] == "x: f32[8@data] (rank 0) vs f32[10@data] (rank 1)"
+        assert div["diff"][0]["kind"] == "shape"
+
+
+def test_four_ranks_one_of_them_different(job):
+    j = job("shape_last", 4, timeout_s=20.0)
+    results = j.wait()
+    for rank in range(4):
+        assert results[rank]["settled"]
+        [div] = j.events(rank, "jax.compile.divergence")
+        assert div["divergence"] == "batch['x']: f32[4] (ranks 0,1,2) vs f32[5] (rank 3)"
+        assert div["ranks"] == [[0, 1, 2], [3]]
+
+
+def test_same_signature_different_program(job):
+    j = job("program", 2)
+    j.wait()
+    for rank in (0, 1):
+        [div] = j.events(rank, "jax.compile.divergence")
+        assert div["divergence_kind"] == "program"
+        assert div["divergence"].startswith("same signature, different program (rank 0 vs "
+                                             "rank 1)")
+        [line] = j.events(rank, "jax.compile")
+        assert line["fingerprint"]  # the same on both ranks
+    fps = {j.events(r, "jax.compile")[0]["fingerprint"] for r in (0, 1)}
+    assert len(fps) == 1
+
+
+def test_a_rank_that_compiles_an_extra_time_is_reported_within_the_timeout(job):
+    started = time.monotonic()
+    j = job("extra", 2, timeout_s=3.0)
+    j.wait()
+    assert time.monotonic() - started < PROCESS_TIMEOUT_S
+    assert j.events(0, "jax.compile.divergence") == []
+    [div] = j.events(1, "jax.compile.divergence")
+    assert div["divergence_kind"] == "missing"
+    assert div["count"] == 2
+    assert div["missing_ranks"] == [0]
+    assert div["divergence"] == "rank 0 did not compile total #2 within 3 s of rank 1"
+
+
+def test_a_killed_rank_costs_no_hang(job):
+    j = job("killed", 3, timeout_s=3.0)
+    proc = j.procs[1]
+    deadline = time.monotonic() + PROCESS_TIMEOUT_S
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:  # rank 1 compiled, then waits to be killed
+        line = proc.stdout.readline()
+        if "READY" in line or not line:
+            break
+    os.killpg(proc.pid, signal.SIGKILL)
+    results = j.wait(ranks=[0, 2])
+    for rank in (0, 2):
+        assert results[rank]["errors"] == []
+        missing = [d for d in j.events(rank, "jax.compile.divergence")
+                   if d["divergence_kind"] == "missing"]
+        assert missing and missing[0]["missing_ranks"] == [1]
+
+
+def test_on_divergence_raise_raises_from_the_diverging_call(job):
+    j = job("shape", 2, timeout_s=20.0, on_divergence="raise")
+    results = j.wait()
+    for rank in (0, 1):
+        [error] = results[rank]["errors"]
+        assert "batch['x']: f32[4] (rank 0) vs f32[5] (rank 1)" in error
+        assert "total" in error
+
+
+def test_on_divergence_raise_with_a_rank_that_never_arrives(job):
+    j = job("extra", 2, timeout_s=2.0, on_divergence="raise")
+    results = j.wait()
+    assert results[0]["errors"] == []
+    [error] = results[1]["errors"]
+    assert "rank 0 did not compile total #2 within 2 s of rank 1" in error
+
+
+# --- otel-jax report over the logs of several ranks ---------------------------------------
+
+def _report(args, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "otel_jax._report", "report", *args],
+                          input=stdin, capture_output=True, text=True, timeout=120)
+
+
+def test_report_over_the_logs_of_each_rank_lists_divergences_first(job):
+    j = job("shape", 2)
+    j.wait()
+    proc = _report([str(p) for p in j.logs])
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.startswith("Divergences between ranks: 1\n")
+    assert ("total #1 [signature] batch['x']: f32[4] (rank 0) vs f32[5] (rank 1) "
+            "(ranks 0 vs 1; reported by 0,1)") in out
+    per_rank = out[out.index("Compiles per rank"):out.index("FUNCTION")]
+    assert [line.split() for line in per_rank.splitlines()[2:4]] == [["0", "1", "0"],
+                                                                    ["1", "1", "0"]]
+    assert "2 jax.compile.divergence events (1 divergences)" in proc.stderr
+
+
+def test_report_over_one_merged_stream():
+    def compile_line(rank: int, count: int) -> str:
+        return json.dumps({"event": "jax.compile", "function": "step", "count": count,
+                           "is_recompile": count > 1, "process_index": rank,
+                           "compile_s": 0.5})
+
+    divergence = {"event": "jax.compile.divergence", "level": "warning", "function": "step",
+                  "count": 2, "divergence_kind": "missing",
+                  "divergence": "rank 0 did not compile step #2 within 30 s of rank 1",
+                  "ranks": [[1]], "missing_ranks": [0], "process_index": 1}
+    lines = [compile_line(0, 1), compile_line(1, 1), compile_line(1, 2),
+             json.dumps(divergence), "not json {"]
+    proc = _report(["--format", "markdown", "-"], stdin="\n".join(lines) + "\n")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.index("Divergences between ranks: 1") < out.index("Compiles per rank") \
+        < out.index("| Function")
+    assert "| 0 | 1 | 0 |" in out and "| 1 | 2 | 1 |" in out
+    assert "rank 0 did not compile step #2 within 30 s of rank 1" in out
+
+
+def test_report_of_a_single_process_log_has_no_rank_section():
+    line = json.dumps({"event": "jax.compile", "function": "f", "count": 1,
+                       "process_index": 0, "compile_s": 0.1})
+    proc = _report(["-"], stdin=line + "\n")
+    assert proc.returncode == 0
+    assert "Divergences" not in proc.stdout and "per rank" not in proc.stdout
