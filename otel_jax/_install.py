@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
@@ -55,6 +56,7 @@ def install(
     warmup_steps: int | None = None,
     on_recompile: Literal["log", "warn", "raise"] = "log",
     scrub: _scrub.ScrubRules | bool | None = None,
+    ledger_path: str | os.PathLike[str] | bool | None = None,
 ) -> Installation:
     """Report every JAX compilation as a span, metrics and a JSON log line, with its cause.
 
@@ -93,6 +95,11 @@ def install(
             ``hidden``; an ``otel_jax.ScrubRules`` to extend or replace them
             (``ScrubRules(hide_values=True)``: no static value at all);
             ``False`` for no scrubbing.
+        ledger_path: the compile ledger that says why JAX's persistent compilation
+            cache did not serve a compile (``jax.persistent_cache.miss_reason``):
+            ``None`` (default) ``OTEL_JAX_LEDGER`` when set (a path, or ``off``), else
+            ``<cache dir>.otel_jax-ledger.jsonl`` beside the cache directory; a path;
+            or ``False`` for none. Off whenever the persistent cache is off.
 
     Raises:
         ValueError: for an invalid argument passed here (``log_level="verbose"``,
@@ -109,7 +116,7 @@ def install(
                          logger_provider=logger_provider, log_output=log_output,
                          log_level=log_level, prometheus_port=prometheus_port,
                          storm_threshold=storm_threshold, warmup_steps=warmup_steps,
-                         on_recompile=on_recompile, scrub=scrub)
+                         on_recompile=on_recompile, scrub=scrub, ledger_path=ledger_path)
     with _lock:
         if _current is not None:
             _warn_ignored(_current._options, options)
@@ -138,6 +145,7 @@ def install(
         ENGINE.storm_threshold = storm_threshold
         ENGINE.on_recompile = on_recompile
         ENGINE.configure_warmup(warmup_steps)
+        ENGINE.ledger.configure(ledger_path)
         ENGINE.set_storm_sink(json_log.storm if json_log is not None else None)
         # The span emitter hands each record's span ids to every sink: the
         # order in which sinks run does not matter.
@@ -160,6 +168,7 @@ _DEFAULTS: dict[str, Any] = {
     "tracer_provider": None, "meter_provider": None, "logger_provider": None,
     "log_output": "stderr", "log_level": "info", "prometheus_port": None,
     "storm_threshold": 8, "warmup_steps": None, "on_recompile": "log", "scrub": None,
+    "ledger_path": None,
 }
 _LOG_LEVELS = ("debug", "info", "warning")
 _BY_IDENTITY = ("tracer_provider", "meter_provider", "logger_provider", "log_output")
@@ -200,6 +209,10 @@ def _validated(**options: Any) -> dict[str, Any]:
     scrub = options["scrub"]
     if not (scrub is None or isinstance(scrub, (bool, _scrub.ScrubRules))):
         raise TypeError(f"scrub must be None, a bool or an otel_jax.ScrubRules, not {scrub!r}")
+    ledger = options["ledger_path"]
+    if not (ledger is None or isinstance(ledger, (bool, str, os.PathLike))) or ledger is True \
+            or (isinstance(ledger, str) and not ledger.strip()):
+        raise ValueError(f"ledger_path must be None, False or a file path, not {ledger!r}")
     port = options["prometheus_port"]
     if port is not None and (not _is_int(port) or not 0 <= port <= 65535):
         raise ValueError(f"prometheus_port must be None or an int port number 0-65535, "
@@ -255,6 +268,7 @@ def uninstall() -> None:
             ENGINE.remove_sink(sink)
         ENGINE.set_storm_sink(None)
         ENGINE.on_recompile = "log"
+        ENGINE.ledger.configure(None)
         _scrub.configure(None)
         for sink in current.sinks:
             if isinstance(sink, JsonLogEmitter):
