@@ -243,6 +243,7 @@ class Ledger:
         self._path: str | None = None  # whose lines are indexed
         self._index: dict[tuple[str, str], list[Entry]] = {}
         self._broken: set[str] = set()  # paths that could not be written
+        self._unterminated: set[str] = set()  # paths whose last line was cut short
 
     def configure(self, setting: Any) -> None:
         self.setting = setting
@@ -314,6 +315,8 @@ class Ledger:
                     f"otel_jax: cannot read the compile ledger {name} ({type(exc).__name__}: "
                     f"{exc}); persistent-cache misses are explained from this run only."))
                 continue
+            if name == path and lines and lines[-1]:
+                self._unterminated.add(path)  # the next line must not be glued to it
             for line in lines:
                 if not line.strip():
                     continue
@@ -337,6 +340,9 @@ class Ledger:
         if data is None:
             self.unwritten += 1
             return
+        if path in self._unterminated:
+            self._unterminated.discard(path)
+            data = b"\n" + data
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
