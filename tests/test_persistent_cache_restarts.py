@@ -292,3 +292,50 @@ def test_an_unwritable_ledger_warns_once(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", OtelJaxWarning)
         ledger._append(bad, _entry())  # nothing more
+
+
+# --- otel-jax report: the persistent-cache section --------------------------------------
+
+def _log_line(hit, reason=None, detail=None, function="step", eager=False):
+    line = {"event": "jax.compile", "function": function, "count": 1, "compile_s": 0.5,
+            "eager_op": eager, "persistent_cache_hit": hit}
+    if reason is not None:
+        line["persistent_cache_miss_reason"] = reason
+        line["persistent_cache_miss_detail"] = detail
+    return json.dumps(line)
+
+
+def test_the_report_counts_hits_and_misses_by_reason(tmp_path, capsys):
+    from otel_jax import _report
+
+    flag = "XLA flags: +--xla_cpu_enable_fast_math=true; since the run of ..."
+    lines = [_log_line(True), _log_line(True), _log_line(True, function="other"),
+             _log_line(False, "key_changed", flag), _log_line(False, "key_changed", flag),
+             _log_line(False, "never_seen", "no earlier run"), _log_line(False),
+             _log_line(False, ["not", "a", "reason"]), _log_line(False, "x", eager=True),
+             "not json", json.dumps({"event": "jax.compile", "persistent_cache_hit": "yes"})]
+    log = tmp_path / "app.log"
+    log.write_text("\n".join(lines) + "\n")
+    assert _report.main(["report", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "Persistent cache: 8 lookups, 3 hits (38%), 5 misses" in out
+    assert f"  key_changed         2  {flag} (x2)" in out
+    assert "  unexplained         2" in out  # no reason, and a reason that is not text
+    with log.open("rb") as f:
+        _, report = _report.summarize(f)
+    section = report.persistent_cache()
+    assert [(m["reason"], m["count"]) for m in section["misses_by_reason"]] == [
+        ("key_changed", 2), ("unexplained", 2), ("never_seen", 1)]
+    assert _report.main(["report", "--format", "markdown", str(log)]) == 0
+    assert "| key_changed | 2 |" in capsys.readouterr().out
+    assert _report.main(["report", "--format", "json", str(log)]) == 0
+    assert isinstance(json.loads(capsys.readouterr().out), list)  # rows, as before
+
+
+def test_no_section_without_miss_reasons(tmp_path, capsys):
+    from otel_jax import _report
+
+    log = tmp_path / "app.log"
+    log.write_text(_log_line(True) + "\n" + _log_line(False) + "\n")
+    assert _report.main(["report", str(log)]) == 0
+    assert "Persistent cache" not in capsys.readouterr().out
