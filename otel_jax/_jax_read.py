@@ -440,9 +440,9 @@ def cache_key_parts(inputs: Any, program: str = "") -> CacheKeyParts | None:
             readable["xla_flags"] = xla_flags_in_key(cache_key)
         except Exception:
             pass
-        hash_string = getattr(cache_key, "_hash_string", None)
         compression = _compression(compilation_cache)
-        hashes["compression"] = _part_hash(hash_string, compression)
+        hashes["compression"] = _part_hash(getattr(cache_key, "_hash_string", None),
+                                           compression)
         readable["compression"] = compression
         if len(_static_parts) > 64:
             _static_parts.clear()
@@ -460,6 +460,7 @@ def cache_key_parts(inputs: Any, program: str = "") -> CacheKeyParts | None:
         readable["devices"] = f"{len(flat)} x {'/'.join(kinds)}"
     except Exception:
         pass
+    hash_string = getattr(cache_key, "_hash_string", None)
     hook = getattr(cache_key, "custom_hook", None)
     hashes["custom_hook"] = _part_hash(
         lambda h: hash_string(h, hook())) if callable(hook) and callable(hash_string) else ""

@@ -339,3 +339,42 @@ def test_no_section_without_miss_reasons(tmp_path, capsys):
     log.write_text(_log_line(True) + "\n" + _log_line(False) + "\n")
     assert _report.main(["report", str(log)]) == 0
     assert "Persistent cache" not in capsys.readouterr().out
+
+
+def _compile_inputs(fn, *args):
+    import jax
+    from jax._src import compiler
+
+    from otel_jax import _jax_hooks
+
+    original = compiler.compile_or_get_cached
+    compiler.compile_or_get_cached = _jax_hooks._wrap_compile_or_get_cached(original)
+    try:
+        jax.jit(fn)(*args)
+    finally:
+        compiler.compile_or_get_cached = original
+    return _jax_hooks.take_compile_inputs()
+
+
+def test_every_key_part_is_read_with_jax_own_hash_functions_each_compile(monkeypatch):
+    import hashlib
+
+    import jax.numpy as jnp
+    from jax._src import cache_key
+
+    inputs = _compile_inputs(lambda x: x * 5 + 2, jnp.ones(7))
+    first = _jax_read.cache_key_parts(inputs, "0123456789abcdef")
+    again = _jax_read.cache_key_parts(inputs, "0123456789abcdef")  # per-process parts kept
+    assert first == again
+    assert all(first.hashes[p] for p in _jax_read.CACHE_KEY_PARTS), first.hashes
+    h = hashlib.sha256()
+    cache_key._hash_platform(h, inputs.backend)
+    assert first.hashes["backend version"] == h.hexdigest()[:16]  # as JAX's DEBUG log
+    assert first.readable["jaxlib"] and first.readable["devices"].startswith("1 x ")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=true")
+    flagged = _jax_read.cache_key_parts(inputs, "0123456789abcdef")
+    assert flagged.hashes["XLA flags"] != first.hashes["XLA flags"]
+    assert flagged.readable["xla_flags"] == ["--xla_cpu_enable_fast_math=true"]
+    monkeypatch.delattr(cache_key, "_hash_serialized_compile_options")  # moved
+    moved = _jax_read.cache_key_parts(inputs, "0123456789abcdef")
+    assert moved.hashes["compile_options"] == "" and moved.hashes["XLA flags"]
