@@ -344,7 +344,11 @@ class Ledger:
             self._unterminated.discard(path)
             data = b"\n" + data
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            except FileNotFoundError:  # its directory is not there yet (nor the cache's)
+                os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 os.write(fd, data)
                 size = os.fstat(fd).st_size

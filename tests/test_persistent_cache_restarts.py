@@ -285,7 +285,11 @@ def test_a_line_too_long_drops_its_flags_or_is_not_written():
 def test_an_unwritable_ledger_warns_once(tmp_path):
     warned = []
     ledger = _ledger.Ledger(FailOpen(warn=lambda msg, *a, **k: warned.append(msg)))
-    bad = str(tmp_path / "missing-dir" / "ledger.jsonl")
+    made = tmp_path / "new-dir" / "ledger.jsonl"
+    ledger._append(str(made), _entry())  # a directory not there yet is made
+    assert made.exists()
+    (tmp_path / "a-file").write_text("")
+    bad = str(tmp_path / "a-file" / "ledger.jsonl")
     for _ in range(3):
         ledger._append(bad, _entry())
     assert len(warned) == 1 and "cannot write the compile ledger" in warned[0]
