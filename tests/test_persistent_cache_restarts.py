@@ -382,3 +382,46 @@ def test_every_key_part_is_read_with_jax_own_hash_functions_each_compile(monkeyp
     monkeypatch.delattr(cache_key, "_hash_serialized_compile_options")  # moved
     moved = _jax_read.cache_key_parts(inputs, "0123456789abcdef")
     assert moved.hashes["compile_options"] == "" and moved.hashes["XLA flags"]
+
+
+def test_the_miss_reason_is_on_the_span_and_the_log_line():
+    from otel_jax._diff import Diff
+    from otel_jax._record import CompileRecord, PersistentCache, log_fields, span_attributes
+    from otel_jax._signature import uncaptured
+    from otel_jax._source import FunctionInfo
+    from otel_jax._vocab import Attr, CauseKind, Field
+
+    cache = PersistentCache(False, True, None, MissReason.KEY_CHANGED, "jaxlib 0.10.1 -> 0.10.2")
+    record = CompileRecord(function=FunctionInfo("step", "train.py", 3), count=1,
+                           cause_kind=CauseKind.FIRST_COMPILE, cause="first", diff=Diff((), 0),
+                           signature=uncaptured(), start=0.0, end=1.0, persistent_cache=cache)
+    attrs = span_attributes(record)
+    assert attrs[Attr.PERSISTENT_CACHE_MISS_REASON] == "key_changed"
+    assert attrs[Attr.PERSISTENT_CACHE_MISS_DETAIL] == "jaxlib 0.10.1 -> 0.10.2"
+    fields = log_fields(record, None)
+    assert fields[Field.PERSISTENT_CACHE_MISS_REASON] == "key_changed"
+    assert fields[Field.PERSISTENT_CACHE_MISS_DETAIL] == "jaxlib 0.10.1 -> 0.10.2"
+    plain = CompileRecord(function=FunctionInfo("step"), count=1,
+                          cause_kind=CauseKind.FIRST_COMPILE, cause="first", diff=Diff((), 0),
+                          signature=uncaptured(), start=0.0, end=1.0,
+                          persistent_cache=PersistentCache(True, False))
+    assert Attr.PERSISTENT_CACHE_MISS_REASON not in span_attributes(plain)
+    assert Field.PERSISTENT_CACHE_MISS_REASON not in log_fields(plain, None)
+
+
+@pytest.mark.slow
+def test_a_failing_ledger_fails_open(tmp_path):
+    script = tmp_path / "boom.py"
+    script.write_text(SCRIPT.replace("SCALE", "3").replace(
+        "import otel_jax\n",
+        "import otel_jax\nfrom otel_jax import _jax_read\n"
+        "def boom(*a, **k):\n    raise RuntimeError('boom')\n"
+        "_jax_read.cache_key_parts = boom\n"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "cache"), "0"], env=env,
+                         capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert out.returncode == 0, out.stderr[-3000:]
+    [line] = json.loads(out.stdout.strip().splitlines()[-1])["lines"]
+    assert line["persistent_cache_hit"] is False
+    assert "persistent_cache_miss_reason" not in line  # no reason, and the compile reported
+    assert out.stderr.count("internal error in compile ledger") == 1
