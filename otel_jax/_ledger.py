@@ -206,12 +206,14 @@ def _when(entry: Entry) -> str:
     return f"the run of {stamp} (pid {_readable(entry.get('pid'))})"
 
 
-def explain(earlier: list[Entry], now: Entry) -> tuple[MissReason, str]:
+def explain(earlier: list[Entry], now: Entry) -> tuple[MissReason, str] | None:
     """Why the cache did not serve ``now``, given the earlier lines of its function and
-    signature (latest last)."""
+    signature (latest last); ``None`` when no part of its key could be read."""
     if not earlier:
         return MissReason.NEVER_SEEN, ("no earlier run recorded this function with this "
                                        "signature")
+    if not any(now["key"].get(p) for p in _jax_read.CACHE_KEY_PARTS):
+        return None  # JAX's key hashing moved: nothing to compare, no reason given
     same = [e for e in earlier if _same_key(e["key"], now["key"])]
     if same:
         entry = same[-1]
@@ -281,8 +283,11 @@ class Ledger:
                 self._load(path)
             earlier = list(self._index.get(key, ()))
             self._remember(key, now)
-        miss, detail = explain(earlier, now)
+        explained = explain(earlier, now)
         self._append(path, now)
+        if explained is None:
+            return cache
+        miss, detail = explained
         return replace(cache, miss_reason=miss, miss_detail=truncate(detail, DETAIL_LIMIT))
 
     # --- the index --------------------------------------------------------------------

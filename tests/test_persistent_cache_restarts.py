@@ -185,7 +185,7 @@ def _entry(**changes):
 
 
 def _key_change(before, after):
-    reason, detail = _ledger.explain([before], after)
+    reason, detail = _ledger.explain([before], after) or (None, "")
     assert reason is MissReason.KEY_CHANGED
     return detail
 
@@ -224,6 +224,8 @@ def test_not_written_and_evicted():
     reason, detail = _ledger.explain([_entry()], _entry())
     assert reason is MissReason.NOT_WRITTEN and "evicted" in detail
     assert _ledger.explain([], _entry())[0] is MissReason.NEVER_SEEN
+    unreadable = _entry(**{p: "" for p in KEY})  # every hash function moved
+    assert _ledger.explain([_entry()], unreadable) is None
 
 
 def test_a_written_entry_is_remembered_over_later_unwritten_ones():
