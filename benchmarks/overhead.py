@@ -15,6 +15,9 @@
     operations, against the compile they describe;
 (i) a job of 2 processes (``jax.distributed.initialize`` on 127.0.0.1): the time per
     compile with the cross-rank check on vs off, and its own work on the compiling thread.
+(j) with JAX's persistent compilation cache on: otel_jax's work per compile with the
+    compile ledger off vs on, the ledger's own share (target < 1 ms), its calls on
+    persistent-cache hits (target: none), and reading a full ledger once.
 
     python benchmarks/overhead.py            # the full run (about 2 minutes, N = 5000)
     python benchmarks/overhead.py --quick    # a smoke run with small sizes
@@ -532,12 +535,83 @@ def bench_cross_rank(compiles: int) -> tuple[float, float, float, float, float]:
                 proc.kill()
     off, on, own, hit, background = (statistics.mean(r[i] for r in results) for i in range(5))
     return off, on, own, hit, background
+def bench_ledger(compiles: int, rounds: int) -> tuple[float, float, float, int, float]:
+    """(j) The compile ledger: otel_jax's work per compile with it off and on (the
+    persistent cache on for both), the ledger's own median per compile, its calls on
+    persistent-cache hits, and the seconds to read a full ledger (2 x 2 MiB) once."""
+    import shutil
+    import tempfile
+
+    from jax._src import compilation_cache
+
+    from otel_jax import _ledger
+
+    root = tempfile.mkdtemp(prefix="otel-jax-bench-")
+    saved = {name: getattr(jax.config, name) for name in (
+        "jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+        "jax_persistent_cache_min_entry_size_bytes")}
+    jax.config.update("jax_compilation_cache_dir", os.path.join(root, "cache"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    compilation_cache.reset_cache()  # the earlier measurements ran with the cache off
+    spent: list[float] = []
+    note = ENGINE.ledger.note
+
+    def timed_note(*args):  # type: ignore[no-untyped-def]
+        t0 = time.perf_counter()
+        result = note(*args)
+        spent.append(time.perf_counter() - t0)
+        return result
+
+    ENGINE.ledger.note = timed_note  # type: ignore[method-assign]
+    try:
+        own = {"off": float("inf"), "on": float("inf")}
+        ledger_calls: list[float] = []
+        for r in range(rounds):  # alternating sides; each round compiles new programs
+            for side in (("off", "on") if r % 2 == 0 else ("on", "off")):
+                otel_jax.install(tracer_provider=_tracer_provider,
+                                 meter_provider=_meter_provider, log_output=_devnull,
+                                 ledger_path=None if side == "on" else False)
+
+                def body(x, scale=2.0 + 2 * r + (side == "on")):  # type: ignore[no-untyped-def]
+                    return x * scale + 1
+
+                spent.clear()
+                own[side] = min(own[side], own_time_per_compile(jax.jit(body), compiles))
+                ledger_calls += spent
+                otel_jax.uninstall()
+        ledger_own = statistics.median(ledger_calls)
+        # The last programs again in a fresh in-memory cache: served from the disk cache.
+        install()
+        spent.clear()
+        jax.clear_caches()
+        probe = jax.jit(body)
+        for n in range(1, compiles + 1):
+            probe(jnp.ones(n))
+        calls_on_hits = len(spent)
+        otel_jax.uninstall()
+        path = os.path.join(root, "full.jsonl")
+        with open(ENGINE.ledger.path() or "", "rb") as f:
+            line = f.readline()
+        for name in (path + ".1", path):
+            with open(name, "wb") as f:
+                f.write(line * (_ledger.MAX_BYTES // len(line)))
+        t0 = time.perf_counter()
+        _ledger.Ledger(ENGINE.failopen)._load(path)
+        read_s = time.perf_counter() - t0
+    finally:
+        del ENGINE.ledger.note
+        for name, value in saved.items():
+            jax.config.update(name, value)
+        compilation_cache.reset_cache()
+        shutil.rmtree(root, ignore_errors=True)
+    return own["off"], own["on"], ledger_own, calls_on_hits, read_s
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
-    parser.add_argument("--only", default="abcdefghi", help="which measurements, e.g. 'bc'")
+    parser.add_argument("--only", default="abcdefghij", help="which measurements, e.g. 'bc'")
     args = parser.parse_args()
     q = args.quick
     print(f"jax {jax.__version__}, otel_jax {otel_jax.__version__}, "
@@ -594,6 +668,19 @@ def main() -> None:
               f"its work on the compiling thread {own * 1e3:.3f} ms, CPU of its own thread "
               f"{background * 1e3:.3f} ms per compile (target < 2 ms); cache hit "
               f"{hit * 1e6:.2f} us either way (no code on that path)", flush=True)
+    if "j" in args.only:
+        n = 8 if q else 40
+        off, on, ledger, hits, read_s = bench_ledger(compiles=n, rounds=2 if q else 6)
+        print(f"(j) persistent cache on, work per compile: ledger off {off * 1e3:.3f} ms, "
+              f"on {on * 1e3:.3f} ms; the ledger's own {ledger * 1e3:.3f} ms (target < 1 ms), "
+              f"{hits} call(s) on {n} cache hits (target 0); reading a full ledger "
+              f"(2 x {_ledger_mib()} MiB) once: {read_s * 1e3:.0f} ms", flush=True)
+
+
+def _ledger_mib() -> int:
+    from otel_jax import _ledger
+
+    return _ledger.MAX_BYTES >> 20
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ degrades the explanation (``unknown`` at worst) and warns once.
 
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from typing import Any, Literal
 from . import _causes, _fingerprint, _jax_hooks, _jax_read, _naming, _ranks, _signature
 from ._failopen import FailOpen, OtelJaxWarning
 from ._history import CompileEntry, History
+from ._ledger import Ledger
 from ._record import CompileRecord, Devices, PersistentCache, PhaseTiming, SpanLink
 from ._source import user_callsite, user_stacklevel
 from ._steps import STEPS
@@ -76,6 +78,7 @@ class Engine:
         self._devices: tuple[Any, int] | None = None  # (default device, process index)
         #: Multi-process jobs: each compile compared with the other ranks' (``_ranks``).
         self.cross_rank = _ranks.CrossRank(self.failopen)
+        self.ledger = Ledger(self.failopen)  # why the persistent cache missed, across runs
 
     @property
     def internal_errors(self) -> int:
@@ -259,6 +262,10 @@ class Engine:
                 reason = _jax_read.persistent_cache_skip_reason(
                     end - start, devices.process_index)
             cache = PersistentCache(cache_hit, cache_written, reason)
+            if not cache_hit and not naming.eager_op:
+                cache = guard.call("compile ledger", functools.partial(
+                    self.ledger.note, info, fingerprint, program, compiled, cache, end - start),
+                    cache)
         record = CompileRecord(
             function=info, count=count, cause_kind=cause.kind, cause=cause.text,
             diff=cause.diff, signature=signature,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
@@ -60,6 +61,7 @@ def install(
     scrub: _scrub.ScrubRules | bool | None = None,
     on_divergence: Literal["log", "raise", "off"] = "log",
     divergence_timeout_s: float = 30.0,
+    ledger_path: str | os.PathLike[str] | bool | None = None,
 ) -> Installation:
     """Report every JAX compilation as a span, metrics and a JSON log line, with its cause.
 
@@ -109,6 +111,11 @@ def install(
         divergence_timeout_s: how long after this rank compiled something the other
             ranks may take to compile it too before they are reported as missing
             (and the longest ``"raise"`` waits).
+        ledger_path: the compile ledger that says why JAX's persistent compilation
+            cache did not serve a compile (``jax.persistent_cache.miss_reason``):
+            ``None`` (default) ``OTEL_JAX_LEDGER`` when set (a path, or ``off``), else
+            ``<cache dir>.otel_jax-ledger.jsonl`` beside the cache directory; a path;
+            or ``False`` for none. Off whenever the persistent cache is off.
 
     Raises:
         ValueError: for an invalid argument passed here (``log_level="verbose"``,
@@ -127,7 +134,8 @@ def install(
                          storm_threshold=storm_threshold, warmup_steps=warmup_steps,
                          on_recompile=on_recompile, scrub=scrub,
                          on_divergence=on_divergence,
-                         divergence_timeout_s=divergence_timeout_s)
+                         divergence_timeout_s=divergence_timeout_s,
+                         ledger_path=ledger_path)
     with _lock:
         if _current is not None:
             _warn_ignored(_current._options, options)
@@ -156,6 +164,7 @@ def install(
         ENGINE.storm_threshold = storm_threshold
         ENGINE.on_recompile = on_recompile
         ENGINE.configure_warmup(warmup_steps)
+        ENGINE.ledger.configure(ledger_path)
         ENGINE.set_storm_sink(json_log.storm if json_log is not None else None)
         # The span emitter hands each record's span ids to every sink: the
         # order in which sinks run does not matter.
@@ -184,6 +193,7 @@ _DEFAULTS: dict[str, Any] = {
     "log_output": "stderr", "log_level": "info", "prometheus_port": None,
     "storm_threshold": 8, "warmup_steps": None, "on_recompile": "log", "scrub": None,
     "on_divergence": "log", "divergence_timeout_s": 30.0,
+    "ledger_path": None,
 }
 _LOG_LEVELS = ("debug", "info", "warning")
 _BY_IDENTITY = ("tracer_provider", "meter_provider", "logger_provider", "log_output")
@@ -232,6 +242,10 @@ def _validated(**options: Any) -> dict[str, Any]:
             or not 0 < float(timeout) <= 3600):
         raise ValueError(f"divergence_timeout_s must be seconds, > 0 and <= 3600, "
                          f"not {timeout!r}")
+    ledger = options["ledger_path"]
+    if not (ledger is None or isinstance(ledger, (bool, str, os.PathLike))) or ledger is True \
+            or (isinstance(ledger, str) and not ledger.strip()):
+        raise ValueError(f"ledger_path must be None, False or a file path, not {ledger!r}")
     port = options["prometheus_port"]
     if port is not None and (not _is_int(port) or not 0 <= port <= 65535):
         raise ValueError(f"prometheus_port must be None or an int port number 0-65535, "
@@ -309,6 +323,7 @@ def uninstall() -> None:
         ENGINE.set_storm_sink(None)
         ENGINE.on_recompile = "log"
         ENGINE.cross_rank.configure("off", ENGINE.cross_rank.timeout_s, None)
+        ENGINE.ledger.configure(None)
         _scrub.configure(None)
         for sink in current.sinks:
             if isinstance(sink, JsonLogEmitter):

@@ -207,6 +207,19 @@ def persistent_cache_skip_reason(backend_compile_s: float, process_index: int,
     return NotWrittenReason.OTHER
 
 
+def persistent_cache_dir() -> str | None:
+    """The persistent compilation cache's directory when the cache is enabled, else ``None``."""
+    try:
+        import jax
+
+        directory = getattr(jax.config, "jax_compilation_cache_dir")
+        if directory and bool(getattr(jax.config, "jax_enable_compilation_cache", True)):
+            return str(directory)
+    except Exception:
+        pass
+    return None
+
+
 def persistent_cache_enabled() -> bool:
     try:
         import jax
@@ -373,3 +386,154 @@ def kv_dir_get(client: Any, directory: str) -> list[tuple[str, str]]:
 
 def kv_delete(client: Any, key: str) -> None:
     client.key_value_delete(key)
+
+
+# --- the persistent cache's key, part by part -------------------------------------------
+
+#: The parts of JAX's persistent-cache key, in the order ``jax._src.cache_key.get`` hashes
+#: them (JAX 0.8 to 0.10); the first one that differs between two runs is the one named.
+CACHE_KEY_PARTS = ("computation", "jax_lib version", "backend version", "XLA flags",
+                   "compile_options", "accelerator_config", "compression", "custom_hook")
+_KEY_DIGITS = 16
+
+
+class CacheKeyParts(NamedTuple):
+    """Each part of one compile's cache key as a short hash (``""`` where JAX's per-part
+    hash function moved), and the readable values that are cheap and safe to keep."""
+
+    hashes: dict[str, str]
+    readable: dict[str, Any]
+
+
+_static_parts: dict[Any, tuple[dict[str, str], dict[str, Any]]] = {}
+
+
+def _part_hash(fn: Any, *args: Any, **kwargs: Any) -> str:
+    """One part hashed by JAX's own function for it, as JAX's DEBUG log prints it (the
+    first digits of a sha256 of that part alone); ``""`` when the function moved."""
+    import hashlib
+
+    if not callable(fn):
+        return ""
+    try:
+        h = hashlib.sha256()
+        fn(h, *args, **kwargs)
+        return h.hexdigest()[:_KEY_DIGITS]
+    except Exception:
+        return ""
+
+
+def xla_flags_in_key(cache_key: Any = None) -> list[str]:
+    """The XLA flags JAX puts in the cache key, as it reads them (``XLA_FLAGS``,
+    ``LIBTPU_INIT_ARGS``, and the program's ``--xla*`` arguments and registered prefixes),
+    sorted, without the flags it leaves out of the key."""
+    import os
+    import sys
+
+    if cache_key is None:
+        from jax._src import cache_key
+    prefixes = tuple(getattr(cache_key, "get_flag_prefixes", list)())
+    flags: list[str] = []
+    for var in ("XLA_FLAGS", "LIBTPU_INIT_ARGS"):
+        flags.extend((os.getenv(var) or "").split())
+    flags.extend(a for a in sys.argv if isinstance(a, str) and (
+        a.startswith("--xla") or any(a.startswith(p) for p in prefixes)))
+    excluded = set(getattr(cache_key, "xla_flags_to_exclude_from_cache_key", ()))
+    return [f for f in sorted(flags) if f.split("=")[0] not in excluded]
+
+
+def _compression(compilation_cache: Any) -> str:
+    # As compilation_cache.get_cache_key names it (JAX 0.8 - 0.10).
+    return "zstandard" if getattr(compilation_cache, "zstandard", None) is not None else "zlib"
+
+
+def cache_key_parts(inputs: Any, program: str = "") -> CacheKeyParts | None:
+    """The parts of the persistent-cache key of one backend compile, from its captured
+    inputs (``_jax_hooks.CompileInputs``), each hashed by JAX's per-part hash function.
+
+    ``program``: the program fingerprint already computed (``program_digest``), which
+    hashes the same canonical bytes as the ``computation`` part: used as that part, so
+    the program is serialised once. Parts that do not change within a process (versions,
+    backend, compression) are hashed once per backend; the XLA flags once per value of
+    the variables and arguments they come from. ``None`` when JAX's cache-key module moved.
+    """
+    import os
+    import sys
+
+    try:
+        from jax._src import cache_key, compilation_cache
+    except Exception:
+        return None
+    backend = inputs.backend
+    platform = str(getattr(backend, "platform", "unknown"))
+    flags_source = (os.getenv("XLA_FLAGS"), os.getenv("LIBTPU_INIT_ARGS"),
+                    tuple(a for a in sys.argv if isinstance(a, str) and a.startswith("--")),
+                    tuple(getattr(cache_key, "get_flag_prefixes", list)()))
+    static_key = (id(backend), flags_source)
+    static = _static_parts.get(static_key)
+    if static is None:
+        hashes: dict[str, str] = {}
+        readable: dict[str, Any] = {}
+        version = getattr(cache_key, "jaxlib_version_str", None)
+        if isinstance(version, str):
+            hashes["jax_lib version"] = _part_hash(
+                lambda h: h.update(version.encode("utf-8")))
+            readable["jaxlib"] = version
+        try:
+            import jax
+
+            readable["jax"] = str(jax.__version__)
+        except Exception:
+            pass
+        hashes["backend version"] = _part_hash(getattr(cache_key, "_hash_platform", None),
+                                               backend)
+        readable["backend"] = f"{platform} {getattr(backend, 'platform_version', '?')}"
+        prefixes = list(flags_source[3])
+        hashes["XLA flags"] = _part_hash(getattr(cache_key, "_hash_xla_flags", None), prefixes)
+        try:
+            readable["xla_flags"] = xla_flags_in_key(cache_key)
+        except Exception:
+            pass
+        compression = _compression(compilation_cache)
+        hashes["compression"] = _part_hash(getattr(cache_key, "_hash_string", None),
+                                           compression)
+        readable["compression"] = compression
+        if len(_static_parts) > 64:
+            _static_parts.clear()
+        static = _static_parts[static_key] = (hashes, readable)
+    hashes = {"computation": program, **static[0]}
+    readable = dict(static[1])
+    hashes["compile_options"] = _part_hash(
+        getattr(cache_key, "_hash_serialized_compile_options", None), inputs.compile_options,
+        strip_device_assignment=(platform == "gpu"))
+    devices = inputs.devices
+    hashes["accelerator_config"] = _accelerator_hash(cache_key, devices)
+    try:
+        flat = list(devices.flat)
+        kinds = sorted({str(getattr(d, "device_kind", "?")) for d in flat})
+        readable["devices"] = f"{len(flat)} x {'/'.join(kinds)}"
+    except Exception:
+        pass
+    hash_string = getattr(cache_key, "_hash_string", None)
+    hook = getattr(cache_key, "custom_hook", None)
+    hashes["custom_hook"] = _part_hash(
+        lambda h: hash_string(h, hook())) if callable(hook) and callable(hash_string) else ""
+    return CacheKeyParts({p: hashes.get(p, "") for p in CACHE_KEY_PARTS}, readable)
+
+
+_accelerator_hashes: dict[tuple[Any, ...], str] = {}
+
+
+def _accelerator_hash(cache_key: Any, devices: Any) -> str:
+    """The accelerator-config part, hashed once per set of devices (a topology query)."""
+    try:
+        ids = tuple(getattr(d, "id", None) for d in devices.flat)
+    except Exception:
+        return ""
+    found = _accelerator_hashes.get(ids)
+    if found is None:
+        found = _part_hash(getattr(cache_key, "_hash_accelerator_config", None), devices)
+        if len(_accelerator_hashes) > 256:
+            _accelerator_hashes.clear()
+        _accelerator_hashes[ids] = found
+    return found

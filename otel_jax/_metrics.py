@@ -45,6 +45,10 @@ class MetricsEmitter:
             Metric.CACHE_NOT_WRITTEN, unit="{entry}",
             description="Misses whose result JAX did not write to the persistent cache "
                         "(too fast to be worth caching, or the write failed)")
+        self._cache_lookups = meter.create_counter(
+            Metric.CACHE_LOOKUPS, unit="{lookup}",
+            description="Persistent-cache lookups of user functions, by function, hit or "
+                        "not, and why a miss missed (the hit ratio per function)")
 
         self._divergences = meter.create_counter(
             Metric.DIVERGENCES, unit="{divergence}",
@@ -91,3 +95,9 @@ class MetricsEmitter:
                     reason = cache.not_written_reason
                     self._cache_not_written.add(1, {
                         Attr.REASON: reason.value if reason is not None else "other"})
+            if not record.eager_op:
+                lookup: dict[str, str | bool] = {
+                    Attr.FUNCTION: name, Attr.PERSISTENT_CACHE_HIT: cache.hit}
+                if cache.miss_reason is not None:
+                    lookup[Attr.PERSISTENT_CACHE_MISS_REASON] = cache.miss_reason.value
+                self._cache_lookups.add(1, lookup)

@@ -16,7 +16,16 @@ from ._diff import Diff
 from ._signature import Signature
 from ._source import FunctionInfo
 from ._text import clean_text
-from ._vocab import LOG_DIFF_LIMIT, Attr, CauseKind, DivergenceKind, Field, NotWrittenReason, Phase
+from ._vocab import (
+    LOG_DIFF_LIMIT,
+    Attr,
+    CauseKind,
+    DivergenceKind,
+    Field,
+    MissReason,
+    NotWrittenReason,
+    Phase,
+)
 
 #: Attribute values as OpenTelemetry accepts them.
 AttributeValue = str | bool | int | float
@@ -59,6 +68,9 @@ class PersistentCache:
     hit: bool
     written: bool
     not_written_reason: NotWrittenReason | None = None  # a miss that left no entry
+    # why the cache did not serve it, from the compile ledger of earlier runs (when kept)
+    miss_reason: MissReason | None = None
+    miss_detail: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +156,9 @@ def span_attributes(record: CompileRecord) -> dict[str, AttributeValue]:
         attrs[Attr.PERSISTENT_CACHE_HIT] = cache.hit
         if cache.not_written_reason is not None:
             attrs[Attr.PERSISTENT_CACHE_NOT_WRITTEN_REASON] = cache.not_written_reason.value
+        if cache.miss_reason is not None:
+            attrs[Attr.PERSISTENT_CACHE_MISS_REASON] = cache.miss_reason.value
+            attrs[Attr.PERSISTENT_CACHE_MISS_DETAIL] = cache.miss_detail or ""
     return _encodable(attrs)
 
 
@@ -184,6 +199,9 @@ def log_fields(record: CompileRecord, link: SpanLink | None) -> dict[str, Any]:
         fields[timing.phase.value] = round(timing.seconds, 6)
     if record.persistent_cache is not None:
         fields[Field.PERSISTENT_CACHE_HIT] = record.persistent_cache.hit
+        if record.persistent_cache.miss_reason is not None:
+            fields[Field.PERSISTENT_CACHE_MISS_REASON] = record.persistent_cache.miss_reason.value
+            fields[Field.PERSISTENT_CACHE_MISS_DETAIL] = record.persistent_cache.miss_detail
     devices = record.devices
     fields[Field.DEVICE_PLATFORM] = devices.platform
     fields[Field.DEVICE_KIND] = devices.kind

@@ -53,17 +53,21 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import IO, Any
 
+try:  # the vocabulary (standard library only)
+    from . import _vocab
+except ImportError:  # loaded by path, outside its package: its sibling, by path too
+    import importlib.util as _import_util
+
+    _spec = _import_util.spec_from_file_location(
+        "_otel_jax_report_vocab", os.path.join(os.path.dirname(__file__), "_vocab.py"))
+    assert _spec is not None and _spec.loader is not None
+    _vocab = _import_util.module_from_spec(_spec)
+    sys.modules[_spec.name] = _vocab
+    _spec.loader.exec_module(_vocab)
+Field, MissReason = _vocab.Field, _vocab.MissReason
+EVENT_COMPILE, EVENT_DIVERGENCE = _vocab.EVENT_COMPILE, _vocab.EVENT_DIVERGENCE
+
 __all__ = ["Report", "main", "render", "summarize"]
-
-try:  # the vocabulary (standard library only); this file also runs loaded by its path
-    from ._vocab import EVENT_COMPILE, EVENT_DIVERGENCE, Field
-except ImportError:  # pragma: no cover - loaded alone, outside the package
-    EVENT_COMPILE, EVENT_DIVERGENCE = "jax.compile", "jax.compile.divergence"  # type: ignore[misc]
-
-    class Field:  # type: ignore[no-redef]
-        FUNCTION, COUNT, PROCESS_INDEX = "function", "count", "process_index"
-        DIVERGENCE_KIND, DIVERGENCE = "divergence_kind", "divergence"
-        RANKS, MISSING_RANKS, IS_RECOMPILE = "ranks", "missing_ranks", "is_recompile"
 
 #: The ``event`` value that marks a compile line.
 COMPILE_EVENT = EVENT_COMPILE
@@ -271,6 +275,61 @@ class _Cause:
         self.diffs.merge(other.diffs)
 
 
+#: Reasons kept apart in the persistent-cache section (more go to ``(other)``).
+MAX_MISS_REASONS = 16
+UNEXPLAINED = "unexplained"  # a miss the compile ledger did not explain (it was off)
+
+
+class _PersistentCache:
+    """The persistent-cache section: lookups of user functions, hits, misses by reason,
+    and per reason its most frequent detail (bounded like everything else)."""
+
+    __slots__ = ("lookups", "hits", "reasons", "explained")
+
+    def __init__(self) -> None:
+        self.lookups = 0
+        self.hits = 0
+        self.explained = 0  # misses the compile ledger gave a reason for
+        self.reasons: dict[str, list[Any]] = {}  # reason -> [count, _TopK of details]
+
+    def add(self, hit: bool, reason: Any, detail: Any) -> None:
+        self.lookups += 1
+        if hit:
+            self.hits += 1
+            return
+        if type(reason) is not str or not reason:
+            reason = UNEXPLAINED
+        else:
+            self.explained += 1
+        if len(reason) > _MAX_NAME:
+            reason = _text(reason, _MAX_NAME) or UNEXPLAINED
+        if reason not in self.reasons and len(self.reasons) >= MAX_MISS_REASONS:
+            reason = OTHER_ROW
+        entry = self.reasons.get(reason)
+        if entry is None:
+            entry = self.reasons[reason] = [0, _TopK(8)]
+        entry[0] += 1
+        text = _text(detail, _MAX_DIFF)
+        if text:
+            entry[1].add(text, None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``lookups, hits, misses, hit_ratio, misses_by_reason`` (most first, each with
+        ``reason, count, top_detail, top_detail_count``)."""
+        order = {r.value: i for i, r in enumerate(MissReason)}
+        misses = []
+        for reason, (count, details) in sorted(
+                self.reasons.items(), key=lambda kv: (-kv[1][0], order.get(kv[0], 99), kv[0])):
+            top = details.top()
+            misses.append({"reason": reason, "count": count,
+                           "top_detail": top[0] if top else None,
+                           "top_detail_count": top[1] if top else 0})
+        return {"lookups": self.lookups, "hits": self.hits,
+                "misses": self.lookups - self.hits,
+                "hit_ratio": self.hits / self.lookups if self.lookups else None,
+                "misses_by_reason": misses}
+
+
 class _Row:
     """Everything kept for one output row (a function or an aggregate)."""
 
@@ -447,6 +506,7 @@ class Report:
         self.ranks: dict[int, list[int]] = {}
         self.divergences: dict[tuple[str, int, str, str], dict[str, Any]] = {}
         self.divergence_events = 0
+        self._cache = _PersistentCache()
 
     # -- input -------------------------------------------------------------
 
@@ -550,6 +610,10 @@ class Report:
             row.backend_s += backend
         if ev.get("persistent_cache_hit") is True:
             row.cache_hits += 1
+        hit = ev.get(Field.PERSISTENT_CACHE_HIT)
+        if type(hit) is bool and not eager:
+            self._cache.add(hit, ev.get(Field.PERSISTENT_CACHE_MISS_REASON),
+                            ev.get(Field.PERSISTENT_CACHE_MISS_DETAIL))
         if not rec:
             return
 
@@ -630,6 +694,11 @@ class Report:
         return row
 
     # -- output ------------------------------------------------------------
+
+    def persistent_cache(self) -> dict[str, Any] | None:
+        """The persistent-cache section (see :class:`_PersistentCache`), or ``None``
+        when no line gave a miss reason (a log written without the compile ledger)."""
+        return self._cache.to_dict() if self._cache.explained else None
 
     def rows(self, top: int | None = None) -> list[dict[str, Any]]:
         """Per-function summaries, most compile seconds first.
@@ -806,6 +875,34 @@ def render_markdown(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def render_persistent_cache(section: dict[str, Any] | None, fmt: str) -> str:
+    """The persistent-cache section after the table (``table`` or ``markdown``): hits,
+    and misses by reason with the most frequent detail; ``""`` without lookups."""
+    if not section:
+        return ""
+    ratio = section["hit_ratio"]
+    head = f"{section['lookups']} lookups, {section['hits']} hits"
+    if ratio is not None:
+        head += f" ({100 * ratio:.0f}%)"
+    head += f", {section['misses']} misses"
+    if fmt == "markdown":
+        out = ["", "**Persistent cache**: " + _md(head), ""]
+        if section["misses_by_reason"]:
+            out += ["| Miss reason | Misses | Most frequent detail |", "| --- | ---: | --- |"]
+            for m in section["misses_by_reason"]:
+                detail = (f"{_md_code(m['top_detail'])} ×{m['top_detail_count']}"
+                          if m["top_detail"] else "")
+                out.append(f"| {_md(m['reason'])} | {m['count']} | {detail} |")
+        return "\n".join(out) + "\n"
+    out = ["", "Persistent cache: " + printable(head)]
+    for m in section["misses_by_reason"]:
+        line = f"  {printable(m['reason']):<14} {m['count']:>6}"
+        if m["top_detail"]:
+            line += f"  {printable(m['top_detail'])} (x{m['top_detail_count']})"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
 def _finite(value: Any) -> Any:
     """``value`` with every non-finite float replaced by ``None`` (strict JSON)."""
     if isinstance(value, float):
@@ -957,6 +1054,8 @@ def _run_report(args: argparse.Namespace) -> int:
     if args.format != "json":
         sys.stdout.write(render_ranks(report, args.format))
     sys.stdout.write(render(rows, args.format, width))
+    if args.format != "json":  # the JSON output stays a list of rows
+        sys.stdout.write(render_persistent_cache(report.persistent_cache(), args.format))
     sys.stdout.flush()
 
     note = f"otel-jax report: {report.events} jax.compile events"

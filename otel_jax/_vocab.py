@@ -98,6 +98,8 @@ class Attr:
     STEP_COMPILED: Final = "jax.step.compiled"
     STEP_COMPILES: Final = "jax.step.compiles"
     STEP_COMPILE_S: Final = "jax.step.compile_s"
+    PERSISTENT_CACHE_MISS_REASON: Final = "jax.persistent_cache.miss_reason"
+    PERSISTENT_CACHE_MISS_DETAIL: Final = "jax.persistent_cache.miss_detail"
     EVENT_NAME: Final = "event.name"
     # the jax.compile.divergence span (multi-process jobs)
     DIVERGENCE_KIND: Final = "jax.compile.divergence.kind"
@@ -124,6 +126,7 @@ class Metric:
     CACHE_NOT_WRITTEN: Final = "jax.persistent_cache.not_written"
     STEP_DURATION: Final = "jax.step.duration"
     DIVERGENCES: Final = "jax.compile.divergences"
+    CACHE_LOOKUPS: Final = "jax.persistent_cache.lookups"
 
 
 # --- logs --------------------------------------------------------------------------
@@ -162,6 +165,8 @@ class Field:
     LOWER_S: Final = "lower_s"
     BACKEND_COMPILE_S: Final = "backend_compile_s"
     PERSISTENT_CACHE_HIT: Final = "persistent_cache_hit"
+    PERSISTENT_CACHE_MISS_REASON: Final = "persistent_cache_miss_reason"
+    PERSISTENT_CACHE_MISS_DETAIL: Final = "persistent_cache_miss_detail"
     DEVICE_PLATFORM: Final = "device_platform"
     DEVICE_KIND: Final = "device_kind"
     DEVICE_COUNT: Final = "device_count"
@@ -238,3 +243,17 @@ class DivergenceKind(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+class MissReason(str, enum.Enum):
+    """Why JAX's persistent compilation cache did not serve a compile, from the compile
+    ledger of earlier runs (``jax.persistent_cache.miss_reason``)."""
+
+    NEVER_SEEN = "never_seen"  # no earlier run recorded this function and signature
+    KEY_CHANGED = "key_changed"  # recorded, under another cache key: a key part changed
+    NOT_WRITTEN = "not_written"  # recorded under this key, but no entry was written (or kept)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: Environment variable: the compile ledger's path, or ``off``.
+LEDGER_ENV: Final = "OTEL_JAX_LEDGER"
