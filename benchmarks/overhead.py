@@ -169,7 +169,7 @@ def bench_diff(leaves: int, repeats: int) -> float:
         count(params)
     earlier = [sig for _, sig in ENGINE.history._functions[
         otel_jax._function_info(count).key].signatures]
-    old, new = earlier[0], earlier[-1]
+    new = earlier[-1]
     assert new.num_leaves == leaves
     times = []
     for _ in range(repeats):
@@ -284,29 +284,13 @@ def own_time_per_compile(probe: Callable, compiles: int) -> float:
     whole heap (JAX's caches of 5,000 functions included) and would land on
     whichever code happens to allocate, not on work that otel_jax does.
     """
-    spent: list[float] = []
-    build, deliver = ENGINE._build_record, ENGINE._deliver
-
-    def timed_build(*args):  # type: ignore[no-untyped-def]
-        t0 = time.perf_counter()
-        built = build(*args)
-        spent.append(time.perf_counter() - t0)
-        return built
-
-    def timed_deliver(record):  # type: ignore[no-untyped-def]
-        t0 = time.perf_counter()
-        deliver(record)
-        spent[-1] += time.perf_counter() - t0
-
-    ENGINE._build_record, ENGINE._deliver = timed_build, timed_deliver  # type: ignore[method-assign]
+    sizes = iter(range(1, compiles + 1))
     gc.collect()
     gc.disable()
     try:
-        for n in range(1, compiles + 1):
-            probe(jnp.ones(n))
+        spent = own_time(lambda: probe(jnp.ones(next(sizes))), compiles)
     finally:
         gc.enable()
-        del ENGINE._build_record, ENGINE._deliver
     return statistics.median(spent)
 
 

@@ -906,17 +906,23 @@ def _where_they_differ(x: Any, y: Any, limit: int = 120, name: str | None = None
 def _keyed_static_changes(path: str, before: dict[Any, Any], after: dict[Any, Any],
                           add: Any) -> None:
     """Static attributes by name: changed, added or removed."""
+    _keyed_changes(before, after, add, lambda key: _wrappers.child_path(path, key), str)
+
+
+def _keyed_changes(before: dict[Any, Any], after: dict[Any, Any], add: Any,
+                   path_of: Any, name_of: Any) -> None:
+    """Static values by key, changed, added or removed; ``path_of(key)`` names where,
+    ``name_of(key)`` the name the scrubbing rules see."""
     for key, y in after.items():
-        child = _wrappers.child_path(path, key)
         if key not in before:
-            add(_added(child, CauseKind.PYTREE_STRUCTURE,
-                       f"static {one_line_repr(y, name=str(key))}"))
+            add(_added(path_of(key), CauseKind.PYTREE_STRUCTURE,
+                       f"static {one_line_repr(y, name=name_of(key))}"))
         elif _safe_ne(before[key], y):
-            _static_value_change(child, before[key], y, add)
+            _static_value_change(path_of(key), before[key], y, add)
     for key, x in before.items():
         if key not in after:
-            add(_removed(_wrappers.child_path(path, key), CauseKind.PYTREE_STRUCTURE,
-                         f"static {one_line_repr(x, name=str(key))}"))
+            add(_removed(path_of(key), CauseKind.PYTREE_STRUCTURE,
+                         f"static {one_line_repr(x, name=name_of(key))}"))
 
 
 def _graphdef_changes(path: str, before: Any, after: Any, add: Any) -> bool:
@@ -951,16 +957,7 @@ def _graphdef_changes(path: str, before: Any, after: Any, add: Any) -> bool:
 
 
 def _keyed_paths_changes(before: dict[str, Any], after: dict[str, Any], add: Any) -> None:
-    for p, y in after.items():
-        if p not in before:
-            add(_added(p, CauseKind.PYTREE_STRUCTURE,
-                       f"static {one_line_repr(y, name=_last_name(p))}"))
-        elif _safe_ne(before[p], y):
-            _static_value_change(p, before[p], y, add)
-    for p, x in before.items():
-        if p not in after:
-            add(_removed(p, CauseKind.PYTREE_STRUCTURE,
-                         f"static {one_line_repr(x, name=_last_name(p))}"))
+    _keyed_changes(before, after, add, lambda p: p, _last_name)
 
 
 def _offsets(children: Sequence[Any], start: int) -> list[int]:

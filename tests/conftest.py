@@ -200,3 +200,24 @@ def prometheus_binary() -> str:
 @pytest.fixture(scope="session")
 def jaeger_binary() -> str:
     return require_tool("jaeger")
+
+
+# --- helpers of the tests that start processes and servers ------------------------------
+
+def free_port() -> int:
+    """A loopback port nothing listens on right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without OpenTelemetry, JAX and XLA settings, plus ``extra``:
+    what a subprocess under test starts from."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OTEL_", "JAX_")) and k != "XLA_FLAGS"}
+    env.update(extra)
+    return env
+

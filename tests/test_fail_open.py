@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 import re
 import socket
 import subprocess
@@ -23,6 +22,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from conftest import clean_env, free_port
 
 import otel_jax
 from otel_jax import _export, _providers, _text
@@ -31,17 +31,6 @@ from otel_jax._engine import OtelJaxWarning
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("OTEL_") and k != "XLA_FLAGS"}
-    env.update(extra)
-    return env
 
 
 def python(script: str, env: dict[str, str], *args: str, timeout: float = 240,

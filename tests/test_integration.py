@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import socket
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import clean_env, free_port
 from oteltest.sink import HttpSink
 from oteltest.sink.handler import RequestHandler
 
@@ -30,17 +30,6 @@ RULES = ROOT / "deploy" / "prometheus" / "rules" / "otel_jax_alerts.yml"
 pytestmark = pytest.mark.slow
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("OTEL_") and k != "XLA_FLAGS"}
-    env.update(extra)
-    return env
 
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.25):

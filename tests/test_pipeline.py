@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import socket
 import subprocess
@@ -35,6 +34,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import clean_env, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -57,11 +57,6 @@ STORM_FOR = "15s"
 
 # --------------------------------------------------------------------------- helpers
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def port_open(port: int) -> bool:
@@ -93,12 +88,6 @@ def get_json(url: str, timeout: float = 10):
     with urllib.request.urlopen(url, timeout=timeout) as response:
         return json.load(response)
 
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OTEL_", "JAX_")) and k != "XLA_FLAGS"}
-    env.update(extra)
-    return env
 
 
 class Server:
