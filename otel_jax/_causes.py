@@ -66,6 +66,12 @@ def explain(info: FunctionInfo, count: int, earlier: Sequence[tuple[int, Signatu
                   detail=_top(d).detail.value)
 
 
+def history_failed() -> Cause:
+    """The cause when the function's history could not be read (an internal error)."""
+    return _cause(CauseKind.UNKNOWN, "compile count and earlier signatures unavailable "
+                  "(an internal error; see the otel_jax warning)")
+
+
 def diff_failed(exc: BaseException, compared: int) -> Cause:
     """The cause when comparing signatures failed (a hostile ``__eq__``, say)."""
     return _cause(CauseKind.UNKNOWN, f"cause diff failed ({type(exc).__name__}); compared "

@@ -224,7 +224,7 @@ class Engine:
         cache_hit = getattr(self._tls, "cache_hit", False)
         cache_written = getattr(self._tls, "cache_written", False)
         self._tls.cache_hit = self._tls.cache_written = False
-        miss = self._take_miss(name)
+        miss = guard.call("dispatch miss", lambda: self._take_miss(name), None)
         compiled = _jax_hooks.take_compile_inputs()
         phases = self._take_phases(
             name, miss.started if miss is not None else start - _UNMATCHED_PHASE_WINDOW_S,
@@ -248,9 +248,14 @@ class Engine:
             digest = guard.call("program fingerprint",
                                 lambda: _jax_read.program_digest(compiled.computation), None)
             program = digest.hex() if digest else ""
-        count, earlier = self.history.begin(info)
         try:
-            cause = _causes.explain(info, count, earlier, signature)
+            count, earlier = self.history.begin(info)
+        except Exception as exc:  # the compile is still reported, with what is known
+            guard.failed("history", exc)
+            count, earlier = 0, []
+        try:
+            cause = (_causes.explain(info, count, earlier, signature) if count
+                     else _causes.history_failed())
         except Exception as exc:
             guard.failed("cause diff", exc)
             cause = _causes.diff_failed(exc, len(earlier))
@@ -287,11 +292,11 @@ class Engine:
             persistent_cache_hit=record.persistent_cache_hit,
             _signature=signature,
         )
-        fh = self.history.finish(info, count, signature, entry, cause.kind.value,
-                                 record.is_recompile)
+        fh = guard.call("history", lambda: self.history.finish(
+            info, count, signature, entry, cause.kind.value, record.is_recompile), None)
         storm = None
-        if (record.is_recompile and not record.eager_op and not fh.storm_warned
-                and fh.recompiles >= self.storm_threshold):
+        if (fh is not None and record.is_recompile and not record.eager_op
+                and not fh.storm_warned and fh.recompiles >= self.storm_threshold):
             fh.storm_warned = True
             storm = self._storm_event(record, fh.recompiles, dict(fh.causes))
         return record, storm
@@ -361,6 +366,10 @@ class Engine:
         if not (record.after_warmup and record.is_recompile):
             return
         if self.on_recompile == "raise":
+            # The compile is refused: JAX will compile again when the user retries,
+            # which must read as this compile, not as a repeat of it.
+            with self.failopen.guard("history"):
+                self.history.forget(record.function, record.count)
             raise RecompileError(record)
         if self.on_recompile == "warn":
             # Point at the user's jit call, not at this listener deep inside JAX.

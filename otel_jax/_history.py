@@ -136,6 +136,26 @@ class History:
             fh.recompiles += recompile
             return fh
 
+    def forget(self, info: FunctionInfo, count: int) -> None:
+        """Undo compile ``count`` of ``info`` when it was the last one recorded: a compile
+        refused by ``on_recompile="raise"`` did not happen, and its retry is the same
+        compile again (same count, same cause), not a recompile of it."""
+        key = info.key
+        with self._lock:
+            if self._counts.get(key) != count:
+                return
+            self._counts[key] = count - 1
+            fh = self._functions.get(key)
+            if fh is None:
+                return
+            if fh.signatures and fh.signatures[-1][0] == count:
+                fh.signatures.pop()
+            if fh.entries and fh.entries[-1].count == count:
+                entry = fh.entries.pop()
+                fh.causes[entry.cause_kind] -= 1
+                if count > 1 and not entry.persistent_cache_hit:
+                    fh.recompiles -= 1
+
     def entries(self, info: FunctionInfo) -> list[CompileEntry]:
         with self._lock:
             fh = self._functions.get(info.key)

@@ -568,3 +568,28 @@ def test_a_trace_without_compile_is_not_taken_for_a_later_compile(telemetry):
                           ".<locals>.traced_first")
     assert span.start_time >= before
     assert span.attributes["jax.compile.duration_s"] < 0.2
+
+
+@pytest.mark.injects_errors
+def test_a_failing_history_still_reports_the_compile(telemetry, monkeypatch):
+    from otel_jax._history import History
+
+    def broken(self, info):
+        raise RuntimeError("history down")
+
+    monkeypatch.setattr(History, "begin", broken)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+
+        @jax.jit
+        def f(x):
+            return x + 1
+
+        assert f(jnp.ones(2)).tolist() == [2.0, 2.0]
+    [span] = telemetry.compiles("test_a_failing_history_still_reports_the_compile.<locals>.f")
+    assert span.attributes["jax.compile.cause.kind"] == "unknown"
+    assert "unavailable" in span.attributes["jax.compile.cause"]
+    assert any(line.get("function", "").endswith("<locals>.f")
+               for line in telemetry.log_lines() if line.get("event") == "jax.compile")
+    ours = [w for w in caught if issubclass(w.category, otel_jax.OtelJaxWarning)]
+    assert len(ours) == 1 and "history down" in str(ours[0].message)

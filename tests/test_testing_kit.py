@@ -188,3 +188,28 @@ def test_hint_in_log_line(telemetry):
     w(w(1.0))
     line = [ln for ln in telemetry.log_lines() if ln["function"].endswith(".w")][-1]
     assert line["cause_kind"] == "weak_type" and line["hint"] == hint_for("weak_type")
+
+
+def test_a_refused_recompile_retried_reads_as_the_same_compile(telemetry, caplog):
+    otel_jax.uninstall()
+    otel_jax.install(tracer_provider=telemetry.tracer_provider,
+                     meter_provider=telemetry.meter_provider, log_output=telemetry.log,
+                     warmup_steps=1, on_recompile="raise", storm_threshold=2)
+    try:
+        @jax.jit
+        def step(x):
+            return x + 1
+
+        step(jnp.ones(2)); otel_jax.step()
+        for _ in range(4):  # a loop that retries the refused call
+            with pytest.raises(otel_jax.RecompileError):
+                step(jnp.ones(5))
+    finally:
+        otel_jax.uninstall()
+    spans = telemetry.compiles(
+        "test_a_refused_recompile_retried_reads_as_the_same_compile.<locals>.step")
+    assert [s.attributes["jax.compile.count"] for s in spans] == [1, 2, 2, 2, 2]
+    assert {s.attributes["jax.compile.cause.kind"] for s in spans[1:]} == {"shape"}
+    # refused compiles did not happen: the history keeps the first one only
+    assert [e.count for e in otel_jax.compile_history(step)] == [1]
+    assert "jax.recompile_storm" not in telemetry.log.getvalue()
