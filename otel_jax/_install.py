@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
 
@@ -61,6 +62,7 @@ def install(
     scrub: _scrub.ScrubRules | bool | None = None,
     on_divergence: Literal["log", "raise", "off"] = "log",
     divergence_timeout_s: float = 30.0,
+    rank_local: Sequence[str] = (),
     ledger_path: str | os.PathLike[str] | bool | None = None,
 ) -> Installation:
     """Report every JAX compilation as a span, metrics and a JSON log line, with its cause.
@@ -111,6 +113,10 @@ def install(
         divergence_timeout_s: how long after this rank compiled something the other
             ranks may take to compile it too before they are reported as missing
             (and the longest ``"raise"`` waits).
+        rank_local: functions compiled on purpose by some ranks only (rank 0
+            evaluating or writing checkpoints), as patterns of qualified names
+            (``fnmatch``: ``("evaluate", "*.log_images")``): not compared across
+            ranks, so they are never reported as missing on the others.
         ledger_path: the compile ledger that says why JAX's persistent compilation
             cache did not serve a compile (``jax.persistent_cache.miss_reason``):
             ``None`` (default) ``OTEL_JAX_LEDGER`` when set (a path, or ``off``), else
@@ -134,7 +140,7 @@ def install(
                          storm_threshold=storm_threshold, warmup_steps=warmup_steps,
                          on_recompile=on_recompile, scrub=scrub,
                          on_divergence=on_divergence,
-                         divergence_timeout_s=divergence_timeout_s,
+                         divergence_timeout_s=divergence_timeout_s, rank_local=rank_local,
                          ledger_path=ledger_path)
     with _lock:
         if _current is not None:
@@ -174,6 +180,7 @@ def install(
             scope, __version__))
         for sink in sinks:
             ENGINE.add_sink(sink)
+        ENGINE.cross_rank.rank_local = tuple(rank_local)
         ENGINE.cross_rank.configure(on_divergence, float(divergence_timeout_s),
                                     _divergence_reporter([span_emitter, *sinks]))
         _current = Installation(
@@ -192,7 +199,7 @@ _DEFAULTS: dict[str, Any] = {
     "tracer_provider": None, "meter_provider": None, "logger_provider": None,
     "log_output": "stderr", "log_level": "info", "prometheus_port": None,
     "storm_threshold": 8, "warmup_steps": None, "on_recompile": "log", "scrub": None,
-    "on_divergence": "log", "divergence_timeout_s": 30.0,
+    "on_divergence": "log", "divergence_timeout_s": 30.0, "rank_local": (),
     "ledger_path": None,
 }
 _LOG_LEVELS = ("debug", "info", "warning")
@@ -237,6 +244,11 @@ def _validated(**options: Any) -> dict[str, Any]:
     if options["on_divergence"] not in ON_DIVERGENCE:
         raise ValueError(f"on_divergence must be one of {ON_DIVERGENCE}, "
                          f"not {options['on_divergence']!r}")
+    local = options["rank_local"]
+    if isinstance(local, str) or not all(isinstance(p, str) and p for p in local):
+        raise ValueError("rank_local must be a sequence of function-name patterns "
+                         f"(e.g. ('evaluate', '*.log_images')), not {local!r}")
+    options["rank_local"] = tuple(local)
     timeout = options["divergence_timeout_s"]
     if (isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
             or not 0 < float(timeout) <= 3600):

@@ -31,7 +31,9 @@ import otel_jax  # noqa: E402
 from otel_jax._engine import ENGINE  # noqa: E402
 
 log = open(LOG, "w", encoding="utf-8")
-otel_jax.install(log_output=log, on_divergence=ON_DIVERGENCE, divergence_timeout_s=TIMEOUT_S)
+RANK_LOCAL = tuple(p for p in os.environ.get("OTEL_JAX_TEST_RANK_LOCAL", "").split(",") if p)
+otel_jax.install(log_output=log, on_divergence=ON_DIVERGENCE, divergence_timeout_s=TIMEOUT_S,
+                 rank_local=RANK_LOCAL)
 
 
 @jax.jit
@@ -90,6 +92,10 @@ elif SCENARIO == "extra":
     call(total, {"x": np.ones(4, np.float32)})
     if RANK == 1:  # only rank 1 gets the last, partial batch
         call(total, {"x": np.ones(2, np.float32)})
+elif SCENARIO == "rank0_evaluates":
+    call(total, {"x": np.ones(4, np.float32)})
+    if RANK == 0:  # only rank 0 evaluates: by design, declared rank_local
+        call(double, np.ones(3, np.float32))
 elif SCENARIO == "killed":
     call(total, {"x": np.ones(4, np.float32)})
     if RANK == 1:

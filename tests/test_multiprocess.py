@@ -32,10 +32,11 @@ def _free_port() -> int:
 
 class Job:
     def __init__(self, tmp_path: Path, scenario: str, count: int, timeout_s: float = 5.0,
-                 on_divergence: str = "log") -> None:
+                 on_divergence: str = "log", rank_local: str = "") -> None:
         port = _free_port()
         env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONHASHSEED": "0",
-               "XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
+               "XLA_FLAGS": "--xla_force_host_platform_device_count=1",
+               "OTEL_JAX_TEST_RANK_LOCAL": rank_local}
         self.logs = [tmp_path / f"rank{r}.jsonl" for r in range(count)]
         self.procs = [
             subprocess.Popen(
@@ -167,6 +168,14 @@ def test_a_rank_that_compiles_an_extra_time_is_reported_within_the_timeout(job):
     assert div["count"] == 2
     assert div["missing_ranks"] == [0]
     assert div["divergence"] == "rank 0 did not compile total #2 within 3 s of rank 1"
+
+
+def test_functions_declared_rank_local_are_not_reported_missing(job):
+    j = job("rank0_evaluates", 2, timeout_s=2.0, rank_local="*double")
+    j.wait()
+    for rank in (0, 1):
+        assert j.events(rank, "jax.compile.divergence") == []
+    assert any(e["function"] == "double" for e in j.events(0, "jax.compile"))
 
 
 def test_a_killed_rank_costs_no_hang(job):
