@@ -244,7 +244,11 @@ class Engine:
         fingerprint = "" if naming.eager_op else guard.call(
             "fingerprint", lambda: _fingerprint.of_signature(info, signature), "")
         program = ""
-        if compiled is not None and not naming.eager_op:
+        cache_enabled = _jax_read.persistent_cache_enabled()
+        # The program's fingerprint tells ranks and restarts apart; one process on its
+        # own has nothing to compare it with, and it costs a serialisation of the program.
+        if compiled is not None and not naming.eager_op and (
+                cache_enabled or _jax_read.coordination() is not None):
             digest = guard.call("program fingerprint",
                                 lambda: _jax_read.program_digest(compiled.computation), None)
             program = digest.hex() if digest else ""
@@ -261,7 +265,7 @@ class Engine:
             cause = _causes.diff_failed(exc, len(earlier))
         devices = guard.call("device info", lambda: self._devices_of(miss), Devices())
         cache = None
-        if _jax_read.persistent_cache_enabled():
+        if cache_enabled:
             reason = None
             if not cache_hit and not cache_written:
                 reason = _jax_read.persistent_cache_skip_reason(

@@ -51,6 +51,8 @@ _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 _LEVEL_NAMES = {v: k for k, v in _LEVELS.items()}
 #: Lines waiting for the writer thread; past this, lines are dropped and counted.
 QUEUE_SIZE = 1024
+#: How often the writer thread looks for queued lines (it is not woken per line).
+_WRITER_POLL_S = 0.05
 #: How long the process's exit waits, at most, for queued lines to be written.
 EXIT_FLUSH_S = 1.0
 #: How long ``uninstall()`` waits, at most.
@@ -188,7 +190,11 @@ class JsonLogEmitter:
             else:
                 self._queue.append(line)
                 self._pending += 1
-                self._cond.notify()
+                # The writer wakes up on its own every _WRITER_POLL_S: waking it
+                # here would hand it the GIL inside the user's jit call. Only a
+                # queue filling up is worth an early wake-up.
+                if len(self._queue) * 2 >= self._queue_size:
+                    self._cond.notify()
                 if self._thread is None:
                     self._thread = threading.Thread(
                         target=self._run, name="otel_jax-json-log", daemon=True)
@@ -213,7 +219,7 @@ class JsonLogEmitter:
         while True:
             with self._cond:
                 while not self._queue and not self._closed:
-                    self._cond.wait()
+                    self._cond.wait(_WRITER_POLL_S)
                 if not self._queue:
                     self._thread = None
                     return  # closed, and everything written
@@ -258,6 +264,7 @@ class JsonLogEmitter:
         with self._cond:
             if self._pid != os.getpid():
                 return not self._queue
+            self._cond.notify_all()  # the writer need not wait for its next poll
             while self._pending:
                 left = deadline - time.monotonic()
                 if left <= 0:

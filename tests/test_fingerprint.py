@@ -9,6 +9,7 @@ import textwrap
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 import otel_jax
 
@@ -71,7 +72,38 @@ def test_fingerprint_on_span_and_log_line_and_stable_in_process(telemetry):
     assert otel_jax.CauseKind.UNKNOWN.value == spans[2].attributes["jax.compile.cause.kind"]
 
 
-def test_program_fingerprint_tells_a_retraced_program_from_a_new_signature(telemetry):
+@pytest.fixture
+def persistent_cache(tmp_path):
+    """JAX's persistent compilation cache on, in this process, for one test."""
+    from jax._src import compilation_cache
+
+    names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
+    saved = {n: getattr(jax.config, n) for n in names}
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "cache"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    compilation_cache.reset_cache()
+    try:
+        yield
+    finally:
+        for n, v in saved.items():
+            jax.config.update(n, v)
+        compilation_cache.reset_cache()
+
+
+def test_one_process_without_a_persistent_cache_skips_the_program_fingerprint(telemetry):
+    @jax.jit
+    def alone(x):
+        return x + 1
+
+    alone(jnp.ones(2))
+    [span] = telemetry.compiles("test_one_process_without_a_persistent_cache_skips_the_program"
+                                "_fingerprint.<locals>.alone")
+    assert "jax.compile.program_fingerprint" not in span.attributes
+    assert len(span.attributes["jax.compile.fingerprint"]) == 16
+
+
+def test_program_fingerprint_tells_a_retraced_program_from_a_new_signature(
+        telemetry, persistent_cache):
     def make(double):  # a new function object each time, as after a code change
         def step(x):
             return x * 2 if double else x + 2
