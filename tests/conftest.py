@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import textwrap
 
 # Several CPU devices for the sharding and device-placement tests; must be set
 # before JAX starts its backend.
@@ -220,4 +221,37 @@ def clean_env(**extra: str) -> dict[str, str]:
            if not k.startswith(("OTEL_", "JAX_")) and k != "XLA_FLAGS"}
     env.update(extra)
     return env
+
+
+# Programs the subprocess tests run: a compile outside otel_jax's own spans, and a storm.
+PLAIN_SCRIPT = textwrap.dedent("""
+    import jax, jax.numpy as jnp
+    from opentelemetry import trace
+
+    @jax.jit
+    def step(x):
+        return x * 2
+
+    with trace.get_tracer("plain").start_as_current_span("control"):
+        step(jnp.ones(3))
+        step(jnp.ones(4))
+""")
+
+STORM_SCRIPT = textwrap.dedent("""
+    import sys, time
+    import otel_jax
+    otel_jax.install(log_output=None)
+    import jax, jax.numpy as jnp
+
+    @jax.jit
+    def storm_step(x):
+        return x.sum()
+
+    deadline = time.time() + float(sys.argv[1])
+    n = 1
+    while time.time() < deadline:
+        storm_step(jnp.ones(n))  # a new shape every call: a recompile storm
+        n += 1
+        time.sleep(0.2)
+""")
 

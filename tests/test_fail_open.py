@@ -22,7 +22,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, free_port
+from conftest import PLAIN_SCRIPT, clean_env, free_port
 
 import otel_jax
 from otel_jax import _export, _providers, _text
@@ -527,18 +527,6 @@ def test_grpc_fallback_is_said_once(monkeypatch):
     assert len(ours) == 1 and "gRPC exporter is not installed" in ours[0]
 
 
-PLAIN_SCRIPT = textwrap.dedent("""
-    import jax, jax.numpy as jnp
-    from opentelemetry import trace
-
-    @jax.jit
-    def step(x):
-        return x * 2
-
-    with trace.get_tracer("plain").start_as_current_span("control"):
-        step(jnp.ones(3))
-        step(jnp.ones(4))
-""")
 
 
 @pytest.mark.slow

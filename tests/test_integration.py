@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, free_port
+from conftest import PLAIN_SCRIPT, STORM_SCRIPT, clean_env, free_port
 from oteltest.sink import HttpSink
 from oteltest.sink.handler import RequestHandler
 
@@ -177,18 +177,6 @@ def test_otlp_grpc_export_to_a_real_receiver():
     assert "jax.compilations" in collected.metric_names
 
 
-PLAIN_SCRIPT = textwrap.dedent("""
-    import jax, jax.numpy as jnp
-    from opentelemetry import trace
-
-    @jax.jit
-    def step(x):
-        return x * 2
-
-    with trace.get_tracer("plain").start_as_current_span("control"):
-        step(jnp.ones(3))
-        step(jnp.ones(4))
-""")
 
 
 @pytest.mark.parametrize("disabled", [False, True])
@@ -260,23 +248,6 @@ def test_collector_down_costs_one_warning(protocol, tmp_path):
 
 # --- Prometheus --------------------------------------------------------------------------
 
-STORM_SCRIPT = textwrap.dedent("""
-    import sys, time
-    import otel_jax
-    otel_jax.install(log_output=None)
-    import jax, jax.numpy as jnp
-
-    @jax.jit
-    def storm_step(x):
-        return x.sum()
-
-    deadline = time.time() + float(sys.argv[1])
-    n = 1
-    while time.time() < deadline:
-        storm_step(jnp.ones(n))  # a new shape every call: a recompile storm
-        n += 1
-        time.sleep(0.25)
-""")
 
 
 def _prometheus_query(base: str, query: str) -> list[dict]:

@@ -24,7 +24,6 @@ import re
 import socket
 import subprocess
 import sys
-import textwrap
 import time
 import urllib.error
 import urllib.parse
@@ -34,7 +33,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import clean_env, free_port
+from conftest import STORM_SCRIPT, clean_env, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -539,23 +538,6 @@ def prometheus(prometheus_binary, pipeline, tmp_path) -> PrometheusServer:
         server.stop()
 
 
-STORM_SCRIPT = textwrap.dedent("""
-    import sys, time
-    import otel_jax
-    otel_jax.install(log_output=None)
-    import jax, jax.numpy as jnp
-
-    @jax.jit
-    def storm_step(x):
-        return x.sum()
-
-    deadline = time.time() + float(sys.argv[1])
-    n = 1
-    while time.time() < deadline:
-        storm_step(jnp.ones(n))  # a new shape every call: a recompile storm
-        n += 1
-        time.sleep(0.2)
-""")
 
 
 def rule_names() -> set[str]:
