@@ -232,14 +232,14 @@ class Engine:
         naming = guard.call("function name", lambda: _naming.name_compile(miss, name),
                             _naming.fallback(name))
         info = naming.info
-        signature = _signature.uncaptured()
+        signature: _signature.Signature | None = None
         if miss is not None:
-            signature = guard.call("signature capture",
-                                   lambda: _signature.from_miss(miss, naming.stands_for),
-                                   signature)
+            latest = guard.call("history", lambda: self.history.latest(info), None)
             signature = guard.call(
-                "signature sharing",
-                lambda: _signature.shared(signature, self.history.latest(info)), signature)
+                "signature capture",
+                lambda: _signature.from_miss(miss, naming.stands_for, latest), None)
+        if signature is None:
+            signature = _signature.uncaptured()
 
         fingerprint = "" if naming.eager_op else guard.call(
             "fingerprint", lambda: _fingerprint.of_signature(info, signature), "")

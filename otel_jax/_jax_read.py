@@ -118,6 +118,17 @@ _committed_of = operator.attrgetter("_committed")
 def committed_flags(values: Sequence[Any]) -> list[bool] | None:
     """Whether each array is committed to its devices, read at C speed; ``None`` when a
     value is not a ``jax.Array`` (a NumPy array, a host scalar)."""
+    if not values:
+        return []
+    # jaxlib's ArrayImpl keeps the flag behind a property: calling its getter
+    # directly skips the attribute lookup per leaf (half the time on 10,000
+    # leaves); a value of any other type makes the getter raise TypeError.
+    getter = getattr(getattr(type(values[0]), "_committed", None), "fget", None)
+    if getter is not None:
+        try:
+            return list(map(getter, values))
+        except Exception:
+            pass
     try:
         return list(map(_committed_of, values))
     except AttributeError:
@@ -152,10 +163,15 @@ def jit_options(jit_info: Any) -> tuple[tuple[str, Any], ...]:
         (public, getattr(jit_info, field, None)) for public, field in _JIT_OPTION_FIELDS)
 
 
-def static_arguments(miss: Miss) -> list[tuple[str, Any]]:
-    """``(name, value)`` of each static argument of the call, in call order."""
+def static_arguments(miss: Miss, names: Sequence[str] | None = None,
+                     ) -> list[tuple[str, Any]]:
+    """``(name, value)`` of each static argument of the call, in call order.
+
+    ``names``: the call's :func:`parameter_names`, when the caller has them.
+    """
     ji = miss.jit_info
-    names = parameter_names(ji, len(miss.args))
+    if names is None:
+        names = parameter_names(ji, len(miss.args))
     out = [(names[i], miss.args[i]) for i in getattr(ji, "static_argnums", ())
            if 0 <= i < len(miss.args)]
     out.extend((k, miss.kwargs[k]) for k in getattr(ji, "static_argnames", ())
@@ -236,7 +252,7 @@ class MissInputs(NamedTuple):
     """The traced inputs of a miss, read off JAX's ``PjitParams`` (or a transformed call's)."""
 
     avals: tuple[Any, ...]  # abstract values, one per array leaf
-    flat: list[Any]  # the leaves JAX will pass (constants left out)
+    flat: Sequence[Any]  # the leaves JAX will pass (constants left out)
     arg_names: tuple[str, ...] | None  # JAX's leaf paths, when it kept them
     in_tree: Any  # the ``(args, kwargs)`` treedef of the traced leaves
     out_count: int  # outputs of a transformed program (0 for a plain call)
@@ -247,9 +263,12 @@ def miss_inputs(miss: Miss) -> MissInputs:
     avals = tuple(params.in_avals)
     n_consts = len(params.consts)
     names = params.arg_names
+    flat = miss.args_flat
+    if not isinstance(flat, (list, tuple)):
+        flat = list(flat)
     return MissInputs(
         avals=avals,
-        flat=list(miss.args_flat)[n_consts:],
+        flat=flat[n_consts:] if n_consts else flat,
         arg_names=tuple(names) if names and len(names) == len(avals) else None,
         in_tree=params.in_tree,
         out_count=int(getattr(params, "out_count", 0)),
@@ -304,7 +323,7 @@ def program_digest(computation: Any) -> bytes | None:
 
 # --- devices --------------------------------------------------------------------------
 
-def argument_devices(values: Any, limit: int = 256) -> set[Any]:
+def argument_devices(values: Any, limit: int = 32) -> set[Any]:
     """The devices the first ``limit`` arguments live on (one mesh is enough to see)."""
     from itertools import islice
 

@@ -17,6 +17,7 @@ never for the stream itself.
 from __future__ import annotations
 
 import atexit
+import functools
 import io
 import json
 import os
@@ -26,7 +27,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from datetime import datetime, timezone
 from typing import IO, Any
 
@@ -58,7 +59,9 @@ EXIT_FLUSH_S = 1.0
 #: How long ``uninstall()`` waits, at most.
 UNINSTALL_FLUSH_S = 2.0
 
-_Line = tuple[float, int, str, dict[str, Any]]  # (time, level, event, fields)
+#: A line's fields, or what builds them on the writer thread (from a frozen record).
+_Fields = dict[str, Any] | Callable[[], dict[str, Any]]
+_Line = tuple[float, int, str, _Fields]  # (time, level, event, fields)
 
 
 def add_otel_context(logger: Any, method_name: str,
@@ -165,7 +168,8 @@ class JsonLogEmitter:
     def __call__(self, record: CompileRecord, link: SpanLink | None) -> None:
         level = 10 if record.eager_op else 20
         if level >= self._min_level:
-            self._emit(level, EVENT_COMPILE, log_fields(record, link))
+            # The record is frozen: its fields are built on the writer thread.
+            self._emit(level, EVENT_COMPILE, functools.partial(log_fields, record, link))
 
     def storm(self, event: dict[str, Any]) -> None:
         """The recompile-storm WARNING: function, recompile count, causes so far."""
@@ -177,7 +181,7 @@ class JsonLogEmitter:
         if 30 >= self._min_level:
             self._emit(30, EVENT_DIVERGENCE, divergence_fields(div))
 
-    def _emit(self, level: int, event: str, fields: dict[str, Any]) -> None:
+    def _emit(self, level: int, event: str, fields: _Fields) -> None:
         line = (time.time(), level, event, fields)
         if self._immediate:
             self._write([line])
@@ -233,7 +237,7 @@ class JsonLogEmitter:
 
     def _write(self, batch: list[_Line]) -> None:
         try:
-            text = "".join(render(*line) for line in batch)
+            text = "".join(map(self._render, batch))
             stream = self._stream if self._stream is not None else sys.stderr
             fd = _process_fd(stream)
             if fd is not None:
@@ -252,6 +256,15 @@ class JsonLogEmitter:
                     f"json-log-write:{type(exc).__name__}",
                     f"otel_jax: writing the JSON log failed ({type(exc).__name__}); "
                     f"{len(batch)} line(s) dropped; the jit calls are unaffected.")
+
+    def _render(self, line: _Line) -> str:
+        stamp, level, event, fields = line
+        if callable(fields):
+            built = self._failopen.call("JSON log fields", fields, None)
+            if built is None:  # an internal error, counted and warned about once
+                return ""
+            fields = built
+        return render(stamp, level, event, fields)
 
     # --- flushing ------------------------------------------------------------------------
 

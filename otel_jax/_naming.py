@@ -52,8 +52,7 @@ def name_compile(miss: Miss | None, event_fun_name: str) -> Naming:
         info = _transformed_info(miss.fun)
         stands_for = None
     else:
-        statics = () if miss.transformed else (v for _, v in _jax_read.static_arguments(miss))
-        info, stands_for = _named_function(fun, statics)
+        info, stands_for = _named_function(fun, miss)
     return Naming(info, stands_for, _is_eager(fun, info))
 
 
@@ -68,10 +67,11 @@ def jitted_function(miss: Miss) -> Any | None:
     return getattr(miss.fun, "origin", None) if miss.transformed else miss.fun
 
 
-def _named_function(fun: Any, statics: Any) -> tuple[FunctionInfo, Any | None]:
+def _named_function(fun: Any, miss: Miss) -> tuple[FunctionInfo, Any | None]:
     info = function_info(fun)
     if info.file is None or not _source.is_library_file(info.file):
         return info, None
+    statics = () if miss.transformed else [v for _, v in _jax_read.static_arguments(miss)]
     user = _source.find_user_function(statics)
     if user is not None:
         return function_info(user), None

@@ -8,7 +8,6 @@ reprs and hashes, and a weak reference to the function object.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import threading
 import time
@@ -130,7 +129,11 @@ def _weak(obj: Any) -> Any:
         return None
 
 
+# The text of each abstract value: JAX arrays keep theirs (``Array.aval``), so most
+# lookups hit by identity, without hashing the value in Python; an equal value met
+# as a new object is found by equality and remembered under its own identity.
 _type_strings: dict[Any, str] = {}
+_type_strings_by_id: dict[int, tuple[Any, str]] = {}
 _placements: dict[Any, Placement] = {}
 # Options rendered once per distinct set of option values, not once per
 # compile. Keyed by the values (shardings, argnums, flags), never by the jit
@@ -148,22 +151,28 @@ def _remember(cache: dict[Any, Any], key: Any, value: Any) -> Any:
 
 def aval_text(aval: Any) -> str:
     """``f32[3]``, ``i32[] (weak)``, ``f32[8@data,4]`` (the sharding is part of the type)."""
+    known = _type_strings_by_id.get(id(aval))
+    if known is not None and known[0] is aval:
+        return str(known[1])
     try:
         cached = _type_strings.get(aval)
     except TypeError:  # unhashable abstract value
-        cached = None
-    if cached is not None:
-        return str(cached)
+        return _aval_text(aval)
+    text = cached if cached is not None else _remember(_type_strings, aval, _aval_text(aval))
+    # Holding the abstract value (shape, dtype, sharding: never array data) keeps its
+    # id from being reused while it is a key here.
+    _remember(_type_strings_by_id, id(aval), (aval, text))
+    return str(text)
+
+
+def _aval_text(aval: Any) -> str:
     try:
-        text = aval.str_short(short_dtypes=True)
+        text = str(aval.str_short(short_dtypes=True))
     except Exception:
         text = safe_repr(aval)
     if getattr(aval, "weak_type", False):
         text += " (weak)"
-    try:
-        return str(_remember(_type_strings, aval, text))
-    except TypeError:
-        return str(text)
+    return text
 
 
 def _device_text(device: Any) -> str:
@@ -210,7 +219,7 @@ def placement(value: Any) -> Placement:
     return _remember(_placements, key, result) if key is not None else result
 
 
-def _placements_of(flat: list[Any]) -> tuple[Placement, ...]:
+def _placements_of(flat: Sequence[Any]) -> tuple[Placement, ...]:
     """The placement of every argument; per-leaf work only for committed arrays.
 
     Uncommitted arrays (the default device, where JAX may move them) are by far
@@ -585,27 +594,43 @@ def _fallback_arg(name: str, tree: Any) -> StaticArg:
                      kind="pytree_structure", tree=tree, fallback=True)
 
 
-def from_miss(miss: Miss, stands_for: Any | None = None) -> Signature:
+def from_miss(miss: Miss, stands_for: Any | None = None,
+              like: Signature | None = None) -> Signature:
     """The signature of the compile that ``miss`` led to.
 
     ``stands_for``: the user's function that the jitted library function wraps
     (``jax.pmap``'s), whose identity is compared instead of the wrapper's.
+    ``like``: the function's latest earlier signature; leaves whose abstract values
+    it already described are not described again (a recompile of a large argument
+    that changed one leaf reads one chunk of leaves, not all of them).
     """
     inputs = _jax_read.miss_inputs(miss)
-    avals = inputs.avals
     flat = inputs.flat
-    types = tuple(aval_text(a) for a in avals)
-    placements = _placements_of(flat) if len(flat) == len(types) else (UNCOMMITTED,) * len(types)
+    earlier = like if like is not None and like.captured else None
+    avals: Sequence[Any] = Leaves.of(inputs.avals, like=_leaves(earlier, "avals"))
+    types: Sequence[str] = avals.mapped(  # type: ignore[attr-defined]
+        aval_text, _leaves(earlier, "avals"), _leaves(earlier, "types"))
+    placements: Sequence[Placement] = (
+        _placements_of(flat) if len(flat) == len(types) else (UNCOMMITTED,) * len(types))
     names = _jax_read.parameter_names(miss.jit_info, len(miss.args))
     top_names = tuple(names[i] for i in _jax_read.dynamic_positions(miss))
-    paths = inputs.arg_names or tuple(f"leaf[{i}]" for i in range(len(types)))
     statics = [_static_arg(n, v, keyword=n in miss.kwargs)
-               for n, v in _jax_read.static_arguments(miss)]
-    treedef = inputs.in_tree
+               for n, v in _jax_read.static_arguments(miss, names)]
+    treedef = _reuse(inputs.in_tree, earlier, "treedef")
+    top_names = _reuse(top_names, earlier, "top_names")
+    paths: Sequence[str]
+    if (earlier is not None and treedef is earlier.treedef and top_names is earlier.top_names
+            and inputs.arg_names is not None and len(earlier.paths) == len(types)):
+        # JAX names leaves by their key paths in the argument tree under the
+        # parameters' names: the same tree and names give the same paths.
+        paths = earlier.paths
+    else:
+        paths = inputs.arg_names or tuple(f"leaf[{i}]" for i in range(len(types)))
     layout = _wrappers.layout_for(miss, names)
     if layout is not None:
         treedef, top_names, paths, avals, types, placements = _as_user_paths(
-            layout, treedef, top_names, paths, avals, types, placements)
+            layout, treedef, top_names, tuple(paths), tuple(avals), tuple(types),
+            tuple(placements))
         own = [_static_arg(n, v) for n, v in layout.statics]
         statics = statics + own if layout.keeps_statics else own
         statics.extend(_static_arg(name, tree, kind="pytree_structure")
@@ -620,25 +645,49 @@ def from_miss(miss: Miss, stands_for: Any | None = None) -> Signature:
     # types under a transformation: neither identity says anything more.
     by_identity = primitive is None and not miss.transformed
     identity = miss.fun if stands_for is None else stands_for
+    # Every part equal to the earlier signature's is that part itself: kept
+    # signatures of one function cost only what changed, and the diff skips
+    # shared parts by identity.
     return Signature(
         function_ref=_weak(identity) if by_identity else None,
         function_id=id(identity) if by_identity else 0,
         # A library's internal jit wrapper derives its options (pmap's
         # in_shardings) from the call: they are not the user's to change.
-        options=_options(miss.jit_info) if stands_for is None else (),
-        context=_jax_read.trace_context_items(),
-        treedef=treedef,
-        avals=Leaves(avals),
-        top_names=top_names,
-        paths=Leaves(paths),
-        types=Leaves(types),
-        placements=Leaves(placements),
-        statics=tuple(statics),
+        options=_reuse(_options(miss.jit_info) if stands_for is None else (), earlier,
+                       "options"),
+        context=_reuse(_jax_read.trace_context_items(), earlier, "context"),
+        treedef=_reuse(treedef, earlier, "treedef"),
+        avals=_as_leaves(avals, earlier, "avals"),
+        top_names=_reuse(top_names, earlier, "top_names"),
+        paths=_as_leaves(paths, earlier, "paths"),
+        types=_as_leaves(types, earlier, "types"),
+        placements=_as_leaves(placements, earlier, "placements"),
+        statics=_reuse(tuple(statics), earlier, "statics"),
         transform=TRANSFORMED if miss.transformed else "",
         program=_program(len(avals), inputs.out_count)
         if miss.transformed else "",
         bound=bound_values(identity) if by_identity else (),
     )
+
+
+def _leaves(signature: Signature | None, part: str) -> Leaves[Any] | None:
+    value = getattr(signature, part, None)
+    return value if isinstance(value, Leaves) else None
+
+
+def _as_leaves(items: Sequence[Any], earlier: Signature | None, part: str) -> Leaves[Any]:
+    """``items`` as chunked leaves, sharing every chunk equal to ``earlier``'s."""
+    if isinstance(items, Leaves):
+        return items
+    return Leaves.of(items, like=_leaves(earlier, part))
+
+
+def _reuse(value: Any, earlier: Signature | None, part: str) -> Any:
+    """``earlier``'s ``part`` when it equals ``value``, else ``value``."""
+    if earlier is None:
+        return value
+    theirs = getattr(earlier, part)
+    return theirs if value is theirs or _equal(value, theirs) else value
 
 
 def _as_user_paths(layout: _wrappers.Layout, treedef: Any, top_names: tuple[str, ...],
@@ -663,28 +712,6 @@ def _as_user_paths(layout: _wrappers.Layout, treedef: Any, top_names: tuple[str,
 def _program(inputs: int, outputs: int) -> str:
     return (f"{inputs} input{'s' * (inputs != 1)}, "
             f"{outputs} output{'s' * (outputs != 1)}")
-
-
-def shared(signature: Signature, like: Signature | None) -> Signature:
-    """``signature``, reusing every part equal to ``like``'s (an earlier one of its function).
-
-    Kept signatures of one function then cost only what changed, and the diff
-    skips shared parts by identity.
-    """
-    if like is None or not (signature.captured and like.captured):
-        return signature
-    parts: dict[str, Any] = {}
-    for name in ("avals", "paths", "types", "placements"):
-        mine, theirs = getattr(signature, name), getattr(like, name)
-        if isinstance(mine, Leaves) and isinstance(theirs, Leaves):
-            parts[name] = mine.shared_with(theirs)
-    for name in ("options", "context", "top_names", "statics"):
-        mine, theirs = getattr(signature, name), getattr(like, name)
-        if mine is not theirs and _equal(mine, theirs):
-            parts[name] = theirs
-    if signature.treedef is not like.treedef and _equal(signature.treedef, like.treedef):
-        parts["treedef"] = like.treedef
-    return dataclasses.replace(signature, **parts) if parts else signature
 
 
 def _equal(a: Any, b: Any) -> bool:

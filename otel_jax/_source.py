@@ -115,9 +115,17 @@ def _stdlib_dirs() -> tuple[str, ...]:
 _skip_dirs: dict[str, str] = {}
 
 
+_library_dirs_seen: tuple[int, tuple[str, ...]] = (-1, ())
+
+
 def _library_dirs() -> tuple[str, ...]:
     # Only packages already imported can appear on the stack, so resolving
-    # their directories lazily keeps this free of imports.
+    # their directories lazily keeps this free of imports; they are looked for
+    # again only when the set of imported modules grew.
+    global _library_dirs_seen
+    modules = len(sys.modules)
+    if _library_dirs_seen[0] == modules:
+        return _library_dirs_seen[1]
     for name in _WRAPPER_PACKAGES:
         if name not in _skip_dirs:
             module = sys.modules.get(name)
@@ -125,7 +133,9 @@ def _library_dirs() -> tuple[str, ...]:
             if path:
                 _skip_dirs[name] = os.path.normcase(
                     os.path.dirname(os.path.realpath(path))) + os.sep
-    return tuple(_skip_dirs.values())
+    dirs = tuple(_skip_dirs.values())
+    _library_dirs_seen = (modules, dirs)
+    return dirs
 
 
 _frame_verdict: dict[str, bool] = {}

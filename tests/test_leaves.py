@@ -23,14 +23,33 @@ def test_leaves_read_like_a_tuple():
     assert differing(leaves, tuple(changed)) == [CHUNK + 1]
 
 
-def test_shared_with_reuses_equal_chunks_only():
+def test_of_reuses_equal_chunks_only():
     a = Leaves(tuple(range(10 * CHUNK)))
     changed = list(range(10 * CHUNK))
     changed[3 * CHUNK] = -1
-    b = Leaves(changed).shared_with(a)
+    b = Leaves.of(changed, like=a)
     same = sum(x is y for x, y in zip(a._chunks, b._chunks))
     assert same == 9 and b[3 * CHUNK] == -1 and tuple(b) == tuple(changed)
-    assert Leaves(tuple(range(10 * CHUNK))).shared_with(a) is a
+    assert Leaves.of(tuple(range(10 * CHUNK)), like=a) is a
+    assert Leaves.of(tuple(range(5)), like=a) == tuple(range(5))  # another length: no reuse
+
+
+def test_mapped_maps_only_chunks_that_changed():
+    source = Leaves(tuple(range(4 * CHUNK)))
+    image = source.mapped(str)
+    changed = list(range(4 * CHUNK))
+    changed[CHUNK + 2] = -7
+    new = Leaves.of(changed, like=source)
+    seen: list[int] = []
+
+    def text(v: int) -> str:
+        seen.append(v)
+        return str(v)
+
+    mapped = new.mapped(text, source, image)
+    assert tuple(mapped) == tuple(map(str, changed))
+    assert seen == changed[CHUNK:2 * CHUNK]  # only the chunk that changed was mapped
+    assert sum(x is y for x, y in zip(mapped._chunks, image._chunks)) == 3
 
 
 def test_kept_signatures_of_one_function_share_unchanged_parts():
