@@ -618,15 +618,16 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
                for n, v in _jax_read.static_arguments(miss, names)]
     treedef = _reuse(inputs.in_tree, earlier, "treedef")
     top_names = _reuse(top_names, earlier, "top_names")
+    layout = _wrappers.layout_for(miss, names)
     paths: Sequence[str]
-    if (earlier is not None and treedef is earlier.treedef and top_names is earlier.top_names
-            and inputs.arg_names is not None and len(earlier.paths) == len(types)):
+    if (layout is None and earlier is not None and treedef is earlier.treedef
+            and top_names is earlier.top_names and inputs.arg_names is not None
+            and len(earlier.paths) == len(types)):
         # JAX names leaves by their key paths in the argument tree under the
         # parameters' names: the same tree and names give the same paths.
         paths = earlier.paths
     else:
         paths = inputs.arg_names or tuple(f"leaf[{i}]" for i in range(len(types)))
-    layout = _wrappers.layout_for(miss, names)
     if layout is not None:
         treedef, top_names, paths, avals, types, placements = _as_user_paths(
             layout, treedef, top_names, tuple(paths), tuple(avals), tuple(types),
