@@ -607,8 +607,9 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
     inputs = _jax_read.miss_inputs(miss)
     flat = inputs.flat
     earlier = like if like is not None and like.captured else None
-    avals: Sequence[Any] = Leaves.of(inputs.avals, like=_leaves(earlier, "avals"))
-    types: Sequence[str] = avals.mapped(  # type: ignore[attr-defined]
+    leaf_avals = Leaves.of(inputs.avals, like=_leaves(earlier, "avals"))
+    avals: Sequence[Any] = leaf_avals
+    types: Sequence[str] = leaf_avals.mapped(
         aval_text, _leaves(earlier, "avals"), _leaves(earlier, "types"))
     placements: Sequence[Placement] = (
         _placements_of(flat) if len(flat) == len(types) else (UNCOMMITTED,) * len(types))
