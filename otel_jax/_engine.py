@@ -3,9 +3,9 @@
 Data flows one way: JAX event -> signature -> cause -> record -> emitters
 (span, metrics, log lines, test recorders). The engine owns listening (JAX's
 hooks while anything consumes records), the bounded history of signatures,
-delivery, and policy (storm warning, warm-up, ``on_recompile``). Naming
-(``_naming``), signatures (``_signature``) and cause wording (``_causes``) live
-in their own modules, each with one entry point.
+delivery, and policy (storm warning, warm-up, ``on_recompile``). Assembling a
+record (``_assemble``), naming (``_naming``), signatures (``_signature``) and
+cause wording (``_causes``) live in their own modules, each with one entry point.
 
 Everything here runs inside JAX's monitoring listeners, synchronously on the
 compiling thread, where an exception would surface in the user's jit call:
@@ -15,18 +15,17 @@ degrades the explanation (``unknown`` at worst) and warns once.
 
 from __future__ import annotations
 
-import functools
 import threading
 import warnings
 from collections.abc import Callable
 from typing import Any, Literal
 
-from . import _causes, _fingerprint, _jax_hooks, _jax_read, _naming, _ranks, _signature
+from . import _assemble, _jax_hooks, _jax_read, _naming, _ranks
 from ._failopen import FailOpen, OtelJaxWarning
-from ._history import CompileEntry, History
+from ._history import History
 from ._ledger import Ledger
-from ._record import CompileRecord, Devices, PersistentCache, PhaseTiming, SpanLink
-from ._source import user_callsite, user_stacklevel
+from ._record import CompileRecord, Devices, PhaseTiming, SpanLink
+from ._source import user_stacklevel
 from ._steps import STEPS
 from ._vocab import CauseKind, Field, Phase
 
@@ -225,79 +224,16 @@ class Engine:
         cache_written = getattr(self._tls, "cache_written", False)
         self._tls.cache_hit = self._tls.cache_written = False
         miss = guard.call("dispatch miss", lambda: self._take_miss(name), None)
-        compiled = _jax_hooks.take_compile_inputs()
-        phases = self._take_phases(
-            name, miss.started if miss is not None else start - _UNMATCHED_PHASE_WINDOW_S,
-            start, end)
-        naming = guard.call("function name", lambda: _naming.name_compile(miss, name),
-                            _naming.fallback(name))
-        info = naming.info
-        signature: _signature.Signature | None = None
-        if miss is not None:
-            latest = guard.call("history", lambda: self.history.latest(info), None)
-            signature = guard.call(
-                "signature capture",
-                lambda: _signature.from_miss(miss, naming.stands_for, latest), None)
-        if signature is None:
-            signature = _signature.uncaptured()
-
-        fingerprint = "" if naming.eager_op else guard.call(
-            "fingerprint", lambda: _fingerprint.of_signature(info, signature), "")
-        program = ""
-        cache_enabled = _jax_read.persistent_cache_enabled()
-        # The program's fingerprint tells ranks and restarts apart; one process on its
-        # own has nothing to compare it with, and it costs a serialisation of the program.
-        if compiled is not None and not naming.eager_op and (
-                cache_enabled or _jax_read.coordination() is not None):
-            digest = guard.call("program fingerprint",
-                                lambda: _jax_read.program_digest(compiled.computation), None)
-            program = digest.hex() if digest else ""
-        try:
-            count, earlier = self.history.begin(info)
-        except Exception as exc:  # the compile is still reported, with what is known
-            guard.failed("history", exc)
-            count, earlier = 0, []
-        try:
-            cause = (_causes.explain(info, count, earlier, signature) if count
-                     else _causes.history_failed())
-        except Exception as exc:
-            guard.failed("cause diff", exc)
-            cause = _causes.diff_failed(exc, len(earlier))
-        devices = guard.call("device info", lambda: self._devices_of(miss), Devices())
-        cache = None
-        if cache_enabled:
-            reason = None
-            if not cache_hit and not cache_written:
-                reason = _jax_read.persistent_cache_skip_reason(
-                    end - start, devices.process_index)
-            cache = PersistentCache(cache_hit, cache_written, reason)
-            if not cache_hit and not naming.eager_op:
-                cache = guard.call("compile ledger", functools.partial(
-                    self.ledger.note, info, fingerprint, program, compiled, cache, end - start),
-                    cache)
-        record = CompileRecord(
-            function=info, count=count, cause_kind=cause.kind, cause=cause.text,
-            diff=cause.diff, signature=signature,
-            start=min(p.start for p in phases), end=end, phases=phases,
-            callsite=guard.call("callsite", lambda: user_callsite(skip=4), None),
-            eager_op=naming.eager_op,
-            after_warmup=self._warmup_done and not naming.eager_op,
-            hint=cause.hint, devices=devices, persistent_cache=cache,
-            compared_with=cause.compared_with, fingerprint=fingerprint,
-            program_fingerprint=program,
-        )
-        entry = CompileEntry(
-            count=count, cause_kind=cause.kind.value, cause=cause.text,
-            diff=tuple(c.as_dict() for c in cause.diff.changes),
-            compile_s=record.compile_s, trace_s=record.phase_seconds(Phase.TRACE),
-            lower_s=record.phase_seconds(Phase.LOWER),
-            backend_compile_s=record.phase_seconds(Phase.BACKEND_COMPILE),
-            callsite=record.callsite, timestamp=record.start,
-            persistent_cache_hit=record.persistent_cache_hit,
-            _signature=signature,
-        )
+        taken = _assemble.Taken(
+            name, start, end,
+            self._take_phases(name, miss.started if miss is not None
+                              else start - _UNMATCHED_PHASE_WINDOW_S, start, end),
+            miss, _jax_hooks.take_compile_inputs(), cache_hit, cache_written)
+        record, entry = _assemble.assemble(taken, self.history, self.ledger, guard,
+                                           self._devices_of, self._warmup_done)
+        info, signature, count = record.function, record.signature, record.count
         fh = guard.call("history", lambda: self.history.finish(
-            info, count, signature, entry, cause.kind.value, record.is_recompile), None)
+            info, count, signature, entry, record.cause_kind.value, record.is_recompile), None)
         storm = None
         if (fh is not None and record.is_recompile and not record.eager_op
                 and not fh.storm_warned and fh.recompiles >= self.storm_threshold):

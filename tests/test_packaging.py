@@ -58,3 +58,12 @@ def test_benchmark_runs_and_prints_its_ratios():
                   "(e) step time", "(f) recompile of a", "(g) compile loop"):
         assert label in out.stdout
     assert out.stdout.count("ratio") == 4
+
+
+def test_readme_layout_names_every_module():
+    readme = (ROOT / "README.md").read_text()
+    layout = readme[readme.index("## Layout"):]
+    layout = layout[:layout.index("```", layout.index("```") + 3)]
+    missing = [p.name for p in sorted((ROOT / "otel_jax").glob("*.py"))
+               if p.name != "__init__.py" and p.name not in layout]
+    assert not missing, f"README's Layout does not name {missing}"
