@@ -62,6 +62,10 @@ def assemble(taken: Taken, history: History, ledger: Ledger, guard: FailOpen,
         signature = guard.call(
             "signature capture",
             lambda: _signature.from_miss(miss, naming.stands_for, latest), None)
+        if signature is None and latest is not None:  # built on its own, sharing nothing
+            signature = guard.call(
+                "signature capture", lambda: _signature.from_miss(miss, naming.stands_for),
+                None)
     if signature is None:
         signature = _signature.uncaptured()
     captured = signature

@@ -224,11 +224,12 @@ class Engine:
         cache_written = getattr(self._tls, "cache_written", False)
         self._tls.cache_hit = self._tls.cache_written = False
         miss = guard.call("dispatch miss", lambda: self._take_miss(name), None)
-        taken = _assemble.Taken(
-            name, start, end,
-            self._take_phases(name, miss.started if miss is not None
-                              else start - _UNMATCHED_PHASE_WINDOW_S, start, end),
-            miss, _jax_hooks.take_compile_inputs(), cache_hit, cache_written)
+        compiled = _jax_hooks.take_compile_inputs()  # first: the program is large
+        phases = self._take_phases(
+            name, miss.started if miss is not None else start - _UNMATCHED_PHASE_WINDOW_S,
+            start, end)
+        taken = _assemble.Taken(name, start, end, phases, miss, compiled, cache_hit,
+                                cache_written)
         record, entry = _assemble.assemble(taken, self.history, self.ledger, guard,
                                            self._devices_of, self._warmup_done)
         info, signature, count = record.function, record.signature, record.count

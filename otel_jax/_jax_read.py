@@ -323,7 +323,7 @@ def program_digest(computation: Any) -> bytes | None:
 
 # --- devices --------------------------------------------------------------------------
 
-def argument_devices(values: Any, limit: int = 32) -> set[Any]:
+def argument_devices(values: Any, limit: int = 256) -> set[Any]:
     """The devices the first ``limit`` arguments live on (one mesh is enough to see)."""
     from itertools import islice
 

@@ -57,16 +57,17 @@ class Leaves(Sequence[T]):
 
         A recompile that changed one leaf of 10,000 then maps one chunk, not all.
         """
-        reuse = (source is not None and image is not None
-                 and source._len == self._len == image._len)
+        if source is None or image is None or not source._len == self._len == image._len:
+            source = image = None
+        elif self is source or all(
+                mine is theirs for mine, theirs in zip(self._chunks, source._chunks)):
+            return image
         chunks: list[tuple[U, ...]] = []
         for c, mine in enumerate(self._chunks):
-            if reuse:
-                assert source is not None and image is not None
-                if mine is source._chunks[c]:
-                    chunks.append(image._chunks[c])
-                    continue
-            chunks.append(tuple(map(fn, mine)))
+            if source is not None and image is not None and mine is source._chunks[c]:
+                chunks.append(image._chunks[c])
+            else:
+                chunks.append(tuple(map(fn, mine)))
         out: Leaves[U] = Leaves.__new__(Leaves)
         out._chunks = tuple(chunks)
         out._len = self._len

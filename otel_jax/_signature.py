@@ -620,15 +620,10 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
     treedef = _reuse(inputs.in_tree, earlier, "treedef")
     top_names = _reuse(top_names, earlier, "top_names")
     layout = _wrappers.layout_for(miss, names)
-    paths: Sequence[str]
-    if (layout is None and earlier is not None and treedef is earlier.treedef
-            and top_names is earlier.top_names and inputs.arg_names is not None
-            and len(earlier.paths) == len(types)):
-        # JAX names leaves by their key paths in the argument tree under the
-        # parameters' names: the same tree and names give the same paths.
-        paths = earlier.paths
-    else:
-        paths = inputs.arg_names or tuple(f"leaf[{i}]" for i in range(len(types)))
+    # Read as JAX gave them, never inferred from an equal tree: trees compare dict
+    # keys with == ({1: x} and {1.0: x} are equal), and a transformed program's
+    # tree and names are stand-ins for the leaves its jaxpr names.
+    paths: Sequence[str] = inputs.arg_names or tuple(f"leaf[{i}]" for i in range(len(types)))
     if layout is not None:
         treedef, top_names, paths, avals, types, placements = _as_user_paths(
             layout, treedef, top_names, tuple(paths), tuple(avals), tuple(types),
@@ -664,7 +659,7 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
         paths=_as_leaves(paths, earlier, "paths"),
         types=_as_leaves(types, earlier, "types"),
         placements=_as_leaves(placements, earlier, "placements"),
-        statics=_reuse(tuple(statics), earlier, "statics"),
+        statics=_reuse_statics(tuple(statics), earlier),
         transform=TRANSFORMED if miss.transformed else "",
         program=_program(len(avals), inputs.out_count)
         if miss.transformed else "",
@@ -690,6 +685,24 @@ def _reuse(value: Any, earlier: Signature | None, part: str) -> Any:
         return value
     theirs = getattr(earlier, part)
     return theirs if value is theirs or _equal(value, theirs) else value
+
+
+def _reuse_statics(statics: tuple[StaticArg, ...], earlier: Signature | None,
+                   ) -> tuple[StaticArg, ...]:
+    """``earlier``'s statics when they are the same in every respect the diff reads.
+
+    ``StaticArg`` equality leaves out the structures a wrapper passes (``tree``) and
+    the fields of dataclass-likes: two entries equal by it may still tell two
+    compiles apart. Structures are compared by identity only (a library's
+    structure can be large; comparing it on every compile is the diff's job).
+    """
+    theirs = earlier.statics if earlier is not None else None
+    if theirs is None or theirs is statics or len(theirs) != len(statics):
+        return statics
+    for mine, old in zip(statics, theirs):
+        if mine.tree is not old.tree or mine.fields != old.fields or not _equal(mine, old):
+            return statics
+    return theirs
 
 
 def _as_user_paths(layout: _wrappers.Layout, treedef: Any, top_names: tuple[str, ...],

@@ -445,3 +445,41 @@ def test_attrs_like_classes_are_read_field_by_field():
 
     fields = dict(static_fields(Frozen(0.1, {}, "s3cr3t")))
     assert fields == {"lr": "0.1", "token": "<str>"}  # not compared: left out; hidden: type
+
+
+# --- leaf paths are the call's own ---------------------------------------------------
+
+def test_a_transformed_call_names_its_own_leaves(telemetry):
+    @jax.jit
+    def k(p):
+        return sum(v.sum() for v in p.values())
+
+    jax.vmap(k)({"a": jnp.ones((2, 3)), "b": jnp.ones((2, 3))})
+    jax.vmap(k)({"a": jnp.ones((2, 3)), "c": jnp.ones((2, 4))})
+    span = telemetry.last("test_a_transformed_call_names_its_own_leaves.<locals>.k")
+    assert [c["path"] for c in diff_of(span)] == ["p['c']"]
+
+
+def test_a_plain_call_after_a_transformed_one_names_its_arguments(telemetry):
+    @jax.jit
+    def f(*args):
+        return jax.tree.reduce(lambda a, b: a + b.sum(), args, 0.0)
+
+    jax.vmap(f)({"a": jnp.ones((2, 3)), "b": jnp.ones((2, 3))})
+    f(jnp.ones(3), jnp.ones(3))
+    f(jnp.ones(4), jnp.ones(3))
+    span = telemetry.last(
+        "test_a_plain_call_after_a_transformed_one_names_its_arguments.<locals>.f")
+    assert only_change(span)["path"] == "args[0]"
+
+
+def test_dict_keys_equal_as_numbers_keep_their_own_paths(telemetry):
+    @jax.jit
+    def f(d):
+        return sum(d.values())
+
+    f({1: jnp.ones(3)})
+    f({1.0: jnp.ones(4)})  # an equal tree (1 == 1.0) with another key and shape
+    span = telemetry.last(
+        "test_dict_keys_equal_as_numbers_keep_their_own_paths.<locals>.f")
+    assert only_change(span)["path"] == "d[1.0]"

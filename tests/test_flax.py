@@ -296,3 +296,24 @@ def test_train_state_with_an_optimizer_recreated_each_time(telemetry):
         "test_train_state_with_an_optimizer_recreated_each_time.<locals>.step")
     assert only_change(span)["path"] == "state.apply_fn"
     assert "new bound method object" in only_change(span)["after"]
+
+
+class Holder(nnx.Module):
+    def __init__(self, kind):
+        self.w = kind(jnp.ones(3))
+
+
+def test_nnx_variable_type_change_is_not_taken_for_a_cache_eviction(telemetry):
+    # The graph's structure differs only inside what the wrapper passes as a static
+    # structure: two compiles must not read as the same signature.
+    @nnx.jit
+    def step(m):
+        return m.w.value * 2
+
+    step(Holder(nnx.Param))
+    step(Holder(nnx.BatchStat))
+    spans = telemetry.compiles(
+        "test_nnx_variable_type_change_is_not_taken_for_a_cache_eviction.<locals>.step")
+    assert len(spans) == 2
+    assert spans[1].attributes["jax.compile.cause.kind"] == "pytree_structure"
+    assert "same signature" not in spans[1].attributes["jax.compile.cause"]
