@@ -439,7 +439,7 @@ def bench_slow_repr(shapes: int, rounds: int) -> tuple[float, float, int]:
 def bench_fingerprints(ops: int, compiles: int) -> tuple[float, float, float]:
     """Median ms of the signature fingerprint, of the program fingerprint, and of the
     compile, for a program of about ``ops`` operations."""
-    from otel_jax import _engine, _fingerprint, _jax_read
+    from otel_jax import _assemble, _fingerprint, _jax_read
 
     spent: dict[str, list[float]] = {"sig": [], "prog": []}
     real_sig, real_prog = _fingerprint.of_signature, _jax_read.program_digest
@@ -462,12 +462,12 @@ def bench_fingerprints(ops: int, compiles: int) -> tuple[float, float, float]:
     install()
     sink = lambda record, link: records.append(record)  # noqa: E731
     ENGINE.add_sink(sink)
-    _engine._fingerprint.of_signature = timed("sig", real_sig)  # type: ignore[assignment]
-    _engine._jax_read.program_digest = timed("prog", real_prog)  # type: ignore[assignment]
+    _assemble._fingerprint.of_signature = timed("sig", real_sig)  # type: ignore[assignment]
+    _assemble._jax_read.program_digest = timed("prog", real_prog)  # type: ignore[assignment]
     # The program fingerprint is taken where something compares it (several ranks, a
     # persistent cache): here as in a multi-process job.
-    real_coordination = _engine._jax_read.coordination
-    _engine._jax_read.coordination = lambda: True  # type: ignore[assignment]
+    real_coordination = _assemble._jax_read.coordination
+    _assemble._jax_read.coordination = lambda: True  # type: ignore[assignment]
     cross_rank = ENGINE.cross_rank.on_divergence
     ENGINE.cross_rank.on_divergence = "off"
     try:
@@ -475,9 +475,9 @@ def bench_fingerprints(ops: int, compiles: int) -> tuple[float, float, float]:
         for n in range(compiles):
             f(jnp.ones((n + 3,)))
     finally:
-        _engine._fingerprint.of_signature = real_sig  # type: ignore[assignment]
-        _engine._jax_read.program_digest = real_prog  # type: ignore[assignment]
-        _engine._jax_read.coordination = real_coordination  # type: ignore[assignment]
+        _assemble._fingerprint.of_signature = real_sig  # type: ignore[assignment]
+        _assemble._jax_read.program_digest = real_prog  # type: ignore[assignment]
+        _assemble._jax_read.coordination = real_coordination  # type: ignore[assignment]
         ENGINE.cross_rank.on_divergence = cross_rank
         ENGINE.remove_sink(sink)
         otel_jax.uninstall()
