@@ -254,6 +254,17 @@ def bench_big_recompile(leaves: int, recompiles: int) -> tuple[float, float]:
     return statistics.median(spent), kept
 
 
+def timing(fn: Callable, record: Callable[[float], object]) -> Callable:
+    """``fn``, handing the seconds each call took to ``record``."""
+    def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            record(time.perf_counter() - t0)
+    return wrapper
+
+
 def own_time(work: Callable[[], None], times: int) -> list[float]:
     """Seconds otel_jax itself spends per compile of ``work`` (record + delivery)."""
     spent: list[float] = []
@@ -308,22 +319,12 @@ def sdk_time_per_compile(probe: Callable, compiles: int) -> float:
     from opentelemetry.sdk.metrics._internal import instrument
     from opentelemetry.sdk.trace import Span, Tracer
 
-    spent = [0.0]
+    spent: list[float] = []
     patched = [(Tracer, "start_span"), (Span, "end"), (instrument._Counter, "add"),
                (instrument._Histogram, "record")]
     originals = [getattr(cls, name) for cls, name in patched]
-
-    def timed(fn):  # type: ignore[no-untyped-def]
-        def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                spent[0] += time.perf_counter() - t0
-        return wrapper
-
     for (cls, name), fn in zip(patched, originals):
-        setattr(cls, name, timed(fn))
+        setattr(cls, name, timing(fn, spent.append))
     sizes = iter(range(1, compiles + 1))
     gc.collect()
     gc.disable()
@@ -334,7 +335,7 @@ def sdk_time_per_compile(probe: Callable, compiles: int) -> float:
         gc.enable()
         for (cls, name), fn in zip(patched, originals):
             setattr(cls, name, fn)
-    return spent[0] / compiles
+    return sum(spent) / compiles
 
 
 def bench_scaling(others: int, compiles: int) -> tuple[float, float, float]:
@@ -444,15 +445,6 @@ def bench_fingerprints(ops: int, compiles: int) -> tuple[float, float, float]:
     spent: dict[str, list[float]] = {"sig": [], "prog": []}
     real_sig, real_prog = _fingerprint.of_signature, _jax_read.program_digest
 
-    def timed(name: str, fn: Callable) -> Callable:
-        def wrapper(*args):  # type: ignore[no-untyped-def]
-            t = time.perf_counter()
-            try:
-                return fn(*args)
-            finally:
-                spent[name].append(time.perf_counter() - t)
-        return wrapper
-
     def body(x):  # type: ignore[no-untyped-def]
         for i in range(ops // 2):
             x = jnp.sin(x) * (1.0 + i * 1e-6)
@@ -462,8 +454,8 @@ def bench_fingerprints(ops: int, compiles: int) -> tuple[float, float, float]:
     install()
     sink = lambda record, link: records.append(record)  # noqa: E731
     ENGINE.add_sink(sink)
-    _assemble._fingerprint.of_signature = timed("sig", real_sig)  # type: ignore[assignment]
-    _assemble._jax_read.program_digest = timed("prog", real_prog)  # type: ignore[assignment]
+    _assemble._fingerprint.of_signature = timing(real_sig, spent["sig"].append)  # type: ignore[assignment]
+    _assemble._jax_read.program_digest = timing(real_prog, spent["prog"].append)  # type: ignore[assignment]
     # The program fingerprint is taken where something compares it (several ranks, a
     # persistent cache): here as in a multi-process job.
     real_coordination = _assemble._jax_read.coordination
