@@ -255,3 +255,41 @@ STORM_SCRIPT = textwrap.dedent("""
         time.sleep(0.2)
 """)
 
+
+# The start of the persistent-cache programs: JAX's persistent cache in argv[1] with its
+# write threshold (seconds) in argv[2], otel_jax installed with its JSON lines in ``buf``
+# and its metrics in ``reader``. What follows compiles and prints one JSON line.
+PERSISTENT_CACHE_PREAMBLE = textwrap.dedent("""
+    import io, json, sys, warnings
+    warnings.simplefilter("always")
+    import jax
+    jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(sys.argv[2]))
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    import jax.numpy as jnp
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    import otel_jax
+
+    reader = InMemoryMetricReader()
+    buf = io.StringIO()
+    otel_jax.install(log_output=buf, meter_provider=MeterProvider(metric_readers=[reader]))
+""")
+
+
+def run_persistent_cache_program(tmp_path: Path, body: str, cache_dir: Path,
+                                 min_compile_time: float = 0.0,
+                                 env: dict[str, str] | None = None,
+                                 timeout: float = 180) -> tuple[dict, str]:
+    """Run ``PERSISTENT_CACHE_PREAMBLE + body`` in a fresh process (a restart) against
+    ``cache_dir``; its last stdout line as JSON, and its stderr."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "program.py"
+    script.write_text(PERSISTENT_CACHE_PREAMBLE + textwrap.dedent(body))
+    out = subprocess.run([sys.executable, str(script), str(cache_dir), str(min_compile_time)],
+                         env=clean_env(**(env or {})), capture_output=True, text=True,
+                         timeout=timeout)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr

@@ -2,27 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
+from conftest import run_persistent_cache_program
 
-SCRIPT = textwrap.dedent("""
-    import io, json, sys
-    import jax
-    jax.config.update("jax_compilation_cache_dir", sys.argv[1])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(sys.argv[2]))
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    import jax.numpy as jnp
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    import otel_jax
-
-    reader = InMemoryMetricReader()
-    buf = io.StringIO()
-    otel_jax.install(log_output=buf, meter_provider=MeterProvider(metric_readers=[reader]))
-
+PROGRAM = """
     @jax.jit
     def cached(x):
         return jnp.tanh(x) * 3
@@ -41,18 +23,11 @@ SCRIPT = textwrap.dedent("""
                             counters[m.name + ":" + p.attributes["reason"]] = p.value
     print(json.dumps({"lines": [l for l in lines if l["function"] == "cached"],
                       "counters": counters}))
-""")
+"""
 
 
 def run(tmp_path, cache_dir, min_compile_time=0.0):
-    script = tmp_path / "cached.py"
-    script.write_text(SCRIPT)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    out = subprocess.run([sys.executable, str(script), str(cache_dir), str(min_compile_time)],
-                         env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_persistent_cache_program(tmp_path, PROGRAM, cache_dir, min_compile_time)[0]
 
 
 def test_persistent_cache_hits_are_marked_and_not_recompiles(tmp_path):

@@ -15,6 +15,7 @@ import textwrap
 import warnings
 
 import pytest
+from conftest import run_persistent_cache_program
 
 from otel_jax import _jax_read, _ledger
 from otel_jax._failopen import FailOpen, OtelJaxWarning
@@ -22,22 +23,7 @@ from otel_jax._vocab import MissReason
 
 TIMEOUT_S = 180
 
-SCRIPT = textwrap.dedent("""
-    import io, json, sys, warnings
-    warnings.simplefilter("always")
-    import jax
-    jax.config.update("jax_compilation_cache_dir", sys.argv[1])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(sys.argv[2]))
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    import jax.numpy as jnp
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    import otel_jax
-
-    reader = InMemoryMetricReader()
-    buf = io.StringIO()
-    otel_jax.install(log_output=buf, meter_provider=MeterProvider(metric_readers=[reader]))
-
+PROGRAM = """
     @jax.jit
     def step(x):
         return jnp.tanh(x) * SCALE
@@ -52,20 +38,14 @@ SCRIPT = textwrap.dedent("""
                     lookups += [dict(p.attributes, value=p.value) for p in m.data.data_points]
     print(json.dumps({"lines": [l for l in lines if l["function"] == "step"],
                       "lookups": lookups}))
-""")
+"""
 
 
 def _run(tmp_path, cache_dir, *, scale="3", min_compile_time=0.0, env=None):
-    script = tmp_path / "train.py"
-    script.write_text(SCRIPT.replace("SCALE", scale))
-    full_env = {k: v for k, v in os.environ.items()
-                if not k.startswith("OTEL_") and k != "XLA_FLAGS"}
-    full_env.update(env or {})
-    out = subprocess.run([sys.executable, str(script), str(cache_dir), str(min_compile_time)],
-                         env=full_env, capture_output=True, text=True, timeout=TIMEOUT_S)
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    result["stderr"] = out.stderr
+    result, stderr = run_persistent_cache_program(
+        tmp_path, PROGRAM.replace("SCALE", scale), cache_dir, min_compile_time, env,
+        timeout=TIMEOUT_S)
+    result["stderr"] = stderr
     [line] = result["lines"]
     return result, line
 
@@ -97,7 +77,7 @@ def test_restarts_hit_then_flag_change_then_code_change(tmp_path):
     _, edited = _run(tmp_path, cache, scale="4")
     assert edited["persistent_cache_miss_reason"] == "key_changed"
     assert edited["persistent_cache_miss_detail"].startswith(
-        "program changed under the same signature (code edited at train.py:")
+        "program changed under the same signature (code edited at program.py:")
     assert len(ledger.read_text().splitlines()) == 3  # nothing recorded for the hit
 
 
@@ -413,17 +393,16 @@ def test_the_miss_reason_is_on_the_span_and_the_log_line():
 
 @pytest.mark.slow
 def test_a_failing_ledger_fails_open(tmp_path):
-    script = tmp_path / "boom.py"
-    script.write_text(SCRIPT.replace("SCALE", "3").replace(
-        "import otel_jax\n",
-        "import otel_jax\nfrom otel_jax import _jax_read\n"
-        "def boom(*a, **k):\n    raise RuntimeError('boom')\n"
-        "_jax_read.cache_key_parts = boom\n"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    out = subprocess.run([sys.executable, str(script), str(tmp_path / "cache"), "0"], env=env,
-                         capture_output=True, text=True, timeout=TIMEOUT_S)
-    assert out.returncode == 0, out.stderr[-3000:]
-    [line] = json.loads(out.stdout.strip().splitlines()[-1])["lines"]
+    boom = """
+    from otel_jax import _jax_read
+    def boom(*a, **k):
+        raise RuntimeError('boom')
+    _jax_read.cache_key_parts = boom
+    """
+    result, stderr = run_persistent_cache_program(
+        tmp_path, textwrap.dedent(boom) + textwrap.dedent(PROGRAM.replace("SCALE", "3")),
+        tmp_path / "cache", timeout=TIMEOUT_S)
+    [line] = result["lines"]
     assert line["persistent_cache_hit"] is False
     assert "persistent_cache_miss_reason" not in line  # no reason, and the compile reported
-    assert out.stderr.count("internal error in compile ledger") == 1
+    assert stderr.count("internal error in compile ledger") == 1
