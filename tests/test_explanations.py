@@ -1,6 +1,6 @@
 """Causes that name what really happened: calling conventions, the closest earlier
 signature inside one argument, static values field by field, what a re-created
-partial or closure captured, and warnings that point at the user's code."""
+partial or closure captured, and warnings."""
 
 from __future__ import annotations
 
@@ -70,36 +70,7 @@ def test_array_argument_by_keyword_then_positionally_reads_in_that_direction(tel
                                  "after": "passed positionally (f32[3])"}
 
 
-# --- warnings point at the user's code ------------------------------------------------
-
-def test_on_recompile_warn_points_at_the_users_call(telemetry):
-    otel_jax.uninstall()
-    otel_jax.install(tracer_provider=telemetry.tracer_provider,
-                     meter_provider=telemetry.meter_provider, log_output=telemetry.log,
-                     on_recompile="warn")
-    try:
-        @jax.jit
-        def step(x):
-            return x + 1
-
-        step(jnp.ones(2))
-        otel_jax.mark_warmup_done()
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            step(jnp.ones(5))  # the line the warning must name
-    finally:
-        otel_jax.uninstall()
-    ours = [w for w in caught if issubclass(w.category, otel_jax.OtelJaxWarning)]
-    assert len(ours) == 1, [str(w.message) for w in caught]
-    assert ours[0].filename == __file__
-    import inspect
-
-    source = inspect.getsource(test_on_recompile_warn_points_at_the_users_call)
-    first = test_on_recompile_warn_points_at_the_users_call.__code__.co_firstlineno
-    call_line = first + next(i for i, text in enumerate(source.splitlines())
-                             if "step(jnp.ones(5))" in text)
-    assert ours[0].lineno == call_line
-
+# --- warnings ---------------------------------------------------------------------------
 
 def test_compile_history_warns_when_nothing_records():
     otel_jax.uninstall()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -163,12 +165,16 @@ def test_guard_warn_policy_and_mark_warmup_done(telemetry):
 
         step(jnp.ones(2))
         otel_jax.mark_warmup_done()
-        with pytest.warns(otel_jax.OtelJaxWarning, match="weak_type|shape"):
+        with pytest.warns(otel_jax.OtelJaxWarning, match="weak_type|shape") as caught:
+            call_line = inspect.currentframe().f_lineno + 1
             assert step(jnp.ones(5)).shape == (5,)
     finally:
         otel_jax.uninstall()
     line = telemetry.log_lines()[-1]
     assert line["after_warmup"] is True and line["cause_kind"] == "shape"
+    # One warning, and it points at the user's call, not at a listener inside JAX.
+    [warning] = [w for w in caught if issubclass(w.category, otel_jax.OtelJaxWarning)]
+    assert (warning.filename, warning.lineno) == (__file__, call_line)
 
 
 def test_a_hint_for_every_cause_kind():
