@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
 from collections.abc import Iterable
 from typing import Any
 
+from ._idcache import IdentityCache
 from ._leaves import Leaves
 from ._scrub import without_digests
 from ._signature import Placement, Signature
@@ -37,27 +37,17 @@ _MAX_LEAVES_DIGESTS = 1024
 Fingerprint = str
 
 
-class _ChunkDigests:
-    """Digest of each chunk tuple, by identity; the chunk is kept so its id is not reused."""
-
-    def __init__(self) -> None:
-        self._by_id: dict[int, tuple[tuple[Any, ...], bytes]] = {}
-        self._lock = threading.Lock()
-
-    def digest(self, chunk: tuple[Any, ...], text: Any) -> bytes:
-        found = self._by_id.get(id(chunk))
-        if found is not None and found[0] is chunk:
-            return found[1]
-        digest = hashlib.blake2b(_SEP.join(map(text, chunk)).encode("utf-8", "backslashreplace"),
-                                 digest_size=16).digest()
-        with self._lock:
-            if len(self._by_id) >= _MAX_CHUNK_DIGESTS:
-                self._by_id.clear()
-            self._by_id[id(chunk)] = (chunk, digest)
-        return digest
+_chunk_digests: IdentityCache[bytes] = IdentityCache(_MAX_CHUNK_DIGESTS)
 
 
-_CHUNKS = _ChunkDigests()
+def _chunk_digest(chunk: tuple[Any, ...], text: Any) -> bytes:
+    """The digest of one chunk of leaves, once per chunk object."""
+    digest = _chunk_digests.get(chunk)
+    if digest is None:
+        digest = _chunk_digests.put(chunk, hashlib.blake2b(
+            _SEP.join(map(text, chunk)).encode("utf-8", "backslashreplace"),
+            digest_size=16).digest())
+    return digest
 
 
 def _placement_text(placement: Placement) -> str:
@@ -69,41 +59,36 @@ def _placement_text(placement: Placement) -> str:
     return text
 
 
-_leaves_digests: dict[int, tuple[Leaves[Any], Any, bytes]] = {}
+#: The chunk digests of a whole part, per Leaves object and text function.
+_part_digests: IdentityCache[tuple[Any, bytes]] = IdentityCache(_MAX_LEAVES_DIGESTS)
 
 
 def _leaf_parts(hasher: Any, values: Iterable[Any] | Leaves[Any], text: Any) -> None:
     if isinstance(values, Leaves):
         # A part shared whole with the previous signature (the same Leaves object)
         # is one lookup; the bytes are the chunk digests, fed as they would be one by one.
-        found = _leaves_digests.get(id(values))
-        if found is not None and found[0] is values and found[1] is text:
-            hasher.update(found[2])
-            return
-        joined = b"".join([_CHUNKS.digest(chunk, text) for chunk in values._chunks])
-        with _CHUNKS._lock:
-            if len(_leaves_digests) >= _MAX_LEAVES_DIGESTS:
-                _leaves_digests.clear()
-            _leaves_digests[id(values)] = (values, text, joined)
+        found = _part_digests.get(values)
+        if found is not None and found[0] is text:
+            joined = found[1]
+        else:
+            joined = b"".join([_chunk_digest(chunk, text) for chunk in values._chunks])
+            _part_digests.put(values, (text, joined))
         hasher.update(joined)
         return
     hasher.update(_SEP.join(map(text, values)).encode("utf-8", "backslashreplace"))
 
 
-_trees: dict[int, tuple[Any, bytes]] = {}
+_tree_digests: IdentityCache[bytes] = IdentityCache(1024)
 
 
 def _tree_digest(treedef: Any) -> bytes:
     """The whole structure (node types, dict keys, static fields; no addresses), hashed
     once per treedef object: signatures of one function share theirs when equal."""
-    found = _trees.get(id(treedef))
-    if found is not None and found[0] is treedef:
-        return found[1]
-    text = without_digests(safe_repr(treedef, 1 << 30))
-    digest = hashlib.blake2b(text.encode("utf-8", "backslashreplace"), digest_size=16).digest()
-    if len(_trees) >= 1024:
-        _trees.clear()
-    _trees[id(treedef)] = (treedef, digest)
+    digest = _tree_digests.get(treedef)
+    if digest is None:
+        text = without_digests(safe_repr(treedef, 1 << 30))
+        digest = _tree_digests.put(treedef, hashlib.blake2b(
+            text.encode("utf-8", "backslashreplace"), digest_size=16).digest())
     return digest
 
 

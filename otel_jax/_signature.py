@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _jax_read, _scrub, _wrappers
+from ._idcache import IdentityCache
 from ._leaves import Leaves
 from ._text import REPR_LIMIT, emitted, raw_repr, safe_repr, truncate, type_name
 
@@ -133,7 +134,7 @@ def _weak(obj: Any) -> Any:
 # lookups hit by identity, without hashing the value in Python; an equal value met
 # as a new object is found by equality and remembered under its own identity.
 _type_strings: dict[Any, str] = {}
-_type_strings_by_id: dict[int, tuple[Any, str]] = {}
+_type_strings_by_id: IdentityCache[str] = IdentityCache(_MAX_CACHED_STRINGS)
 _placements: dict[Any, Placement] = {}
 # Options rendered once per distinct set of option values, not once per
 # compile. Keyed by the values (shardings, argnums, flags), never by the jit
@@ -151,18 +152,16 @@ def _remember(cache: dict[Any, Any], key: Any, value: Any) -> Any:
 
 def aval_text(aval: Any) -> str:
     """``f32[3]``, ``i32[] (weak)``, ``f32[8@data,4]`` (the sharding is part of the type)."""
-    known = _type_strings_by_id.get(id(aval))
-    if known is not None and known[0] is aval:
-        return str(known[1])
+    known = _type_strings_by_id.get(aval)
+    if known is not None:
+        return known
     try:
         cached = _type_strings.get(aval)
     except TypeError:  # unhashable abstract value
         return _aval_text(aval)
     text = cached if cached is not None else _remember(_type_strings, aval, _aval_text(aval))
-    # Holding the abstract value (shape, dtype, sharding: never array data) keeps its
-    # id from being reused while it is a key here.
-    _remember(_type_strings_by_id, id(aval), (aval, text))
-    return str(text)
+    # The abstract value is held (shape, dtype, sharding: never array data).
+    return _type_strings_by_id.put(aval, str(text))
 
 
 def _aval_text(aval: Any) -> str:
@@ -571,20 +570,17 @@ def _attribute_arg(path: str, value: Any) -> StaticArg:
 _MAX_CACHED_GRAPHS = 256
 # Graph read-backs are cached by the GraphDef they come from (``_wrappers``):
 # the same Graph object again means the same nodes and attributes.
-_graph_args_cache: dict[int, tuple[Any, tuple[StaticArg, ...]]] = {}
+_graph_args_cache: IdentityCache[tuple[StaticArg, ...]] = IdentityCache(_MAX_CACHED_GRAPHS)
 
 
 def _graph_args(graph: _wrappers.Graph) -> tuple[StaticArg, ...]:
     """The statics entries of one graph node argument: its nodes, then its attributes."""
-    cached = _graph_args_cache.get(id(graph))
-    if cached is not None and cached[0] is graph:
-        return cached[1]
-    built = tuple(_node_arg(*node) for node in graph.nodes) + tuple(
-        _attribute_arg(path, value) for path, value in graph.statics)
-    if len(_graph_args_cache) >= _MAX_CACHED_GRAPHS:
-        _graph_args_cache.clear()
-    _graph_args_cache[id(graph)] = (graph, built)
-    return built
+    cached = _graph_args_cache.get(graph)
+    if cached is None:
+        cached = _graph_args_cache.put(graph, tuple(
+            _node_arg(*node) for node in graph.nodes) + tuple(
+            _attribute_arg(path, value) for path, value in graph.statics))
+    return cached
 
 
 def _fallback_arg(name: str, tree: Any) -> StaticArg:

@@ -72,3 +72,26 @@ def test_kept_signatures_of_one_function_share_unchanged_parts():
         expected = len(a) - (part in ("types", "avals"))
         assert shared == expected, part
     assert new.treedef is old.treedef
+
+
+def test_identity_cache_answers_for_the_same_object_only_and_stays_bounded():
+    import gc
+    import weakref
+
+    from otel_jax._idcache import IdentityCache
+
+    class Key:
+        pass
+
+    cache: IdentityCache[str] = IdentityCache(limit=4)
+    key = Key()
+    assert cache.put(key, "a") == "a" and cache.get(key) == "a"
+    assert cache.get(Key()) is None and cache.get(tuple([1, 2])) is None
+    # The entry holds its object, so its id cannot pass to another object meanwhile.
+    held = weakref.ref(key)
+    del key
+    gc.collect()
+    assert held() is not None and cache.get(held()) == "a"
+    for i in range(10):
+        cache.put(Key(), str(i))
+    assert len(cache._entries) <= 4
