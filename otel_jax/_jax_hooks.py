@@ -484,7 +484,10 @@ def _exclude_from_tracebacks() -> None:
     """Hide these wrappers from JAX's filtered tracebacks and source locations.
 
     They sit on the stack of every traced jit call; an error in the user's
-    function should point at the user's code and JAX, not at otel_jax.
+    function should point at the user's code and JAX, not at otel_jax. The two
+    lists are separate: ``traceback_util``'s filters tracebacks, while
+    ``source_info_util``'s picks the user frame that ``jax_explain_cache_misses``
+    and equation source locations name.
     """
     try:
         from jax._src import traceback_util
@@ -492,6 +495,13 @@ def _exclude_from_tracebacks() -> None:
         if __file__ not in getattr(traceback_util, "_exclude_paths", ()):
             traceback_util.register_exclusion(__file__)
     except Exception:  # pragma: no cover - moved: tracebacks just show one more frame
+        pass
+    try:
+        from jax._src import source_info_util
+
+        if __file__ not in getattr(source_info_util, "_exclude_paths", ()):
+            source_info_util.register_exclusion(__file__)
+    except Exception:  # pragma: no cover - moved: JAX names this frame as the call site
         pass
 
 

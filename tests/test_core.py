@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 import threading
 import warnings
 
@@ -195,6 +196,22 @@ def test_install_is_idempotent_and_uninstall_restores_jax():
     assert not _jax_hooks.pjit_patched()
     assert otel_jax.installation() is None
     otel_jax.uninstall()  # a second uninstall is a no-op
+
+
+def test_jax_explain_cache_misses_still_names_the_users_call(telemetry, caplog):
+    """JAX's own explainer names the user's line as the miss, not otel_jax's wrapper."""
+    @jax.jit
+    def f(x):
+        return x * 2
+
+    f(jnp.ones(3))
+    with jax.explain_cache_misses(True), caplog.at_level("WARNING"):
+        line = sys._getframe().f_lineno + 1
+        f(jnp.ones(4))
+    misses = [r.getMessage() for r in caplog.records if "CACHE MISS" in r.getMessage()]
+    assert misses, "JAX explained no cache miss"
+    assert all(f"{__file__}:{line}" in m for m in misses), misses
+    assert not any("otel_jax" in m for m in misses), misses
 
 
 def test_no_work_after_uninstall():
