@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import _wrappers
+from . import _jax_read, _wrappers
 from ._leaves import differing
 from ._signature import GRAPH_NODE, Placement, Signature, StaticArg, field_names, one_line_repr
 from ._text import safe_repr, truncate, type_name
@@ -155,7 +155,7 @@ def _static_value_changed(old: StaticArg, new: StaticArg) -> bool:
     if old.identity_hashed or new.identity_hashed:
         same = old.same_object_as(new)
         return not same if same is not None else old.repr != new.repr
-    return old.hash != new.hash or old.repr != new.repr
+    return old.hash != new.hash or old.repr != new.repr or old.value != new.value
 
 
 _OTHER_PROGRAM = 1 << 40  # a transformed computation is never "close" to a plain call
@@ -308,7 +308,11 @@ def _weak_type_only(a: Any, b: Any) -> bool:
 
 
 def _treedef_equal(old: Signature, new: Signature) -> bool:
-    return not _safe_ne(old.treedef, new.treedef)
+    a, b = old.treedef, new.treedef
+    try:
+        return _jax_read.trees_equal(a, b)
+    except Exception:  # a node JAX cannot compare or hash
+        return safe_repr(a) == safe_repr(b)
 
 
 def closest(history: Sequence[Signature], new: Signature) -> tuple[int, Signature] | None:

@@ -258,6 +258,18 @@ class MissInputs(NamedTuple):
     out_count: int  # outputs of a transformed program (0 for a plain call)
 
 
+def trees_equal(a: Any, b: Any) -> bool:
+    """Whether two treedefs are one argument structure, as JAX's cache tells them apart.
+
+    jaxlib 0.10's ``PyTreeDef.__eq__`` leaves out the type of a dataclass node
+    (``register_dataclass``, ``flax.struct``): two classes with the same fields compare
+    equal, while their hashes, which JAX's cache also compares, differ (jaxlib 0.8
+    compared the types). Equal trees always hash alike, so comparing the hashes too
+    never tells two equal trees apart. May raise (an unhashable node); callers guard.
+    """
+    return a is b or (bool(a == b) and hash(a) == hash(b))
+
+
 def miss_inputs(miss: Miss) -> MissInputs:
     params = miss.params
     avals = tuple(params.in_avals)

@@ -42,6 +42,35 @@ class Placement(NamedTuple):
 UNCOMMITTED = Placement("uncommitted")
 
 
+class StaticValue:
+    """A static argument's value, held weakly: equal to another unless both values are
+    still alive (JAX's cache keeps the values it keys by) and not ``==``.
+
+    Hash and repr alone miss a value whose class hashes by type and prints no fields,
+    or whose ``__eq__`` is never true; JAX's cache compares with ``==``, so does this.
+    """
+
+    __slots__ = ("ref",)
+
+    def __init__(self, value: Any) -> None:
+        self.ref = _weak(value)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StaticValue):
+            return NotImplemented
+        a = self.ref() if self.ref is not None else None
+        b = other.ref() if other.ref is not None else None
+        if a is None or b is None or a is b:
+            return True  # unknown, or the same object: hash and repr decide
+        try:
+            return bool(a == b)
+        except Exception:  # an __eq__ that raises or returns an array: unknown
+            return True
+
+    def __hash__(self) -> int:
+        return 0  # equal hashes for all: the dataclass's hash stays consistent with ==
+
+
 @dataclass(frozen=True, slots=True)
 class StaticArg:
     """A static argument as JAX's cache compares it: by hash and equality."""
@@ -67,6 +96,9 @@ class StaticArg:
     # pytree_structure only: a library's whole structure, walked only when
     # nothing more precise differs
     fallback: bool = False
+    # values not hashed by identity: compared with == while both are alive (last, so
+    # that cheaper fields decide first)
+    value: StaticValue | None = None
 
     def same_object_as(self, other: StaticArg) -> bool | None:
         """For identity-hashed statics: were both the same object? ``None`` if unknown."""
@@ -541,6 +573,7 @@ def _static_arg(name: str, value: Any, kind: str = "static_argument",
         tree=value if kind == "pytree_structure" else None,
         keyword=keyword,
         fields=static_fields(value) if kind == "static_argument" else (),
+        value=StaticValue(value) if not identity and kind == "static_argument" else None,
     )
 
 
@@ -564,7 +597,8 @@ def _attribute_arg(path: str, value: Any) -> StaticArg:
                      repr=f"static {one_line_repr(value, name=path.rpartition('.')[2])}",
                      hash=h, identity_hashed=identity,
                      ref=_weak(value) if identity else None,
-                     obj_id=id(value) if identity else 0, kind="pytree_structure")
+                     obj_id=id(value) if identity else 0, kind="pytree_structure",
+                     value=None if identity else StaticValue(value))
 
 
 _MAX_CACHED_GRAPHS = 256
@@ -613,7 +647,7 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
     top_names = tuple(names[i] for i in _jax_read.dynamic_positions(miss))
     statics = [_static_arg(n, v, keyword=n in miss.kwargs)
                for n, v in _jax_read.static_arguments(miss, names)]
-    treedef = _reuse(inputs.in_tree, earlier, "treedef")
+    treedef = _reuse_tree(inputs.in_tree, earlier)
     top_names = _reuse(top_names, earlier, "top_names")
     layout = _wrappers.layout_for(miss, names)
     # Read as JAX gave them, never inferred from an equal tree: trees compare dict
@@ -649,7 +683,7 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
         options=_reuse(_options(miss.jit_info) if stands_for is None else (), earlier,
                        "options"),
         context=_reuse(_jax_read.trace_context_items(), earlier, "context"),
-        treedef=_reuse(treedef, earlier, "treedef"),
+        treedef=_reuse_tree(treedef, earlier),
         avals=_as_leaves(avals, earlier, "avals"),
         top_names=_reuse(top_names, earlier, "top_names"),
         paths=_as_leaves(paths, earlier, "paths"),
@@ -681,6 +715,17 @@ def _reuse(value: Any, earlier: Signature | None, part: str) -> Any:
         return value
     theirs = getattr(earlier, part)
     return theirs if value is theirs or _equal(value, theirs) else value
+
+
+def _reuse_tree(treedef: Any, earlier: Signature | None) -> Any:
+    """``earlier``'s treedef when it is the same structure (see ``trees_equal``)."""
+    if earlier is None:
+        return treedef
+    try:
+        same = _jax_read.trees_equal(treedef, earlier.treedef)
+    except Exception:  # a node JAX cannot compare or hash: keep both
+        same = False
+    return earlier.treedef if same else treedef
 
 
 def _reuse_statics(statics: tuple[StaticArg, ...], earlier: Signature | None,

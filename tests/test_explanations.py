@@ -4,6 +4,7 @@ partial or closure captured, and warnings."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import warnings
 
@@ -454,3 +455,77 @@ def test_dict_keys_equal_as_numbers_keep_their_own_paths(telemetry):
     span = telemetry.last(
         "test_dict_keys_equal_as_numbers_keep_their_own_paths.<locals>.f")
     assert only_change(span)["path"] == "d[1.0]"
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class TrainState:
+    w: jax.Array
+    step: int = dataclasses.field(metadata={"static": True})
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class EvalState:  # the same fields: some jaxlib versions compare such trees equal
+    w: jax.Array
+    step: int = dataclasses.field(metadata={"static": True})
+
+
+def test_dataclass_nodes_of_two_types_with_the_same_fields(telemetry):
+    @jax.jit
+    def f(state):
+        return state.w * 2
+
+    f(TrainState(jnp.ones(2), 1))
+    f(EvalState(jnp.ones(2), 1))  # JAX compiles again: another node type
+    f(TrainState(jnp.ones(2), 1))  # cached: no record
+    spans = telemetry.compiles("test_dataclass_nodes_of_two_types_with_the_same_fields"
+                               ".<locals>.f")
+    assert len(spans) == 2
+    change = only_change(spans[-1])
+    assert change["kind"] == "pytree_structure" and change["path"] == "state"
+    assert change["before"].startswith("TrainState") and change["after"].startswith("EvalState")
+
+
+class HashedByType:
+    """Hashes by type and prints no fields, compares by fields: legal, and JAX keys by ==."""
+
+    def __init__(self, **options: int) -> None:
+        self.options = options
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HashedByType) and self.options == other.options
+
+    def __repr__(self) -> str:
+        return "HashedByType(...)"
+
+
+class NeverEqual:
+    def __hash__(self) -> int:
+        return 7
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "NeverEqual()"
+
+
+@pytest.mark.parametrize("first, second", [
+    (HashedByType(a=1), HashedByType(a=2)),
+    (NeverEqual(), NeverEqual()),
+], ids=["hashed-by-type", "never-equal"])
+def test_static_value_equal_in_hash_and_repr_but_not_equal(telemetry, first, second):
+    @functools.partial(jax.jit, static_argnums=1)
+    def f(x, config):
+        return x + 1
+
+    f(jnp.ones(2), first)
+    f(jnp.ones(2), second)  # JAX compiles again: the values are not ==
+    span = telemetry.last("test_static_value_equal_in_hash_and_repr_but_not_equal"
+                          ".<locals>.f")
+    assert span.attributes["jax.compile.cause.kind"] == "static_argument"
+    assert only_change(span)["path"] == "config"
