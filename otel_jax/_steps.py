@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.metrics import Meter
-from opentelemetry.trace import SpanKind, Tracer
+from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
 from ._vocab import Attr, Metric
 
@@ -127,7 +127,7 @@ class StepScope(ContextDecorator):
                 self._span = self._token = None
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         seconds = time.perf_counter() - self._start
         tally = self._tally or StepTally()
         STEPS.close(tally)
@@ -137,6 +137,10 @@ class StepScope(ContextDecorator):
             if self._token is not None:
                 otel_context.detach(self._token)  # type: ignore[arg-type]
             if self._span is not None:
+                if exc is not None:  # as the SDK's own span context manager does
+                    self._span.record_exception(exc)
+                    self._span.set_status(Status(StatusCode.ERROR,
+                                                 f"{type(exc).__name__}: {exc}"[:200]))
                 self._span.set_attributes({
                     Attr.STEP_COMPILED: compiled, Attr.STEP_COMPILES: tally.compiles,
                     Attr.STEP_COMPILE_S: tally.compile_s})

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import pytest
+from opentelemetry.trace import StatusCode
 
 import otel_jax
 from otel_jax._engine import ENGINE
@@ -76,11 +78,15 @@ def test_bare_call_still_counts_and_decorator_factory_counts_per_call(telemetry)
     assert ENGINE._warmup_done
 
 
-def test_a_step_that_raises_still_ends_its_span(telemetry):
-    try:
-        with otel_jax.step("failing"):
-            raise ValueError("user error")
-    except ValueError:
+def test_a_step_that_raises_ends_its_span_as_an_error(telemetry):
+    with pytest.raises(ValueError), otel_jax.step("failing"):
+        raise ValueError("user error")
+    with otel_jax.step("fine"):
         pass
-    spans = [s for s in telemetry.exporter.get_finished_spans() if s.name == "failing"]
-    assert len(spans) == 1 and spans[0].attributes["jax.step.compiled"] is False
+    spans = {s.name: s for s in telemetry.exporter.get_finished_spans()}
+    failing, fine = spans["failing"], spans["fine"]
+    assert failing.attributes["jax.step.compiled"] is False
+    assert failing.status.status_code is StatusCode.ERROR
+    assert failing.status.description == "ValueError: user error"
+    assert [e.name for e in failing.events] == ["exception"]
+    assert fine.status.status_code is StatusCode.UNSET and not fine.events
