@@ -803,6 +803,9 @@ def _static_field_names(node_type: Any, n: int) -> list[str] | None:
               if f.metadata.get("static") or f.metadata.get("pytree_node") is False]
     if len(static) == n:
         return static
+    registered = _jax_read.dataclass_meta_fields(node_type)  # meta_fields=[...]
+    if registered is not None and len(registered) == n:
+        return list(registered)
     # equinox keeps one entry per field, a placeholder for the dynamic ones
     return [f.name for f in fields] if len(fields) == n else None
 

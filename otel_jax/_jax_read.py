@@ -258,6 +258,26 @@ class MissInputs(NamedTuple):
     out_count: int  # outputs of a transformed program (0 for a plain call)
 
 
+def dataclass_meta_fields(node_type: Any) -> tuple[str, ...] | None:
+    """The static field names ``jax.tree_util.register_dataclass`` was given for
+    ``node_type`` (``meta_fields=[...]``), or ``None``.
+
+    JAX keeps them only in the closure of the flatten function it registers
+    (``jax._src.tree_util._registry``); when that moves, fields read by position.
+    """
+    try:
+        from jax._src import tree_util
+
+        flatten = tree_util._registry[node_type].to_iter
+        cells = dict(zip(flatten.__code__.co_freevars, flatten.__closure__ or ()))
+        names = cells["meta_fields"].cell_contents
+    except Exception:
+        return None
+    if isinstance(names, tuple) and all(isinstance(n, str) for n in names):
+        return names
+    return None
+
+
 def trees_equal(a: Any, b: Any) -> bool:
     """Whether two treedefs are one argument structure, as JAX's cache tells them apart.
 

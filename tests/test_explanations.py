@@ -529,3 +529,40 @@ def test_static_value_equal_in_hash_and_repr_but_not_equal(telemetry, first, sec
                           ".<locals>.f")
     assert span.attributes["jax.compile.cause.kind"] == "static_argument"
     assert only_change(span)["path"] == "config"
+
+
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["w"],
+                   meta_fields=["width", "activation"])
+@dataclasses.dataclass
+class Dense:  # static fields named at registration, not in field metadata
+    w: jax.Array
+    width: int
+    activation: str
+
+
+def _dense_change(telemetry, f) -> dict:
+    f(Dense(jnp.ones(2), 2, "relu"))
+    f(Dense(jnp.ones(2), 2, "gelu"))
+    change = only_change(telemetry.last(
+        f"test_register_dataclass_meta_fields_are_named.<locals>.{f.__name__}"))
+    assert (change["before"], change["after"]) == ("static 'relu'", "static 'gelu'")
+    return change
+
+
+def test_register_dataclass_meta_fields_are_named(telemetry, monkeypatch):
+    from otel_jax import _jax_read
+
+    @jax.jit
+    def named(layer):
+        return layer.w * 2
+
+    @jax.jit
+    def positional(layer):
+        return layer.w * 2
+
+    assert _jax_read.dataclass_meta_fields(Dense) == ("width", "activation")
+    assert _jax_read.dataclass_meta_fields(int) is None
+    assert _dense_change(telemetry, named)["path"] == "layer.activation"
+    # JAX moved its registry: the fields are read by position
+    monkeypatch.setattr(_jax_read, "dataclass_meta_fields", lambda node_type: None)
+    assert _dense_change(telemetry, positional)["path"] == "layer.<static 1>"
