@@ -270,12 +270,21 @@ def _spec_distance(a: Any, b: Any) -> int:
     return max(1, abs(len(ta) - len(tb)) + sum(1 for x, y in zip(ta, tb) if x != y))
 
 
+_OTHER_MESH = 4  # two shardings over different meshes
+_OTHER_KIND_OF_PLACEMENT = 8  # one device vs a sharding: farther than a new spec or mesh
+
+
 def _placement_distance(a: Placement, b: Placement) -> int:
-    """Two shardings over the same mesh, one axis apart, are closer than two axes apart."""
-    if not (a.sharded and b.sharded):
+    """Two shardings over the same mesh, one entry of the spec apart, are closer than two
+    entries apart; a sharding is closer to another sharding than to one device."""
+    if a.sharded != b.sharded:
+        return _OTHER_KIND_OF_PLACEMENT
+    if not a.sharded:
         return 1
-    pa, pb = a.text.split(","), b.text.split(",")
-    return max(1, abs(len(pa) - len(pb)) + sum(1 for x, y in zip(pa, pb) if x != y))
+    if not a.mesh or a.mesh != b.mesh:
+        return _OTHER_MESH
+    entries = abs(len(a.spec) - len(b.spec)) + sum(1 for x, y in zip(a.spec, b.spec) if x != y)
+    return max(1, entries)
 
 
 def _bound_distance(old: Signature, new: Signature) -> int:

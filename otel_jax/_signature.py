@@ -34,6 +34,10 @@ class Placement(NamedTuple):
 
     text: str  # "uncommitted", "committed cpu:0", "sharded P('data') over mesh(data=8)"
     sharded: bool = False
+    # sharded over a named mesh only: the spec's entries and the mesh's axes, which
+    # tell how far apart two shardings are
+    spec: tuple[str, ...] = ()
+    mesh: str = ""
 
     def __str__(self) -> str:
         return self.text
@@ -228,6 +232,8 @@ def placement(value: Any) -> Placement:
     if cached is not None:
         return cached
     sharded = True
+    entries: tuple[str, ...] = ()
+    axes = ""
     try:
         devices = sharding.device_set
         if len(devices) == 1:
@@ -240,13 +246,16 @@ def placement(value: Any) -> Placement:
             if mesh is not None and spec is not None:
                 axes = ",".join(f"{n}={s}" for n, s in dict(mesh.shape).items())
                 text = f"sharded {spec} over mesh({axes})"
+                entries = tuple(str(e) for e in spec)
             else:
                 text = f"sharded {safe_repr(sharding, 80)}"
             if not committed:
                 text += " uncommitted"
     except Exception:
         text = f"sharded {safe_repr(sharding, 80)}"
-    result = UNCOMMITTED if text == UNCOMMITTED.text else Placement(text, sharded)
+        entries, axes = (), ""
+    result = (UNCOMMITTED if text == UNCOMMITTED.text
+              else Placement(text, sharded, entries, axes))
     return _remember(_placements, key, result) if key is not None else result
 
 

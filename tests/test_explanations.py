@@ -381,6 +381,33 @@ def test_closest_signature_counts_sharding_entries(telemetry):
     assert span.attributes["jax.compile.compared_with"] == 1
 
 
+def test_a_sharding_is_closer_to_a_sharding_than_to_one_device(telemetry):
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    from conftest import cpu_devices
+
+    devices = cpu_devices(4)[:4]
+    mesh = Mesh(np.array(devices), ("data",))
+
+    @jax.jit
+    def scale(x):
+        return x * 2
+
+    x = jnp.ones((8, 4))
+    scale(jax.device_put(x, devices[1]))
+    scale(jax.device_put(x, NamedSharding(mesh, P("data"))))
+    scale(jax.device_put(x, NamedSharding(mesh, P(None, "data"))))
+    span = telemetry.last(
+        "test_a_sharding_is_closer_to_a_sharding_than_to_one_device.<locals>.scale")
+    assert span.attributes["jax.compile.compared_with"] == 2
+    change = only_change(span)
+    assert change["kind"] == "sharding"
+    # JAX 0.8 prints PartitionSpec(...), later versions P(...)
+    assert "('data',) over mesh(data=4)" in change["before"]
+    assert "(None, 'data') over mesh(data=4)" in change["after"]
+
+
 def test_reprs_of_named_values_pass_their_names_on(monkeypatch):
     """Field, parameter and bound-value reprs go through ``safe_repr(..., name=...)``,
     where values of sensitive-looking names can be kept out of telemetry."""
