@@ -32,6 +32,30 @@ DevicesOf = Callable[[Miss | None], Devices]
 
 
 @dataclass(frozen=True, slots=True)
+class Traced:
+    """A trace with no call around it (``f.lower(x)``, ``f.trace(x)``), read at once:
+    what names and describes the compile that may follow (``Lowered.compile()``),
+    without holding the arguments."""
+
+    fun_name: str  # what JAX's events call the function (``f`` in ``jit(f)``)
+    naming: _naming.Naming
+    signature: _signature.Signature | None
+    started: float  # wall clock when the trace began
+
+
+def traced(miss: Miss, history: History, guard: FailOpen) -> Traced | None:
+    """What a trace-only miss tells a later compile of it (``None`` if it cannot be read)."""
+    naming = guard.call("function name", lambda: _naming.name_compile(miss, ""), None)
+    if naming is None:
+        return None
+    latest = guard.call("history", lambda: history.latest(naming.info), None)
+    signature = guard.call(
+        "signature capture",
+        lambda: _signature.from_miss(miss, naming.stands_for, latest), None)
+    return Traced(_jax_read.event_name(miss.fun), naming, signature, miss.started)
+
+
+@dataclass(frozen=True, slots=True)
 class Taken:
     """What the listeners took off JAX for one backend compile."""
 
@@ -43,6 +67,7 @@ class Taken:
     compiled: CompileInputs | None  # the lowered program, if the compile was seen
     cache_hit: bool  # JAX's persistent cache served it
     cache_written: bool  # JAX wrote it to the persistent cache
+    traced: Traced | None = None  # without a miss: the trace it compiles (AOT), if seen
 
 
 def assemble(taken: Taken, history: History, ledger: Ledger, guard: FailOpen,
@@ -53,10 +78,13 @@ def assemble(taken: Taken, history: History, ledger: Ledger, guard: FailOpen,
     entry, after deciding policy.
     """
     miss, name = taken.miss, taken.name
-    naming = guard.call("function name", lambda: _naming.name_compile(miss, name),
-                        _naming.fallback(name))
-    info = naming.info
     signature: _signature.Signature | None = None
+    if miss is None and taken.traced is not None:  # an AOT compile of a lowering
+        naming, signature = taken.traced.naming, taken.traced.signature
+    else:
+        naming = guard.call("function name", lambda: _naming.name_compile(miss, name),
+                            _naming.fallback(name))
+    info = naming.info
     if miss is not None:
         latest = guard.call("history", lambda: history.latest(info), None)
         signature = guard.call(

@@ -40,6 +40,7 @@ OnRecompile = Literal["log", "warn", "raise"]
 
 ON_RECOMPILE: tuple[OnRecompile, ...] = ("log", "warn", "raise")
 _MAX_PENDING_PHASES = 64
+_MAX_TRACED = 8  # trace-only reads kept per thread for an ahead-of-time compile
 _PHASE_OF_EVENT = {_jax_hooks.TRACE_EVENT: Phase.TRACE, _jax_hooks.LOWER_EVENT: Phase.LOWER}
 #: Without a miss (an AOT compile of an earlier lowering, moved internals) a
 #: phase of the same function seen this long before the compile is its own.
@@ -112,7 +113,7 @@ class Engine:
     def _hook(self) -> None:
         if self._hooks is not None:
             return
-        hooks = _jax_hooks.Hooks(self._on_time_span, self._on_event)
+        hooks = _jax_hooks.Hooks(self._on_time_span, self._on_event, self._on_trace_only)
         hooks.install()
         self._hooks = hooks
         if not hooks.captures_signatures:
@@ -157,6 +158,21 @@ class Engine:
                 self._tls.cache_hit = True
             elif event == _jax_hooks.CACHE_WRITE_EVENT:
                 self._tls.cache_written = True
+
+    def _on_trace_only(self, miss: _jax_hooks.Miss) -> None:
+        """A trace with no call around it (``f.lower(x)``): read now, kept for its compile
+        (the latest per function name on this thread, a few functions at most)."""
+        with self.failopen.guard("trace-only listener"):
+            traced = _assemble.traced(miss, self.history, self.failopen)
+            if traced is None:
+                return
+            kept = getattr(self._tls, "traced", None)
+            if kept is None:
+                kept = self._tls.traced = {}
+            kept.pop(traced.fun_name, None)
+            kept[traced.fun_name] = traced
+            while len(kept) > _MAX_TRACED:
+                del kept[next(iter(kept))]
 
     def _on_time_span(self, event: str, start: float, end: float, **kwargs: Any) -> None:
         if event not in _jax_hooks.PHASE_EVENTS:
@@ -216,6 +232,21 @@ class Engine:
         _jax_hooks.clear_miss()
         return miss
 
+    def _take_traced(self, name: str, miss: _jax_hooks.Miss | None,
+                     ) -> _assemble.Traced | None:
+        """The trace-only read this compile of ``name`` compiles, if it is the latest one.
+
+        The first compile of the same function after the trace takes it, and so does a
+        call of it that missed on its own: either way it describes nothing later."""
+        kept: dict[str, _assemble.Traced] | None = getattr(self._tls, "traced", None)
+        if not kept:
+            return None
+        fun_name = _jax_read.function_name_from_event(name)
+        traced = kept.pop(fun_name, None)
+        if traced is None and fun_name in _jax_read.PLACEHOLDER_NAMES and miss is None:
+            traced = kept.pop(next(reversed(kept)))  # the latest: JAX named it a placeholder
+        return traced if miss is None else None
+
     def _build_record(self, name: str, start: float, end: float,
                       ) -> tuple[CompileRecord, StormEvent | None]:
         """The record of one backend compile, and the storm warning it triggers, if any."""
@@ -224,12 +255,13 @@ class Engine:
         cache_written = getattr(self._tls, "cache_written", False)
         self._tls.cache_hit = self._tls.cache_written = False
         miss = guard.call("dispatch miss", lambda: self._take_miss(name), None)
+        traced = self._take_traced(name, miss)
         compiled = _jax_hooks.take_compile_inputs()  # first: the program is large
-        phases = self._take_phases(
-            name, miss.started if miss is not None else start - _UNMATCHED_PHASE_WINDOW_S,
-            start, end)
+        since = (miss.started if miss is not None else traced.started if traced is not None
+                 else start - _UNMATCHED_PHASE_WINDOW_S)
+        phases = self._take_phases(name, since, start, end)
         taken = _assemble.Taken(name, start, end, phases, miss, compiled, cache_hit,
-                                cache_written)
+                                cache_written, traced)
         record, entry = _assemble.assemble(taken, self.history, self.ledger, guard,
                                            self._devices_of, self._warmup_done)
         info, signature, count = record.function, record.signature, record.count

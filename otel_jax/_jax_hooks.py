@@ -200,10 +200,12 @@ def _top_level() -> Callable[[], bool]:
 
 
 def _wrap_infer_params(original: Callable[..., Any], miss_path: Any = None,
+                       on_trace_only: Callable[[Miss], None] | None = None,
                        ) -> Callable[..., Any]:
     """``miss_path``: the code object of the dispatch miss (``cache_miss``), whose
     call of the trace entry is followed by the scope that ends the call; any
-    other caller (``.trace()``, ``.lower()``, ``jax.eval_shape``) only traces."""
+    other caller (``.trace()``, ``.lower()``, ``jax.eval_shape``) only traces, and
+    ``on_trace_only`` reads its miss at once."""
     top_level = _top_level()
 
     def _infer_params(fun, ji, args, kwargs):  # type: ignore[no-untyped-def]
@@ -221,10 +223,16 @@ def _wrap_infer_params(original: Callable[..., Any], miss_path: Any = None,
             # The dispatch miss: _run_python_pjit follows at once and its end
             # drops the miss.
             _tls.miss = _miss(fun, ji, args, kwargs, result, started)
-        # Otherwise a trace with no call around it: nothing would ever drop a
-        # miss kept now, and it references the user's arrays. Its compile, if
-        # one follows (an AOT ``.lower().compile()``), is reported without a
-        # captured signature.
+        elif on_trace_only is not None:
+            # A trace with no call around it: nothing would ever drop a miss kept
+            # now, and it references the user's arrays. The listener reads what
+            # the compile that may follow (an AOT ``.lower().compile()``) needs, now.
+            miss = _miss(fun, ji, args, kwargs, result, started)
+            if miss is not None:
+                try:
+                    on_trace_only(miss)
+                except Exception:  # pragma: no cover - the listener guards itself
+                    pass
         return result
 
     return _infer_params
@@ -419,9 +427,11 @@ class Hooks:
         self,
         on_time_span: Callable[..., None],
         on_event: Callable[..., None],
+        on_trace_only: Callable[[Miss], None] | None = None,
     ) -> None:
         self._on_time_span = on_time_span
         self._on_event = on_event
+        self._on_trace_only = on_trace_only
         self._patches: list[_Patch] = []
         self.captures_signatures = False
         self.captures_programs = False
@@ -453,7 +463,8 @@ class Hooks:
         pjit = found.module
         miss_path = _miss_path_code(pjit)
         self._patches.append(_Patch(
-            pjit, found.trace, lambda original: _wrap_infer_params(original, miss_path)))
+            pjit, found.trace,
+            lambda original: _wrap_infer_params(original, miss_path, self._on_trace_only)))
         self._patches.append(_Patch(
             pjit, found.scope,
             lambda original: _wrap_run_python_pjit(original, found.trace_inside_scope)))

@@ -587,6 +587,28 @@ def test_a_trace_without_compile_is_not_taken_for_a_later_compile(telemetry):
     assert span.attributes["jax.compile.duration_s"] < 0.2
 
 
+def test_ahead_of_time_compiles_count_and_explain_as_the_function_s_own(telemetry):
+    @jax.jit
+    def f(x):
+        return jnp.sin(x) * 2
+
+    f.lower(jnp.ones(3)).compile()
+    lowered = f.lower(jnp.ones(4))
+    jax.jit(lambda x: x - 1).lower(jnp.ones(2))  # another function's trace between
+    lowered.compile()
+    f(jnp.ones(6))
+    spans = telemetry.compiles(
+        "test_ahead_of_time_compiles_count_and_explain_as_the_function_s_own.<locals>.f")
+    assert [s.attributes["jax.compile.count"] for s in spans] == [1, 2, 3]
+    assert [s.attributes["jax.compile.cause.kind"] for s in spans] == [
+        "first_compile", "shape", "shape"]
+    assert [diff_of(s)[0]["after"] for s in spans[1:]] == ["f32[4]", "f32[6]"]
+    assert all(s.attributes["code.file.path"] == __file__ for s in spans)
+    aot = [c.name for c in telemetry.exporter.get_finished_spans()
+           if c.parent is not None and c.parent.span_id == spans[1].context.span_id]
+    assert sorted(aot) == ["jax.backend_compile", "jax.lower", "jax.trace"]
+
+
 @pytest.mark.injects_errors
 def test_a_failing_history_still_reports_the_compile(telemetry, monkeypatch):
     from otel_jax._history import History
