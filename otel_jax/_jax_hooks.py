@@ -80,6 +80,7 @@ class _TransformedParams(NamedTuple):
     arg_names: tuple[str, ...]
     consts: tuple[Any, ...]
     out_count: int  # with the input count, tells grad's forward and backward programs apart
+    op_count: int = 0  # ... and so does this when both have as many inputs and outputs
 
 
 class _TransformedJitInfo(NamedTuple):
@@ -319,7 +320,8 @@ def transformed_miss(args: tuple[Any, ...], params: dict[str, Any], started: flo
                               source if isinstance(source, str) else None, origin)
     return Miss(fun, jit_info, args, {},
                 _TransformedParams(in_avals, _flat_in_tree(len(in_avals)), names, (),
-                                   len(jaxpr.out_avals)),
+                                   len(jaxpr.out_avals),
+                                   len(getattr(getattr(jaxpr, "jaxpr", None), "eqns", ()))),
                 args, started, transformed=True)
 
 

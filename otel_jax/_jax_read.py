@@ -256,6 +256,7 @@ class MissInputs(NamedTuple):
     arg_names: tuple[str, ...] | None  # JAX's leaf paths, when it kept them
     in_tree: Any  # the ``(args, kwargs)`` treedef of the traced leaves
     out_count: int  # outputs of a transformed program (0 for a plain call)
+    op_count: int  # operations of a transformed program (0 for a plain call)
 
 
 def dataclass_meta_fields(node_type: Any) -> tuple[str, ...] | None:
@@ -304,6 +305,7 @@ def miss_inputs(miss: Miss) -> MissInputs:
         arg_names=tuple(names) if names and len(names) == len(avals) else None,
         in_tree=params.in_tree,
         out_count=int(getattr(params, "out_count", 0)),
+        op_count=int(getattr(params, "op_count", 0)),
     )
 
 

@@ -700,7 +700,7 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
         placements=_as_leaves(placements, earlier, "placements"),
         statics=_reuse_statics(tuple(statics), earlier),
         transform=TRANSFORMED if miss.transformed else "",
-        program=_program(len(avals), inputs.out_count)
+        program=_program(len(avals), inputs.out_count, inputs.op_count)
         if miss.transformed else "",
         bound=bound_values(identity) if by_identity else (),
     )
@@ -774,9 +774,10 @@ def _as_user_paths(layout: _wrappers.Layout, treedef: Any, top_names: tuple[str,
             tuple(types[i] for i in order), tuple(placements[i] for i in order))
 
 
-def _program(inputs: int, outputs: int) -> str:
+def _program(inputs: int, outputs: int, operations: int) -> str:
     return (f"{inputs} input{'s' * (inputs != 1)}, "
-            f"{outputs} output{'s' * (outputs != 1)}")
+            f"{outputs} output{'s' * (outputs != 1)}, "
+            f"{operations} operation{'s' * (operations != 1)}")
 
 
 def _equal(a: Any, b: Any) -> bool:

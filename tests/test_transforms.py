@@ -52,6 +52,20 @@ def test_grad_of_a_jitted_function_outside_jit_explains_its_recompile(telemetry)
     assert all(s.attributes["jax.compile.callsite"].startswith(__file__ + ":") for s in spans)
 
 
+def test_grad_programs_with_as_many_inputs_and_outputs_are_two_programs(telemetry):
+    @jax.jit
+    def shift(x):
+        return x + 1
+
+    jax.grad(shift)(1.0)  # forward and backward: one input and one output each
+    spans = telemetry.compiles(
+        "test_grad_programs_with_as_many_inputs_and_outputs_are_two_programs.<locals>.shift")
+    assert causes(spans) == ["first_compile", "function_identity"]
+    change = diff_of(spans[1])[0]
+    assert change["path"] == "<transformation>"
+    assert change["after"].startswith("another transformed program")
+
+
 def test_vmap_of_a_jitted_function_outside_jit_is_captured(telemetry):
     @jax.jit
     def affine(x, b):
