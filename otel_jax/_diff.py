@@ -553,6 +553,10 @@ def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any
                            Detail.IDENTITY_HASHED, s.type))
             elif prev.type == s.type and _field_changes(name, prev.fields, s.fields, add):
                 pass  # a dataclass-like value: one change per field that differs
+            elif prev.repr == s.repr and prev.detail and s.detail and prev.detail != s.detail:
+                # texts that part after the cut: shown where they part
+                add(Change(name, CauseKind.STATIC_ARGUMENT,
+                           *_where_texts_differ(prev.detail, s.detail, len(s.repr))))
             elif prev.repr == s.repr:
                 add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
                            f"{s.repr} (looks the same but is not == to it or hashes "
@@ -909,7 +913,12 @@ def _where_they_differ(x: Any, y: Any, limit: int = 120, name: str | None = None
                        ) -> tuple[str, str]:
     """Two bounded one-line reprs that show where long reprs part, not only their
     common start: ``...'feature_39')`` vs ``...'other')``."""
-    a, b = one_line_repr(x, 2000, name=name), one_line_repr(y, 2000, name=name)
+    return _where_texts_differ(one_line_repr(x, 2000, name=name),
+                               one_line_repr(y, 2000, name=name), limit)
+
+
+def _where_texts_differ(a: str, b: str, limit: int = 120) -> tuple[str, str]:
+    """``a`` and ``b`` cut to ``limit``, around the first character where they part."""
     if len(a) <= limit and len(b) <= limit:
         return a, b
     i = next((k for k, (p, q) in enumerate(zip(a, b)) if p != q), min(len(a), len(b)))

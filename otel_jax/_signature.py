@@ -100,6 +100,8 @@ class StaticArg:
     # pytree_structure only: a library's whole structure, walked only when
     # nothing more precise differs
     fallback: bool = False
+    # the text up to DETAIL_LIMIT when ``repr`` was cut: where two long texts part
+    detail: str = field(default="", compare=False)
     # values not hashed by identity: compared with == while both are alive (last, so
     # that cheaper fields decide first)
     value: StaticValue | None = None
@@ -551,18 +553,24 @@ class _StaticReprs:
 STATIC_REPRS = _StaticReprs()
 
 
-def _static_text(name: str, value: Any, h: int | None, identity: bool) -> str:
+#: A static text cut to REPR_LIMIT is also kept this long, so that two values whose
+#: texts part after the cut can be shown where they part.
+DETAIL_LIMIT = 4 * REPR_LIMIT
+
+
+def _static_text(name: str, value: Any, h: int | None, identity: bool,
+                 limit: int = REPR_LIMIT) -> str:
     """The emitted text of a static value: scrubbed, bounded, its repr taken at most once."""
     rules = _scrub.active()
     label = type_name(value)
     if rules is not None and rules.hide_values:
         # No value is shown: the digest of the hash tells values apart without a repr.
-        return emitted(f"hash {h}" if h is not None else raw_repr(value), REPR_LIMIT, name,
+        return emitted(f"hash {h}" if h is not None else raw_repr(value), limit, name,
                        label)
     text = STATIC_REPRS.text(value, h, identity)
     if "\n" in text:  # flax.linen Modules print theirs over many lines
         text = " ".join(text.split())
-    return emitted(text, REPR_LIMIT, name, label)
+    return emitted(text, limit, name, label)
 
 
 def _static_arg(name: str, value: Any, kind: str = "static_argument",
@@ -573,8 +581,11 @@ def _static_arg(name: str, value: Any, kind: str = "static_argument",
         h: int | None = hash(value)
     except Exception:
         h = None
+    long = _static_text(name, value, h, identity, DETAIL_LIMIT)
+    text = long if len(long) <= REPR_LIMIT else _static_text(name, value, h, identity)
     return StaticArg(
-        name=name, type=type_name(value), repr=_static_text(name, value, h, identity),
+        name=name, type=type_name(value), repr=text,
+        detail=long if long != text else "",
         hash=h, identity_hashed=identity,
         ref=_weak(value) if identity else None,
         obj_id=id(value) if identity else 0,

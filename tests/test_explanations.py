@@ -593,3 +593,18 @@ def test_register_dataclass_meta_fields_are_named(telemetry, monkeypatch):
     # JAX moved its registry: the fields are read by position
     monkeypatch.setattr(_jax_read, "dataclass_meta_fields", lambda node_type: None)
     assert _dense_change(telemetry, positional)["path"] == "layer.<static 1>"
+
+
+def test_long_static_texts_are_shown_where_they_part(telemetry):
+    @functools.partial(jax.jit, static_argnums=1)
+    def f(x, layers):
+        return x + 1
+
+    f(jnp.ones(2), tuple(range(60)))
+    f(jnp.ones(2), tuple(range(59)) + (99,))  # parts after the 120-character cut
+    change = only_change(telemetry.last(
+        "test_long_static_texts_are_shown_where_they_part.<locals>.f"))
+    assert change["kind"] == "static_argument"
+    assert change["before"].endswith("58, 59)") and change["after"].endswith("58, 99)")
+    assert "looks the same" not in change["after"]
+    assert max(len(change["before"]), len(change["after"])) <= 120
