@@ -59,11 +59,14 @@ class StaticValue:
     def __init__(self, value: Any) -> None:
         self.ref = _weak(value)
 
+    def get(self) -> Any | None:
+        """The value, while something else (JAX's cache) keeps it alive."""
+        return self.ref() if self.ref is not None else None
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, StaticValue):
             return NotImplemented
-        a = self.ref() if self.ref is not None else None
-        b = other.ref() if other.ref is not None else None
+        a, b = self.get(), other.get()
         if a is None or b is None or a is b:
             return True  # unknown, or the same object: hash and repr decide
         try:
