@@ -454,6 +454,11 @@ def bound_values(fun: Any) -> tuple[tuple[str, str], ...]:
         offset += len(p.args)
         for k, v in p.keywords.items():
             _bind(out, str(k), v)
+    if code is None and not partials and not isinstance(target, type):
+        # A jitted callable object (a dataclass with __call__): its fields are what
+        # it binds, read without running its code.
+        for field_name, v in _bound_fields(target) or ():
+            out.append((f"self.{field_name}", bound_text(v, field_name)))
     cells = getattr(target, "__closure__", None) if code is not None else None
     if cells and code is not None:
         for var, cell in zip(code.co_freevars, cells):

@@ -608,3 +608,21 @@ def test_long_static_texts_are_shown_where_they_part(telemetry):
     assert change["before"].endswith("58, 59)") and change["after"].endswith("58, 99)")
     assert "looks the same" not in change["after"]
     assert max(len(change["before"]), len(change["after"])) <= 120
+
+
+@dataclasses.dataclass(frozen=True)
+class Scaler:
+    factor: float
+
+    def __call__(self, x):
+        return x * self.factor
+
+
+def test_recreated_callable_object_names_the_field_that_changed(telemetry):
+    x = jnp.ones(3)
+    jax.jit(Scaler(2.0))(x)
+    jax.jit(Scaler(3.0))(x)  # jax.jit of a new callable object: compiles again
+    span = telemetry.last("Scaler.__call__")
+    assert span.attributes["jax.compile.cause.kind"] == "function_identity"
+    changes = {c["path"]: (c["before"], c["after"]) for c in diff_of(span)}
+    assert changes["<function>.self.factor"] == ("2.0", "3.0")
