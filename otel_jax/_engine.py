@@ -255,7 +255,7 @@ class Engine:
         cache_written = getattr(self._tls, "cache_written", False)
         self._tls.cache_hit = self._tls.cache_written = False
         miss = guard.call("dispatch miss", lambda: self._take_miss(name), None)
-        traced = self._take_traced(name, miss)
+        traced = guard.call("trace-only read", lambda: self._take_traced(name, miss), None)
         compiled = _jax_hooks.take_compile_inputs()  # first: the program is large
         since = (miss.started if miss is not None else traced.started if traced is not None
                  else start - _UNMATCHED_PHASE_WINDOW_S)

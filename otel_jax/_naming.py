@@ -38,13 +38,9 @@ def belongs_to(miss: Miss, event_fun_name: str) -> bool:
     while tracing) must not take the miss's signature. Some JAX versions name
     partials and callable objects with a placeholder.
     """
-    return names_match(event_fun_name, _jax_read.event_name(miss.fun))
-
-
-def names_match(event_fun_name: str, fun_name: str) -> bool:
-    """Whether JAX's compile event (``jit(f)``) names the function JAX calls ``fun_name``."""
     event_fun = _jax_read.function_name_from_event(event_fun_name)
-    return event_fun == fun_name or event_fun in _jax_read.PLACEHOLDER_NAMES
+    return (event_fun == _jax_read.event_name(miss.fun)
+            or event_fun in _jax_read.PLACEHOLDER_NAMES)
 
 
 def name_compile(miss: Miss | None, event_fun_name: str) -> Naming:
