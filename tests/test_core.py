@@ -248,6 +248,25 @@ def test_exception_in_signature_capture_does_not_reach_user(telemetry, monkeypat
 
 
 @pytest.mark.injects_errors
+def test_exception_in_the_trace_only_read_does_not_reach_user(telemetry, monkeypatch):
+    from otel_jax import _assemble
+
+    def broken(*args):
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(_assemble, "traced", broken)
+
+    @jax.jit
+    def ahead(x):
+        return x * 3
+
+    with pytest.warns(otel_jax.OtelJaxWarning, match="trace-only listener"):
+        compiled = ahead.lower(jnp.ones(2)).compile()
+    assert compiled(jnp.ones(2)).tolist() == [3.0, 3.0]
+    assert len(telemetry.spans("jax.compile ahead")) == 1  # still counted, by JAX's name
+
+
+@pytest.mark.injects_errors
 def test_exception_in_a_sink_does_not_reach_user(telemetry, monkeypatch):
     def broken_sink(record, link):
         raise ValueError("sink down")
