@@ -319,8 +319,8 @@ def _weak_type_only(a: Any, b: Any) -> bool:
 def _treedef_equal(old: Signature, new: Signature) -> bool:
     a, b = old.treedef, new.treedef
     try:
-        return _jax_read.trees_equal(a, b)
-    except Exception:  # a node JAX cannot compare or hash
+        return _jax_read.trees_equal(a, b, old.tree_hash, new.tree_hash)
+    except Exception:  # a node JAX cannot compare
         return safe_repr(a) == safe_repr(b)
 
 

@@ -279,16 +279,25 @@ def dataclass_meta_fields(node_type: Any) -> tuple[str, ...] | None:
     return None
 
 
-def trees_equal(a: Any, b: Any) -> bool:
+def tree_hash(tree: Any) -> int | None:
+    """A treedef's hash (a walk of the whole tree), or ``None`` when a node has none."""
+    try:
+        return hash(tree)
+    except Exception:
+        return None
+
+
+def trees_equal(a: Any, b: Any, hash_a: int | None, hash_b: int | None) -> bool:
     """Whether two treedefs are one argument structure, as JAX's cache tells them apart.
 
     jaxlib 0.10's ``PyTreeDef.__eq__`` leaves out the type of a dataclass node
     (``register_dataclass``, ``flax.struct``): two classes with the same fields compare
     equal, while their hashes, which JAX's cache also compares, differ (jaxlib 0.8
-    compared the types). Equal trees always hash alike, so comparing the hashes too
-    never tells two equal trees apart. May raise (an unhashable node); callers guard.
+    compared the types). Equal trees always hash alike, so comparing the hashes
+    (``tree_hash``, kept with each signature) too never tells two equal trees apart.
+    May raise (a node JAX cannot compare); callers guard.
     """
-    return a is b or (bool(a == b) and hash(a) == hash(b))
+    return a is b or (bool(a == b) and hash_a == hash_b)
 
 
 def miss_inputs(miss: Miss) -> MissInputs:

@@ -146,6 +146,7 @@ class Signature:
     # What the function object carries besides its code: ``(name, text)`` of
     # functools.partial arguments and closure cells, bounded, arrays as types.
     bound: tuple[tuple[str, str], ...] = ()
+    tree_hash: int | None = None  # the treedef's hash, taken once (see ``trees_equal``)
 
     @property
     def num_leaves(self) -> int:
@@ -675,7 +676,7 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
     top_names = tuple(names[i] for i in _jax_read.dynamic_positions(miss))
     statics = [_static_arg(n, v, keyword=n in miss.kwargs)
                for n, v in _jax_read.static_arguments(miss, names)]
-    treedef = _reuse_tree(inputs.in_tree, earlier)
+    treedef, tree_hash = _reuse_tree(inputs.in_tree, earlier)
     top_names = _reuse(top_names, earlier, "top_names")
     layout = _wrappers.layout_for(miss, names)
     # Read as JAX gave them, never inferred from an equal tree: trees compare dict
@@ -686,6 +687,7 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
         treedef, top_names, paths, avals, types, placements = _as_user_paths(
             layout, treedef, top_names, tuple(paths), tuple(avals), tuple(types),
             tuple(placements))
+        treedef, tree_hash = _reuse_tree(treedef, earlier)
         own = [_static_arg(n, v) for n, v in layout.statics]
         statics = statics + own if layout.keeps_statics else own
         statics.extend(_static_arg(name, tree, kind="pytree_structure")
@@ -711,7 +713,8 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
         options=_reuse(_options(miss.jit_info) if stands_for is None else (), earlier,
                        "options"),
         context=_reuse(_jax_read.trace_context_items(), earlier, "context"),
-        treedef=_reuse_tree(treedef, earlier),
+        treedef=treedef,
+        tree_hash=tree_hash,
         avals=_as_leaves(avals, earlier, "avals"),
         top_names=_reuse(top_names, earlier, "top_names"),
         paths=_as_leaves(paths, earlier, "paths"),
@@ -745,15 +748,21 @@ def _reuse(value: Any, earlier: Signature | None, part: str) -> Any:
     return theirs if value is theirs or _equal(value, theirs) else value
 
 
-def _reuse_tree(treedef: Any, earlier: Signature | None) -> Any:
-    """``earlier``'s treedef when it is the same structure (see ``trees_equal``)."""
-    if earlier is None:
-        return treedef
-    try:
-        same = _jax_read.trees_equal(treedef, earlier.treedef)
-    except Exception:  # a node JAX cannot compare or hash: keep both
-        same = False
-    return earlier.treedef if same else treedef
+def _reuse_tree(treedef: Any, earlier: Signature | None) -> tuple[Any, int | None]:
+    """``earlier``'s treedef and hash when it is the same structure (``trees_equal``),
+    else ``treedef`` and its hash."""
+    if earlier is not None and treedef is earlier.treedef:
+        return treedef, earlier.tree_hash
+    tree_hash = _jax_read.tree_hash(treedef)
+    if earlier is not None:
+        try:
+            same = _jax_read.trees_equal(treedef, earlier.treedef, tree_hash,
+                                         earlier.tree_hash)
+        except Exception:  # a node JAX cannot compare: keep both
+            same = False
+        if same:
+            return earlier.treedef, earlier.tree_hash
+    return treedef, tree_hash
 
 
 def _reuse_statics(statics: tuple[StaticArg, ...], earlier: Signature | None,
