@@ -420,6 +420,17 @@ def diff(old: Signature, new: Signature) -> Diff:
     return Diff(tuple(merged), total - (len(out) - len(merged)))
 
 
+def _live_values(prev: StaticArg, new: StaticArg) -> tuple[Any, Any] | None:
+    """Both static values, while JAX's cache still holds them."""
+    if prev.value is not None and new.value is not None:
+        x, y = prev.value.get(), new.value.get()
+    elif prev.ref is not None and new.ref is not None:  # hashed by identity
+        x, y = prev.ref(), new.ref()
+    else:
+        return None
+    return None if x is None or y is None else (x, y)
+
+
 def _graph_change(name: str, prev: StaticArg, new: StaticArg) -> Change:
     """A static attribute of a graph node that changed (``model.n: static 2 -> static 3``)."""
     detail = Detail.STATIC_FIELD
@@ -525,7 +536,11 @@ def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any
                 if prev is None:
                     add(_added(name, CauseKind.PYTREE_STRUCTURE, s.repr))
                 elif _static_changed(prev, s):
-                    add(_graph_change(name, prev, s))
+                    live = _live_values(prev, s) if prev.repr == s.repr else None
+                    if live is not None:  # read field by field from the values themselves
+                        _static_value_change(name, *live, add)
+                    else:
+                        add(_graph_change(name, prev, s))
             elif prev is None:
                 add_structure(_added(name, CauseKind.PYTREE_STRUCTURE, s.repr))
             elif _static_changed(prev, s):

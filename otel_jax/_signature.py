@@ -13,7 +13,7 @@ import threading
 import time
 import types
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -57,7 +57,7 @@ class StaticValue:
     __slots__ = ("ref",)
 
     def __init__(self, value: Any) -> None:
-        self.ref = _weak(value)
+        self.ref = _value_ref(value)
 
     def get(self) -> Any | None:
         """The value, while something else (JAX's cache) keeps it alive."""
@@ -76,6 +76,38 @@ class StaticValue:
 
     def __hash__(self) -> int:
         return 0  # equal hashes for all: the dataclass's hash stays consistent with ==
+
+
+def _value_ref(value: Any, depth: int = 0) -> Callable[[], Any] | None:
+    """A way back to ``value`` that keeps nothing of the user's alive: a weak reference;
+    built-in scalars as they are; a tuple (an optax ``GradientTransformation``), which
+    cannot be weakly referenced, rebuilt from references to its items."""
+    if type(value) in _PLAIN_TYPES:
+        return functools.partial(_same, value)
+    try:
+        return weakref.ref(value)
+    except TypeError:
+        pass
+    if isinstance(value, tuple) and depth < 2 and len(value) <= 16:
+        items = [_value_ref(v, depth + 1) for v in value]
+        if all(item is not None for item in items):
+            return functools.partial(_rebuilt, type(value), items)
+    return None
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _rebuilt(kind: type, items: list[Callable[[], Any]]) -> Any | None:
+    values = [item() for item in items]
+    if any(v is None for v in values):
+        return None  # an item is gone: the value is unknown
+    make = getattr(kind, "_make", None)  # a NamedTuple
+    try:
+        return make(values) if make is not None else kind(values)
+    except Exception:  # a tuple subclass built otherwise
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -262,6 +262,25 @@ def test_nnx_other_graph_modes_name_attributes_and_sub_modules(telemetry, mode):
         assert "GraphDef" not in span.attributes["jax.compile.cause.diff"]
 
 
+def test_nnx_optimizer_recreated_each_time_names_the_new_functions(telemetry):
+    optax = pytest.importorskip("optax")
+    model = nnx.Linear(4, 2, rngs=nnx.Rngs(0))
+
+    @nnx.jit
+    def step(model, optimizer, x):
+        grads = nnx.grad(lambda m: m(x).sum())(model)
+        optimizer.update(model, grads)
+
+    for _ in range(2):  # optax.sgd(...) re-created: a tuple of new init/update functions
+        step(model, nnx.Optimizer(model, optax.sgd(0.1), wrt=nnx.Param), jnp.ones((8, 4)))
+    span = telemetry.last(
+        "test_nnx_optimizer_recreated_each_time_names_the_new_functions.<locals>.step")
+    assert span.attributes["jax.compile.cause.kind"] == "pytree_structure"
+    first = diff_of(span)[0]
+    assert first["path"] == "optimizer.tx.init"
+    assert first["after"] == "static new function object, same source"
+
+
 def test_train_state_with_an_optimizer_recreated_each_time(telemetry):
     optax = pytest.importorskip("optax")
     from flax.training import train_state
