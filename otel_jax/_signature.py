@@ -89,8 +89,8 @@ def _value_ref(value: Any, depth: int = 0) -> Callable[[], Any] | None:
     except TypeError:
         pass
     if isinstance(value, tuple) and depth < 2 and len(value) <= 16:
-        items = [_value_ref(v, depth + 1) for v in value]
-        if all(item is not None for item in items):
+        items = [item for v in value if (item := _value_ref(v, depth + 1)) is not None]
+        if len(items) == len(value):
             return functools.partial(_rebuilt, type(value), items)
     return None
 
