@@ -8,6 +8,7 @@ server, no new dependency), keyed by the function's identity
 ordinal (``record.count``)::
 
     otel_jax/compiles/<function digest>/<count>/<rank> -> {"fp", "pf", "s": summary}
+    otel_jax/compiles/<function digest>/done/<rank>    -> the highest count published
 
 ``fp`` is the signature fingerprint, ``pf`` the program fingerprint and ``s`` a
 bounded summary of the signature (leaf paths, types and placements, static
@@ -21,7 +22,13 @@ whose entry differs is reported as soon as it is seen; ranks that have not
 published theirs ``timeout_s`` after this rank did are reported as missing; a
 late peer is still compared when its entry arrives during a grace period of
 another ``timeout_s``. Then this rank deletes its own entry: at most
-``MAX_OPEN`` entries per rank live on the service at once.
+``MAX_OPEN`` entries per rank live on the service at once. A rank whose entry was
+deleted before a late peer arrived is not missing to that peer: its ``done`` mark says
+it compiled that ordinal. A rank that compiles one program more than the others (a
+partial batch on one rank) is reported where it happened; afterwards the same programs
+one ordinal apart are not reported again. When this rank stops (``uninstall()``, exit)
+it still publishes what is queued, and leaves the entries its peers may not have read
+(they go with the job's coordination service).
 
 With ``on_divergence="raise"`` the compiling thread publishes and waits, at
 most ``timeout_s``, for the peers' entries, and raises :class:`DivergenceError`
@@ -70,6 +77,12 @@ GATHER_S = 1.0
 MAX_LEAVES = 256
 MAX_STATICS = 64
 TEXT_LIMIT = 200
+#: The key, beside a function's ordinals, under which each rank keeps its highest one.
+DONE = "done"
+#: Programs remembered per function and rank, and functions remembered, to tell a
+#: shifted ordinal from a divergence.
+MAX_ORDINALS = 64
+MAX_FUNCTIONS = 1024
 #: Consecutive failures of the coordination service after which the check stops.
 MAX_FAILURES = 3
 DEFAULT_TIMEOUT_S = 30.0
@@ -222,6 +235,19 @@ def compare(function: str, count: int, entries: dict[int, dict[str, Any]], me: i
     return Divergence(function, count, kind, text, sides, (), tuple(diff), me, time.time())
 
 
+def _same_program(program: tuple[str, str] | None, seen: dict[int, tuple[str, str]],
+                  count: int) -> bool:
+    """Whether ``program`` is the one ``seen`` holds one ordinal before or after ``count``
+    (not any earlier one: a function may compile a program again after an eviction)."""
+    if program is None or not program[0]:
+        return False
+    for c in (count - 1, count + 1):
+        other = seen.get(c)
+        if other is not None and other[0] == program[0] and not _differ(other, program):
+            return True
+    return False
+
+
 def _differ(a: tuple[str, str], b: tuple[str, str]) -> bool:
     if a[0] and b[0] and a[0] != b[0]:
         return True
@@ -241,14 +267,15 @@ def missing(function: str, count: int, present: Sequence[int], absent: Sequence[
 class _Open:
     """One entry of this rank on the service, and what was reported about it."""
 
-    __slots__ = ("function", "count", "directory", "published", "link", "reported",
-                 "settled", "entries", "busy", "diverged")
+    __slots__ = ("function", "count", "directory", "function_dir", "published", "link",
+                 "reported", "settled", "entries", "busy", "diverged")
 
-    def __init__(self, function: str, count: int, directory: str, link: SpanLink | None,
+    def __init__(self, function: str, count: int, function_dir: str, link: SpanLink | None,
                  ) -> None:
         self.function = function
         self.count = count
-        self.directory = directory
+        self.function_dir = function_dir  # ``.../<function digest>/``
+        self.directory = f"{function_dir}{count}/"
         self.published = time.monotonic()
         self.link = link
         self.reported: set[DivergenceKind] = set()
@@ -278,6 +305,12 @@ class Checker:
         self.dropped = 0
         self.off = False
         self._unpublished = 0  # queued, or taken off the queue and not yet published
+        #: Per function directory, per rank: the program (fingerprints) of each compile
+        #: ordinal seen, mine included. A rank that compiled one program more or less
+        #: than another compiles the same programs under shifted ordinals afterwards.
+        self._programs: dict[str, dict[int, dict[int, tuple[str, str]]]] = {}
+        #: Per function directory: the first ordinal reported divergent.
+        self._diverged: dict[str, int] = {}
 
     # --- the compiling thread ------------------------------------------------------
 
@@ -324,14 +357,20 @@ class Checker:
     def _publish(self, record: CompileRecord, link: SpanLink | None, busy: bool = False,
                  ) -> _Open | None:
         identity = _fingerprint.function_identity(record.function)
-        directory = f"{PREFIX}/{_function_key(identity)}/{record.count}/"
-        value = json.dumps(entry_of(record, self.rank), ensure_ascii=False,
-                           separators=(",", ":"))
+        function_dir = f"{PREFIX}/{_function_key(identity)}/"
+        entry = entry_of(record, self.rank)
+        value = json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+        directory = f"{function_dir}{record.count}/"
         if not self._call("publish", lambda: _jax_read.kv_set(
                 self.client, directory + str(self.rank), value)):
             return None
-        opened = _Open(record.function.qualname, record.count, directory, link)
+        # The highest ordinal this rank compiled, kept after its entries are deleted: a
+        # late peer reads that this rank compiled it, rather than that it did not.
+        self._call("publish", lambda: _jax_read.kv_set(
+            self.client, f"{function_dir}{DONE}/{self.rank}", str(record.count)))
+        opened = _Open(record.function.qualname, record.count, function_dir, link)
         opened.busy = busy
+        self._remember(function_dir, self.rank, record.count, entry)
         with self._cond:
             self._open[directory] = opened
             while len(self._open) > MAX_OPEN:
@@ -353,9 +392,13 @@ class Checker:
                 continue
             if isinstance(entry, dict) and 0 <= rank < self.count:
                 opened.entries[rank] = entry
+                self._remember(opened.function_dir, rank, opened.count, entry)
         late = opened.settled is not None
         reported = None
         div = compare(opened.function, opened.count, opened.entries, self.rank)
+        if div is not None and self._shifted(opened, [r for side in div.ranks for r in side
+                                                      if self.rank not in side]):
+            div = None  # the same programs as the other ranks, one ordinal off
         if div is not None and div.kind not in opened.reported:
             # Seen before every rank arrived: wait a moment for the others, so that the
             # report names every rank on each side.
@@ -372,14 +415,74 @@ class Checker:
         if not late and time.monotonic() - opened.published >= self.timeout_s:
             opened.settled = time.monotonic()
             present = sorted(opened.entries)
-            absent = [r for r in range(self.count) if r not in opened.entries]
-            gone = self._emit(opened, missing(opened.function, opened.count, present, absent,
-                                              self.rank, self.timeout_s))
-            reported = reported or gone
+            absent = self._not_compiled(
+                opened, [r for r in range(self.count) if r not in opened.entries])
+            if absent:
+                gone = self._emit(opened, missing(opened.function, opened.count, present,
+                                                  absent, self.rank, self.timeout_s))
+                reported = reported or gone
         return reported
+
+    def _remember(self, function_dir: str, rank: int, count: int, entry: dict[str, Any],
+                  ) -> None:
+        program = (str(entry.get("fp") or ""), str(entry.get("pf") or ""))
+        with self._cond:
+            by_rank = self._programs.pop(function_dir, None) or {}
+            self._programs[function_dir] = by_rank  # the most recent function last
+            while len(self._programs) > MAX_FUNCTIONS:
+                del self._programs[next(iter(self._programs))]
+            seen = by_rank.setdefault(rank, {})
+            seen[count] = program
+            while len(seen) > MAX_ORDINALS:
+                del seen[min(seen)]
+
+    def _shifted(self, opened: _Open, ranks: Sequence[int]) -> bool:
+        """Whether each of ``ranks`` compiled this rank's program of ``opened`` one ordinal
+        off, or this rank compiled theirs, after a divergence of the function was reported
+        at an earlier ordinal: one rank compiled one program more (reported once, where it
+        happened), and the ordinals are off by one since."""
+        if not ranks:
+            return False
+        with self._cond:
+            first = self._diverged.get(opened.function_dir)
+            if first is None or first >= opened.count:
+                return False  # no earlier divergence put the ordinals off
+            by_rank = self._programs.get(opened.function_dir, {})
+            mine = by_rank.get(self.rank, {})
+            here = mine.get(opened.count)
+            for rank in ranks:
+                theirs = by_rank.get(rank, {})
+                there = theirs.get(opened.count)
+                if not (_same_program(here, theirs, opened.count)
+                        or _same_program(there, mine, opened.count)):
+                    return False
+        return True
+
+    def _not_compiled(self, opened: _Open, absent: list[int]) -> list[int]:
+        """The absent ranks that did not compile this program: not those whose entry was
+        deleted after they compiled it, nor those that compiled it one ordinal off."""
+        if not absent:
+            return absent
+        marks: list[tuple[str, str]] = []
+        self._call("read", lambda: marks.extend(
+            _jax_read.kv_dir_get(self.client, f"{opened.function_dir}{DONE}/")))
+        done: dict[int, int] = {}
+        for key, value in marks:
+            try:
+                done[int(key.rstrip("/").rsplit("/", 1)[-1])] = int(value)
+            except (ValueError, TypeError):
+                continue
+        return [r for r in absent if done.get(r, 0) < opened.count
+                and not self._shifted(opened, [r])]
 
     def _emit(self, opened: _Open, div: Divergence) -> Divergence:
         opened.reported.add(div.kind)
+        with self._cond:
+            first = self._diverged.get(opened.function_dir)
+            if first is None or opened.count < first:
+                self._diverged[opened.function_dir] = opened.count
+                while len(self._diverged) > MAX_FUNCTIONS:
+                    del self._diverged[next(iter(self._diverged))]
         div = Divergence(div.function, div.count, div.kind, div.text, div.ranks,
                          div.missing_ranks, div.diff, div.process_index, div.detected,
                          opened.link)
@@ -425,15 +528,22 @@ class Checker:
                 with self._cond:
                     if not self._queue and not self._closed:
                         self._cond.wait(POLL_S if self._open else 1.0)
-                    if self._closed or self.off:
+                    if self.off:
                         break
+                    closing = self._closed
                     batch = [self._queue.popleft() for _ in range(min(len(self._queue), 64))]
+                # Closing (uninstall, exit) still publishes what is queued: the peers
+                # are waiting for those entries.
                 for record, link in batch:
                     try:
                         self._publish(record, link)
                     finally:
                         with self._cond:
                             self._unpublished -= 1
+                if closing:
+                    if not batch:
+                        break
+                    continue
                 self._poll_open()
         except Exception as exc:  # never let the thread die loudly
             self._failopen.failed("rank comparison", exc)
@@ -466,14 +576,18 @@ class Checker:
         self._retire(opened)
 
     def _clean_up(self, deadline_s: float = 1.0) -> None:
-        """Delete this rank's entries (bounded in time), when the thread stops."""
+        """When the thread stops: delete this rank's entries that every rank has published
+        beside (bounded in time). The others stay for the peers that have not compared
+        them yet (a rank that ends first must not read as missing); they go with the job's
+        coordination service, as do the marks of the highest ordinals."""
         end = time.monotonic() + deadline_s
         with self._cond:
             opened, self._open = list(self._open.values()), {}
         for o in opened:
             if time.monotonic() > end or self.off:
                 break
-            self._retire(o)
+            if len(o.entries) >= self.count:
+                self._retire(o)
 
     def settled(self) -> bool:
         """Nothing queued and every open entry compared with every rank or timed out."""

@@ -92,6 +92,22 @@ elif SCENARIO == "extra":
     call(total, {"x": np.ones(4, np.float32)})
     if RANK == 1:  # only rank 1 gets the last, partial batch
         call(total, {"x": np.ones(2, np.float32)})
+elif SCENARIO == "extra_then_same":
+    call(total, {"x": np.ones(4, np.float32)})
+    if RANK == 1:  # one partial batch on rank 1 alone, then the same batches everywhere
+        call(total, {"x": np.ones(2, np.float32)})
+    call(total, {"x": np.ones(6, np.float32)})
+    call(total, {"x": np.ones(7, np.float32)})
+elif SCENARIO == "finish_early":
+    call(total, {"x": np.ones(4, np.float32)})
+    call(total, {"x": np.ones(6, np.float32)})
+    if RANK == 1:  # done at once, while rank 0 still works (a checkpoint) before it ends
+        otel_jax.uninstall()
+elif SCENARIO == "slow":
+    call(total, {"x": np.ones(4, np.float32)})
+    if RANK == 1:  # the same program, long after rank 0 compiled it and moved on
+        time.sleep(3 * TIMEOUT_S)
+    call(total, {"x": np.ones(6, np.float32)})
 elif SCENARIO == "rank0_evaluates":
     call(total, {"x": np.ones(4, np.float32)})
     if RANK == 0:  # only rank 0 evaluates: by design, declared rank_local
@@ -118,7 +134,8 @@ if SCENARIO != "killed":
     from jax._src import distributed
 
     distributed.global_state.client.wait_at_barrier("otel_jax_test_end", 60_000)
-for sink in otel_jax.installation().sinks:
+installation = otel_jax.installation()  # None on a rank that uninstalled early
+for sink in installation.sinks if installation is not None else ():
     if hasattr(sink, "flush"):
         sink.flush(30.0)
 otel_jax.uninstall()  # deletes this rank's entries
@@ -128,7 +145,7 @@ if SCENARIO != "killed":
 
     client = distributed.global_state.client
     client.wait_at_barrier("otel_jax_test_uninstalled", 60_000)
-    result["keys_left"] = len(client.key_value_dir_get("otel_jax/"))
+    result["keys_left"] = [key for key, _ in client.key_value_dir_get("otel_jax/")]
 print("RESULT " + json.dumps(result), flush=True)
 if SCENARIO == "killed":
     # Rank 0 hosts the coordination service: it stays until the other survivors are done.

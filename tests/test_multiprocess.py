@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from otel_jax import _ranks
+
 pytestmark = pytest.mark.slow
 
 WORKER = Path(__file__).with_name("_multiprocess_worker.py")
@@ -94,7 +96,11 @@ def test_identical_programs_on_every_rank_are_no_divergence(job):
         assert len(j.events(rank, "jax.compile")) >= 3
         assert j.events(rank, "jax.compile.divergence") == []
         assert "OtelJaxWarning" not in results[rank]["stderr"]
-        assert results[rank]["keys_left"] == 0  # every entry deleted at uninstall()
+        # Every entry deleted at uninstall(); what stays is one mark per function and
+        # rank (the highest ordinal it compiled), for peers that read after it ended.
+        left = results[rank]["keys_left"]
+        assert left and all(f"/{_ranks.DONE}/" in key for key in left), left
+        assert len(left) == 2 * 2  # two functions, two ranks
 
 
 def test_a_different_local_batch_is_named_with_its_path_and_both_shapes(job):
@@ -168,6 +174,32 @@ def test_a_rank_that_compiles_an_extra_time_is_reported_within_the_timeout(job):
     assert div["count"] == 2
     assert div["missing_ranks"] == [0]
     assert div["divergence"] == "rank 0 did not compile total #2 within 3 s of rank 1"
+
+
+def test_an_extra_compile_on_one_rank_is_reported_once_not_at_every_later_ordinal(job):
+    j = job("extra_then_same", 2, timeout_s=3.0)
+    j.wait()
+    for rank in (0, 1):
+        [div] = j.events(rank, "jax.compile.divergence")  # #3 and #4 are the same programs
+        assert div["count"] == 2 and div["divergence_kind"] == "signature"
+        assert "f32[2]" in div["divergence"] and "f32[6]" in div["divergence"]
+
+
+def test_a_rank_that_ends_first_is_not_missing_on_the_others(job):
+    j = job("finish_early", 2, timeout_s=2.0)
+    results = j.wait()
+    assert results[0]["settled"]
+    for rank in (0, 1):
+        assert j.events(rank, "jax.compile.divergence") == []
+    assert [e["count"] for e in j.events(1, "jax.compile")] == [1, 2]
+
+
+def test_a_slow_rank_does_not_call_the_others_missing(job):
+    j = job("slow", 2, timeout_s=2.0)
+    j.wait()
+    assert j.events(1, "jax.compile.divergence") == []  # rank 0 compiled #2 long before
+    late = j.events(0, "jax.compile.divergence")  # true: rank 1 was late by 6 s
+    assert [(d["count"], d["missing_ranks"]) for d in late] == [(2, [1])]
 
 
 def test_functions_declared_rank_local_are_not_reported_missing(job):
