@@ -64,6 +64,25 @@ _OFF = frozenset({"off", "false", "0", "no", "none"})
 #: This process's run, to tell "earlier in this process" from "an earlier run".
 _RUN = os.urandom(6).hex()
 
+
+def _process_start() -> float:
+    """When this process started (wall clock): from ``/proc`` on Linux, else now (this
+    module is imported before the first compile)."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            after_name = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime", encoding="ascii") as f:
+            uptime = float(f.read().split()[0])
+        # starttime: field 22 of stat, in clock ticks since boot
+        return time.time() - uptime + int(after_name[19]) / os.sysconf("SC_CLK_TCK")
+    except Exception:
+        return time.time()
+
+
+#: Lines of other processes written after this one started are not an earlier run's:
+#: they come from processes running beside it (the other ranks of a job on this host).
+_STARTED = _process_start()
+
 _NOT_WRITTEN_TEXT = {
     "not_process_0": "JAX writes entries from process 0 only",
     "compile_time_below_minimum": "it compiled faster than "
@@ -193,6 +212,15 @@ def describe_change(part: str, before: Entry, after: Entry) -> str:
         return (f"compression {_readable(before.get('compression'))} -> "
                 f"{_readable(after.get('compression'))} (zstandard installed or removed?)")
     return "the cache key's custom hook (jax._src.cache_key.custom_hook) returned another value"
+
+
+def _concurrent(entry: Entry, started: float | None = None) -> bool:
+    """A line of another process written while this one ran (a sibling rank)."""
+    try:
+        t = float(entry.get("t") or 0.0)
+    except (TypeError, ValueError):
+        return False
+    return entry.get("run") != _RUN and t >= (_STARTED if started is None else started)
 
 
 def _when(entry: Entry) -> str:
@@ -328,6 +356,8 @@ class Ledger:
                 entry = parse_line(line)
                 if entry is None:
                     skipped += 1
+                    continue
+                if _concurrent(entry):
                     continue
                 self._remember(_key_of(entry), entry)
         if skipped:

@@ -406,3 +406,22 @@ def test_a_failing_ledger_fails_open(tmp_path):
     assert line["persistent_cache_hit"] is False
     assert "persistent_cache_miss_reason" not in line  # no reason, and the compile reported
     assert stderr.count("internal error in compile ledger") == 1
+
+
+def test_lines_of_processes_running_beside_this_one_are_not_earlier_runs(tmp_path):
+    """The ranks of a job on one host share a ledger: a sibling's line written while this
+    process ran is not an earlier run's (its key differs by the device assignment)."""
+    import time
+
+    path = str(tmp_path / "ledger.jsonl")
+    earlier = _entry(t=_ledger._STARTED - 60, sig="s")
+    sibling = _entry(t=time.time(), sig="s", compile_options="x", pid=8)
+    with open(path, "w", encoding="utf-8") as f:
+        for line in (earlier, sibling):
+            f.write(json.dumps(line) + "\n")
+    ledger = _ledger.Ledger(FailOpen())
+    ledger._load(path)
+    [kept] = ledger._index[("step@train.py", "s")]
+    assert kept["pid"] == 7
+    assert _ledger._concurrent(sibling) and not _ledger._concurrent(earlier)
+    assert not _ledger._concurrent({**sibling, "run": _ledger._RUN})  # this process's own
