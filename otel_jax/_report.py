@@ -119,6 +119,11 @@ _LOG_MIN = math.log10(_HIST_MIN)
 _N_BUCKETS = int(round((math.log10(_HIST_MAX) - _LOG_MIN) * _BUCKETS_PER_DECADE))
 
 
+
+def _is_rank(value: Any) -> bool:
+    """A process index as JAX numbers them (not a bool, not negative)."""
+    return type(value) is int and value >= 0
+
 class _Quantiles:
     """Bounded-memory estimator of a nearest-rank quantile of compile times.
 
@@ -642,13 +647,14 @@ class Report:
         logs it, so one divergence is listed once, with the ranks that reported it."""
         if type(ev) is not dict or ev.get("event") != EVENT_DIVERGENCE:
             raise ValueError("not a divergence event")
-        function = _text(ev.get(Field.FUNCTION), _MAX_NAME) or UNKNOWN_FUNCTION
+        function = _text(ev.get(Field.FUNCTION), _MAX_NAME)
+        kind = _text(ev.get(Field.DIVERGENCE_KIND), _MAX_NAME)
+        count = ev.get(Field.COUNT)
+        if not function or not kind or type(count) is not int or count < 1:
+            raise ValueError("a divergence event without its function, kind or count")
         if self.functions is not None and function not in self.functions:
             self.filtered += 1
             return
-        count = ev.get(Field.COUNT)
-        count = count if type(count) is int else 0
-        kind = _text(ev.get(Field.DIVERGENCE_KIND), _MAX_NAME) or UNKNOWN_CAUSE
         text = _text(ev.get(Field.DIVERGENCE), _MAX_DIFF) or ""
         self.divergence_events += 1
         key = (function, count, kind, text)
@@ -657,18 +663,18 @@ class Report:
             if len(self.divergences) >= MAX_DIVERGENCES:
                 return
             ranks = ev.get(Field.RANKS)
-            sides = ([[r for r in side if type(r) is int][:64] for side in ranks[:16]
+            sides = ([[r for r in side if _is_rank(r)][:64] for side in ranks[:16]
                       if isinstance(side, list)] if isinstance(ranks, list) else [])
             missing = ev.get(Field.MISSING_RANKS)
             entry = self.divergences[key] = {
                 "function": function, "count": count, "kind": kind, "divergence": text,
                 "ranks": sides,
-                "missing_ranks": ([r for r in missing if type(r) is int][:64]
+                "missing_ranks": ([r for r in missing if _is_rank(r)][:64]
                                   if isinstance(missing, list) else []),
                 "reported_by": [],
             }
         by = ev.get(Field.PROCESS_INDEX)
-        if type(by) is int and by not in entry["reported_by"] and len(entry["reported_by"]) < 64:
+        if _is_rank(by) and by not in entry["reported_by"] and len(entry["reported_by"]) < 64:
             entry["reported_by"].append(by)
             entry["reported_by"].sort()
 

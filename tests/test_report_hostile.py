@@ -145,3 +145,25 @@ def test_markdown_escapes_html_and_emphasis() -> None:
     assert "`<function>: a -> b`" in out  # inside a code span, HTML is not read
     assert "Model.\\_\\_call\\_\\_" in out  # not bold "call"
     assert "a_b.py" in out  # an underscore inside a word is left alone
+
+
+def test_divergence_lines_with_missing_fields_or_negative_ranks_are_skipped(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def div(**fields: Any) -> str:
+        event = {"event": "jax.compile.divergence", "function": "step", "count": 2,
+                 "divergence_kind": "signature", "divergence": "x: f32[4] (rank 0) vs f32[5] "
+                 "(rank 1)", "ranks": [[0], [1]], "missing_ranks": [], "process_index": 0}
+        event.update(fields)
+        return json.dumps({k: v for k, v in event.items() if v is not None})
+
+    log = tmp_path / "ranks.jsonl"
+    log.write_text("\n".join([
+        div(), div(process_index=-1), div(process_index=True),
+        div(function=None), div(divergence_kind=None), div(count=None), div(count=0),
+        div(ranks=[[-1, 0], [1]]),
+    ]) + "\n")
+    rc, out, err = run(capsys, "report", "--format", "markdown", str(log))
+    assert rc == 0
+    assert "(unknown)" not in out and "-1" not in out
+    assert "reported by 0)" in out
+    assert "skipped 4 lines" in err  # no function, no kind, no count, count 0
