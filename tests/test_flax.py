@@ -273,11 +273,16 @@ def test_nnx_optimizer_recreated_each_time_names_the_new_functions(telemetry):
 
     for _ in range(2):  # optax.sgd(...) re-created: a tuple of new init/update functions
         step(model, nnx.Optimizer(model, optax.sgd(0.1), wrt=nnx.Param), jnp.ones((8, 4)))
-    span = telemetry.last(
-        "test_nnx_optimizer_recreated_each_time_names_the_new_functions.<locals>.step")
+    assert_names_new_optimizer_functions(telemetry.last(
+        "test_nnx_optimizer_recreated_each_time_names_the_new_functions.<locals>.step"),
+        "optimizer.tx.init")
+
+
+def assert_names_new_optimizer_functions(span, path: str) -> None:
+    """An optax transformation re-created: its first function named as a new object."""
     assert span.attributes["jax.compile.cause.kind"] == "pytree_structure"
     first = diff_of(span)[0]
-    assert first["path"] == "optimizer.tx.init"
+    assert first["path"] == path
     assert first["after"] == "static new function object, same source"
 
 
@@ -304,10 +309,7 @@ def test_train_state_with_an_optimizer_recreated_each_time(telemetry):
         step(state, jnp.ones((1, 3)))
     span = telemetry.last(
         "test_train_state_with_an_optimizer_recreated_each_time.<locals>.step")
-    assert span.attributes["jax.compile.cause.kind"] == "pytree_structure"
-    first = diff_of(span)[0]
-    assert first["path"] == "state.tx.init"
-    assert first["after"] == "static new function object, same source"
+    assert_names_new_optimizer_functions(span, "state.tx.init")
     assert "optax" in span.attributes["jax.compile.hint"]
     state = state.replace(apply_fn=Dense().apply)  # an equal module, another object
     step(state, jnp.ones((1, 3)))
