@@ -161,16 +161,18 @@ class Engine:
 
     def _on_trace_only(self, miss: _jax_hooks.Miss) -> None:
         """A trace with no call around it (``f.lower(x)``): read now, kept for its compile
-        (the latest per function name on this thread, a few functions at most)."""
+        (per function name on this thread, a few traces of a few functions at most)."""
         with self.failopen.guard("trace-only listener"):
             traced = _assemble.traced(miss, self.history, self.failopen)
             if traced is None:
                 return
-            kept = getattr(self._tls, "traced", None)
+            kept: dict[str, list[_assemble.Traced]] | None = getattr(self._tls, "traced", None)
             if kept is None:
                 kept = self._tls.traced = {}
-            kept.pop(traced.fun_name, None)
-            kept[traced.fun_name] = traced
+            pending = kept.pop(traced.fun_name, None) or []
+            kept[traced.fun_name] = pending  # the most recent function last
+            pending.append(traced)
+            del pending[:-_MAX_TRACED]
             while len(kept) > _MAX_TRACED:
                 del kept[next(iter(kept))]
 
@@ -214,9 +216,11 @@ class Engine:
         phase behind; ``since`` keeps it from being taken for a later compile.
         """
         pending = getattr(self._tls, "phases", None) or []
-        self._tls.phases = []
         wanted = {_jax_hooks.TRACE_EVENT: _jax_read.function_name_from_event(name),
                   _jax_hooks.LOWER_EVENT: name}
+        # Other functions' phases stay (a lowering whose AOT compile comes after this
+        # eager op); this function's go, taken or too old to be anyone's.
+        self._tls.phases = [p for p in pending if wanted[p[0]] != p[1]]
         found: dict[Phase, PhaseTiming] = {}
         for event, fun_name, p_start, p_end in reversed(pending):
             phase = _PHASE_OF_EVENT[event]
@@ -234,18 +238,32 @@ class Engine:
 
     def _take_traced(self, name: str, miss: _jax_hooks.Miss | None,
                      ) -> _assemble.Traced | None:
-        """The trace-only read this compile of ``name`` compiles, if it is the latest one.
+        """What the trace-only reads of ``name`` on this thread tell its compile without a
+        miss (an AOT ``lowered.compile()``).
 
-        The first compile of the same function after the trace takes it, and so does a
-        call of it that missed on its own: either way it describes nothing later."""
-        kept: dict[str, _assemble.Traced] | None = getattr(self._tls, "traced", None)
+        Only JAX's name ties the compile to a trace: with one trace pending, it is that
+        one; with several of one function (``f.lower`` of two shapes, an ``eval_shape``
+        between), which one compiles is not known, so the compile is named but its
+        signature is not taken from any of them. A call of the function that missed on
+        its own ends them all."""
+        kept: dict[str, list[_assemble.Traced]] | None = getattr(self._tls, "traced", None)
         if not kept:
             return None
         fun_name = _jax_read.function_name_from_event(name)
-        traced = kept.pop(fun_name, None)
-        if traced is None and fun_name in _jax_read.PLACEHOLDER_NAMES and miss is None:
-            traced = kept.pop(next(reversed(kept)))  # the latest: JAX named it a placeholder
-        return traced if miss is None else None
+        if miss is not None:
+            kept.pop(fun_name, None)
+            return None
+        pending = kept.get(fun_name)
+        if not pending:
+            return None
+        if len(pending) == 1:
+            del kept[fun_name]
+            return pending[0]
+        latest = pending[-1]
+        if any(t.naming.info.key != latest.naming.info.key for t in pending):
+            return None  # two functions of one name: not even the name is known
+        return _assemble.Traced(latest.fun_name, latest.naming, None,
+                                min(t.started for t in pending))
 
     def _build_record(self, name: str, start: float, end: float,
                       ) -> tuple[CompileRecord, StormEvent | None]:

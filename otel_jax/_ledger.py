@@ -79,9 +79,11 @@ def _process_start() -> float:
         return time.time()
 
 
-#: Lines of other processes written after this one started are not an earlier run's:
-#: they come from processes running beside it (the other ranks of a job on this host).
+#: When this process started. Lines written since by a process that started within
+#: ``SIBLING_START_S`` of it are not an earlier run's: they come from a process started
+#: beside it (the other ranks of a job on this host).
 _STARTED = _process_start()
+SIBLING_START_S = 60.0
 
 _NOT_WRITTEN_TEXT = {
     "not_process_0": "JAX writes entries from process 0 only",
@@ -214,13 +216,17 @@ def describe_change(part: str, before: Entry, after: Entry) -> str:
     return "the cache key's custom hook (jax._src.cache_key.custom_hook) returned another value"
 
 
-def _concurrent(entry: Entry, started: float | None = None) -> bool:
-    """A line of another process written while this one ran (a sibling rank)."""
-    try:
-        t = float(entry.get("t") or 0.0)
-    except (TypeError, ValueError):
+def _concurrent(entry: Entry) -> bool:
+    """A line written, after this process started, by a process started beside it (a
+    sibling rank): not an earlier run's. A run that ended before this one started (a
+    restart), or started long after it (beside a notebook kernel), is one; so are lines
+    without the writer's start time (older ledgers)."""
+    started, t = entry.get("started"), entry.get("t")
+    if (entry.get("run") == _RUN or type(started) not in (int, float)
+            or type(t) not in (int, float)):
         return False
-    return entry.get("run") != _RUN and t >= (_STARTED if started is None else started)
+    return (float(t) >= _STARTED  # type: ignore[arg-type]
+            and abs(float(started) - _STARTED) <= SIBLING_START_S)  # type: ignore[arg-type]
 
 
 def _when(entry: Entry) -> str:
@@ -297,6 +303,7 @@ class Ledger:
         reason = cache.not_written_reason
         now: Entry = {
             MARK: VERSION, "t": round(time.time(), 3), "run": _RUN, "pid": os.getpid(),
+            "started": round(_STARTED, 3),
             "fn": function_identity(info), "sig": fingerprint, "prog": program,
             "key": parts.hashes, **parts.readable,
             "code": _code(info), "written": bool(cache.written),

@@ -25,8 +25,9 @@ another ``timeout_s``. Then this rank deletes its own entry: at most
 ``MAX_OPEN`` entries per rank live on the service at once. A rank whose entry was
 deleted before a late peer arrived is not missing to that peer: its ``done`` mark says
 it compiled that ordinal. A rank that compiles one program more than the others (a
-partial batch on one rank) is reported where it happened; afterwards the same programs
-one ordinal apart are not reported again. When this rank stops (``uninstall()``, exit)
+partial batch on one rank) is reported where it happened and at the next ordinal; once
+two ordinals in a row show the same programs one ordinal apart, the following ones are
+not reported again. When this rank stops (``uninstall()``, exit)
 it still publishes what is queued, and leaves the entries its peers may not have read
 (they go with the job's coordination service).
 
@@ -235,17 +236,9 @@ def compare(function: str, count: int, entries: dict[int, dict[str, Any]], me: i
     return Divergence(function, count, kind, text, sides, (), tuple(diff), me, time.time())
 
 
-def _same_program(program: tuple[str, str] | None, seen: dict[int, tuple[str, str]],
-                  count: int) -> bool:
-    """Whether ``program`` is the one ``seen`` holds one ordinal before or after ``count``
-    (not any earlier one: a function may compile a program again after an eviction)."""
-    if program is None or not program[0]:
-        return False
-    for c in (count - 1, count + 1):
-        other = seen.get(c)
-        if other is not None and other[0] == program[0] and not _differ(other, program):
-            return True
-    return False
+def _same(a: tuple[str, str] | None, b: tuple[str, str] | None) -> bool:
+    """Two compiles known to be of one program (signature fingerprints set and equal)."""
+    return a is not None and b is not None and bool(a[0]) and a[0] == b[0] and not _differ(a, b)
 
 
 def _differ(a: tuple[str, str], b: tuple[str, str]) -> bool:
@@ -311,6 +304,8 @@ class Checker:
         self._programs: dict[str, dict[int, dict[int, tuple[str, str]]]] = {}
         #: Per function directory: the first ordinal reported divergent.
         self._diverged: dict[str, int] = {}
+        #: Per function directory: the highest ordinal published (the ``done`` mark).
+        self._highest: dict[str, int] = {}
 
     # --- the compiling thread ------------------------------------------------------
 
@@ -366,8 +361,15 @@ class Checker:
             return None
         # The highest ordinal this rank compiled, kept after its entries are deleted: a
         # late peer reads that this rank compiled it, rather than that it did not.
-        self._call("publish", lambda: _jax_read.kv_set(
-            self.client, f"{function_dir}{DONE}/{self.rank}", str(record.count)))
+        with self._cond:
+            highest = self._highest.get(function_dir, 0)
+            if record.count > highest:
+                self._highest[function_dir] = record.count
+                while len(self._highest) > MAX_FUNCTIONS:
+                    del self._highest[next(iter(self._highest))]
+        if record.count > highest:  # never lowered (threads publishing out of order)
+            self._call("publish", lambda: _jax_read.kv_set(
+                self.client, f"{function_dir}{DONE}/{self.rank}", str(record.count)))
         opened = _Open(record.function.qualname, record.count, function_dir, link)
         opened.busy = busy
         self._remember(function_dir, self.rank, record.count, entry)
@@ -437,24 +439,29 @@ class Checker:
                 del seen[min(seen)]
 
     def _shifted(self, opened: _Open, ranks: Sequence[int]) -> bool:
-        """Whether each of ``ranks`` compiled this rank's program of ``opened`` one ordinal
-        off, or this rank compiled theirs, after a divergence of the function was reported
-        at an earlier ordinal: one rank compiled one program more (reported once, where it
-        happened), and the ordinals are off by one since."""
+        """Whether each of ``ranks`` has been compiling this rank's programs one ordinal
+        apart, here and at the ordinal before, after a divergence of the function was
+        reported: one rank compiled one program more (reported where it happened), and
+        the ordinals are off by one since. Two ordinals in a row, both known: a program
+        only one rank compiled breaks the pattern and is reported."""
         if not ranks:
             return False
+        m = opened.count
         with self._cond:
             first = self._diverged.get(opened.function_dir)
-            if first is None or first >= opened.count:
+            if first is None or first >= m:
                 return False  # no earlier divergence put the ordinals off
             by_rank = self._programs.get(opened.function_dir, {})
             mine = by_rank.get(self.rank, {})
-            here = mine.get(opened.count)
             for rank in ranks:
                 theirs = by_rank.get(rank, {})
-                there = theirs.get(opened.count)
-                if not (_same_program(here, theirs, opened.count)
-                        or _same_program(there, mine, opened.count)):
+                # Their ordinal k is my ordinal k - d: the last two pairs known now. They
+                # are ahead (d = 1) only if they have an entry here.
+                shifts = [(-1, (m - 1, m - 2))]
+                if m in theirs:
+                    shifts.append((1, (m, m - 1)))
+                if not any(all(_same(theirs.get(k), mine.get(k - d)) for k in pairs)
+                           for d, pairs in shifts):
                     return False
         return True
 

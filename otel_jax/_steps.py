@@ -138,9 +138,7 @@ class StepScope(ContextDecorator):
                 otel_context.detach(self._token)  # type: ignore[arg-type]
             if self._span is not None:
                 if exc is not None:  # as the SDK's own span context manager does
-                    self._span.record_exception(exc)
-                    self._span.set_status(Status(StatusCode.ERROR,
-                                                 f"{type(exc).__name__}: {exc}"[:200]))
+                    _mark_failed(self._span, exc)
                 self._span.set_attributes({
                     Attr.STEP_COMPILED: compiled, Attr.STEP_COMPILES: tally.compiles,
                     Attr.STEP_COMPILE_S: tally.compile_s})
@@ -152,6 +150,20 @@ class StepScope(ContextDecorator):
             pass
         finally:
             self._span = self._token = self._tally = None
+
+
+def _mark_failed(span: Any, exc: BaseException) -> None:
+    """ERROR status and the exception as an event; an exception whose ``__str__`` fails
+    still leaves the span to be ended."""
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except Exception:
+        text = type(exc).__name__
+    try:
+        span.set_status(Status(StatusCode.ERROR, text[:200]))
+        span.record_exception(exc)
+    except Exception:
+        pass
 
 
 def decorate(func: F, count: Callable[[int], int]) -> F:

@@ -96,8 +96,8 @@ elif SCENARIO == "extra_then_same":
     call(total, {"x": np.ones(4, np.float32)})
     if RANK == 1:  # one partial batch on rank 1 alone, then the same batches everywhere
         call(total, {"x": np.ones(2, np.float32)})
-    call(total, {"x": np.ones(6, np.float32)})
-    call(total, {"x": np.ones(7, np.float32)})
+    for n in (6, 7, 8):
+        call(total, {"x": np.ones(n, np.float32)})
 elif SCENARIO == "finish_early":
     call(total, {"x": np.ones(4, np.float32)})
     call(total, {"x": np.ones(6, np.float32)})

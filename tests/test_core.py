@@ -628,6 +628,25 @@ def test_ahead_of_time_compiles_count_and_explain_as_the_function_s_own(telemetr
     assert sorted(aot) == ["jax.backend_compile", "jax.lower", "jax.trace"]
 
 
+def test_several_lowerings_pending_are_named_but_never_given_another_s_signature(telemetry):
+    @jax.jit
+    def f(x):
+        return jnp.cos(x) * 2
+
+    f(jnp.ones(3))
+    lowered = [f.lower(jnp.ones(n)) for n in (4, 5)]  # which one compiles first is unknown
+    for each in reversed(lowered):
+        each.compile()
+    jax.jit(lambda x: x + 1).lower(jnp.ones(2))  # another function's trace, never compiled
+    spans = telemetry.compiles(
+        "test_several_lowerings_pending_are_named_but_never_given_another_s_signature"
+        ".<locals>.f")
+    assert [s.attributes["jax.compile.count"] for s in spans] == [1, 2, 3]
+    assert [s.attributes["jax.compile.cause.kind"] for s in spans] == [
+        "first_compile", "unknown", "unknown"]
+    assert all("f32[4]" not in s.attributes["jax.compile.cause"] for s in spans)
+
+
 @pytest.mark.injects_errors
 def test_a_failing_history_still_reports_the_compile(telemetry, monkeypatch):
     from otel_jax._history import History

@@ -408,20 +408,25 @@ def test_a_failing_ledger_fails_open(tmp_path):
     assert stderr.count("internal error in compile ledger") == 1
 
 
-def test_lines_of_processes_running_beside_this_one_are_not_earlier_runs(tmp_path):
-    """The ranks of a job on one host share a ledger: a sibling's line written while this
-    process ran is not an earlier run's (its key differs by the device assignment)."""
+def test_lines_of_processes_started_beside_this_one_are_not_earlier_runs(tmp_path):
+    """The ranks of a job on one host share a ledger: a sibling's line is not an earlier
+    run's (its key differs by the device assignment); a run that started later and ended
+    while this process lived (a notebook kernel's neighbour) still is."""
     import time
 
+    start = _ledger._STARTED
     path = str(tmp_path / "ledger.jsonl")
-    earlier = _entry(t=_ledger._STARTED - 60, sig="s")
-    sibling = _entry(t=time.time(), sig="s", compile_options="x", pid=8)
+    earlier = _entry(t=start - 3600, started=start - 3700, sig="s")
+    later_run = _entry(t=time.time(), started=start + 10 * _ledger.SIBLING_START_S, pid=9,
+                       sig="s", computation="y")
+    sibling = _entry(t=time.time(), started=start + 1, sig="s", compile_options="x", pid=8)
+    old_line = _entry(t=time.time(), sig="s", pid=6, compression="z")  # no start time
     with open(path, "w", encoding="utf-8") as f:
-        for line in (earlier, sibling):
+        for line in (earlier, later_run, sibling, old_line):
             f.write(json.dumps(line) + "\n")
     ledger = _ledger.Ledger(FailOpen())
     ledger._load(path)
-    [kept] = ledger._index[("step@train.py", "s")]
-    assert kept["pid"] == 7
-    assert _ledger._concurrent(sibling) and not _ledger._concurrent(earlier)
+    assert sorted(e["pid"] for e in ledger._index[("step@train.py", "s")]) == [6, 7, 9]
+    assert _ledger._concurrent(sibling)
+    assert not any(map(_ledger._concurrent, (earlier, later_run, old_line)))
     assert not _ledger._concurrent({**sibling, "run": _ledger._RUN})  # this process's own

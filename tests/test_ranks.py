@@ -6,6 +6,7 @@ The real multi-process runs are in tests/test_multiprocess.py.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import warnings
@@ -154,3 +155,50 @@ def test_install_arguments_are_checked(kwargs):
     otel_jax.uninstall()
     with pytest.raises(ValueError):
         otel_jax.install(log_output=None, **kwargs)
+
+
+class _KeyValues:
+    """JAX's coordination client, as far as the checker uses it, in one process."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, str] = {}
+
+    def key_value_set(self, key, value, allow_overwrite=True):  # noqa: ANN001
+        self.data[key] = value
+
+    def key_value_dir_get(self, prefix):  # noqa: ANN001
+        return [(k, v) for k, v in self.data.items() if k.startswith(prefix)]
+
+    def key_value_delete(self, key):  # noqa: ANN001
+        self.data.pop(key, None)
+
+
+def _batches_compared(plans: dict[int, list[int]]) -> dict[int, list[int]]:
+    """Two ranks compiling ``plans[rank]`` batch sizes in turn: the ordinals each reports."""
+    service = _KeyValues()
+    reports: dict[int, list[Divergence]] = {0: [], 1: []}
+    checkers = {r: _ranks.Checker(_jax_read.Coordination(service, r, 2), 30.0,
+                                  reports[r].append, FailOpen()) for r in (0, 1)}
+    directory = f"{_ranks.PREFIX}/f/"
+    for n in range(1, len(plans[0]) + 1):
+        opened = {}
+        for r in (0, 1):
+            entry = _entry(f"fp{plans[r][n - 1]}", "p", [["x", f"f32[{plans[r][n - 1]}]", "u"]])
+            service.key_value_set(f"{directory}{n}/{r}", json.dumps(entry))
+            checkers[r]._remember(directory, r, n, entry)
+            opened[r] = _ranks._Open("step", n, directory, None)
+        for r in (0, 1):
+            checkers[r]._poll(opened[r])
+    return {r: [d.count for d in reports[r]] for r in (0, 1)}
+
+
+def test_an_extra_program_on_one_rank_is_not_reported_at_every_later_ordinal():
+    # rank 1 compiled 24 once more: the same programs follow, one ordinal apart; once two
+    # ordinals in a row show it, no more reports
+    assert _batches_compared({0: [32, 16, 8, 4, 2], 1: [32, 24, 16, 8, 4]}) == {
+        0: [2, 3], 1: [2, 3]}
+
+
+def test_a_second_real_divergence_after_a_shift_is_still_reported():
+    # 8 on rank 0 is a program rank 1 never compiled, one ordinal off or not
+    assert _batches_compared({0: [32, 16, 8], 1: [32, 24, 16]}) == {0: [2, 3], 1: [2, 3]}

@@ -90,3 +90,16 @@ def test_a_step_that_raises_ends_its_span_as_an_error(telemetry):
     assert failing.status.description == "ValueError: user error"
     assert [e.name for e in failing.events] == ["exception"]
     assert fine.status.status_code is StatusCode.UNSET and not fine.events
+
+
+class _Unprintable(RuntimeError):
+    def __str__(self) -> str:
+        raise ValueError("no text")
+
+
+def test_a_step_whose_exception_cannot_print_still_ends_its_span(telemetry):
+    with pytest.raises(_Unprintable), otel_jax.step("unprintable"):
+        raise _Unprintable()
+    [span] = [s for s in telemetry.exporter.get_finished_spans() if s.name == "unprintable"]
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.status.description == "_Unprintable"
