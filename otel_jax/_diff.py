@@ -283,8 +283,7 @@ def _placement_distance(a: Placement, b: Placement) -> int:
         return 1
     if not a.mesh or a.mesh != b.mesh:
         return _OTHER_MESH
-    entries = abs(len(a.spec) - len(b.spec)) + sum(1 for x, y in zip(a.spec, b.spec) if x != y)
-    return max(1, entries)
+    return _spec_distance(a.spec, b.spec)
 
 
 def _bound_distance(old: Signature, new: Signature) -> int:

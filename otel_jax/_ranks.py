@@ -278,6 +278,19 @@ class _Open:
         self.diverged: float | None = None  # when a divergence was first seen
 
 
+class _Seen:
+    """What one rank saw of one function: per rank, the program (fingerprints) of each
+    compile ordinal, its own included, and the first ordinal reported divergent. A rank
+    that compiled one program more than another compiles the same programs under
+    shifted ordinals afterwards; this rank's highest ordinal is its ``done`` mark."""
+
+    __slots__ = ("programs", "diverged")
+
+    def __init__(self) -> None:
+        self.programs: dict[int, dict[int, tuple[str, str]]] = {}
+        self.diverged: int | None = None
+
+
 class Checker:
     """Publishes this rank's compiles and compares them with its peers' (one per process)."""
 
@@ -298,14 +311,8 @@ class Checker:
         self.dropped = 0
         self.off = False
         self._unpublished = 0  # queued, or taken off the queue and not yet published
-        #: Per function directory, per rank: the program (fingerprints) of each compile
-        #: ordinal seen, mine included. A rank that compiled one program more or less
-        #: than another compiles the same programs under shifted ordinals afterwards.
-        self._programs: dict[str, dict[int, dict[int, tuple[str, str]]]] = {}
-        #: Per function directory: the first ordinal reported divergent.
-        self._diverged: dict[str, int] = {}
-        #: Per function directory: the highest ordinal published (the ``done`` mark).
-        self._highest: dict[str, int] = {}
+        #: What was seen of each function (by directory), the most recent last.
+        self._functions: dict[str, _Seen] = {}
 
     # --- the compiling thread ------------------------------------------------------
 
@@ -362,11 +369,8 @@ class Checker:
         # The highest ordinal this rank compiled, kept after its entries are deleted: a
         # late peer reads that this rank compiled it, rather than that it did not.
         with self._cond:
-            highest = self._highest.get(function_dir, 0)
-            if record.count > highest:
-                self._highest[function_dir] = record.count
-                while len(self._highest) > MAX_FUNCTIONS:
-                    del self._highest[next(iter(self._highest))]
+            mine = self._seen(function_dir).programs.get(self.rank, {})
+            highest = max(mine, default=0)
         if record.count > highest:  # never lowered (threads publishing out of order)
             self._call("publish", lambda: _jax_read.kv_set(
                 self.client, f"{function_dir}{DONE}/{self.rank}", str(record.count)))
@@ -425,18 +429,22 @@ class Checker:
                 reported = reported or gone
         return reported
 
+    def _seen(self, function_dir: str) -> _Seen:
+        """What was seen of a function (under ``_cond``): made the most recent one."""
+        seen = self._functions.pop(function_dir, None) or _Seen()
+        self._functions[function_dir] = seen
+        while len(self._functions) > MAX_FUNCTIONS:
+            del self._functions[next(iter(self._functions))]
+        return seen
+
     def _remember(self, function_dir: str, rank: int, count: int, entry: dict[str, Any],
                   ) -> None:
         program = (str(entry.get("fp") or ""), str(entry.get("pf") or ""))
         with self._cond:
-            by_rank = self._programs.pop(function_dir, None) or {}
-            self._programs[function_dir] = by_rank  # the most recent function last
-            while len(self._programs) > MAX_FUNCTIONS:
-                del self._programs[next(iter(self._programs))]
-            seen = by_rank.setdefault(rank, {})
-            seen[count] = program
-            while len(seen) > MAX_ORDINALS:
-                del seen[min(seen)]
+            programs = self._seen(function_dir).programs.setdefault(rank, {})
+            programs[count] = program
+            while len(programs) > MAX_ORDINALS:
+                del programs[min(programs)]
 
     def _shifted(self, opened: _Open, ranks: Sequence[int]) -> bool:
         """Whether each of ``ranks`` has been compiling this rank's programs one ordinal
@@ -448,10 +456,10 @@ class Checker:
             return False
         m = opened.count
         with self._cond:
-            first = self._diverged.get(opened.function_dir)
-            if first is None or first >= m:
+            seen = self._seen(opened.function_dir)
+            if seen.diverged is None or seen.diverged >= m:
                 return False  # no earlier divergence put the ordinals off
-            by_rank = self._programs.get(opened.function_dir, {})
+            by_rank = seen.programs
             mine = by_rank.get(self.rank, {})
             for rank in ranks:
                 theirs = by_rank.get(rank, {})
@@ -485,11 +493,9 @@ class Checker:
     def _emit(self, opened: _Open, div: Divergence) -> Divergence:
         opened.reported.add(div.kind)
         with self._cond:
-            first = self._diverged.get(opened.function_dir)
-            if first is None or opened.count < first:
-                self._diverged[opened.function_dir] = opened.count
-                while len(self._diverged) > MAX_FUNCTIONS:
-                    del self._diverged[next(iter(self._diverged))]
+            seen = self._seen(opened.function_dir)
+            if seen.diverged is None or opened.count < seen.diverged:
+                seen.diverged = opened.count
         div = Divergence(div.function, div.count, div.kind, div.text, div.ranks,
                          div.missing_ranks, div.diff, div.process_index, div.detected,
                          opened.link)

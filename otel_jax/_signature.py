@@ -709,7 +709,6 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
     statics = [_static_arg(n, v, keyword=n in miss.kwargs)
                for n, v in _jax_read.static_arguments(miss, names)]
     treedef, tree_hash = _reuse_tree(inputs.in_tree, earlier)
-    top_names = _reuse(top_names, earlier, "top_names")
     layout = _wrappers.layout_for(miss, names)
     # Read as JAX gave them, never inferred from an equal tree: trees compare dict
     # keys with == ({1: x} and {1.0: x} are equal), and a transformed program's
