@@ -421,12 +421,9 @@ def diff(old: Signature, new: Signature) -> Diff:
 
 def _live_values(prev: StaticArg, new: StaticArg) -> tuple[Any, Any] | None:
     """Both static values, while JAX's cache still holds them."""
-    if prev.value is not None and new.value is not None:
-        x, y = prev.value.get(), new.value.get()
-    elif prev.ref is not None and new.ref is not None:  # hashed by identity
-        x, y = prev.ref(), new.ref()
-    else:
+    if prev.value is None or new.value is None:
         return None
+    x, y = prev.value.get(), new.value.get()
     return None if x is None or y is None else (x, y)
 
 

@@ -119,8 +119,7 @@ class StaticArg:
     repr: str
     hash: int | None
     identity_hashed: bool
-    ref: Any = field(default=None, compare=False)  # weakref to the object, or None
-    obj_id: int = field(default=0, compare=False)
+    obj_id: int = field(default=0, compare=False)  # identity-hashed only
     # pytree_structure: not an argument but the shape of the argument trees,
     # which a wrapper library passes as a static value.
     kind: str = "static_argument"
@@ -137,17 +136,22 @@ class StaticArg:
     fallback: bool = False
     # the text up to DETAIL_LIMIT when ``repr`` was cut: where two long texts part
     detail: str = field(default="", compare=False)
-    # values not hashed by identity: compared with == while both are alive (last, so
-    # that cheaper fields decide first)
+    # the value, held weakly: compared with == while both are alive (last, so that
+    # cheaper fields decide first); for identity-hashed ones, which object it was
     value: StaticValue | None = None
 
     def same_object_as(self, other: StaticArg) -> bool | None:
         """For identity-hashed statics: were both the same object? ``None`` if unknown."""
-        if self.ref is not None and other.ref is not None:
-            mine = self.ref()
-            return mine is not None and mine is other.ref()
-        if self.ref is not None and self.ref() is None:
-            return False
+        mine = self.value.ref if self.value is not None else None
+        theirs = other.value.ref if other.value is not None else None
+        # Weakly referenced objects only: None and the other singletons are held as they
+        # are, and their ids say the same.
+        if isinstance(mine, weakref.ref):
+            if isinstance(theirs, weakref.ref):
+                obj = mine()
+                return obj is not None and obj is theirs()
+            if mine() is None:
+                return False  # the earlier object is gone: this one is another
         return self.obj_id == other.obj_id if self.obj_id and other.obj_id else None
 
 
@@ -628,13 +632,12 @@ def _static_arg(name: str, value: Any, kind: str = "static_argument",
         name=name, type=type_name(value), repr=text,
         detail=long if long != text else "",
         hash=h, identity_hashed=identity,
-        ref=_weak(value) if identity else None,
         obj_id=id(value) if identity else 0,
         kind=kind,
         tree=value if kind == "pytree_structure" else None,
         keyword=keyword,
         fields=static_fields(value) if kind == "static_argument" else (),
-        value=StaticValue(value) if not identity and kind == "static_argument" else None,
+        value=StaticValue(value) if identity or kind == "static_argument" else None,
     )
 
 
@@ -657,9 +660,8 @@ def _attribute_arg(path: str, value: Any) -> StaticArg:
     return StaticArg(name=path, type=type_name(value),
                      repr=f"static {one_line_repr(value, name=path.rpartition('.')[2])}",
                      hash=h, identity_hashed=identity,
-                     ref=_weak(value) if identity else None,
                      obj_id=id(value) if identity else 0, kind="pytree_structure",
-                     value=None if identity else StaticValue(value))
+                     value=StaticValue(value))
 
 
 _MAX_CACHED_GRAPHS = 256
