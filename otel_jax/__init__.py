@@ -96,11 +96,21 @@ def step(name: Any = None, /) -> Any:
     time in the ``jax.step.duration`` histogram with ``jax.step.compiled``
     saying whether it compiled. ``@otel_jax.step`` on a function makes each
     call one such step, named after the function.
+
+    Warm-up (``install(warmup_steps=N)``) is the first N steps: a bare call says
+    one step is over, so warm-up ends at the Nth call; a step scope is in its step
+    until the next one begins, so compiles in step N and between steps N and N+1
+    (an evaluation after the warm-up epoch) are warm-up, and step N+1's are the
+    first after it. A step opened inside another on the same thread (nested
+    scopes) is a part of it: it takes the enclosing step's number and does not
+    count; a compile inside it is charged to every step open around it.
     """
     if callable(name):
-        return _steps.decorate(name, _ENGINE.step)
-    _ENGINE.step()
-    return _steps.StepScope(name or _steps.DEFAULT_NAME, _ENGINE.step, counted=True)
+        return _steps.decorate(name, _ENGINE)
+    nested = _steps.STEPS.open_here()  # a part of the open step: not a step of its own
+    if not nested:
+        _ENGINE.step()
+    return _steps.StepScope(name or _steps.DEFAULT_NAME, _ENGINE, counted=not nested)
 
 
 def mark_warmup_done() -> None:

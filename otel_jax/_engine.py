@@ -68,7 +68,8 @@ class Engine:
         self.on_recompile: OnRecompile = "log"
         self._warmup_marked = False  # mark_warmup_done() was called
         self._warmup_steps: int | None = None
-        self._steps = 0
+        self._steps = 0  # the number of the latest step (bare calls and step scopes)
+        self._steps_done = 0  # steps over: the latest, unless a step scope is still in it
         self._sinks: tuple[Sink, ...] = ()
         self._span_emitter: SpanEmitter | None = None
         self._storm_sink: Callable[[StormEvent], None] | None = None
@@ -132,20 +133,42 @@ class Engine:
 
     @property
     def _warmup_done(self) -> bool:
+        """Whether ``warmup_steps`` steps are over (or ``mark_warmup_done()`` was called).
+
+        A bare ``otel_jax.step()`` call says a step is over; a step scope (``with
+        otel_jax.step():``, ``@otel_jax.step``) is in its step until the next one
+        begins, so what compiles in step N, and between steps N and N+1 (an evaluation
+        after the warm-up epoch), is still warm-up, and step N+1 is the first after.
+        """
         steps = self._warmup_steps
-        return self._warmup_marked or (steps is not None and self._steps >= steps)
+        return self._warmup_marked or (steps is not None and self._steps_done >= steps)
 
     def configure_warmup(self, steps: int | None) -> None:
         with self._lock:
             self._warmup_steps = steps
-            self._steps = 0
+            self._steps = self._steps_done = 0
             self._warmup_marked = False
 
     def step(self, n: int = 1) -> int:
-        """Count ``n`` more training steps (``-1`` takes one back); returns the step count."""
+        """Count ``n`` more training steps, each over (``-1`` takes one back); returns the
+        step count."""
         with self._lock:
-            self._steps = max(0, self._steps + n)
+            self._steps = self._steps_done = max(0, self._steps + n)
             return self._steps
+
+    def begin_step(self, counted: bool) -> int:
+        """An outermost step scope begins (``counted``: ``otel_jax.step(name)`` already
+        counted it as a bare call): it is in progress, not over. Returns its number."""
+        with self._lock:
+            if not counted:
+                self._steps += 1
+            self._steps_done = max(0, self._steps - 1)
+            return self._steps
+
+    @property
+    def steps(self) -> int:
+        """The number of the latest step."""
+        return self._steps
 
     def mark_warmup_done(self) -> None:
         self._warmup_marked = True

@@ -92,7 +92,9 @@ def install(
             names it and the causes seen so far.
         warmup_steps: warm-up ends after this many ``otel_jax.step()`` calls
             (or at ``otel_jax.mark_warmup_done()``); later compiles are marked
-            ``jax.compile.after_warmup``.
+            ``jax.compile.after_warmup``. With step scopes (``with
+            otel_jax.step():``), the first compiles after warm-up are those of
+            step ``warmup_steps + 1``; nested scopes count once (``otel_jax.step``).
         on_recompile: what a recompile after warm-up does: ``"log"`` (mark and
             count it), ``"warn"`` (also a Python warning) or ``"raise"``
             (``otel_jax.RecompileError`` from the jit call, for CI and canaries).

@@ -7,6 +7,12 @@ engine adds each compile that happens inside it (on the same thread) to the
 step's tally, and the step-duration histogram carries whether the step
 compiled, so a dashboard can show that the slow step was the one that
 recompiled.
+
+Steps nest (a ``train_step`` inside an ``epoch`` step, a ``forward`` phase inside
+a ``train_step``): a compile inside is charged to every step open around it on its
+thread, since it slowed each of them. Only the outermost step is a training step:
+a step opened inside another one on the same thread is a part of it, takes its
+number and does not count toward warm-up.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import time
 from collections.abc import Callable
 from contextlib import ContextDecorator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -34,6 +40,17 @@ STEP_BUCKETS: tuple[float, ...] = (
     1.0, 2.5, 5.0, 10.0, 25.0, 60.0, 120.0, 300.0, 600.0,
 )
 DEFAULT_NAME = "step"
+
+
+class StepCounter(Protocol):
+    """What counts steps toward warm-up (the engine)."""
+
+    @property
+    def steps(self) -> int: ...
+
+    def step(self, n: int = 1) -> int: ...
+
+    def begin_step(self, counted: bool) -> int: ...
 
 
 @dataclass
@@ -78,12 +95,15 @@ class _Steps:
         if tally in stack:
             stack.remove(tally)
 
+    def open_here(self) -> bool:
+        """Whether a step is open on this thread (a step begun now is nested in it)."""
+        return bool(getattr(self._tls, "stack", None))
+
     def compiled(self, seconds: float) -> None:
-        """A compile on this thread: charged to the innermost open step, if any."""
-        stack = getattr(self._tls, "stack", None)
-        if stack:
-            stack[-1].compiles += 1
-            stack[-1].compile_s += seconds
+        """A compile on this thread: charged to every step open around it."""
+        for tally in getattr(self._tls, "stack", None) or ():
+            tally.compiles += 1
+            tally.compile_s += seconds
 
 
 STEPS = _Steps()
@@ -92,10 +112,10 @@ STEPS = _Steps()
 class StepScope(ContextDecorator):
     """One training step, as a context manager (or, through ``otel_jax.step``, a decorator)."""
 
-    def __init__(self, name: str, count: Callable[[int], int], counted: bool) -> None:
+    def __init__(self, name: str, counter: StepCounter, counted: bool) -> None:
         self.name = name
-        self._count = count
-        self._counted = counted
+        self._counter = counter
+        self._counted = counted  # otel_jax.step(name) counted it already, as a bare call
         self._number = 0
         self._tally: StepTally | None = None
         self._span: Any = None
@@ -104,16 +124,23 @@ class StepScope(ContextDecorator):
 
     def _recreate_cm(self) -> StepScope:
         # As a decorator: each call is a step of its own, counted when it starts.
-        return StepScope(self.name, self._count, counted=False)
+        return StepScope(self.name, self._counter, counted=False)
 
     def __call__(self, func: F) -> F:
         if self._counted:  # the decorator's own creation was not a step
-            self._count(-1)
+            self._counter.step(-1)
             self._counted = False
         return super().__call__(func)
 
     def __enter__(self) -> StepScope:
-        self._number = self._count(0 if self._counted else 1)
+        counted, self._counted = self._counted, False  # entered again: another step
+        if STEPS.open_here():
+            # A part of the enclosing step: its number, no warm-up count of its own.
+            if counted:
+                self._counter.step(-1)
+            self._number = self._counter.steps
+        else:
+            self._number = self._counter.begin_step(counted)
         self._tally = STEPS.open()
         telemetry = STEPS.telemetry
         self._start = time.perf_counter()
@@ -166,13 +193,13 @@ def _mark_failed(span: Any, exc: BaseException) -> None:
         pass
 
 
-def decorate(func: F, count: Callable[[int], int]) -> F:
+def decorate(func: F, counter: StepCounter) -> F:
     """``@otel_jax.step``: every call of ``func`` is one step, named after it."""
     name = getattr(func, "__qualname__", None) or getattr(func, "__name__", DEFAULT_NAME)
 
     @functools.wraps(func)
     def step(*args: Any, **kwargs: Any) -> Any:
-        with StepScope(str(name), count, counted=False):
+        with StepScope(str(name), counter, counted=False):
             return func(*args, **kwargs)
 
     return step  # type: ignore[return-value]

@@ -54,10 +54,12 @@ def test_decorated_function_is_one_step_per_call_and_counts_warmup(telemetry):
     train(jnp.ones(2))
     assert not ENGINE._warmup_done
     train(jnp.ones(2))
+    assert not ENGINE._warmup_done  # step 2 is the last of warm-up until step 3 begins
+    train(jnp.ones(2))
     assert ENGINE._warmup_done
     steps = [s for s in telemetry.exporter.get_finished_spans()
              if s.name.endswith("<locals>.train")]
-    assert len(steps) == 2
+    assert len(steps) == 3
 
 
 def test_bare_call_still_counts_and_decorator_factory_counts_per_call(telemetry):
@@ -73,6 +75,8 @@ def test_bare_call_still_counts_and_decorator_factory_counts_per_call(telemetry)
     def work():
         return 1
 
+    assert not ENGINE._warmup_done
+    work()  # step 3: the last of warm-up
     assert not ENGINE._warmup_done
     work()
     assert ENGINE._warmup_done
@@ -103,3 +107,135 @@ def test_a_step_whose_exception_cannot_print_still_ends_its_span(telemetry):
     [span] = [s for s in telemetry.exporter.get_finished_spans() if s.name == "unprintable"]
     assert span.status.status_code is StatusCode.ERROR
     assert span.status.description == "_Unprintable"
+
+
+def _after_warmup_by_input(telemetry, suffix):
+    return [(s.attributes["jax.compile.after_warmup"], s.attributes["jax.compile.cause.kind"])
+            for s in telemetry.compiles() if s.attributes["code.function.name"].endswith(suffix)]
+
+
+def test_warmup_is_the_first_n_step_scopes_and_the_gap_after_the_last(telemetry):
+    otel_jax.uninstall()
+    otel_jax.install(tracer_provider=telemetry.tracer_provider,
+                     meter_provider=telemetry.meter_provider, log_output=telemetry.log,
+                     warmup_steps=3)
+
+    @jax.jit
+    def train(x):
+        return x * 2
+
+    @jax.jit
+    def evaluate(x):
+        return x.sum()
+
+    try:
+        for epoch in range(2):
+            # 3 steps an epoch, the last one a partial batch: 4, 4, 2 rows.
+            for rows in (4, 4, 2):
+                with otel_jax.step("train_step"):
+                    train(jnp.ones(rows + epoch * 10))
+            evaluate(jnp.ones(epoch + 1))  # between epochs: still in the epoch
+    finally:
+        otel_jax.uninstall()
+    trains = _after_warmup_by_input(telemetry, ".train")
+    # Epoch 1: the first compile and the partial batch (step 3 of 3) are warm-up;
+    # epoch 2 (steps 4-6): every compile is after it.
+    assert [a for a, _ in trains] == [False, False, True, True]
+    assert [k for _, k in trains] == ["first_compile", "shape", "shape", "shape"]
+    assert [a for a, _ in _after_warmup_by_input(telemetry, ".evaluate")] == [False, True]
+
+
+def test_nested_steps_are_all_marked_and_count_once(telemetry):
+    otel_jax.uninstall()
+    otel_jax.install(tracer_provider=telemetry.tracer_provider,
+                     meter_provider=telemetry.meter_provider, log_output=telemetry.log,
+                     warmup_steps=2)
+
+    @jax.jit
+    def inner(x):
+        return x + 1
+
+    @otel_jax.step
+    def forward(x):
+        return inner(x)
+
+    try:
+        with otel_jax.step("epoch"):
+            with otel_jax.step("train_step"):
+                forward(jnp.ones(2))  # compiles in the innermost of three open steps
+            with otel_jax.step("train_step"):
+                forward(jnp.ones(2))
+                otel_jax.step()  # a bare call inside a step is a part of it too
+        first_done = ENGINE._warmup_done
+        with otel_jax.step("epoch"):  # step 2: the last of warm-up
+            forward(jnp.ones(3))
+        second_done = ENGINE._warmup_done
+        with otel_jax.step("epoch"):  # step 3: after warm-up
+            forward(jnp.ones(4))
+    finally:
+        otel_jax.uninstall()
+    assert (first_done, second_done) == (False, False)
+    spans = [s for s in telemetry.exporter.get_finished_spans()
+             if s.name in ("epoch", "train_step") or s.name.endswith("forward")]
+    compiled = [(s.name.rsplit(".", 1)[-1], s.attributes["jax.step.compiled"],
+                 s.attributes["jax.step.number"]) for s in spans]
+    assert compiled == [
+        ("forward", True, 1), ("train_step", True, 1),  # the compile marks all three
+        ("forward", False, 1), ("train_step", False, 1), ("epoch", True, 1),
+        ("forward", True, 2), ("epoch", True, 2),
+        ("forward", True, 3), ("epoch", True, 3)]
+    assert [s.attributes["jax.step.compiles"] for s in spans if s.name == "epoch"] == [1, 1, 1]
+    assert [a for a, _ in _after_warmup_by_input(telemetry, "inner")] == [False, False, True]
+    by_compiled = {}
+    for p in _step_points(telemetry):
+        key = (p.attributes["jax.step.name"], p.attributes["jax.step.compiled"])
+        by_compiled[key] = by_compiled.get(key, 0) + p.count
+    assert by_compiled[("epoch", True)] == 3 and by_compiled[("train_step", True)] == 1
+
+
+def test_bare_calls_end_warmup_at_the_nth_call(telemetry):
+    otel_jax.uninstall()
+    otel_jax.install(tracer_provider=telemetry.tracer_provider,
+                     meter_provider=telemetry.meter_provider, log_output=telemetry.log,
+                     warmup_steps=2)
+    try:
+        otel_jax.step()
+        assert not ENGINE._warmup_done
+        otel_jax.step()
+        assert ENGINE._warmup_done
+    finally:
+        otel_jax.uninstall()
+    otel_jax.install(tracer_provider=telemetry.tracer_provider,
+                     meter_provider=telemetry.meter_provider, log_output=telemetry.log,
+                     warmup_steps=0)
+    try:
+        assert ENGINE._warmup_done  # no warm-up at all: from the first compile on
+    finally:
+        otel_jax.uninstall()
+
+
+def test_demo_warmup_is_its_first_epoch():
+    """examples/train.py declares its first epoch the warm-up: the partial batch that ends
+    epoch 1 and epoch 1's evaluation compile during warm-up, every compile from epoch 2 on
+    after it."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import clean_env
+
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, str(root / "examples" / "train.py")], cwd=root,
+                         env=clean_env(), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = [json.loads(ln) for ln in out.stderr.splitlines() if ln.startswith("{")]
+    compiles = [ln for ln in lines if ln.get("event") == "jax.compile" and not ln["eager_op"]]
+    train = [(c["count"], c["cause_kind"], c["after_warmup"]) for c in compiles
+             if c["function"] == "train_step"]
+    assert train == [(1, "first_compile", False), (2, "weak_type", False),
+                     (3, "shape", False),  # epoch 1's partial batch: its last step
+                     (4, "pytree_structure", True), (5, "shape", True)]
+    evaluations = [c["after_warmup"] for c in compiles
+                   if c["function"] == "main.<locals>.<lambda>"]
+    assert evaluations == [False, True, True]  # one per epoch
