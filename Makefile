@@ -7,21 +7,25 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 OLDEST_VENV := .venv-oldest
-# The lower bound of "jax>=..." in pyproject.toml (tests/test_packaging.py checks they agree).
+# The lower bound of "jax>=..." in pyproject.toml, otel_jax._version.JAX_MINIMUM
+# (tests/test_packaging.py checks they agree).
 JAX_OLDEST := 0.8.0
+# Every editable install makes setuptools print an informational "Editable installation."
+# block; that one warning is silenced, any other still shows.
+PIP_QUIET := PYTHONWARNINGS="$${PYTHONWARNINGS:+$$PYTHONWARNINGS,}ignore:Editable installation"
 
 .PHONY: demo test test-newest test-oldest lint tools bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PIP_QUIET) $(PY) -m pip install -q -e '.[test]'
 	touch $@
 
 $(OLDEST_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(OLDEST_VENV)
 	$(OLDEST_VENV)/bin/python -m pip install -q --upgrade pip
-	$(OLDEST_VENV)/bin/python -m pip install -q -e '.[test]' 'jax==$(JAX_OLDEST)' 'jaxlib==$(JAX_OLDEST)'
+	$(PIP_QUIET) $(OLDEST_VENV)/bin/python -m pip install -q -e '.[test]' 'jax==$(JAX_OLDEST)' 'jaxlib==$(JAX_OLDEST)'
 	touch $@
 
 demo: $(VENV)/.installed

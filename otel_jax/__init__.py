@@ -19,6 +19,7 @@ from ._failopen import OtelJaxWarning
 from ._hints import hint_for
 from ._history import CompileEntry
 from ._install import Installation, install, installation, uninstall
+from ._jax_hooks import Capability
 from ._logs import add_otel_context
 from ._ranks import DivergenceError
 from ._scrub import ScrubRules
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CAUSE_KINDS",
+    "Capability",
     "CauseKind",
     "CompileEntry",
     "DivergenceError",

@@ -76,6 +76,7 @@ class Engine:
         self._lock = threading.RLock()
         self._tls = threading.local()
         self._hooks: _jax_hooks.Hooks | None = None
+        self._unavailable: frozenset[_jax_hooks.Capability] = frozenset()
         self._devices: tuple[Any, int] | None = None  # (default device, process index)
         #: Multi-process jobs: each compile compared with the other ranks' (``_ranks``).
         self.cross_rank = _ranks.CrossRank(self.failopen)
@@ -117,12 +118,21 @@ class Engine:
         hooks = _jax_hooks.Hooks(self._on_time_span, self._on_event, self._on_trace_only)
         hooks.install()
         self._hooks = hooks
-        if not hooks.captures_signatures:
-            self.failopen.warn_once(
-                "no-capture",
-                "otel_jax: this JAX version does not call jax._src.pjit._infer_params "
-                "and _run_python_pjit on a dispatch miss; compiles are still reported, "
-                "but recompile causes will be 'unknown' (signatures cannot be captured).")
+        gaps = list(hooks.unavailable)
+        with self.failopen.guard("reading what this JAX version offers"):
+            gaps += [g for g in _jax_read.reader_gaps()
+                     if g.capability not in {h.capability for h in gaps}]
+        self._unavailable = frozenset(g.capability for g in gaps)
+        if gaps:
+            self.failopen.warn_once("jax-unavailable", _jax_hooks.unavailable_message(
+                _jax_version(), sorted(gaps, key=lambda g: list(_jax_hooks.Capability).index(
+                    g.capability))))
+
+    @property
+    def unavailable(self) -> frozenset[_jax_hooks.Capability]:
+        """The facts this JAX version's internals do not give (see ``Capability``), as of
+        the last time JAX was hooked."""
+        return self._unavailable
 
     def _unhook_if_idle(self) -> None:
         if not self._sinks and self._span_emitter is None and self._hooks is not None:
@@ -389,6 +399,15 @@ class Engine:
             # Point at the user's jit call, not at this listener deep inside JAX.
             warnings.warn(str(RecompileError(record)), OtelJaxWarning,
                           stacklevel=user_stacklevel())
+
+
+def _jax_version() -> str:
+    try:
+        import jax
+
+        return str(jax.__version__)
+    except Exception:  # pragma: no cover - jax itself is broken: say so in the warning
+        return "?"
 
 
 ENGINE = Engine()

@@ -13,6 +13,7 @@ from opentelemetry import trace
 
 from . import _providers, _scrub
 from ._engine import ENGINE, ON_RECOMPILE, Sink
+from ._jax_hooks import Capability
 from ._logs import JsonLogEmitter, OtelLogEmitter
 from ._metrics import MetricsEmitter
 from ._ranks import ON_DIVERGENCE
@@ -33,6 +34,9 @@ class Installation:
     logger_provider: Any | None
     prometheus_address: tuple[str, int] | None
     sinks: list[Sink] = field(default_factory=list)
+    #: What this JAX version's internals do not give (empty on the tested versions):
+    #: those facts fall back, as install()'s one ``OtelJaxWarning`` said.
+    unavailable: frozenset[Capability] = frozenset()
     _providers: _providers.Providers | None = None
     _options: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -191,6 +195,7 @@ def install(
             logger_provider=providers.logger_provider,
             prometheus_address=providers.prometheus_address,
             sinks=sinks,
+            unavailable=ENGINE.unavailable,
             _providers=providers,
             _options=options,
         )

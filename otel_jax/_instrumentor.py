@@ -11,6 +11,7 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
 )
 
 from . import _install
+from ._version import JAX_MINIMUM
 
 _INSTALL_OPTIONS = (
     "tracer_provider", "meter_provider", "logger_provider", "log_output", "log_level",
@@ -46,7 +47,9 @@ class JaxInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """
 
     def instrumentation_dependencies(self) -> Collection[str]:
-        return ("jax >= 0.8.0",)
+        # A lower bound only, as pyproject.toml's: a newer JAX is instrumented, with
+        # whatever its internals no longer give said once by install().
+        return (f"jax >= {JAX_MINIMUM}",)
 
     def _instrument(self, **kwargs: Any) -> None:
         _install.install(**{k: v for k, v in kwargs.items() if k in _INSTALL_OPTIONS})

@@ -17,15 +17,19 @@ name too turns those compiles into a signature of flat arguments.
 
 When these names are missing (a JAX version that moved them), otel_jax still
 emits one span per compile from the monitoring events, with cause ``unknown``
-and an explanation saying that the signature could not be captured.
+and an explanation saying that the signature could not be captured. What each
+missing internal costs is a :class:`Capability`; ``Hooks.unavailable`` lists
+those this JAX version lacks, and the engine says so once.
 """
 
 from __future__ import annotations
 
+import enum
+import inspect
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 # Event names JAX records around compilation (jax/_src/dispatch.py).
@@ -35,6 +39,55 @@ BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 PHASE_EVENTS = frozenset({TRACE_EVENT, LOWER_EVENT, BACKEND_COMPILE_EVENT})
 CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
 CACHE_WRITE_EVENT = "/jax/compilation_cache/cache_misses"
+
+
+class Capability(enum.Enum):
+    """A fact otel_jax reads off JAX internals rather than public API.
+
+    On a JAX version where those internals moved the fact is unavailable and its
+    fallback is reported instead. Compile counts, durations and phases come from
+    JAX's monitoring events and are always kept.
+    """
+
+    #: The call's function, arguments and jit options on a dispatch miss: the cause diff.
+    CAUSES = "causes"
+    #: The same for a jitted function called under grad/vmap/jvp outside jit.
+    TRANSFORMED_CAUSES = "transformed_causes"
+    #: The lowered program's digest (``jax.compile.program_fingerprint``).
+    PROGRAM_FINGERPRINTS = "program_fingerprints"
+    #: The persistent-cache key part by part: why the persistent cache missed.
+    CACHE_MISS_REASONS = "cache_miss_reasons"
+
+    @property
+    def lost(self) -> str:
+        """What is reported without it."""
+        return _LOST[self]
+
+
+_LOST = {
+    Capability.CAUSES: "recompile causes (cause 'unknown')",
+    Capability.TRANSFORMED_CAUSES:
+        "causes of jitted functions called under grad/vmap outside jit (cause 'unknown')",
+    Capability.PROGRAM_FINGERPRINTS: "program fingerprints (none)",
+    Capability.CACHE_MISS_REASONS: "why the persistent cache missed (reason not told)",
+}
+
+
+class Unavailable(NamedTuple):
+    """One capability this JAX version lacks, and which internal moved."""
+
+    capability: Capability
+    reason: str
+
+
+def unavailable_message(jax_version: str, unavailable: Sequence[Unavailable]) -> str:
+    """The one warning that says what this JAX version costs (causes and what moved)."""
+    lost = {u.capability for u in unavailable}
+    shown = [u for u in unavailable if not (u.capability is Capability.TRANSFORMED_CAUSES
+                                            and Capability.CAUSES in lost)]
+    listed = "; ".join(f"{u.capability.lost} [{u.reason}]" for u in shown)
+    return (f"otel_jax: on jax {jax_version} some facts are unavailable: {listed}. "
+            "Compile counts, durations and phases are kept; the jit calls are unaffected.")
 
 
 class Miss(NamedTuple):
@@ -152,18 +205,38 @@ class CompileInputs(NamedTuple):
 _COMPILE_ENTRY = "compile_or_get_cached"
 
 
+# Its leading parameters, as JAX 0.8 - 0.10 name them; read by name or position.
+_COMPILE_PARAMS = ("backend", "computation", "devices", "compile_options", "host_callbacks")
+
+
 def _wrap_compile_or_get_cached(original: Callable[..., Any]) -> Callable[..., Any]:
-    def compile_or_get_cached(backend, computation, devices, compile_options,  # type: ignore[no-untyped-def]
-                              host_callbacks, *args, **kwargs):
+    # Any arguments pass through untouched, so a JAX that calls it another way
+    # loses the program's facts, never the compile.
+    def compile_or_get_cached(*args, **kwargs):  # type: ignore[no-untyped-def]
         try:
-            _tls.compile_inputs = CompileInputs(computation, devices, compile_options, backend,
-                                                len(host_callbacks))
-        except Exception:  # pragma: no cover - arguments moved
+            given = dict(zip(_COMPILE_PARAMS, args))
+            given.update((k, kwargs[k]) for k in _COMPILE_PARAMS if k in kwargs)
+            _tls.compile_inputs = CompileInputs(
+                given["computation"], given["devices"], given["compile_options"],
+                given["backend"], len(given["host_callbacks"]))
+        except Exception:  # arguments moved
             _tls.compile_inputs = None
-        return original(backend, computation, devices, compile_options, host_callbacks,
-                        *args, **kwargs)
+        return original(*args, **kwargs)
 
     return compile_or_get_cached
+
+
+def _leading_parameters(function: Any) -> tuple[str, ...] | None:
+    """The names of ``function``'s positional parameters (``None`` when unreadable or when
+    it takes ``*args``)."""
+    try:
+        params = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return None
+    return tuple(p.name for p in params if p.kind in (
+        inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD))
 
 
 def take_compile_inputs() -> CompileInputs | None:
@@ -300,7 +373,9 @@ def transformed_miss(args: tuple[Any, ...], params: dict[str, Any], started: flo
                      origin: Any = None) -> Miss:
     """The miss of a jitted computation JAX evaluates under a transformation."""
     jaxpr = params["jaxpr"]
-    debug = getattr(getattr(jaxpr, "jaxpr", None), "debug_info", None)
+    # A ClosedJaxpr (JAX <= 0.10), or from 0.11 the Jaxpr it was merged into.
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    debug = getattr(inner, "debug_info", None)
     source = getattr(debug, "func_src_info", None)
     in_avals = tuple(jaxpr.in_avals)
     names = getattr(debug, "arg_names", None)
@@ -320,8 +395,7 @@ def transformed_miss(args: tuple[Any, ...], params: dict[str, Any], started: flo
                               source if isinstance(source, str) else None, origin)
     return Miss(fun, jit_info, args, {},
                 _TransformedParams(in_avals, _flat_in_tree(len(in_avals)), names, (),
-                                   len(jaxpr.out_avals),
-                                   len(getattr(getattr(jaxpr, "jaxpr", None), "eqns", ()))),
+                                   len(jaxpr.out_avals), len(getattr(inner, "eqns", ()))),
                 args, started, transformed=True)
 
 
@@ -417,9 +491,24 @@ def pjit_module() -> PjitEntries | None:
     inside = scope != "_run_python_pjit"
     trace_names = _global_names(getattr(pjit, scope)) if inside else names
     for entry in _TRACE_ENTRY_NAMES:
-        if entry in trace_names and callable(getattr(pjit, entry, None)):
+        function = getattr(pjit, entry, None)
+        # Wrapped as (fun, jit_info, args, kwargs): one that takes other arguments
+        # is left alone.
+        if (entry in trace_names and callable(function)
+                and len(_leading_parameters(function) or ()) == 4):
             return PjitEntries(pjit, entry, scope, inside)
     return None
+
+
+def _pjit_gap(pjit: Any) -> str:
+    """Which part of the jit miss path this JAX lacks, in a few words (for the warning)."""
+    if pjit is None:
+        return "no jax._src.pjit"
+    names = _miss_path_names(pjit)
+    if not any(n in names for n in _SCOPE_NAMES):
+        return f"the jit miss path calls none of {', '.join(_SCOPE_NAMES)}"
+    return (f"the jit miss path calls none of {', '.join(_TRACE_ENTRY_NAMES)} as "
+            "(fun, jit_info, args, kwargs)")
 
 
 class Hooks:
@@ -437,6 +526,8 @@ class Hooks:
         self._patches: list[_Patch] = []
         self.captures_signatures = False
         self.captures_programs = False
+        #: What this JAX version's internals do not give (empty on a tested version).
+        self.unavailable: tuple[Unavailable, ...] = ()
 
     def install(self) -> None:
         from jax._src import monitoring
@@ -444,24 +535,50 @@ class Hooks:
         _exclude_from_tracebacks()
         monitoring.register_event_time_span_listener(self._on_time_span)
         monitoring.register_event_listener(self._on_event)
-        self.captures_signatures = self._patch_pjit()
-        self.captures_programs = self._patch_compiler()
+        gaps: list[Unavailable] = []
+        # Each patch is tried on its own: one that fails costs its facts, not the others.
+        try:
+            gaps += self._patch_pjit()
+        except Exception as exc:
+            gaps += [Unavailable(Capability.CAUSES, f"{type(exc).__name__} reading jax._src.pjit"),
+                     Unavailable(Capability.TRANSFORMED_CAUSES, "as causes")]
+        self.captures_signatures = not any(g.capability is Capability.CAUSES for g in gaps)
+        try:
+            gap = self._patch_compiler()
+        except Exception as exc:
+            gap = f"{type(exc).__name__} reading jax._src.compiler"
+        self.captures_programs = gap is None
+        if gap is not None:
+            gaps += [Unavailable(Capability.PROGRAM_FINGERPRINTS, gap),
+                     Unavailable(Capability.CACHE_MISS_REASONS, gap)]
+        self.unavailable = tuple(gaps)
 
-    def _patch_compiler(self) -> bool:
-        """Wrap the backend-compile entry so the compile event can see what was compiled."""
+    def _patch_compiler(self) -> str | None:
+        """Wrap the backend-compile entry so the compile event can see what was compiled;
+        returns what is missing when it cannot."""
         try:
             from jax._src import compiler
         except Exception:
-            return False
-        if not callable(getattr(compiler, _COMPILE_ENTRY, None)):
-            return False
+            return "no jax._src.compiler"
+        entry = getattr(compiler, _COMPILE_ENTRY, None)
+        if not callable(entry):
+            return f"no jax._src.compiler.{_COMPILE_ENTRY}"
+        if (_leading_parameters(entry) or ())[:len(_COMPILE_PARAMS)] != _COMPILE_PARAMS:
+            return f"{_COMPILE_ENTRY} takes other arguments"
         self._patches.append(_Patch(compiler, _COMPILE_ENTRY, _wrap_compile_or_get_cached))
-        return True
+        return None
 
-    def _patch_pjit(self) -> bool:
+    def _patch_pjit(self) -> list[Unavailable]:
         found = pjit_module()
         if found is None:
-            return False
+            module: Any = None
+            try:
+                from jax._src import pjit as module
+            except Exception:
+                pass
+            gap = _pjit_gap(module)
+            return [Unavailable(Capability.CAUSES, gap),
+                    Unavailable(Capability.TRANSFORMED_CAUSES, gap)]
         pjit = found.module
         miss_path = _miss_path_code(pjit)
         self._patches.append(_Patch(
@@ -471,9 +588,11 @@ class Hooks:
             pjit, found.scope,
             lambda original: _wrap_run_python_pjit(original, found.trace_inside_scope)))
         transformed = transformed_entry(pjit)
-        if transformed is not None:
-            self._patches.append(_Patch(pjit, transformed, _wrap_call_impl_python))
-        return True
+        if transformed is None:
+            return [Unavailable(Capability.TRANSFORMED_CAUSES,
+                                "jit_p's miss path calls no _pjit_call_impl_python")]
+        self._patches.append(_Patch(pjit, transformed, _wrap_call_impl_python))
+        return []
 
     def uninstall(self) -> None:
         from jax._src import monitoring
@@ -483,6 +602,7 @@ class Hooks:
         self._patches.clear()
         self.captures_signatures = False
         self.captures_programs = False
+        self.unavailable = ()
         _tls.compile_inputs = None
         _unregister(monitoring, ("unregister_event_time_span_listener",
                                  "_unregister_event_time_span_listener_by_callback"),

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ._vocab import NotWrittenReason
 
 if TYPE_CHECKING:
-    from ._jax_hooks import Miss
+    from ._jax_hooks import Miss, Unavailable
 
 
 # Config values known to be part of the tracing cache key, for JAX versions
@@ -394,6 +394,41 @@ def process_index() -> int:
     import jax
 
     return int(jax.process_index())
+
+
+# --- what this JAX version lets the readers read ------------------------------------------
+
+#: The per-part hash functions of ``jax._src.cache_key`` the cache-key readers call.
+_CACHE_KEY_HASHES = ("_hash_serialized_compile_options", "_hash_platform", "_hash_xla_flags",
+                     "_hash_accelerator_config", "_hash_string")
+
+
+def reader_gaps() -> list[Unavailable]:
+    """The facts whose readers here would fall back on this JAX version (they still run and
+    fall back at each compile; this says so once, at install)."""
+    from ._jax_hooks import Capability, Unavailable
+
+    gaps: list[Unavailable] = []
+    cache_key: Any = None
+    try:
+        from jax._src import cache_key
+    except Exception:
+        pass
+    if cache_key is None:
+        gaps += [Unavailable(Capability.PROGRAM_FINGERPRINTS, "no jax._src.cache_key"),
+                 Unavailable(Capability.CACHE_MISS_REASONS, "no jax._src.cache_key")]
+    else:
+        if not callable(getattr(cache_key, "_hash_computation", None)) or getattr(
+                getattr(cache_key, "IgnoreCallbacks", None), "NO", None) is None:
+            gaps.append(Unavailable(Capability.PROGRAM_FINGERPRINTS,
+                                    "no jax._src.cache_key._hash_computation"))
+        missing = [n for n in _CACHE_KEY_HASHES if not callable(getattr(cache_key, n, None))]
+        if missing:
+            gaps.append(Unavailable(Capability.CACHE_MISS_REASONS,
+                                    f"no jax._src.cache_key.{', '.join(missing)}"))
+    # The trace context's names are not listed here: without them (JAX 0.8) a known
+    # list of config values is read, the designed reader for those versions.
+    return gaps
 
 
 # --- the coordination service of a multi-process job ------------------------------------

@@ -37,11 +37,70 @@ def test_public_api():
     assert otel_jax.install.__doc__ and otel_jax.compile_history.__doc__
 
 
+def _requirements() -> dict[str, object]:
+    import tomllib
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return {r.name: r for r in map(Requirement, project["dependencies"])}
+
+
+def test_jax_has_a_lower_bound_only_stated_once():
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    from otel_jax._version import JAX_MINIMUM
+
+    requirements = _requirements()
+    for name in ("jax", "jaxlib"):
+        # A lower bound only, as flax, equinox, chex and orbax have: a newer JAX installs
+        # beside otel_jax, never downgraded.
+        assert requirements[name].specifier == SpecifierSet(f">={JAX_MINIMUM}"), name
+        assert requirements[name].marker is None
+        for newer in ("0.11.0", "0.12.1", "1.0"):
+            assert requirements[name].specifier.contains(Version(newer)), (name, newer)
+        assert not requirements[name].specifier.contains(Version("0.7.2"))
+    [dependency] = otel_jax.JaxInstrumentor().instrumentation_dependencies()
+    from packaging.requirements import Requirement
+
+    assert Requirement(dependency).specifier == requirements["jax"].specifier
+
+
 def test_ci_tests_the_oldest_jax_the_range_admits():
-    pyproject = (ROOT / "pyproject.toml").read_text()
-    lower = re.search(r'"jax>=([\d.]+),', pyproject).group(1)
+    from otel_jax._version import JAX_MINIMUM
+
     makefile = (ROOT / "Makefile").read_text()
-    assert re.search(r"^JAX_OLDEST := ([\d.]+)$", makefile, re.M).group(1) == lower
+    assert re.search(r"^JAX_OLDEST := ([\d.]+)$", makefile, re.M).group(1) == JAX_MINIMUM
+
+
+def test_pip_resolves_otel_jax_beside_a_newer_jax(tmp_path):
+    """pip's own resolver, offline: otel_jax's requirements (as pyproject.toml states them)
+    with a JAX and jaxlib newer than any tested; the other requirements are those already
+    installed here."""
+    import zipfile
+
+    def wheel(name: str, version: str, requires: list[str]) -> None:
+        dist = f"{name}-{version}.dist-info"
+        metadata = "".join([f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+                            *(f"Requires-Dist: {r}\n" for r in requires)])
+        files = {f"{name}/__init__.py": "", f"{dist}/METADATA": metadata,
+                 f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                  "Tag: py3-none-any\n"}
+        files[f"{dist}/RECORD"] = "".join(f"{f},,\n" for f in [*files, f"{dist}/RECORD"])
+        with zipfile.ZipFile(tmp_path / f"{name}-{version}-py3-none-any.whl", "w") as z:
+            for path, text in files.items():
+                z.writestr(path, text)
+
+    wheel("jax", "0.12.0", ["jaxlib>=0.12.0"])
+    wheel("jaxlib", "0.12.0", [])
+    wheel("otel_jax", "99.0", [str(r) for r in _requirements().values()])
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--find-links",
+         str(tmp_path), "--disable-pip-version-check", "otel_jax==99.0", "jax==0.12.0"],
+        capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    would = out.stdout[out.stdout.index("Would install"):]
+    assert "jax-0.12.0" in would and "jaxlib-0.12.0" in would and "otel_jax-99.0" in would
 
 
 def test_ci_runs_the_readme_test_command():
