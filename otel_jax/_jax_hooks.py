@@ -537,11 +537,17 @@ class Hooks:
         monitoring.register_event_listener(self._on_event)
         gaps: list[Unavailable] = []
         # Each patch is tried on its own: one that fails costs its facts, not the others.
+        patched = len(self._patches)
         try:
             gaps += self._patch_pjit()
         except Exception as exc:
-            gaps += [Unavailable(Capability.CAUSES, f"{type(exc).__name__} reading jax._src.pjit"),
-                     Unavailable(Capability.TRANSFORMED_CAUSES, "as causes")]
+            # Half a miss path would keep misses (and the user's arrays) alive: none at all.
+            for patch in reversed(self._patches[patched:]):
+                patch.remove()
+            del self._patches[patched:]
+            why = f"{type(exc).__name__} reading jax._src.pjit"
+            gaps += [Unavailable(Capability.CAUSES, why),
+                     Unavailable(Capability.TRANSFORMED_CAUSES, why)]
         self.captures_signatures = not any(g.capability is Capability.CAUSES for g in gaps)
         try:
             gap = self._patch_compiler()

@@ -254,3 +254,35 @@ def test_the_tested_versions_lack_nothing():
 @pytest.mark.parametrize("capability", list(Capability))
 def test_every_capability_says_what_is_lost(capability):
     assert capability.lost and capability.value == capability.name.lower()
+
+
+def test_a_miss_path_that_cannot_be_wrapped_whole_is_not_wrapped_at_all(monkeypatch):
+    from otel_jax import _jax_hooks
+
+    otel_jax.uninstall()
+
+    def refuse(original, trace_inside):
+        raise TypeError("a scope JAX changed")
+
+    monkeypatch.setattr(_jax_hooks, "_wrap_run_python_pjit", refuse)
+    t = Telemetry()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        handle = _install(t)
+        try:
+            patched = _jax_hooks.pjit_patched()
+
+            @jax.jit
+            def triple(x):
+                return x * 3
+
+            out = triple(jnp.ones(2))
+        finally:
+            otel_jax.uninstall()
+    assert not patched  # the trace entry wrapped first was taken off again
+    assert handle.unavailable == {Capability.CAUSES, Capability.TRANSFORMED_CAUSES}
+    [message] = _unavailable_warnings(caught)
+    assert "TypeError reading jax._src.pjit" in message
+    np.testing.assert_allclose(out, [3.0, 3.0])
+    [span] = [s for s in t.compiles() if s.attributes["code.function.name"].endswith("triple")]
+    assert span.attributes["jax.compile.backend_compile_s"] > 0
