@@ -53,6 +53,7 @@ from ._record import (
     span_attributes,
 )
 from ._spans import link_context
+from ._text import safe_repr
 from ._vocab import EVENT_COMPILE, EVENT_DIVERGENCE, EVENT_STORM, LOGGER_NAME, Attr, Field
 
 #: ``install(log_output=...)``'s named outputs (any other value is a text stream or None):
@@ -414,8 +415,12 @@ class StructlogEmitter(LogEmitter):
         self._logger = structlog.get_logger(LOGGER_NAME)
         self._contexts: OrderedDict[tuple[str, int, str | None], contextvars.Context] = \
             OrderedDict()
-        self._contexts_lock = threading.Lock()
         super().__init__(level, failopen=failopen, queue_size=queue_size)
+
+    def _reset(self) -> None:
+        super()._reset()
+        # In a forked child the lock may have been held by a thread that is not there.
+        self._contexts_lock = threading.Lock()
 
     @staticmethod
     def _key(function: str, count: int, link: SpanLink | None) -> tuple[str, int, str | None]:
@@ -455,8 +460,9 @@ class StructlogEmitter(LogEmitter):
                     self._failopen.warn_once(
                         f"structlog-line:{type(exc).__name__}",
                         f"otel_jax: the application's structlog configuration raised "
-                        f"{type(exc).__name__} on a {line[2]} line; that line is dropped, "
-                        "later lines are still sent, and the jit calls are unaffected.")
+                        f"{type(exc).__name__} ({safe_repr(str(exc), 200)}) on a {line[2]} "
+                        "line; that line is dropped, later lines are still sent, and the "
+                        "jit calls are unaffected.")
 
     def _send(self, line: _Line) -> None:
         _, level, event, fields, context = line
@@ -467,8 +473,8 @@ class StructlogEmitter(LogEmitter):
         # ``logger`` names otel_jax where the application's chain does not add the
         # logger's name itself (structlog.stdlib.add_logger_name writes the same).
         kwargs = {Field.LOGGER: LOGGER_NAME, **built}
-        # A context is entered by one thread at a time: the writer thread is the only
-        # one that runs these, and a kept context may serve a divergence twice.
+        # Run in a copy: what the application's processors bind while it runs stays
+        # with this line, and a kept context also serves a later divergence line.
         (context.copy() if context is not None else contextvars.Context()).run(
             method, event, **kwargs)
 
