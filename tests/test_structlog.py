@@ -23,7 +23,7 @@ from conftest import Telemetry
 from opentelemetry import trace
 
 import otel_jax
-from otel_jax import _logs
+from otel_jax import _logs, _report
 from otel_jax._engine import ENGINE
 from otel_jax._failopen import OtelJaxWarning
 from otel_jax._record import Divergence, SpanLink
@@ -112,6 +112,10 @@ def test_app_json_renderer_gets_the_compile_and_the_context_bound_at_the_compile
     assert all(ln["level"] == "info" and ln["logger"] == "otel_jax" for ln in lines)
     assert all(ln["timestamp"].endswith("Z") for ln in lines)  # the app's TimeStamper
     assert [(ln["trace_id"], ln["span_id"]) for ln in lines] == _span_ids(t, name)
+    # otel-jax report reads the application's JSON lines as it reads otel_jax's own.
+    rows, _ = _report.summarize(io.BytesIO(out.getvalue().encode()))
+    [row] = [r for r in rows if r["function"] == name]
+    assert row["compiles"] == 2 and row["recompiles"] == 1
 
 
 def test_the_stdlib_bridge_reaches_the_apps_logging_handlers(app_structlog):
