@@ -14,7 +14,16 @@ from opentelemetry import trace
 from . import _providers, _scrub
 from ._engine import ENGINE, ON_RECOMPILE, Sink
 from ._jax_hooks import Capability
-from ._logs import JsonLogEmitter, OtelLogEmitter
+from ._logs import (
+    LOG_OUTPUTS,
+    STDERR,
+    STRUCTLOG,
+    JsonLogEmitter,
+    LogEmitter,
+    LogOutput,
+    OtelLogEmitter,
+    StructlogEmitter,
+)
 from ._metrics import MetricsEmitter
 from ._ranks import ON_DIVERGENCE
 from ._spans import SpanEmitter
@@ -57,7 +66,7 @@ def install(
     tracer_provider: Any = None,
     meter_provider: Any = None,
     logger_provider: Any = None,
-    log_output: IO[str] | Literal["stderr"] | None = "stderr",
+    log_output: IO[str] | LogOutput | None = "stderr",
     log_level: Literal["debug", "info", "warning"] = "info",
     prometheus_port: int | None = None,
     storm_threshold: int = 8,
@@ -82,7 +91,12 @@ def install(
             standard ``OTEL_*`` variables (OTLP export when
             ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set).
         log_output: where the ``jax.compile`` JSON lines go: ``"stderr"``
-            (default), any text stream, or ``None`` for none.
+            (default), any text stream, or ``None`` for none. ``"structlog"``:
+            no JSON lines of otel_jax's own; the compile, storm and divergence
+            events go through the application's structlog configuration
+            (``structlog.get_logger("otel_jax")``: its processors, renderer and,
+            with ``structlog.stdlib``, its ``logging`` handlers), with the
+            ``structlog.contextvars`` context bound on the compiling thread.
         log_level: ``"debug"`` also logs JAX's eager op-by-op compiles.
         prometheus_port: serve a Prometheus scrape endpoint on this port
             (or set ``OTEL_EXPORTER_PROMETHEUS_PORT``); only with the default
@@ -166,10 +180,13 @@ def install(
         tracer = trace.get_tracer(scope, __version__, tracer_provider=providers.tracer_provider)
         sinks: list[Sink] = [
             MetricsEmitter(providers.meter_provider.get_meter(scope, __version__))]
-        json_log = None
-        if log_output is not None:
-            json_log = JsonLogEmitter(None if log_output == "stderr" else log_output,
+        json_log: LogEmitter | None = None
+        if isinstance(log_output, str) and log_output == STRUCTLOG:
+            json_log = StructlogEmitter(log_level, failopen=ENGINE.failopen)
+        elif log_output is not None:
+            json_log = JsonLogEmitter(None if log_output == STDERR else log_output,
                                       log_level, failopen=ENGINE.failopen)
+        if json_log is not None:
             sinks.append(json_log)
         if providers.logger_provider is not None:
             sinks.append(OtelLogEmitter(providers.logger_provider.get_logger(scope, __version__)))
@@ -233,10 +250,10 @@ def _validated(**options: Any) -> dict[str, Any]:
     if options["log_level"] not in _LOG_LEVELS:
         raise ValueError(f"log_level must be one of {_LOG_LEVELS}, not {options['log_level']!r}")
     out = options["log_output"]
-    if not (out is None or (isinstance(out, str) and out == "stderr")
-            or callable(getattr(out, "write", None))):
-        raise ValueError(f"log_output must be 'stderr', None or a text stream with a write() "
-                         f"method, not {out!r}")
+    if not (out is None or (isinstance(out, str) and out in LOG_OUTPUTS)
+            or (not isinstance(out, str) and callable(getattr(out, "write", None)))):
+        raise ValueError(f"log_output must be one of {LOG_OUTPUTS}, None or a text stream "
+                         f"with a write() method, not {out!r}")
     threshold = options["storm_threshold"]
     if not _is_int(threshold) or threshold < 1:
         raise ValueError(f"storm_threshold must be an int >= 1 (recompiles of one function "
@@ -277,7 +294,7 @@ def _divergence_reporter(targets: list[Any]) -> Any:
     counter, a WARNING log line and log record); a WARNING on the ``otel_jax`` logger
     when no JSON log is written."""
     emitters = [t for t in targets if callable(getattr(t, "divergence", None))]
-    json_log = any(isinstance(t, JsonLogEmitter) for t in emitters)
+    json_log = any(isinstance(t, LogEmitter) for t in emitters)
 
     def report(div: Any) -> None:
         for emitter in emitters:
@@ -345,7 +362,7 @@ def uninstall() -> None:
         ENGINE.ledger.configure(None)
         _scrub.configure(None)
         for sink in current.sinks:
-            if isinstance(sink, JsonLogEmitter):
+            if isinstance(sink, LogEmitter):
                 sink.close()  # bounded: waits for the stream at most UNINSTALL_FLUSH_S
         if current._providers is not None:
             try:  # bounded: a hung collector costs at most _export.UNINSTALL_SECONDS

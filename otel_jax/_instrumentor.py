@@ -13,10 +13,9 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
 from . import _install
 from ._version import JAX_MINIMUM
 
-_INSTALL_OPTIONS = (
-    "tracer_provider", "meter_provider", "logger_provider", "log_output", "log_level",
-    "prometheus_port", "storm_threshold", "warmup_steps", "on_recompile",
-)
+#: ``install()``'s options (``log_output="structlog"`` among them), from the one list of
+#: them and their defaults in ``_install``.
+_INSTALL_OPTIONS = frozenset(_install._DEFAULTS)
 _AUTO_INSTRUMENTATION = "opentelemetry.instrumentation.auto_instrumentation"
 
 

@@ -1,9 +1,16 @@
-"""Record -> one JSON log line (written off the compiling thread) and one OpenTelemetry log record.
+"""Record -> one log line (rendered off the compiling thread) and one OpenTelemetry log record.
 
 otel_jax never calls ``structlog.configure`` nor touches the ``logging``
 module's handlers: the application's own logging stays exactly as it set it
 up. Applications that want their own structlog events correlated with traces
 add ``add_otel_context`` to their processor chain.
+
+Two outputs: by default a JSON line per event, rendered by a private structlog
+processor chain (level, timestamp, ``JSONRenderer``) and written to a stream;
+with ``log_output="structlog"`` the events go through the application's own
+structlog configuration (``structlog.get_logger("otel_jax")``: its processors,
+its renderer, its ``logging`` handlers when it bridges to ``structlog.stdlib``),
+inside the ``contextvars`` context of the thread that compiled.
 
 Logging never blocks the user's call. The compiling thread only hands each
 line's level and fields to a bounded queue; one daemon thread renders and
@@ -17,19 +24,19 @@ never for the stream itself.
 from __future__ import annotations
 
 import atexit
+import contextvars
 import functools
 import io
-import json
 import os
 import select
 import sys
 import threading
 import time
 import weakref
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, MutableMapping
 from datetime import datetime, timezone
-from typing import IO, Any
+from typing import IO, Any, Final, Literal, get_args
 
 from opentelemetry import trace
 from opentelemetry._logs import Logger as OtelLogger
@@ -46,7 +53,16 @@ from ._record import (
     span_attributes,
 )
 from ._spans import link_context
+from ._text import safe_repr
 from ._vocab import EVENT_COMPILE, EVENT_DIVERGENCE, EVENT_STORM, LOGGER_NAME, Attr, Field
+
+#: ``install(log_output=...)``'s named outputs (any other value is a text stream or None):
+#: ``"stderr"`` the JSON lines on the process's stderr, ``"structlog"`` the application's
+#: own structlog configuration.
+LogOutput = Literal["stderr", "structlog"]
+LOG_OUTPUTS: Final[tuple[str, ...]] = get_args(LogOutput)
+STDERR: Final = "stderr"
+STRUCTLOG: Final = "structlog"
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 _LEVEL_NAMES = {v: k for k, v in _LEVELS.items()}
@@ -58,10 +74,14 @@ _WRITER_POLL_S = 0.05
 EXIT_FLUSH_S = 1.0
 #: How long ``uninstall()`` waits, at most.
 UNINSTALL_FLUSH_S = 2.0
+#: Compiles whose ``contextvars`` context is kept for a later divergence report of the
+#: same compile (reported within ``divergence_timeout_s``, from another thread).
+_KEPT_CONTEXTS = 1024
 
 #: A line's fields, or what builds them on the writer thread (from a frozen record).
 _Fields = dict[str, Any] | Callable[[], dict[str, Any]]
-_Line = tuple[float, int, str, _Fields]  # (time, level, event, fields)
+#: (time, level, event, fields, the compiling thread's context or None)
+_Line = tuple[float, int, str, _Fields, contextvars.Context | None]
 
 
 def add_otel_context(logger: Any, method_name: str,
@@ -80,12 +100,48 @@ def add_otel_context(logger: Any, method_name: str,
     return event_dict
 
 
+def format_event_time(logger: Any, method_name: str,
+                      event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """structlog processor: the event's own time (epoch seconds under ``timestamp``) as
+    ISO-8601 UTC with microseconds.
+
+    structlog's ``TimeStamper`` stamps the moment of rendering; otel_jax renders on
+    its writer thread, later than the compile, so the compiling thread's time
+    travels with the line and is formatted here.
+    """
+    stamp = event_dict.get(Field.TIMESTAMP)
+    if isinstance(stamp, float):
+        event_dict[Field.TIMESTAMP] = datetime.fromtimestamp(stamp, timezone.utc).strftime(
+            "%Y-%m-%dT%H:%M:%S.%fZ")
+    return event_dict
+
+
+_Processor = Callable[[Any, str, MutableMapping[str, Any]], Any]
+
+
+@functools.cache
+def _json_chain() -> tuple[_Processor, ...]:
+    """The default lines' processor chain, private to otel_jax (built on first use, so
+    that ``import otel_jax`` does not import structlog)."""
+    import structlog
+
+    return (structlog.processors.add_log_level, format_event_time,
+            structlog.processors.JSONRenderer(default=str, ensure_ascii=False))
+
+
 def render(stamp: float, level: int, event: str, fields: dict[str, Any]) -> str:
-    """One JSON line, the envelope first so that it reads left to right."""
-    timestamp = datetime.fromtimestamp(stamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    line = {Field.TIMESTAMP: timestamp, Field.LEVEL: _LEVEL_NAMES.get(level, "info"),
-            Field.EVENT: event, Field.LOGGER: LOGGER_NAME, **fields}
-    return json.dumps(line, default=str, ensure_ascii=False) + "\n"
+    """One JSON line, the envelope first so that it reads left to right.
+
+    The envelope's keys are placed first (the level empty, the time as a number)
+    and the processors fill them in place: a dict keeps a key's position when its
+    value is replaced.
+    """
+    event_dict: Any = {Field.TIMESTAMP: float(stamp), Field.LEVEL: "", Field.EVENT: event,
+                       Field.LOGGER: LOGGER_NAME, **fields}
+    method = _LEVEL_NAMES.get(level, "info")
+    for processor in _json_chain():
+        event_dict = processor(None, method, event_dict)
+    return str(event_dict) + "\n"
 
 
 def _process_fd(stream: Any) -> int | None:
@@ -127,26 +183,29 @@ def _write_fd(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-_live: weakref.WeakSet[JsonLogEmitter] = weakref.WeakSet()
+_live: weakref.WeakSet[LogEmitter] = weakref.WeakSet()
 
 
-class JsonLogEmitter:
-    """One ``jax.compile`` JSON line per compile on a stream (stderr by default).
+class LogEmitter:
+    """Compile, storm and divergence events as log lines, written off the compiling thread.
 
     Eager op-by-op compiles are logged at DEBUG, so that the default INFO
     output shows the user's own functions; spans and metrics carry them all.
 
-    Lines are written by a daemon thread, never on the compiling thread, so a
-    stream that blocks cannot stop the training loop (see the module doc). An
-    in-memory ``io.StringIO`` cannot block and is written at once.
+    Lines are handed to a daemon thread, never written on the compiling thread,
+    so an output that blocks cannot stop the training loop (see the module doc).
     ``flush(timeout)`` waits, boundedly, until queued lines are written.
+    Subclasses say how a batch of lines is written (``_write``).
     """
 
-    def __init__(self, stream: IO[str] | None = None, level: str = "info", *,
-                 failopen: FailOpen | None = None, queue_size: int | None = None) -> None:
-        self._stream = stream  # None: sys.stderr, resolved at write time
+    #: How the warnings name the output, and the writer thread's name.
+    _output_name = "log output"
+    _thread_name = "otel_jax-log"
+    _immediate = False
+
+    def __init__(self, level: str = "info", *, failopen: FailOpen | None = None,
+                 queue_size: int | None = None) -> None:
         self._min_level = _LEVELS.get(level, 20)
-        self._immediate = isinstance(stream, io.StringIO)
         self._failopen = failopen if failopen is not None else FailOpen()
         self._queue_size = max(1, int(QUEUE_SIZE if queue_size is None else queue_size))
         self._reset()
@@ -160,7 +219,7 @@ class JsonLogEmitter:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._pid = os.getpid()
-        #: Lines dropped: the queue was full (the stream did not keep up) or the write failed.
+        #: Lines dropped: the queue was full (the output did not keep up) or writing failed.
         self.dropped = 0
 
     # --- the compiling thread's side -------------------------------------------------
@@ -181,8 +240,9 @@ class JsonLogEmitter:
         if 30 >= self._min_level:
             self._emit(30, EVENT_DIVERGENCE, divergence_fields(div))
 
-    def _emit(self, level: int, event: str, fields: _Fields) -> None:
-        line = (time.time(), level, event, fields)
+    def _emit(self, level: int, event: str, fields: _Fields,
+              context: contextvars.Context | None = None) -> None:
+        line = (time.time(), level, event, fields, context)
         if self._immediate:
             self._write([line])
             return
@@ -201,7 +261,7 @@ class JsonLogEmitter:
                     self._cond.notify()
                 if self._thread is None:
                     self._thread = threading.Thread(
-                        target=self._run, name="otel_jax-json-log", daemon=True)
+                        target=self._run, name=self._thread_name, daemon=True)
                     self._thread.start()
         if dropped:
             self._warn_dropped(dropped)
@@ -212,9 +272,10 @@ class JsonLogEmitter:
         if writable_now(sys.stderr):
             self._failopen.warn_once(
                 "json-log-dropped",
-                "otel_jax: the JSON log stream is not keeping up (a full pipe nobody reads?): "
-                f"{dropped} compile log line(s) dropped so far, and lines are dropped while it "
-                "stays full; the jit calls are unaffected. The final count is given at exit.",
+                f"otel_jax: the {self._output_name} is not keeping up (a full pipe nobody "
+                f"reads?): {dropped} compile log line(s) dropped so far, and lines are dropped "
+                "while it stays full; the jit calls are unaffected. The final count is given "
+                "at exit.",
                 stacklevel=2)
 
     # --- the writer thread ----------------------------------------------------------
@@ -236,35 +297,18 @@ class JsonLogEmitter:
                     self._cond.notify_all()
 
     def _write(self, batch: list[_Line]) -> None:
-        try:
-            text = "".join(map(self._render, batch))
-            stream = self._stream if self._stream is not None else sys.stderr
-            fd = _process_fd(stream)
-            if fd is not None:
-                encoding = getattr(stream, "encoding", None) or "utf-8"
-                _write_fd(fd, text.encode(encoding, "backslashreplace"))
-            else:
-                stream.write(text)
-                flush = getattr(stream, "flush", None)
-                if flush is not None:
-                    flush()
-        except Exception as exc:  # a closed or broken stream: count the lines, warn once
-            with self._cond:
-                self.dropped += len(batch)
-            if writable_now(sys.stderr):
-                self._failopen.warn_once(
-                    f"json-log-write:{type(exc).__name__}",
-                    f"otel_jax: writing the JSON log failed ({type(exc).__name__}); "
-                    f"{len(batch)} line(s) dropped; the jit calls are unaffected.")
+        raise NotImplementedError
 
-    def _render(self, line: _Line) -> str:
-        stamp, level, event, fields = line
+    def _fields(self, fields: _Fields) -> dict[str, Any] | None:
+        """A line's fields, built now when the compiling thread left them to build."""
         if callable(fields):
-            built = self._failopen.call("JSON log fields", fields, None)
-            if built is None:  # an internal error, counted and warned about once
-                return ""
-            fields = built
-        return render(stamp, level, event, fields)
+            # None: an internal error, counted and warned about once
+            return self._failopen.call(f"{self._output_name} fields", fields, None)
+        return fields
+
+    def _count_dropped(self, lines: int) -> None:
+        with self._cond:
+            self.dropped += lines
 
     # --- flushing ------------------------------------------------------------------------
 
@@ -294,8 +338,149 @@ class JsonLogEmitter:
         return done
 
 
+class JsonLogEmitter(LogEmitter):
+    """One ``jax.compile`` JSON line per compile on a stream (stderr by default).
+
+    Rendered by otel_jax's own structlog processor chain (see ``render``), whatever
+    the application configured. An in-memory ``io.StringIO`` cannot block and is
+    written at once.
+    """
+
+    _output_name = "JSON log stream"
+    _thread_name = "otel_jax-json-log"
+
+    def __init__(self, stream: IO[str] | None = None, level: str = "info", *,
+                 failopen: FailOpen | None = None, queue_size: int | None = None) -> None:
+        self._stream = stream  # None: sys.stderr, resolved at write time
+        self._immediate = isinstance(stream, io.StringIO)
+        super().__init__(level, failopen=failopen, queue_size=queue_size)
+
+    def _write(self, batch: list[_Line]) -> None:
+        try:
+            text = "".join(map(self._render, batch))
+            stream = self._stream if self._stream is not None else sys.stderr
+            fd = _process_fd(stream)
+            if fd is not None:
+                encoding = getattr(stream, "encoding", None) or "utf-8"
+                _write_fd(fd, text.encode(encoding, "backslashreplace"))
+            else:
+                stream.write(text)
+                flush = getattr(stream, "flush", None)
+                if flush is not None:
+                    flush()
+        except Exception as exc:  # a closed or broken stream: count the lines, warn once
+            self._count_dropped(len(batch))
+            if writable_now(sys.stderr):
+                self._failopen.warn_once(
+                    f"json-log-write:{type(exc).__name__}",
+                    f"otel_jax: writing the JSON log failed ({type(exc).__name__}); "
+                    f"{len(batch)} line(s) dropped; the jit calls are unaffected.")
+
+    def _render(self, line: _Line) -> str:
+        stamp, level, event, fields, _ = line
+        built = self._fields(fields)
+        if built is None:
+            return ""
+        return render(stamp, level, event, built)
+
+
+class StructlogEmitter(LogEmitter):
+    """The same events through the application's own structlog configuration.
+
+    Each event is one call of ``structlog.get_logger("otel_jax")`` at its level
+    (``info("jax.compile", function=..., ...)``), made on the writer thread inside
+    a copy of the compiling thread's ``contextvars`` context taken at the compile:
+    the application's ``merge_contextvars`` (and any processor reading context
+    variables) sees what that thread had bound, not the writer thread's nothing.
+    Copying the context is O(1) on the compiling thread; the application's
+    processors, renderer and handlers all run on the writer thread.
+
+    A divergence between ranks is detected later, on another thread: it is
+    rendered in the context of the compile it is about (kept for the last
+    ``_KEPT_CONTEXTS`` compiles of user functions).
+
+    An application processor or handler that raises costs one warning and that
+    line; never the user's call.
+    """
+
+    _output_name = "application's structlog output"
+    _thread_name = "otel_jax-structlog"
+
+    def __init__(self, level: str = "info", *, failopen: FailOpen | None = None,
+                 queue_size: int | None = None) -> None:
+        import structlog
+
+        # A lazy proxy: the configuration is read when a line is logged, so an
+        # application may configure structlog after install().
+        self._logger = structlog.get_logger(LOGGER_NAME)
+        self._contexts: OrderedDict[tuple[str, int, str | None], contextvars.Context] = \
+            OrderedDict()
+        super().__init__(level, failopen=failopen, queue_size=queue_size)
+
+    def _reset(self) -> None:
+        super()._reset()
+        # In a forked child the lock may have been held by a thread that is not there.
+        self._contexts_lock = threading.Lock()
+
+    @staticmethod
+    def _key(function: str, count: int, link: SpanLink | None) -> tuple[str, int, str | None]:
+        return (function, count, link.span_id if link is not None else None)
+
+    def __call__(self, record: CompileRecord, link: SpanLink | None) -> None:
+        context = contextvars.copy_context()
+        if not record.eager_op:  # only user functions are compared across ranks
+            with self._contexts_lock:
+                contexts = self._contexts
+                contexts[self._key(record.function.qualname, record.count, link)] = context
+                if len(contexts) > _KEPT_CONTEXTS:
+                    contexts.popitem(last=False)
+        level = 10 if record.eager_op else 20
+        if level >= self._min_level:
+            self._emit(level, EVENT_COMPILE, functools.partial(log_fields, record, link),
+                       context)
+
+    def storm(self, event: dict[str, Any]) -> None:
+        if 30 >= self._min_level:
+            self._emit(30, EVENT_STORM, dict(event), contextvars.copy_context())
+
+    def divergence(self, div: Divergence) -> None:
+        if 30 >= self._min_level:
+            with self._contexts_lock:
+                context = self._contexts.get(self._key(div.function, div.count, div.link))
+            self._emit(30, EVENT_DIVERGENCE, divergence_fields(div),
+                       context if context is not None else contextvars.copy_context())
+
+    def _write(self, batch: list[_Line]) -> None:
+        for line in batch:
+            try:
+                self._send(line)
+            except Exception as exc:  # the application's processors or handlers
+                self._count_dropped(1)
+                if writable_now(sys.stderr):
+                    self._failopen.warn_once(
+                        f"structlog-line:{type(exc).__name__}",
+                        f"otel_jax: the application's structlog configuration raised "
+                        f"{type(exc).__name__} ({safe_repr(str(exc), 200)}) on a {line[2]} "
+                        "line; that line is dropped, later lines are still sent, and the "
+                        "jit calls are unaffected.")
+
+    def _send(self, line: _Line) -> None:
+        _, level, event, fields, context = line
+        built = self._fields(fields)
+        if built is None:
+            return
+        method = getattr(self._logger, _LEVEL_NAMES.get(level, "info"))
+        # ``logger`` names otel_jax where the application's chain does not add the
+        # logger's name itself (structlog.stdlib.add_logger_name writes the same).
+        kwargs = {Field.LOGGER: LOGGER_NAME, **built}
+        # Run in a copy: what the application's processors bind while it runs stays
+        # with this line, and a kept context also serves a later divergence line.
+        (context.copy() if context is not None else contextvars.Context()).run(
+            method, event, **kwargs)
+
+
 def flush_all(timeout: float = UNINSTALL_FLUSH_S) -> bool:
-    """Flush every live JSON emitter, all of them within ``timeout`` seconds together."""
+    """Flush every live log emitter, all of them within ``timeout`` seconds together."""
     deadline = time.monotonic() + timeout
     done = True
     for emitter in list(_live):
@@ -310,8 +495,8 @@ def _at_exit() -> None:
         dropped = sum(e.dropped for e in list(_live) if e._pid == os.getpid())
         stream = sys.stderr
         if dropped and stream is not None and writable_now(stream):
-            message = (f"otel_jax: {dropped} JSON compile log line(s) were dropped in this "
-                       "process: the log stream did not keep up or failed.\n")
+            message = (f"otel_jax: {dropped} compile log line(s) were dropped in this "
+                       "process: the log output did not keep up or failed.\n")
             fd = _process_fd(stream)
             if fd is not None:
                 os.write(fd, message.encode("utf-8", "backslashreplace"))

@@ -32,8 +32,22 @@ from otel_jax._engine import ENGINE  # noqa: E402
 
 log = open(LOG, "w", encoding="utf-8")
 RANK_LOCAL = tuple(p for p in os.environ.get("OTEL_JAX_TEST_RANK_LOCAL", "").split(",") if p)
-otel_jax.install(log_output=log, on_divergence=ON_DIVERGENCE, divergence_timeout_s=TIMEOUT_S,
-                 rank_local=RANK_LOCAL)
+if os.environ.get("OTEL_JAX_TEST_STRUCTLOG"):
+    # The application's own structlog set-up, writing JSON to LOG, with context bound on
+    # the main thread: otel_jax's events go through it (log_output="structlog").
+    import structlog
+
+    structlog.configure(
+        processors=[structlog.contextvars.merge_contextvars, structlog.processors.add_log_level,
+                    structlog.processors.TimeStamper(fmt="iso", utc=True),
+                    structlog.processors.JSONRenderer()],
+        logger_factory=structlog.PrintLoggerFactory(log))
+    structlog.contextvars.bind_contextvars(run_id="job-1", host=f"host-{RANK}")
+    otel_jax.install(log_output="structlog", on_divergence=ON_DIVERGENCE,
+                     divergence_timeout_s=TIMEOUT_S, rank_local=RANK_LOCAL)
+else:
+    otel_jax.install(log_output=log, on_divergence=ON_DIVERGENCE,
+                     divergence_timeout_s=TIMEOUT_S, rank_local=RANK_LOCAL)
 
 
 @jax.jit

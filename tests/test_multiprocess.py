@@ -34,11 +34,13 @@ def _free_port() -> int:
 
 class Job:
     def __init__(self, tmp_path: Path, scenario: str, count: int, timeout_s: float = 5.0,
-                 on_divergence: str = "log", rank_local: str = "") -> None:
+                 on_divergence: str = "log", rank_local: str = "",
+                 structlog: bool = False) -> None:
         port = _free_port()
         env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONHASHSEED": "0",
                "XLA_FLAGS": "--xla_force_host_platform_device_count=1",
-               "OTEL_JAX_TEST_RANK_LOCAL": rank_local}
+               "OTEL_JAX_TEST_RANK_LOCAL": rank_local,
+               "OTEL_JAX_TEST_STRUCTLOG": "1" if structlog else ""}
         self.logs = [tmp_path / f"rank{r}.jsonl" for r in range(count)]
         self.procs = [
             subprocess.Popen(
@@ -118,6 +120,21 @@ def test_a_different_local_batch_is_named_with_its_path_and_both_shapes(job):
         assert div["process_index"] == rank
         # it links to this rank's compile span
         [compile_line] = j.events(rank, "jax.compile")
+        assert div["span_id"] == compile_line["span_id"]
+
+
+def test_structlog_output_puts_each_ranks_bound_context_on_its_divergence(job):
+    # The divergence is found on otel_jax's cross-rank thread, which bound nothing: the
+    # line carries what the rank's main thread had bound when it compiled.
+    j = job("shape", 2, structlog=True)
+    j.wait()
+    for rank in (0, 1):
+        [div] = j.events(rank, "jax.compile.divergence")
+        assert div["level"] == "warning" and div["logger"] == "otel_jax"
+        assert div["function"] == "total" and div["divergence_kind"] == "signature"
+        assert div["run_id"] == "job-1" and div["host"] == f"host-{rank}"
+        [compile_line] = j.events(rank, "jax.compile")
+        assert compile_line["host"] == f"host-{rank}" and compile_line["count"] == 1
         assert div["span_id"] == compile_line["span_id"]
 
 
