@@ -228,7 +228,10 @@ def test_location_argument_variable_and_off(tmp_path, monkeypatch):
     assert _ledger.resolve(str(tmp_path / "x.jsonl"), None) is None
     assert _ledger.resolve(False, cache) is None
     assert _ledger.resolve("off", cache) is None
-    assert _ledger.resolve(None, "gs://bucket/cache") is None
+    # A remote cache: a prefix of objects beside it; a remote setting is kept as given.
+    assert _ledger.resolve(None, "gs://bucket/cache/") == "gs://bucket/cache.otel_jax-ledger"
+    assert _ledger.resolve("s3://b/ledger/", cache) == "s3://b/ledger"
+    assert _ledger.resolve(None, "file://" + cache) == cache + _ledger.SUFFIX
     assert _ledger.resolve(tmp_path / "x.jsonl", cache) == str(tmp_path / "x.jsonl")
     monkeypatch.setenv("OTEL_JAX_LEDGER", str(tmp_path / "env.jsonl"))
     assert _ledger.resolve(None, cache) == str(tmp_path / "env.jsonl")
