@@ -210,6 +210,16 @@ def _differences(before: dict[str, Any], after: dict[str, Any]) -> int:
                if before.get(part) and after.get(part) and before.get(part) != after.get(part))
 
 
+#: Key parts that name the devices a program runs on: they differ between the processes
+#: of a job for a program of each process's local devices, and agree for a global one.
+_PER_PROCESS_PARTS = frozenset({"compile_options", "accelerator_config"})
+
+
+def _differing(before: dict[str, Any], after: dict[str, Any]) -> set[str]:
+    return {part for part in _jax_read.CACHE_KEY_PARTS
+            if before.get(part) and after.get(part) and before.get(part) != after.get(part)}
+
+
 def _first_difference(before: dict[str, Any], after: dict[str, Any]) -> str | None:
     for part in _jax_read.CACHE_KEY_PARTS:
         if before.get(part) and after.get(part) and before.get(part) != after.get(part):
@@ -358,6 +368,19 @@ def explain(earlier: list[Entry], now: Entry, alike: list[Entry] | None = None,
             f"entry ({reason}: {why})")
     # The closest earlier key (fewest parts differ; the latest among equals).
     entry = min(reversed(earlier), key=lambda e: _differences(e["key"], now["key"]))
+    other = entry.get("proc")
+    differing = _differing(entry["key"], now["key"])
+    if (type(other) is int and type(proc) is int and proc != 0 and other != proc
+            and differing and differing <= _PER_PROCESS_PARTS):
+        # Another process's key, different only in the parts that describe the devices as
+        # each process sees them: JAX writes only process 0's, so this one never is.
+        parts = " and ".join(p.replace("_", " ") for p in _jax_read.CACHE_KEY_PARTS
+                             if p in differing)
+        return MissReason.NOT_WRITTEN, (
+            f"{_when(entry, proc)} compiled it under a key that differs from this "
+            f"process's only in the {parts} (the parts that describe the devices, as each "
+            "process sees them); this process's key is never written (not_process_0: JAX "
+            "writes entries from process 0 only)")
     part = _first_difference(entry["key"], now["key"])
     text = describe_change(part, entry, now) if part else "the cache key changed"
     return MissReason.KEY_CHANGED, f"{text}; since {_when(entry, proc)}"
@@ -442,6 +465,11 @@ class Ledger:
             self._remember(key, now)
         writer = 0 if remote and proc not in (0, None) else None
         explained = explain(earlier, now, alike, writer)
+        if explained is not None and explained[0] is MissReason.NEVER_SEEN and remote:
+            with self._lock:
+                unread = bucket not in self._fetched
+            if unread:
+                explained = None  # the store did not answer: not known, not "never seen"
         if not remote:
             self._append(path, now)
         elif proc in (0, None):  # JAX's writer is the ledger's: one write per compile
