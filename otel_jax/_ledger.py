@@ -449,6 +449,8 @@ class Ledger:
         with self._lock:
             if self._path != path:
                 self._switch(path, remote)
+            if path in self._off:
+                return cache
             bucket = _remote().bucket_of(now["fn"]) if remote else -1
             fetch = remote and bucket not in self._fetched
         if fetch and store is not None:  # outside the lock: a bounded wait for the store
