@@ -41,6 +41,7 @@ fail-open guard; a ledger that cannot be read or written costs one warning.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -296,28 +297,41 @@ def _when(entry: Entry, proc: Any = None) -> str:
     return f"{who} of {stamp} (pid {_readable(entry.get('pid'))})"
 
 
-def context_items(context: Any) -> dict[str, str]:
-    """The tracing context (JAX's named config values), as bounded text that compares
-    across processes: no addresses, no per-process digests."""
-    items: dict[str, str] = {}
+#: The names of the tracing-context values seen in this process, by their digest: a line
+#: keeps the values only (the names are the same for every line of one JAX version).
+_CONTEXT_NAMES: dict[str, tuple[str, ...]] = {}
+
+
+def context_items(context: Any) -> tuple[str, list[str]]:
+    """The tracing context (JAX's named config values) as a digest of its names and its
+    values as bounded text that compares across processes (no addresses, no per-process
+    digests); ``("", [])`` when it cannot be read."""
     try:
-        for name, value in tuple(context)[:MAX_CONTEXT]:
-            if isinstance(name, str):
-                items[emitted(name, 80)] = without_digests(safe_repr(value, CONTEXT_VALUE))
+        items = [(name, value) for name, value in tuple(context)[:MAX_CONTEXT]
+                 if isinstance(name, str)]
+        names = tuple(name for name, _ in items)
+        values = [without_digests(safe_repr(value, CONTEXT_VALUE)) for _, value in items]
     except Exception:
-        return {}
-    return items
+        return "", []
+    digest = hashlib.blake2b("\x1f".join(names).encode("utf-8", "backslashreplace"),
+                             digest_size=4).hexdigest()
+    if digest not in _CONTEXT_NAMES:
+        if len(_CONTEXT_NAMES) >= 16:
+            _CONTEXT_NAMES.clear()
+        _CONTEXT_NAMES[digest] = names
+    return digest, values
 
 
 def describe_context(before: Entry, after: Entry) -> str:
     """The tracing-context values that differ between two lines, named with both values."""
     old, new = before.get("ctx"), after.get("ctx")
-    old = old if isinstance(old, dict) else {}
-    new = new if isinstance(new, dict) else {}
-    changes = [f"{name} {_readable(old.get(name, '<unset>'))} -> "
-               f"{_readable(new.get(name, '<unset>'))}"
-               for name in [*new, *(n for n in old if n not in new)]
-               if old.get(name) != new.get(name)]
+    names = _CONTEXT_NAMES.get(str(after.get("ctxn")))
+    changes: list[str] = []
+    if (names is not None and before.get("ctxn") == after.get("ctxn")
+            and isinstance(old, list) and isinstance(new, list)
+            and len(old) == len(new) == len(names)):
+        changes = [f"{emitted(name, 80)} {_readable(a)} -> {_readable(b)}"
+                   for name, a, b in zip(names, old, new) if a != b]
     if not changes:
         return ("tracing context changed (a config value such as jax_enable_x64 or "
                 "jax_default_matmul_precision; its values were not recorded)")
@@ -438,7 +452,7 @@ class Ledger:
         }
         if fingerprint and signature is not None and getattr(signature, "captured", False):
             now["base"] = of_signature(info, replace(signature, context=()))
-            now["ctx"] = context_items(signature.context)
+            now["ctxn"], now["ctx"] = context_items(signature.context)
         if "xla_flags" in now:
             now["xla_flags"] = _flags(now["xla_flags"])
         key = _key_of(now)
@@ -654,7 +668,7 @@ def _code(info: FunctionInfo) -> str | None:
 def _encode(entry: Entry) -> bytes | None:
     """One line, under ``MAX_LINE`` bytes: the readable flags go first when it is longer."""
     data = (json.dumps(entry, separators=(",", ":"), ensure_ascii=True) + "\n").encode()
-    for name, short in (("xla_flags", ["<too long to keep>"]), ("ctx", {})):
+    for name, short in (("xla_flags", ["<too long to keep>"]), ("ctx", [])):
         if len(data) > MAX_LINE and name in entry:
             entry = {**entry, name: short}
             data = (json.dumps(entry, separators=(",", ":"), ensure_ascii=True)

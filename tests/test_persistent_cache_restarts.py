@@ -164,13 +164,18 @@ def test_a_ledger_path_that_is_a_directory_costs_one_warning(tmp_path):
 
 
 def test_the_context_that_changed_is_named_and_a_same_key_is_not_a_context_change():
-    before = _entry(sig="a", base="b", ctx={"jax_enable_x64": "False", "other": "1"})
-    after = _entry(sig="c", base="b", computation="z",
-                   ctx={"jax_enable_x64": "True", "other": "1", "new": "x"})
+    names, values = _ledger.context_items(
+        [("jax_enable_x64", False), ("other", 1), ("mesh", ())])
+    assert values == ["False", "1", "()"]
+    before = _entry(sig="a", base="b", ctxn=names, ctx=values)
+    after = _entry(sig="c", base="b", computation="z", ctxn=names, ctx=["True", "1", "x"])
     reason, detail = _ledger.explain([], after, [before])
     assert reason is MissReason.KEY_CHANGED
     assert detail.startswith("tracing context changed: jax_enable_x64 False -> True, "
-                             "new <unset> -> x; since the run of ")
+                             "mesh () -> x; since the run of ")
+    other_names, _ = _ledger.context_items([("jax_enable_x64", False)])
+    reason, detail = _ledger.explain([], {**after, "ctxn": other_names}, [before])
+    assert detail.startswith("tracing context changed (a config value such as")
     # The context changed nothing JAX's key sees, and the earlier entry was not written.
     reason, detail = _ledger.explain(
         [], _entry(sig="c", base="b", written=False),
