@@ -61,7 +61,8 @@ LIBRARY_TESTS := tests/test_causes.py tests/test_core.py tests/test_testing_kit.
 	tests/test_flax.py tests/test_leaves.py tests/test_fingerprint.py tests/test_steps.py \
 	tests/test_privacy.py tests/test_nonblocking.py tests/test_retention.py \
 	tests/test_repr_cost.py tests/test_ranks.py tests/test_multiprocess.py \
-	tests/test_persistent_cache.py tests/test_persistent_cache_restarts.py
+	tests/test_persistent_cache.py tests/test_persistent_cache_restarts.py \
+	tests/test_ledger_remote.py
 
 # The library's own behaviour on the oldest supported JAX (the integration
 # tests exercise exporters and servers, which do not depend on the JAX version).

@@ -53,6 +53,8 @@ RETRY_AFTER_S = 60.0
 EXIT_WAIT_S = 3.0
 #: Objects whose writes may wait in the queue (one pending write per object).
 MAX_PENDING = BUCKETS
+#: Entries that may wait to be written, all objects together (each under 4 KiB).
+MAX_QUEUED = 4096
 
 
 def bucket_of(function: str) -> int:
@@ -140,14 +142,15 @@ class RemoteStore:
         self._reads: dict[int, _Read] = {}
         self._content: dict[int, list[Entry]] = {}  # each object as last read or written
         self._pending: dict[int, list[Entry]] = {}  # entries not yet written, per object
+        self._queued = 0  # entries in ``_pending``
         self._busy_since: float | None = None  # the job in flight started then
         self._failed_until = 0.0
         self._thread: threading.Thread | None = None
         self._closed = False
         self.dropped = 0  # entries of this process not written: queue full, store failing
         self.evicted = 0  # entries dropped from objects to keep them under BUCKET_BYTES
-        self.writes = 0
-        self.reads = 0
+        self.writes = 0  # objects written
+        self.reads = 0  # objects asked for
 
     # --- the compiling thread -----------------------------------------------------------
 
@@ -177,7 +180,8 @@ class RemoteStore:
     def record(self, bucket: int, entry: Entry) -> None:
         """Queue ``entry`` to be written into its bucket's object (never waits)."""
         with self._lock:
-            if self._closed or (not self._healthy() and bucket not in self._pending):
+            if (self._closed or self._queued >= MAX_QUEUED
+                    or (not self._healthy() and bucket not in self._pending)):
                 self.dropped += 1
                 return
             pending = self._pending.get(bucket)
@@ -188,7 +192,7 @@ class RemoteStore:
                 pending = self._pending[bucket] = []
                 self._submit("write", bucket)
             pending.append(entry)
-            del pending[:-4 * self._keep]  # the object keeps no more per group anyway
+            self._queued += 1
 
     def flush(self, timeout: float) -> bool:
         """Wait up to ``timeout`` for queued writes (none while the store fails)."""
@@ -242,11 +246,11 @@ class RemoteStore:
                     self._wake.notify_all()
 
     def _read_object(self, bucket: int) -> tuple[list[Entry], int]:
+        self.reads += 1  # requests, answered or not
         try:
             data = (self._root / object_name(bucket)).read_bytes()
         except FileNotFoundError:
             return [], 0
-        self.reads += 1
         raw, ours = decode_bucket(data, self._mark, self._version)
         entries = [e for e in map(self._parse, raw) if e is not None]
         return entries, (len(raw) - len(entries)) if ours else 1
@@ -273,6 +277,7 @@ class RemoteStore:
             content, _ = self._read_object(bucket)
         with self._lock:
             pending = self._pending.pop(bucket, [])
+            self._queued -= len(pending)
         if not pending:
             return
         data, dropped = encode_bucket([*content, *pending], self._mark, self._version,
@@ -294,8 +299,9 @@ class RemoteStore:
         # "unknown"), so a store that is down costs one request per RETRY_AFTER_S.
         with self._lock:
             self._failed_until = time.monotonic() + RETRY_AFTER_S
-            self.dropped += sum(len(p) for p in self._pending.values())
+            self.dropped += self._queued
             self._pending.clear()
+            self._queued = 0
             self._jobs.clear()
             failed = [b for b, r in self._reads.items() if not r.done.is_set()]
             for bucket in failed:

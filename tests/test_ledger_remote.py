@@ -478,3 +478,17 @@ def test_the_store_is_reached_through_jax_path_layer():
 
 
 del run_persistent_cache_program  # the runs above carry their own hosts' directories
+
+
+def test_entries_waiting_to_be_written_are_bounded(monkeypatch):
+    monkeypatch.setattr(_ledger_remote, "MAX_QUEUED", 50)
+    root = _Hanging()  # the first write hangs: everything else waits behind it
+    store = _ledger_remote.RemoteStore("s3://x/l", root, FailOpen(warn=lambda *a, **k: None),
+                                       _ledger.MARK, _ledger.VERSION, _ledger.parse_entry,
+                                       _ledger._key_of, _ledger.KEEP_PER_KEY)
+    for i in range(80):
+        store.record(i % 7, _entry(f"f{i}", "s", float(i)))
+    assert store._queued <= 50 and store.dropped == 80 - store._queued
+    root.release.set()
+    assert store.flush(30)
+    assert store._queued == 0
