@@ -328,7 +328,8 @@ def test_a_store_that_hangs_costs_one_warning_and_a_bounded_wait(tmp_path, silen
 
 @pytest.mark.slow
 def test_a_store_that_refuses_writes_costs_one_warning(tmp_path, s3_server):
-    cache = str(tmp_path / "jax-cache")
+    # JAX's cache works on S3; the ledger's location (a bucket not there) refuses writes.
+    cache = f"s3://{_bucket(s3_server)}/jax-cache"
     out, line = _run(tmp_path, cache, s3_server,
                      env={"OTEL_JAX_LEDGER": f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/l"})
     assert out["value"] == pytest.approx(3 * 0.999329299739067)
