@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, free_port, run_persistent_cache_program
+from conftest import PERSISTENT_CACHE_PREAMBLE, clean_env, free_port
 
 from otel_jax import _ledger, _ledger_remote
 from otel_jax._failopen import FailOpen
@@ -122,8 +122,6 @@ def _run(tmp_path, cache, endpoint, *, scale="3", precision="-", env=None, host=
     body = PROGRAM.replace("SCALE", scale)
     extra = {**_aws(endpoint), "HOME": str(home), "TMPDIR": str(home), **(env or {})}
     script = home / "program.py"
-    from conftest import PERSISTENT_CACHE_PREAMBLE
-
     script.write_text(PERSISTENT_CACHE_PREAMBLE + textwrap.dedent(body))
     started = time.monotonic()
     out = subprocess.run([sys.executable, str(script), cache, "0", precision],
@@ -477,8 +475,6 @@ def test_the_store_is_reached_through_jax_path_layer():
     assert isinstance(path, epath.Path) and str(path) == "s3://bucket/prefix"
     assert os.fspath(_jax_read.cache_path("/tmp/x")) == "/tmp/x"
 
-
-del run_persistent_cache_program  # the runs above carry their own hosts' directories
 
 
 def test_entries_waiting_to_be_written_are_bounded(monkeypatch):
