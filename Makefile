@@ -67,7 +67,8 @@ LIBRARY_TESTS := tests/test_causes.py tests/test_core.py tests/test_testing_kit.
 	tests/test_repr_cost.py tests/test_ranks.py tests/test_multiprocess.py \
 	tests/test_persistent_cache.py tests/test_persistent_cache_restarts.py \
 	tests/test_jax_versions.py \
-	tests/test_structlog.py
+	tests/test_structlog.py \
+	tests/test_ledger_remote.py
 
 # The library's own behaviour on the oldest supported JAX (the integration
 # tests exercise exporters and servers, which do not depend on the JAX version).

@@ -131,7 +131,8 @@ def assemble(taken: Taken, history: History, ledger: Ledger, guard: FailOpen,
         cache = PersistentCache(taken.cache_hit, taken.cache_written, reason)
         if not taken.cache_hit and not naming.eager_op:
             cache = guard.call("compile ledger", functools.partial(
-                ledger.note, info, fingerprint, program, compiled, cache, compile_s), cache)
+                ledger.note, info, fingerprint, program, compiled, cache, compile_s,
+                captured), cache)
     record = CompileRecord(
         function=info, count=count, cause_kind=cause.kind, cause=cause.text,
         diff=cause.diff, signature=signature,

@@ -236,6 +236,25 @@ def persistent_cache_dir() -> str | None:
     return None
 
 
+def cache_path(url: str) -> Any:
+    """``url`` as a path of the file-system layer JAX's persistent cache uses
+    (``jax._src.path.Path``: ``etils.epath`` when installed, so ``gs://`` and ``s3://``
+    reach the same store the same way); ``None`` when no such layer is installed."""
+    try:
+        from jax._src import path as jax_path
+
+        if getattr(jax_path, "epath_installed", False):
+            return jax_path.Path(url)
+    except Exception:
+        pass
+    try:  # JAX's module moved: the layer it uses
+        from etils import epath
+
+        return epath.Path(url)
+    except Exception:
+        return None
+
+
 def persistent_cache_enabled() -> bool:
     try:
         import jax

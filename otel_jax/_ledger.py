@@ -24,12 +24,24 @@ The file, shared by every process on a host:
   -> the latest lines with distinct keys. A line that is not a ledger line (truncated,
   garbage, another program's) is skipped and counted: one warning, never an error.
 
+On a remote cache (``gs://``, ``s3://``: any path JAX reaches through ``etils.epath``)
+the ledger is a fixed set of small objects beside the cache directory
+(``<cache dir>.otel_jax-ledger/``), written by process 0 only and read and written off
+the compiling thread with a bounded wait (``_ledger_remote``).
+
+Across processes: JAX writes cache entries from process 0 only, and every process is
+served from those entries, so a miss on any process is explained against what any
+process recorded under the same function and signature (each line names its process):
+the same key as process 0's means process 0's entry is gone or was never written; a
+key part that differs is named, against process 0's key when that is the closest.
+
 Nothing is done on a persistent-cache hit. Everything here runs under the engine's
-fail-open guard; a ledger that cannot be written costs one warning.
+fail-open guard; a ledger that cannot be read or written costs one warning.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -39,14 +51,21 @@ from typing import Any
 
 from . import _jax_read
 from ._failopen import FailOpen
-from ._fingerprint import function_identity
+from ._fingerprint import function_identity, of_signature
 from ._record import PersistentCache
+from ._scrub import without_digests
 from ._source import FunctionInfo
-from ._text import emitted, truncate
+from ._text import emitted, safe_repr, truncate
 from ._vocab import LEDGER_ENV, MissReason
 
 #: Default location: beside the cache directory, never inside it (JAX owns that one).
 SUFFIX = ".otel_jax-ledger.jsonl"
+#: The same on a remote cache, where the ledger is a prefix of objects.
+REMOTE_SUFFIX = ".otel_jax-ledger"
+#: Tracing-context values kept per line (each cut to CONTEXT_VALUE chars), to name the
+#: config value that changed when a miss has a new signature but the same arguments.
+MAX_CONTEXT = 96
+CONTEXT_VALUE = 60
 #: The mark and version every ledger line carries; other lines are foreign.
 MARK = "otel_jax_ledger"
 VERSION = 1
@@ -96,12 +115,31 @@ _NOT_WRITTEN_TEXT = {
 Entry = dict[str, Any]
 
 
+def is_remote(path: str) -> bool:
+    """A path of a remote store (``gs://``, ``s3://``, ...), as JAX tells one apart."""
+    return "://" in path and not path.startswith("file://")
+
+
+def _local(path: str) -> str:
+    if path.startswith("file://"):
+        path = path[len("file://"):]
+    return os.path.abspath(os.path.expanduser(path))
+
+
 def default_path(cache_dir: str | None) -> str | None:
-    """``<cache_dir>.otel_jax-ledger.jsonl`` for a local cache directory, else ``None``."""
-    if not cache_dir or "://" in cache_dir:
-        return None  # a remote cache (gs://...): no atomic appends there
-    directory = os.path.abspath(os.path.expanduser(cache_dir)).rstrip("/\\")
+    """``<cache_dir>.otel_jax-ledger.jsonl`` for a local cache directory, the prefix
+    ``<cache_dir>.otel_jax-ledger`` for a remote one; ``None`` without one."""
+    if not cache_dir:
+        return None
+    if is_remote(cache_dir):
+        directory = cache_dir.rstrip("/")
+        return directory + REMOTE_SUFFIX if directory.partition("://")[2] else None
+    directory = _local(cache_dir).rstrip("/\\")
     return directory + SUFFIX if directory else None
+
+
+def _where(path: str) -> str:
+    return path.rstrip("/") if is_remote(path) else _local(path)
 
 
 def resolve(setting: Any, cache_dir: str | None) -> str | None:
@@ -112,12 +150,12 @@ def resolve(setting: Any, cache_dir: str | None) -> str | None:
     if isinstance(setting, str) and setting.strip().lower() in _OFF:
         return None
     if setting is not None and setting is not True:
-        return str(os.path.abspath(os.path.expanduser(os.fspath(setting))))
+        return _where(str(os.fspath(setting)))
     env = os.environ.get(LEDGER_ENV, "").strip()
     if env.lower() in _OFF:
         return None
     if env:
-        return os.path.abspath(os.path.expanduser(env))
+        return _where(env)
     return default_path(cache_dir)
 
 
@@ -127,6 +165,11 @@ def parse_line(line: bytes) -> Entry | None:
         entry = json.loads(line)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
+    return parse_entry(entry)
+
+
+def parse_entry(entry: Any) -> Entry | None:
+    """One ledger entry (a line's or a remote object's), or ``None`` for anything else."""
     if not (isinstance(entry, dict) and entry.get(MARK) == VERSION
             and isinstance(entry.get("fn"), str) and isinstance(entry.get("sig"), str)
             and isinstance(entry.get("key"), dict)):
@@ -166,6 +209,16 @@ def _same_key(a: dict[str, Any], b: dict[str, Any]) -> bool:
 def _differences(before: dict[str, Any], after: dict[str, Any]) -> int:
     return sum(1 for part in _jax_read.CACHE_KEY_PARTS
                if before.get(part) and after.get(part) and before.get(part) != after.get(part))
+
+
+#: Key parts that name the devices a program runs on: they differ between the processes
+#: of a job for a program of each process's local devices, and agree for a global one.
+_PER_PROCESS_PARTS = frozenset({"compile_options", "accelerator_config"})
+
+
+def _differing(before: dict[str, Any], after: dict[str, Any]) -> set[str]:
+    return {part for part in _jax_read.CACHE_KEY_PARTS
+            if before.get(part) and after.get(part) and before.get(part) != after.get(part)}
 
 
 def _first_difference(before: dict[str, Any], after: dict[str, Any]) -> str | None:
@@ -229,7 +282,8 @@ def _concurrent(entry: Entry) -> bool:
             and abs(float(started) - _STARTED) <= SIBLING_START_S)  # type: ignore[arg-type]
 
 
-def _when(entry: Entry) -> str:
+def _when(entry: Entry, proc: Any = None) -> str:
+    """The run that wrote ``entry``, named from the process ``proc`` that reads it."""
     if entry.get("run") == _RUN:
         return "an earlier compile in this process"
     t = entry.get("t")
@@ -237,34 +291,113 @@ def _when(entry: Entry) -> str:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(t)))  # type: ignore[arg-type]
     except (TypeError, ValueError, OverflowError, OSError):
         stamp = "?"
-    return f"the run of {stamp} (pid {_readable(entry.get('pid'))})"
+    other = entry.get("proc")
+    who = (f"process {other}'s run" if type(other) is int and type(proc) is int
+           and other != proc else "the run")
+    return f"{who} of {stamp} (pid {_readable(entry.get('pid'))})"
 
 
-def explain(earlier: list[Entry], now: Entry) -> tuple[MissReason, str] | None:
+#: The names of the tracing-context values seen in this process, by their digest: a line
+#: keeps the values only (the names are the same for every line of one JAX version).
+_CONTEXT_NAMES: dict[str, tuple[str, ...]] = {}
+
+
+def context_items(context: Any) -> tuple[str, list[str]]:
+    """The tracing context (JAX's named config values) as a digest of its names and its
+    values as bounded text that compares across processes (no addresses, no per-process
+    digests); ``("", [])`` when it cannot be read."""
+    try:
+        items = [(name, value) for name, value in tuple(context)[:MAX_CONTEXT]
+                 if isinstance(name, str)]
+        names = tuple(name for name, _ in items)
+        values = [without_digests(safe_repr(value, CONTEXT_VALUE)) for _, value in items]
+    except Exception:
+        return "", []
+    digest = hashlib.blake2b("\x1f".join(names).encode("utf-8", "backslashreplace"),
+                             digest_size=4).hexdigest()
+    if digest not in _CONTEXT_NAMES:
+        if len(_CONTEXT_NAMES) >= 16:
+            _CONTEXT_NAMES.clear()
+        _CONTEXT_NAMES[digest] = names
+    return digest, values
+
+
+def describe_context(before: Entry, after: Entry) -> str:
+    """The tracing-context values that differ between two lines, named with both values."""
+    old, new = before.get("ctx"), after.get("ctx")
+    names = _CONTEXT_NAMES.get(str(after.get("ctxn")))
+    changes: list[str] = []
+    if (names is not None and before.get("ctxn") == after.get("ctxn")
+            and isinstance(old, list) and isinstance(new, list)
+            and len(old) == len(new) == len(names)):
+        changes = [f"{emitted(name, 80)} {_readable(a)} -> {_readable(b)}"
+                   for name, a, b in zip(names, old, new) if a != b]
+    if not changes:
+        return ("tracing context changed (a config value such as jax_enable_x64 or "
+                "jax_default_matmul_precision; its values were not recorded)")
+    more = f" and {len(changes) - 4} more" if len(changes) > 4 else ""
+    return "tracing context changed: " + ", ".join(changes[:4]) + more
+
+
+def explain(earlier: list[Entry], now: Entry, alike: list[Entry] | None = None,
+            writer: int | None = None) -> tuple[MissReason, str] | None:
     """Why the cache did not serve ``now``, given the earlier lines of its function and
-    signature (latest last); ``None`` when no part of its key could be read."""
+    signature (latest last), and ``alike``: the function's earlier lines under another
+    tracing context with the same arguments. ``None`` when no part of its key could be
+    read. ``writer``: the only process whose lines are recorded (a remote ledger), when
+    it is not this one."""
+    proc = now.get("proc")
+    if not earlier and alike:
+        if any(_same_key(e["key"], now["key"]) for e in alike):
+            earlier = alike  # the context changed nothing JAX's cache key sees
+        else:
+            # Same arguments, statics and options, another tracing context: the config
+            # value that changed is the cause (the program lowered under it differs).
+            entry = alike[-1]
+            return MissReason.KEY_CHANGED, (f"{describe_context(entry, now)}; since "
+                                            f"{_when(entry, proc)}")
     if not earlier:
+        if writer is not None:
+            return MissReason.NEVER_SEEN, (
+                f"process {writer} never recorded this function with this signature (the "
+                f"ledger of a remote cache is written by process {writer}, as JAX's cache "
+                "entries are: a function that only this process compiles is not cached)")
         return MissReason.NEVER_SEEN, ("no earlier run recorded this function with this "
                                        "signature")
     if not any(now["key"].get(p) for p in _jax_read.CACHE_KEY_PARTS):
         return None  # JAX's key hashing moved: nothing to compare, no reason given
     same = [e for e in earlier if _same_key(e["key"], now["key"])]
     if same:
-        entry = same[-1]
+        # An entry written under this key by any process serves every process: prefer it.
+        entry = next((e for e in reversed(same) if e.get("written")), same[-1])
         if entry.get("written"):
             return MissReason.NOT_WRITTEN, (
-                f"{_when(entry)} wrote an entry under the same key; it is gone (evicted "
-                "under jax_compilation_cache_max_size, or the cache directory was cleared)")
+                f"{_when(entry, proc)} wrote an entry under the same key; it is gone "
+                "(evicted under jax_compilation_cache_max_size, or the cache directory was "
+                "cleared)")
         reason = str(entry.get("not_written_reason") or "other")
         why = _NOT_WRITTEN_TEXT.get(reason, _readable(reason))
         return MissReason.NOT_WRITTEN, (
-            f"{_when(entry)} compiled it under the same key but did not write an entry "
-            f"({reason}: {why})")
+            f"{_when(entry, proc)} compiled it under the same key but did not write an "
+            f"entry ({reason}: {why})")
     # The closest earlier key (fewest parts differ; the latest among equals).
     entry = min(reversed(earlier), key=lambda e: _differences(e["key"], now["key"]))
+    other = entry.get("proc")
+    differing = _differing(entry["key"], now["key"])
+    if (type(other) is int and type(proc) is int and proc != 0 and other != proc
+            and differing and differing <= _PER_PROCESS_PARTS):
+        # Another process's key, different only in the parts that describe the devices as
+        # each process sees them: JAX writes only process 0's, so this one never is.
+        parts = " and ".join(p.replace("_", " ") for p in _jax_read.CACHE_KEY_PARTS
+                             if p in differing)
+        return MissReason.NOT_WRITTEN, (
+            f"{_when(entry, proc)} compiled it under a key that differs from this "
+            f"process's only in the {parts} (the parts that describe the devices, as each "
+            "process sees them); this process's key is never written (not_process_0: JAX "
+            "writes entries from process 0 only)")
     part = _first_difference(entry["key"], now["key"])
     text = describe_change(part, entry, now) if part else "the cache key changed"
-    return MissReason.KEY_CHANGED, f"{text}; since {_when(entry)}"
+    return MissReason.KEY_CHANGED, f"{text}; since {_when(entry, proc)}"
 
 
 class Ledger:
@@ -278,8 +411,13 @@ class Ledger:
         self._lock = threading.Lock()
         self._path: str | None = None  # whose lines are indexed
         self._index: dict[tuple[str, str], list[Entry]] = {}
+        #: (function, signature without its tracing context) -> lines of distinct contexts
+        self._alike: dict[tuple[str, str], list[Entry]] = {}
         self._broken: set[str] = set()  # paths that could not be written
+        self._off: set[str] = set()  # paths that are neither read nor written (one warning)
         self._unterminated: set[str] = set()  # paths whose last line was cut short
+        self._stores: dict[str, Any] = {}  # remote ledgers: url -> RemoteStore (or None)
+        self._fetched: set[int] = set()  # remote buckets indexed (of ``_path``)
 
     def configure(self, setting: Any) -> None:
         self.setting = setting
@@ -290,42 +428,84 @@ class Ledger:
     # --- one compile ------------------------------------------------------------------
 
     def note(self, info: FunctionInfo, fingerprint: str, program: str, inputs: Any,
-             cache: PersistentCache, compile_s: float) -> PersistentCache:
+             cache: PersistentCache, compile_s: float,
+             signature: Any = None) -> PersistentCache:
         """Record one compile the persistent cache did not serve, and say why it did not."""
         if cache.hit or inputs is None or not (fingerprint or program):
             return cache
         path = self.path()
-        if path is None:
+        if path is None or path in self._off:
             return cache
         parts = _jax_read.cache_key_parts(inputs, program)
         if parts is None:
             return cache
         reason = cache.not_written_reason
+        proc = _process_index()
         now: Entry = {
             MARK: VERSION, "t": round(time.time(), 3), "run": _RUN, "pid": os.getpid(),
-            "started": round(_STARTED, 3),
+            "started": round(_STARTED, 3), "proc": proc,
             "fn": function_identity(info), "sig": fingerprint, "prog": program,
             "key": parts.hashes, **parts.readable,
             "code": _code(info), "written": bool(cache.written),
             "not_written_reason": reason.value if reason is not None else None,
             "compile_s": round(max(0.0, compile_s), 4),
         }
+        if fingerprint and signature is not None and getattr(signature, "captured", False):
+            now["base"] = of_signature(info, replace(signature, context=()))
+            now["ctxn"], now["ctx"] = context_items(signature.context)
         if "xla_flags" in now:
             now["xla_flags"] = _flags(now["xla_flags"])
         key = _key_of(now)
+        remote = is_remote(path)
+        store = self._store(path) if remote else None
+        if remote and store is None:
+            return cache
         with self._lock:
             if self._path != path:
-                self._load(path)
+                self._switch(path, remote)
+            if path in self._off:
+                return cache
+            bucket = _remote().bucket_of(now["fn"]) if remote else -1
+            fetch = remote and bucket not in self._fetched
+        if fetch and store is not None:  # outside the lock: a bounded wait for the store
+            got = store.fetch(bucket)
+            with self._lock:
+                if got is not None and self._path == path and bucket not in self._fetched:
+                    self._fetched.add(bucket)
+                    self._index_older(got[0])
+                    self._count_skipped(path, got[1])
+        with self._lock:
             earlier = list(self._index.get(key, ()))
+            alike = [e for e in self._alike.get((now["fn"], now.get("base", "")), ())
+                     if e["sig"] != now["sig"]] if now.get("base") else []
             self._remember(key, now)
-        explained = explain(earlier, now)
-        self._append(path, now)
+        writer = 0 if remote and proc not in (0, None) else None
+        explained = explain(earlier, now, alike, writer)
+        if explained is not None and explained[0] is MissReason.NEVER_SEEN and remote:
+            with self._lock:
+                unread = bucket not in self._fetched
+            if unread:
+                explained = None  # the store did not answer: not known, not "never seen"
+        if not remote:
+            self._append(path, now)
+        elif proc in (0, None):  # JAX's writer is the ledger's: one write per compile
+            data = _encode(now)
+            if data is None:
+                self.unwritten += 1
+            elif store is not None:
+                store.record(bucket, json.loads(data))
         if explained is None:
             return cache
         miss, detail = explained
         return replace(cache, miss_reason=miss, miss_detail=truncate(detail, DETAIL_LIMIT))
 
     # --- the index --------------------------------------------------------------------
+
+    def _switch(self, path: str, remote: bool) -> None:
+        self._path = path
+        self._index, self._alike, self._fetched = {}, {}, set()
+        if not remote:
+            self._load(path)
 
     def _remember(self, key: tuple[str, str], entry: Entry) -> None:
         kept = self._index.pop(key, None) or []
@@ -341,17 +521,72 @@ class Ledger:
         self._index[key] = kept
         if len(self._index) > MAX_INDEXED:
             del self._index[next(iter(self._index))]
+        base = entry.get("base")
+        if isinstance(base, str) and base:
+            akey = (entry["fn"], base)
+            alike = [e for e in self._alike.pop(akey, ()) if e["sig"] != entry["sig"]]
+            alike.append(entry)
+            self._alike[akey] = alike[-KEEP_PER_KEY:]
+            if len(self._alike) > MAX_INDEXED:
+                del self._alike[next(iter(self._alike))]
+
+    def _index_older(self, entries: list[Entry]) -> None:
+        """Index lines read after this run's own (a remote object read late): they go
+        under this run's, which stay the latest."""
+        older = [e for e in entries if not _concurrent(e)]
+        if not older:
+            return
+        mine = self._index
+        self._index, self._alike = {}, {}  # both rebuilt: the older lines first
+        for entry in sorted(older, key=lambda e: e["t"] if type(e.get("t")) in (int, float)
+                            else 0.0):
+            self._remember(_key_of(entry), entry)
+        for kept in mine.values():
+            for entry in kept:
+                self._remember(_key_of(entry), entry)
+
+    def _count_skipped(self, path: str, skipped: int) -> None:
+        if skipped:
+            self.skipped += skipped
+            self.failopen.warn_once(f"ledger-skipped:{path}", (
+                f"otel_jax: skipped {skipped} unreadable entr(y/ies) of the compile ledger "
+                f"{path} (truncated, or not written by otel_jax); the others are used."))
+
+    def _store(self, url: str) -> Any:
+        """The remote store of ``url``, made once; ``None`` (one warning) without a
+        file-system layer for it."""
+        if url in self._stores:
+            return self._stores[url]
+        root = _jax_read.cache_path(url)
+        store = None
+        if root is None:
+            self._off.add(url)
+            self.failopen.warn_once(f"ledger:{url}", (
+                f"otel_jax: cannot reach the compile ledger {url}: install etils[epath] "
+                "(and gcsfs or s3fs), as JAX's cache on it needs; persistent-cache misses "
+                "are not explained. The program is unaffected."))
+        else:
+            store = _remote().RemoteStore(url, root, self.failopen, MARK, VERSION,
+                                          parse_entry, _key_of, KEEP_PER_KEY)
+        self._stores[url] = store
+        return store
 
     def _load(self, path: str) -> None:
         """Index the earlier runs' lines of ``path`` (bounded: ``2 * MAX_BYTES`` read)."""
-        self._path = path
-        self._index = {}
+        if os.path.isdir(path):
+            # One problem, one warning: neither read nor written from here on.
+            self._off.add(path)
+            self.failopen.warn_once(f"ledger:{path}", (
+                f"otel_jax: the compile ledger {path} is a directory, not a file; set "
+                "OTEL_JAX_LEDGER or install(ledger_path=...) to a file, or 'off'. "
+                "Persistent-cache misses are not explained; the program is unaffected."))
+            return
         skipped = 0
         for name in (path + ".1", path):
             try:
                 lines, _missing = read_tail(name)
             except OSError as exc:
-                self.failopen.warn_once(f"ledger-read:{path}", (
+                self.failopen.warn_once(f"ledger:{path}", (
                     f"otel_jax: cannot read the compile ledger {name} ({type(exc).__name__}: "
                     f"{exc}); persistent-cache misses are explained from this run only."))
                 continue
@@ -399,13 +634,28 @@ class Ledger:
         except OSError as exc:
             self.unwritten += 1
             self._broken.add(path)
-            self.failopen.warn_once(f"ledger-write:{path}", (
+            self.failopen.warn_once(f"ledger:{path}", (
                 f"otel_jax: cannot write the compile ledger {path} ({type(exc).__name__}: "
                 f"{exc}); set OTEL_JAX_LEDGER or install(ledger_path=...) to a writable "
                 "file, or 'off'. The program is unaffected."))
             return
         if size > MAX_BYTES:
             rotate(path)
+
+
+def _remote() -> Any:
+    """The remote-store module, imported at the first remote ledger (its worker thread and
+    exit hook are not needed otherwise)."""
+    from . import _ledger_remote
+
+    return _ledger_remote
+
+
+def _process_index() -> int | None:
+    try:
+        return _jax_read.process_index()
+    except Exception:
+        return None
 
 
 def _code(info: FunctionInfo) -> str | None:
@@ -418,9 +668,11 @@ def _code(info: FunctionInfo) -> str | None:
 def _encode(entry: Entry) -> bytes | None:
     """One line, under ``MAX_LINE`` bytes: the readable flags go first when it is longer."""
     data = (json.dumps(entry, separators=(",", ":"), ensure_ascii=True) + "\n").encode()
-    if len(data) > MAX_LINE and "xla_flags" in entry:
-        entry = {**entry, "xla_flags": ["<too long to keep>"]}
-        data = (json.dumps(entry, separators=(",", ":"), ensure_ascii=True) + "\n").encode()
+    for name, short in (("xla_flags", ["<too long to keep>"]), ("ctx", [])):
+        if len(data) > MAX_LINE and name in entry:
+            entry = {**entry, name: short}
+            data = (json.dumps(entry, separators=(",", ":"), ensure_ascii=True)
+                    + "\n").encode()
     return data if len(data) <= MAX_LINE else None
 
 

@@ -109,6 +109,105 @@ def test_a_garbage_ledger_costs_one_warning_and_the_run_goes_on(tmp_path):
     assert sum(r is not None for r in records) == 1
 
 
+CONTEXT_PROGRAM = """
+    if sys.argv[3] != "-":
+        jax.config.update("jax_default_matmul_precision", sys.argv[3])
+
+    @jax.jit
+    def step(x):
+        return jnp.tanh(x @ x.T) * 3
+
+    step(jnp.ones((4, 4)))
+    lines = [json.loads(l) for l in buf.getvalue().splitlines()]
+    print(json.dumps({"lines": [l for l in lines if l["function"] == "step"]}))
+"""
+
+
+def _run_context(tmp_path, cache_dir, precision):
+    import conftest
+
+    script = tmp_path / "program.py"
+    script.write_text(conftest.PERSISTENT_CACHE_PREAMBLE + textwrap.dedent(CONTEXT_PROGRAM))
+    out = subprocess.run([sys.executable, str(script), str(cache_dir), "0", precision],
+                         env=conftest.clean_env(), capture_output=True, text=True,
+                         timeout=TIMEOUT_S)
+    assert out.returncode == 0, out.stderr[-3000:]
+    [line] = json.loads(out.stdout.strip().splitlines()[-1])["lines"]
+    return line
+
+
+@pytest.mark.slow
+def test_a_tracing_context_change_between_runs_names_the_config_value(tmp_path):
+    cache = tmp_path / "jax-cache"
+    first = _run_context(tmp_path, cache, "-")
+    assert first["persistent_cache_miss_reason"] == "never_seen"
+    changed = _run_context(tmp_path, cache, "highest")
+    assert changed["persistent_cache_hit"] is False
+    assert changed["persistent_cache_miss_reason"] == "key_changed", changed
+    detail = changed["persistent_cache_miss_detail"]
+    assert detail.startswith("tracing context changed: jax_default_matmul_precision None -> ")
+    assert "highest" in detail and "; since the run of " in detail
+    back = _run_context(tmp_path, cache, "-")  # the first run's entry serves it again
+    assert back["persistent_cache_hit"] is True
+
+
+@pytest.mark.slow
+def test_a_ledger_path_that_is_a_directory_costs_one_warning(tmp_path):
+    directory = tmp_path / "ledger-dir"
+    directory.mkdir()
+    out, line = _run(tmp_path, tmp_path / "jax-cache", env={"OTEL_JAX_LEDGER": str(directory)})
+    assert line["persistent_cache_hit"] is False
+    assert "persistent_cache_miss_reason" not in line
+    assert out["stderr"].count("OtelJaxWarning") == 1, out["stderr"][-3000:]
+    assert f"the compile ledger {directory} is a directory" in out["stderr"]
+    assert list(directory.iterdir()) == []
+
+
+def test_the_context_that_changed_is_named_and_a_same_key_is_not_a_context_change():
+    names, values = _ledger.context_items(
+        [("jax_enable_x64", False), ("other", 1), ("mesh", ())])
+    assert values == ["False", "1", "()"]
+    before = _entry(sig="a", base="b", ctxn=names, ctx=values)
+    after = _entry(sig="c", base="b", computation="z", ctxn=names, ctx=["True", "1", "x"])
+    reason, detail = _ledger.explain([], after, [before])
+    assert reason is MissReason.KEY_CHANGED
+    assert detail.startswith("tracing context changed: jax_enable_x64 False -> True, "
+                             "mesh () -> x; since the run of ")
+    other_names, _ = _ledger.context_items([("jax_enable_x64", False)])
+    reason, detail = _ledger.explain([], {**after, "ctxn": other_names}, [before])
+    assert detail.startswith("tracing context changed (a config value such as")
+    # The context changed nothing JAX's key sees, and the earlier entry was not written.
+    reason, detail = _ledger.explain(
+        [], _entry(sig="c", base="b", written=False),
+        [_entry(sig="a", base="b", written=False, not_written_reason="not_process_0")])
+    assert reason is MissReason.NOT_WRITTEN and "not_process_0" in detail
+    ledger = _ledger.Ledger(FailOpen())
+    ledger._remember(("step@train.py", "a"), before)
+    ledger._remember(("step@train.py", "c"), after)
+    assert [e["sig"] for e in ledger._alike[("step@train.py", "b")]] == ["a", "c"]
+
+
+def test_process_lines_explain_other_processes_misses():
+    """A miss on process 5 against what process 0 recorded: the same key written means
+    process 0's entry is gone; a key that differs only in the device parts is one JAX
+    never writes; any other part that differs is named, against process 0's run."""
+    mine = {"proc": 5, "run": "now", "pid": 9}
+    zero = {"proc": 0, "pid": 1}
+    reason, detail = _ledger.explain([_entry(**zero)], _entry(**mine))
+    assert reason is MissReason.NOT_WRITTEN
+    assert detail.startswith("process 0's run of ") and "it is gone" in detail
+    reason, detail = _ledger.explain([_entry(**zero)],
+                                     _entry(accelerator_config="x", **mine))
+    assert reason is MissReason.NOT_WRITTEN and "only in the accelerator config" in detail
+    reason, detail = _ledger.explain(
+        [_entry(**zero)], _entry(accelerator_config="x", **{"XLA flags": "y"}, **mine,
+                                 xla_flags=["--xla_b=1"]))
+    assert reason is MissReason.KEY_CHANGED
+    assert detail.startswith("XLA flags: +--xla_b=1; since process 0's run of ")
+    reason, detail = _ledger.explain([], _entry(**mine), writer=0)
+    assert reason is MissReason.NEVER_SEEN and detail.startswith("process 0 never recorded")
+
+
 WRITER = textwrap.dedent("""
     import sys
     from otel_jax import _ledger
@@ -228,7 +327,10 @@ def test_location_argument_variable_and_off(tmp_path, monkeypatch):
     assert _ledger.resolve(str(tmp_path / "x.jsonl"), None) is None
     assert _ledger.resolve(False, cache) is None
     assert _ledger.resolve("off", cache) is None
-    assert _ledger.resolve(None, "gs://bucket/cache") is None
+    # A remote cache: a prefix of objects beside it; a remote setting is kept as given.
+    assert _ledger.resolve(None, "gs://bucket/cache/") == "gs://bucket/cache.otel_jax-ledger"
+    assert _ledger.resolve("s3://b/ledger/", cache) == "s3://b/ledger"
+    assert _ledger.resolve(None, "file://" + cache) == cache + _ledger.SUFFIX
     assert _ledger.resolve(tmp_path / "x.jsonl", cache) == str(tmp_path / "x.jsonl")
     monkeypatch.setenv("OTEL_JAX_LEDGER", str(tmp_path / "env.jsonl"))
     assert _ledger.resolve(None, cache) == str(tmp_path / "env.jsonl")
