@@ -283,6 +283,7 @@ def _named_text(diff: Sequence[dict[str, str]], first: Sequence[int],
 class Group(NamedTuple):
     program: Program
     ranks: tuple[int, ...]
+    text: str = ""  # the ranks as ranges, as the verdict carried them
 
 
 def pair_of(groups: Sequence[Group], mine: Program) -> tuple[Group, Group] | None:
@@ -561,7 +562,8 @@ class Checker:
         groups: list[Group] = []
         for g in verdict.get(W.GROUPS) or ():
             try:
-                groups.append(Group((str(g[0]), str(g[1])), decode_ranks(g[2], self.count)))
+                groups.append(Group((str(g[0]), str(g[1])), decode_ranks(g[2], self.count),
+                                    str(g[2])))
             except (IndexError, TypeError):
                 continue
         groups = [g for g in groups if g.ranks]
@@ -637,7 +639,7 @@ class Checker:
         return seen
 
     def _remember(self, item: Compile, groups: Sequence[Group]) -> None:
-        kept = [(g.program, encode_ranks(g.ranks)) for g in groups]
+        kept = [(g.program, g.text or encode_ranks(g.ranks)) for g in groups]
         if not any(self.rank in g.ranks for g in groups):
             kept.append((item.program, str(self.rank)))
         with self._cond:
