@@ -11,7 +11,7 @@ ordinal is ``record.count``), with the names of ``_vocab.RankWire``::
 
     e/<rank>  "<signature fingerprint> <program fingerprint>"  (about 100 bytes)
     n         the arrival counter (key_value_increment)
-    all       set by the rank whose arrival makes the count complete
+    e/all     set by the rank whose arrival makes the count complete
     v         the verdict: the ranks grouped by program, the missing ones, the kind
     d         a signature divergence named with paths and both values
     s/<rank>  a signature summary, published only when a comparer asks for it
@@ -440,9 +440,13 @@ class Checker:
             return False
         item.arrival, item.arrived_at = arrival[0], self.clock()
         if item.arrival == self.count:  # the last to arrive: the comparer's wait ends
-            self._call("publish", lambda: _jax_read.kv_set(client, item.directory + W.ALL,
-                                                           "1"))
+            self._call("publish", lambda: _jax_read.kv_set(client, self._all_key(item), "1"))
         return True
+
+    @staticmethod
+    def _all_key(item: Compile) -> str:
+        # beside the entries: deleted with them once read
+        return f"{item.directory}{W.ENTRIES}/{W.ALL}"
 
     def settle(self, item: Compile) -> Steps:
         """The verdict of a published compile: compare (the first to arrive) or read it,
@@ -479,7 +483,7 @@ class Checker:
         """The comparer: wait for every rank (or the deadline), read the entries once,
         and write the verdict (and the named divergence, from the two sides' summaries)."""
         if wait and item.arrival < self.count:
-            yield Wait(item.directory + W.ALL, item.arrived_at + self.timeout_s)
+            yield Wait(self._all_key(item), item.arrived_at + self.timeout_s)
         found: list[tuple[str, str]] = []
         if not self._call("read", lambda: found.extend(
                 _jax_read.kv_dir_get(self.client, f"{item.directory}{W.ENTRIES}/"))):

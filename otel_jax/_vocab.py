@@ -269,7 +269,7 @@ class RankWire:
     PREFIX: Final = "otel_jax/compiles"  # + /<function digest>/<compile ordinal>/...
     ENTRIES: Final = "e"  # .../e/<rank>: "<signature fingerprint> <program fingerprint>"
     ARRIVED: Final = "n"  # arrival counter (key_value_increment): 1 is the comparer
-    ALL: Final = "all"  # set by the rank whose arrival completes the job
+    ALL: Final = "all"  # e/all: set by the rank whose arrival completes the count
     VERDICT: Final = "v"  # the comparer's verdict (JSON), read by every rank
     NAMED: Final = "d"  # a signature divergence named with paths and values (JSON)
     SUMMARIES: Final = "s"  # .../s/<rank>: a signature summary, published on request
