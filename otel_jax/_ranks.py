@@ -610,8 +610,9 @@ class Checker:
     def _late(self, item: Compile, verdict: dict[str, Any], groups: list[Group]) -> Steps:
         """This rank arrived after the verdict: it was reported missing. Its entry goes;
         it names a difference with the others itself, from the comparer's summary."""
+        # The comparer deleted the entries before this one came (and the others as late).
         self._call("clean-up", lambda: _jax_read.kv_delete(
-            self.client, f"{item.directory}{W.ENTRIES}/{self.rank}"))
+            self.client, f"{item.directory}{W.ENTRIES}"))
         if not groups or any(not _differ(g.program, item.program) for g in groups):
             return None  # the others' program: late, and reported missing, only
         comparer = verdict.get(W.COMPARER)
@@ -741,14 +742,16 @@ class Checker:
 
     def _drive(self, steps: Steps) -> Divergence | None:
         """Run the protocol's steps with the client's blocking reads."""
-        value: str | None = None
         try:
+            wait = steps.send(None)
             while True:
-                wait = steps.send(value)
-                if self._closed:  # uninstalled: what is not settled is left to the peers
+                value = self._wait(wait)
+                if self._closed:
+                    # Uninstalled (or exiting: JAX's shutdown cancels the read): what is
+                    # not settled is left to the peers, and the client is not called again.
                     steps.close()
                     return None
-                value = self._wait(wait)
+                wait = steps.send(value)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
 
