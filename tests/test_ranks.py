@@ -285,3 +285,88 @@ def test_a_second_real_divergence_after_a_shift_is_still_reported(records):
     # 8 on rank 0 is a program rank 1 never compiled, one ordinal off or not
     assert _batches_compared(records, {0: [32, 16, 8], 1: [32, 24, 16]}) == {
         0: [2, 3], 1: [2, 3]}
+
+
+class _BlockingService:
+    """The coordination service in one process, for the checkers' real threads: blocking
+    reads wait on a condition and fail as the client does when their time runs out."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, str] = {}
+        self.cond = threading.Condition()
+
+    def key_value_set(self, key, value, allow_overwrite=False):
+        with self.cond:
+            self.data[key] = value
+            self.cond.notify_all()
+
+    def key_value_increment(self, key, increment):
+        with self.cond:
+            value = int(self.data.get(key, "0")) + increment
+            self.data[key] = str(value)
+            return value
+
+    def key_value_dir_get(self, prefix):
+        with self.cond:
+            return sorted((k, v) for k, v in self.data.items() if k.startswith(prefix))
+
+    def key_value_delete(self, key):
+        with self.cond:
+            for k in [k for k in self.data if k == key or k.startswith(key + "/")]:
+                del self.data[k]
+
+    def blocking_key_value_get(self, key, timeout_in_ms):
+        with self.cond:
+            if not self.cond.wait_for(lambda: key in self.data, timeout_in_ms / 1000):
+                raise RuntimeError(f"DEADLINE_EXCEEDED: GetKeyValue() timed out with key: "
+                                   f"{key} and duration: {timeout_in_ms}ms")
+            return self.data[key]
+
+
+def test_the_threads_settle_a_divergence_and_close_in_bounded_time(records):
+    service = _BlockingService()
+    reports: dict[int, list] = {0: [], 1: []}
+    checkers = {r: _ranks.Checker(_jax_read.Coordination(service, r, 2), 2.0,
+                                  reports[r].append, FailOpen()) for r in (0, 1)}
+    four, five = (dataclasses.replace(records[n], count=1) for n in (4, 5))
+    checkers[0].submit(four, None)
+    checkers[1].submit(five, None)
+    deadline = time.monotonic() + 30
+    while not all(c.settled() for c in checkers.values()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for r in (0, 1):
+        [div] = reports[r]
+        assert div.text == "batch['x']: f32[4] (rank 0) vs f32[5] (rank 1)"
+    # Rank 0 compiles #2 alone: its settling thread sits in a blocking read of a key no
+    # one writes. Closing still returns within its bound, and no warning is given.
+    checkers[0].submit(dataclasses.replace(four, count=2), None)
+    time.sleep(0.2)
+    started = time.monotonic()
+    for checker in checkers.values():
+        checker.close(1.0)
+    assert time.monotonic() - started < 2.5
+    assert not any(c.off for c in checkers.values())
+
+
+def test_a_blocking_read_that_times_out_is_no_failure():
+    service = _BlockingService()
+    assert _jax_read.kv_wait(service, "never", 10) is None
+    service.key_value_set("k", "v")
+    assert _jax_read.kv_wait(service, "k", 10) == "v"
+
+
+def test_a_dead_coordinator_through_the_threads_is_one_warning_and_no_hang(records):
+    seen: list = []
+    failopen = FailOpen(warn=lambda message, *a, **k: seen.append(message))
+    checker = _ranks.Checker(_jax_read.Coordination(_Gone(), 1, 4), 30.0, seen.append,
+                             failopen)
+    for n in range(1, 6):
+        checker.submit(dataclasses.replace(records[4], count=n), None)
+    deadline = time.monotonic() + 10
+    while not checker.off and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert checker.off
+    started = time.monotonic()
+    checker.close(1.0)
+    assert time.monotonic() - started < 1.5
+    assert len([m for m in seen if "coordination service" in str(m)]) == 1
