@@ -453,8 +453,9 @@ def reader_gaps() -> list[Unavailable]:
 # --- the coordination service of a multi-process job ------------------------------------
 
 #: The key-value methods of JAX's distributed runtime client that ``_ranks`` uses (present
-#: from JAX 0.4 to 0.10 with these names and arguments).
-COORDINATION_METHODS = ("key_value_set", "key_value_dir_get", "key_value_delete")
+#: from JAX 0.8 to 0.10 with these names and arguments).
+COORDINATION_METHODS = ("key_value_set", "key_value_dir_get", "key_value_delete",
+                        "key_value_increment", "blocking_key_value_get")
 
 
 class Coordination(NamedTuple):
@@ -501,7 +502,29 @@ def kv_dir_get(client: Any, directory: str) -> list[tuple[str, str]]:
 
 
 def kv_delete(client: Any, key: str) -> None:
+    """Deletes the key and every key under ``key/`` (the service deletes directories)."""
     client.key_value_delete(key)
+
+
+def kv_increment(client: Any, key: str) -> int:
+    """Adds 1 to the counter at ``key`` (made at 0 when absent): the value after it."""
+    return int(client.key_value_increment(key, 1))
+
+
+#: The status the client raises with when a blocking read's timeout passed.
+_DEADLINE = "DEADLINE_EXCEEDED"
+
+
+def kv_wait(client: Any, key: str, timeout_ms: int) -> str | None:
+    """The key's value, waiting at most ``timeout_ms`` for it to be set: ``None`` when the
+    time passed first. One call on the service however long the wait (the client
+    releases the GIL while it waits)."""
+    try:
+        return str(client.blocking_key_value_get(key, int(timeout_ms)))
+    except Exception as exc:
+        if str(exc).startswith(_DEADLINE):
+            return None
+        raise
 
 
 # --- the persistent cache's key, part by part -------------------------------------------

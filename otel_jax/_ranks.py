@@ -1,43 +1,65 @@
 """Multi-process jobs: tell when ranks compile different programs for the same call.
 
-Each compile of a user function in a job of several processes publishes a
-compact entry on JAX's own coordination service (the key-value store of the
-distributed runtime client ``jax.distributed.initialize`` started; no new
-server, no new dependency), keyed by the function's identity
-(``_fingerprint.function_identity``, the same on every host) and its compile
-ordinal (``record.count``)::
+Each compile of a user function in a job of several processes is compared across
+ranks over JAX's own coordination service (the key-value store of the distributed
+runtime client ``jax.distributed.initialize`` started; no new server, no new
+dependency). The service runs inside rank 0's process and also carries the job's
+heartbeats and barriers, so what each compile costs it is linear in the rank count
+and small: keys live under ``otel_jax/compiles/<function digest>/<ordinal>/``
+(the digest of ``_fingerprint.function_identity``, the same on every host; the
+ordinal is ``record.count``), with the names of ``_vocab.RankWire``::
 
-    otel_jax/compiles/<function digest>/<count>/<rank> -> {"fp", "pf", "s": summary}
-    otel_jax/compiles/<function digest>/done/<rank>    -> the highest count published
+    e/<rank>  "<signature fingerprint> <program fingerprint>"  (about 100 bytes)
+    n         the arrival counter (key_value_increment)
+    e/all     set by the rank whose arrival makes the count complete
+    v         the verdict: the ranks grouped by program, the missing ones, the kind
+    d         a signature divergence named with paths and both values
+    s/<rank>  a signature summary, published only when a comparer asks for it
 
-``fp`` is the signature fingerprint, ``pf`` the program fingerprint and ``s`` a
-bounded summary of the signature (leaf paths, types and placements, static
-values, jit options, tracing context, a digest of the pytree structure) from
-which the differences are named: ``batch['x']: f32[4] (rank 0) vs f32[5] (rank 1)``.
+Per compile, each rank sets its entry, increments the counter and makes one
+blocking read (with a timeout) of the verdict: three calls, about 300 bytes. The
+rank whose increment returned 1, the first to arrive (alive, and compiled this
+ordinal by definition), is the comparer: one blocking read of ``all`` (or until
+``timeout_s`` after it arrived), one directory read of the N entries, one verdict.
+When the fingerprints differ in signature, the verdict asks one rank of each side
+for its summary (bounded: ``MAX_LEAVES`` leaves), and the comparer publishes the
+difference, named from the two summaries, for every rank to read:
+``batch['x']: f32[12,8] (ranks 0-6) vs f32[112,8] (rank 7)``. No rank reads N
+entries more than once and nobody polls: a straggler or a dead rank costs one
+longer blocking read per rank, not more calls.
+
+A rank that arrives after the verdict was written (later than ``timeout_s``) finds
+itself among the missing ranks; it compares its own fingerprints with the groups
+of the verdict, and names a difference from the comparer's summary (published when
+ranks were missing). A comparer that never answers (it ended, or died after it
+arrived) is replaced: the first rank whose wait for the verdict ran out
+(``key_value_increment`` of ``t`` returned 1) compares in its place.
+
+A rank that compiles one program more than the others (a partial batch on one
+rank) is reported where it happened and at the next ordinal; once two ordinals in a
+row show the same programs one ordinal apart, the following ones are not reported
+again (each rank keeps the verdicts' groups of the last ``MAX_ORDINALS`` ordinals
+of each function, as ranges of ranks).
 
 Nothing here blocks the user's call (unless ``on_divergence="raise"``): the
-compiling thread appends the record to a bounded queue, and one daemon thread
-publishes the entry and polls the same directory for the peers' entries. A peer
-whose entry differs is reported as soon as it is seen; ranks that have not
-published theirs ``timeout_s`` after this rank did are reported as missing; a
-late peer is still compared when its entry arrives during a grace period of
-another ``timeout_s``. Then this rank deletes its own entry: at most
-``MAX_OPEN`` entries per rank live on the service at once. A rank whose entry was
-deleted before a late peer arrived is not missing to that peer: its ``done`` mark says
-it compiled that ordinal. A rank that compiles one program more than the others (a
-partial batch on one rank) is reported where it happened and at the next ordinal; once
-two ordinals in a row show the same programs one ordinal apart, the following ones are
-not reported again. When this rank stops (``uninstall()``, exit)
-it still publishes what is queued, and leaves the entries its peers may not have read
-(they go with the job's coordination service).
+compiling thread appends the record to a bounded queue; one daemon thread publishes
+entries (it never waits, so no rank's entry waits behind another compile's
+verdict) and a second one waits for verdicts, one compile after the other in the
+order this rank arrived. Waits end at deadlines, so none outlives ``timeout_s``
+by more than a bounded margin. The comparer deletes the entries it read, and the
+keys of the ordinal ``KEEP`` compiles back; what stays at exit goes with the job's
+coordination service.
 
-With ``on_divergence="raise"`` the compiling thread publishes and waits, at
-most ``timeout_s``, for the peers' entries, and raises :class:`DivergenceError`
-from the diverging jit call, on every rank that sees the divergence; ranks that
-never arrive end the wait with a report, never a hang.
+With ``on_divergence="raise"`` the compiling thread publishes and waits itself, at
+most about ``timeout_s``, and raises :class:`DivergenceError` from the diverging
+jit call, on every rank that sees the divergence.
 
-A coordination service that fails (a dead coordinator, a JAX without the
-client methods) costs one warning, and the check is off for the rest of the run.
+A coordination service that fails (a dead coordinator, a JAX without the client
+methods) costs one warning, and the check is off for the rest of the run.
+
+The protocol's steps are generators that yield the key they wait for and its
+deadline: the threads drive them with the client's blocking reads, and
+``benchmarks/fleet_scale.py`` drives the same code for 1,024 simulated ranks.
 """
 
 from __future__ import annotations
@@ -49,8 +71,8 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import Any, NamedTuple
 
 from . import _fingerprint, _jax_read
 from ._diff import ABSENT
@@ -60,36 +82,34 @@ from ._scrub import without_digests
 from ._signature import Signature
 from ._text import safe_repr
 from ._vocab import CauseKind, DiffKey, DivergenceKind
+from ._vocab import RankWire as W
 
-PREFIX = "otel_jax/compiles"
-#: Entries of this rank that live on the coordination service at once.
-MAX_OPEN = 256
-#: Compiles waiting to be published; past this they are not compared (and counted).
+PREFIX = W.PREFIX
+#: Compiles waiting to be published or settled; past this they are not compared (and
+#: counted in ``dropped``).
 QUEUE_SIZE = 1024
-#: How often the daemon thread looks for peers' entries.
-POLL_S = 0.2
-#: Entries read per round, oldest first (a rank far ahead of its peers costs no more).
-MAX_POLLS = 32
-#: How often the compiling thread looks while it waits (``on_divergence="raise"``).
-WAIT_POLL_S = 0.02
-#: How long a divergence seen before every rank arrived waits for the others' entries.
-GATHER_S = 1.0
-#: Bounds of the signature summary an entry carries.
+#: Bounds of the signature summary a rank publishes when asked.
 MAX_LEAVES = 256
 MAX_STATICS = 64
 TEXT_LIMIT = 200
-#: The key, beside a function's ordinals, under which each rank keeps its highest one.
-DONE = "done"
-#: Programs remembered per function and rank, and functions remembered, to tell a
-#: shifted ordinal from a divergence.
+#: Changes of a named divergence every rank reads (the comparer's report keeps them all).
+MAX_NAMED_DIFF = 16
+#: Ordinals of a function whose keys stay on the service (late ranks read the verdict).
+KEEP = 64
+#: Programs remembered per function, and functions remembered, to tell a shifted
+#: ordinal from a divergence.
 MAX_ORDINALS = 64
 MAX_FUNCTIONS = 1024
+#: Beyond the comparer's own deadline, how long a rank waits for the verdict before
+#: another rank compares in its place (the comparer may have verdicts queued before).
+VERDICT_MARGIN_S = 5.0
 #: Consecutive failures of the coordination service after which the check stops.
 MAX_FAILURES = 3
 DEFAULT_TIMEOUT_S = 30.0
 ON_DIVERGENCE = ("log", "raise", "off")
 
 Reporter = Callable[[Divergence], None]
+Program = tuple[str, str]  # (signature fingerprint, program fingerprint); "" unknown
 
 
 class DivergenceError(RuntimeError):
@@ -103,7 +123,7 @@ class DivergenceError(RuntimeError):
             "must compile the same program for the same call, or the next collective hangs.")
 
 
-# --- entries ------------------------------------------------------------------------
+# --- summaries and their differences ----------------------------------------------------
 
 def _function_key(identity: str) -> str:
     return hashlib.blake2b(identity.encode("utf-8", "backslashreplace"),
@@ -129,18 +149,13 @@ def summary(signature: Signature) -> dict[str, Any]:
         value = f"<{static.type}>" if static.identity_hashed else static.repr
         statics.append([_text(static.name), _text(value)])
     return {
-        "l": leaves,
-        "n": signature.num_leaves,
-        "st": statics,
-        "o": [[name, _text(text)] for name, text in signature.options],
-        "c": [[name, _text(value)] for name, value in signature.context],
-        "t": _fingerprint._tree_digest(signature.treedef).hex()[:16],
+        W.LEAVES: leaves,
+        W.NUM_LEAVES: signature.num_leaves,
+        W.STATICS: statics,
+        W.OPTIONS: [[name, _text(text)] for name, text in signature.options],
+        W.CONTEXT: [[name, _text(value)] for name, value in signature.context],
+        W.TREE: _fingerprint._tree_digest(signature.treedef).hex()[:16],
     }
-
-
-def entry_of(record: CompileRecord, rank: int) -> dict[str, Any]:
-    return {"r": rank, "fp": record.fingerprint, "pf": record.program_fingerprint,
-            "s": summary(record.signature)}
 
 
 def _leaf_kind(before: str, after: str) -> CauseKind:
@@ -163,14 +178,15 @@ def summary_diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, str]]:
         return ({str(k): str(v) for k, v in a.get(key, ())},
                 {str(k): str(v) for k, v in b.get(key, ())})
 
-    for key, kind in (("o", CauseKind.JIT_OPTIONS), ("c", CauseKind.TRACING_CONTEXT),
-                      ("st", CauseKind.STATIC_ARGUMENT)):
+    for key, kind in ((W.OPTIONS, CauseKind.JIT_OPTIONS),
+                      (W.CONTEXT, CauseKind.TRACING_CONTEXT),
+                      (W.STATICS, CauseKind.STATIC_ARGUMENT)):
         x, y = pairs(key)
         for name in [*x, *(k for k in y if k not in x)]:
             if x.get(name) != y.get(name):
                 add(name, kind, x.get(name, ABSENT), y.get(name, ABSENT))
-    leaves_a = {str(p): (str(t), str(pl)) for p, t, pl in a.get("l", ())}
-    leaves_b = {str(p): (str(t), str(pl)) for p, t, pl in b.get("l", ())}
+    leaves_a = {str(p): (str(t), str(pl)) for p, t, pl in a.get(W.LEAVES, ())}
+    leaves_b = {str(p): (str(t), str(pl)) for p, t, pl in b.get(W.LEAVES, ())}
     structure: list[tuple[str, str, str]] = []
     for path in [*leaves_a, *(p for p in leaves_b if p not in leaves_a)]:
         la, lb = leaves_a.get(path), leaves_b.get(path)
@@ -182,66 +198,58 @@ def summary_diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, str]]:
             add(path, CauseKind.SHARDING, la[1], lb[1])
     for path, before, after in structure:
         add(path, CauseKind.PYTREE_STRUCTURE, before, after)
-    if not structure and a.get("t") != b.get("t"):
-        add("<pytree>", CauseKind.PYTREE_STRUCTURE, f"structure {a.get('t')}",
-            f"structure {b.get('t')}")
-    if not changes and a.get("n") != b.get("n"):
-        add("<leaves>", CauseKind.PYTREE_STRUCTURE, f"{a.get('n')} leaves", f"{b.get('n')} leaves")
+    if not structure and a.get(W.TREE) != b.get(W.TREE):
+        add("<pytree>", CauseKind.PYTREE_STRUCTURE, f"structure {a.get(W.TREE)}",
+            f"structure {b.get(W.TREE)}")
+    if not changes and a.get(W.NUM_LEAVES) != b.get(W.NUM_LEAVES):
+        add("<leaves>", CauseKind.PYTREE_STRUCTURE, f"{a.get(W.NUM_LEAVES)} leaves",
+            f"{b.get(W.NUM_LEAVES)} leaves")
     return changes
 
 
-def _ranks_text(ranks: Sequence[int]) -> str:
-    return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ",".join(map(str, ranks))
+# --- ranks as text and as ranges ----------------------------------------------------------
 
-
-def compare(function: str, count: int, entries: dict[int, dict[str, Any]], me: int,
-            ) -> Divergence | None:
-    """The divergence among the entries present, from rank ``me``'s point of view, if any."""
-    groups: dict[tuple[str, str], list[int]] = {}
-    for rank in sorted(entries):
-        e = entries[rank]
-        groups.setdefault((str(e.get("fp") or ""), str(e.get("pf") or "")), []).append(rank)
-    if len(groups) < 2:
-        return None
-    keys = list(groups)
-    # Entries that cannot be told apart (a fingerprint left empty on one side) are not a
-    # divergence: only a difference both sides measured is.
-    mine = next(k for k in keys if me in groups[k]) if any(me in g for g in groups.values()) \
-        else keys[0]
-    others = [k for k in keys if k != mine and _differ(mine, k)]
-    if not others:
-        return None
-    other = min(others, key=lambda k: groups[k][0])
-    first, second = sorted((mine, other), key=lambda k: groups[k][0])
-    ra, rb = groups[first], groups[second]
-    sides = tuple(tuple(groups[k]) for k in sorted([mine, *others], key=lambda k: groups[k][0]))
-    if first[0] and second[0] and first[0] != second[0]:
-        diff = summary_diff(entries[ra[0]].get("s") or {}, entries[rb[0]].get("s") or {})
-        kind = DivergenceKind.SIGNATURE
-        if diff:
-            top = diff[0]
-            text = (f"{top[DiffKey.PATH]}: {top[DiffKey.BEFORE]} ({_ranks_text(ra)}) vs "
-                    f"{top[DiffKey.AFTER]} ({_ranks_text(rb)})")
-            if len(diff) > 1:
-                text += f" (+{len(diff) - 1} more)"
+def _runs(ranks: Iterable[int]) -> list[tuple[int, int]]:
+    runs: list[tuple[int, int]] = []
+    for r in sorted(set(ranks)):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], r)
         else:
-            text = (f"different signatures ({_ranks_text(ra)} vs {_ranks_text(rb)}), beyond "
-                    f"the first {MAX_LEAVES} leaves compared")
-    else:
-        diff = []
-        kind = DivergenceKind.PROGRAM
-        text = (f"same signature, different program ({_ranks_text(ra)} vs {_ranks_text(rb)}): "
-                "the function traced differently (iteration order of a set or dict, a "
-                "host-dependent value, another checkout)")
-    return Divergence(function, count, kind, text, sides, (), tuple(diff), me, time.time())
+            runs.append((r, r))
+    return runs
 
 
-def _same(a: tuple[str, str] | None, b: tuple[str, str] | None) -> bool:
+def encode_ranks(ranks: Iterable[int]) -> str:
+    """``0-6,8``: ranks as ranges (a job's 1,024 ranks in 6 bytes when they agree)."""
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in _runs(ranks))
+
+
+def decode_ranks(text: str, limit: int) -> tuple[int, ...]:
+    """The ranks ``encode_ranks`` wrote, those below ``limit`` (the job's rank count)."""
+    ranks: list[int] = []
+    for part in str(text).split(","):
+        a, _, b = part.partition("-")
+        try:
+            lo, hi = int(a), int(b or a)
+        except ValueError:
+            continue
+        ranks.extend(range(max(lo, 0), min(hi, limit - 1) + 1))
+    return tuple(ranks)
+
+
+def _ranks_text(ranks: Sequence[int]) -> str:
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return "ranks " + ",".join(str(a) if a == b else f"{a},{b}" if b == a + 1 else f"{a}-{b}"
+                               for a, b in _runs(ranks))
+
+
+def _same(a: Program | None, b: Program | None) -> bool:
     """Two compiles known to be of one program (signature fingerprints set and equal)."""
     return a is not None and b is not None and bool(a[0]) and a[0] == b[0] and not _differ(a, b)
 
 
-def _differ(a: tuple[str, str], b: tuple[str, str]) -> bool:
+def _differ(a: Program, b: Program) -> bool:
     if a[0] and b[0] and a[0] != b[0]:
         return True
     return bool(a[1] and b[1] and a[1] != b[1])
@@ -255,179 +263,377 @@ def missing(function: str, count: int, present: Sequence[int], absent: Sequence[
                       tuple(absent), (), me, time.time())
 
 
+def _program_text(first: Sequence[int], second: Sequence[int]) -> str:
+    return (f"same signature, different program ({_ranks_text(first)} vs "
+            f"{_ranks_text(second)}): the function traced differently (iteration order of a "
+            "set or dict, a host-dependent value, another checkout)")
+
+
+def _named_text(diff: Sequence[dict[str, str]], first: Sequence[int],
+                second: Sequence[int]) -> str:
+    if not diff:
+        return (f"different signatures ({_ranks_text(first)} vs {_ranks_text(second)}), "
+                f"beyond the first {MAX_LEAVES} leaves compared")
+    top = diff[0]
+    text = (f"{top[DiffKey.PATH]}: {top[DiffKey.BEFORE]} ({_ranks_text(first)}) vs "
+            f"{top[DiffKey.AFTER]} ({_ranks_text(second)})")
+    return text + (f" (+{len(diff) - 1} more)" if len(diff) > 1 else "")
+
+
+class Group(NamedTuple):
+    program: Program
+    ranks: tuple[int, ...]
+    text: str = ""  # the ranks as ranges, as the verdict carried them
+
+
+def pair_of(groups: Sequence[Group], mine: Program) -> tuple[Group, Group] | None:
+    """The two groups a divergence names, lowest rank first: the largest group and the
+    first one that differs from it (by lowest rank), if this rank's program differs
+    from some group. Entries that cannot be told apart (a fingerprint left empty on one
+    side) are not a divergence: only a difference both sides measured is."""
+    if not any(_differ(mine, g.program) for g in groups):
+        return None
+    ref = max(groups, key=lambda g: (len(g.ranks), -g.ranks[0]))
+    other = next((g for g in groups if g is not ref and _differ(ref.program, g.program)),
+                 None)
+    if other is None:  # this rank's group differs from a group that does not differ from ref
+        mine_group = next(g for g in groups if g.program == mine)
+        ref, other = mine_group, next(g for g in groups if _differ(mine, g.program))
+    first, second = sorted((ref, other), key=lambda g: g.ranks[0])
+    return first, second
+
+
+def _kind(first: Group, second: Group) -> DivergenceKind:
+    a, b = first.program[0], second.program[0]
+    return DivergenceKind.SIGNATURE if a and b and a != b else DivergenceKind.PROGRAM
+
+
 # --- the checker ----------------------------------------------------------------------
 
-class _Open:
-    """One entry of this rank on the service, and what was reported about it."""
+class Wait(NamedTuple):
+    """A step of the protocol waits for ``key`` until ``deadline`` (the checker's clock):
+    it is sent the key's value, or ``None`` when the deadline passed first."""
 
-    __slots__ = ("function", "count", "directory", "function_dir", "published", "link",
-                 "reported", "settled", "entries", "busy", "diverged")
+    key: str
+    deadline: float
 
-    def __init__(self, function: str, count: int, function_dir: str, link: SpanLink | None,
-                 ) -> None:
+
+Steps = Generator[Wait, "str | None", "Divergence | None"]
+
+
+class Compile:
+    """One compile of this rank, from its publication to its verdict."""
+
+    __slots__ = ("function", "count", "function_dir", "directory", "program", "signature",
+                 "link", "arrival", "arrived_at")
+
+    def __init__(self, function: str, count: int, function_key: str, program: Program,
+                 signature: Signature | None, link: SpanLink | None) -> None:
         self.function = function
         self.count = count
-        self.function_dir = function_dir  # ``.../<function digest>/``
-        self.directory = f"{function_dir}{count}/"
-        self.published = time.monotonic()
+        self.function_dir = f"{PREFIX}/{function_key}/"
+        self.directory = f"{self.function_dir}{count}/"
+        self.program = program
+        self.signature = signature  # kept until settled: its summary is made on request
         self.link = link
-        self.reported: set[DivergenceKind] = set()
-        self.settled: float | None = None  # when every rank was seen or the timeout passed
-        self.entries: dict[int, dict[str, Any]] = {}
-        self.busy = False  # the compiling thread is waiting on it (on_divergence="raise")
-        self.diverged: float | None = None  # when a divergence was first seen
+        self.arrival = 0  # what the arrival counter returned (1: this rank compares)
+        self.arrived_at = 0.0
 
 
 class _Seen:
-    """What one rank saw of one function: per rank, the program (fingerprints) of each
-    compile ordinal, its own included, and the first ordinal reported divergent. A rank
-    that compiled one program more than another compiles the same programs under
-    shifted ordinals afterwards; this rank's highest ordinal is its ``done`` mark."""
+    """What one rank saw of one function: per ordinal, the verdict's groups (programs and
+    ranks as ranges), and the first ordinal reported divergent. A rank that compiled one
+    program more than another compiles the same programs under shifted ordinals after."""
 
-    __slots__ = ("programs", "diverged")
+    __slots__ = ("groups", "diverged")
 
     def __init__(self) -> None:
-        self.programs: dict[int, dict[int, tuple[str, str]]] = {}
+        self.groups: dict[int, list[tuple[Program, str]]] = {}
         self.diverged: int | None = None
 
 
+def _parse_entry(value: str) -> Program:
+    fp, _, pf = str(value).partition(" ")
+    return fp, pf
+
+
 class Checker:
-    """Publishes this rank's compiles and compares them with its peers' (one per process)."""
+    """Publishes this rank's compiles and settles them with its peers (one per process).
+
+    ``clock`` is the time the deadlines of waits are measured in (``time.monotonic``;
+    the fleet simulation passes its own).
+    """
 
     def __init__(self, coordination: _jax_read.Coordination, timeout_s: float,
-                 report: Reporter, failopen: FailOpen) -> None:
+                 report: Reporter, failopen: FailOpen,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.client = coordination.client
         self.rank = coordination.process_index
         self.count = coordination.process_count
         self.timeout_s = timeout_s
+        self.clock = clock
         self._report = report
         self._failopen = failopen
-        self._queue: deque[tuple[CompileRecord, SpanLink | None]] = deque()
         self._cond = threading.Condition(threading.Lock())
-        self._open: dict[str, _Open] = {}  # by directory, oldest first
-        self._thread: threading.Thread | None = None
+        self._queue: deque[Compile] = deque()  # to publish
+        self._waiting: deque[Compile] = deque()  # published, to settle
+        self._busy = 0  # taken off a queue, not done yet
+        self._publisher: threading.Thread | None = None
+        self._settler: threading.Thread | None = None
         self._closed = False
         self._failures = 0
         self.dropped = 0
+        self.unresolved = 0  # compiles no verdict came for (no comparer, even a second)
         self.off = False
-        self._unpublished = 0  # queued, or taken off the queue and not yet published
         #: What was seen of each function (by directory), the most recent last.
         self._functions: dict[str, _Seen] = {}
 
     # --- the compiling thread ------------------------------------------------------
 
+    def compile_of(self, record: CompileRecord, link: SpanLink | None) -> Compile:
+        identity = _fingerprint.function_identity(record.function)
+        return Compile(record.function.qualname, record.count, _function_key(identity),
+                       (record.fingerprint, record.program_fingerprint), record.signature,
+                       link)
+
     def submit(self, record: CompileRecord, link: SpanLink | None) -> None:
         """Queue a compile for comparison; never blocks."""
+        item = self.compile_of(record, link)
         with self._cond:
             if self._closed or self.off:
                 return
-            if len(self._queue) >= QUEUE_SIZE:
+            if len(self._queue) + len(self._waiting) >= QUEUE_SIZE:
                 self.dropped += 1
                 return
-            self._queue.append((record, link))
-            self._unpublished += 1
-            self._cond.notify()
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="otel_jax-ranks",
-                                                daemon=True)
-                self._thread.start()
+            self._queue.append(item)
+            self._cond.notify_all()
+            if self._publisher is None:
+                self._publisher = threading.Thread(target=self._publish_loop,
+                                                   name="otel_jax-ranks", daemon=True)
+                self._settler = threading.Thread(target=self._settle_loop,
+                                                 name="otel_jax-ranks", daemon=True)
+                self._publisher.start()
+                self._settler.start()
 
     def check_now(self, record: CompileRecord, link: SpanLink | None) -> Divergence | None:
-        """Publish and wait, at most ``timeout_s``, for every peer's entry: the divergence
+        """Publish and wait, about ``timeout_s`` at most, for the verdict: the divergence
         found (reported), or ``None``. For ``on_divergence="raise"``."""
         if self.off:
             return None
-        # busy: the daemon thread leaves the entry alone while this thread waits on it
-        opened = self._publish(record, link, busy=True)
-        if opened is None:
+        item = self.compile_of(record, link)
+        if not self.publish(item):
             return None
-        deadline = opened.published + self.timeout_s
-        found: Divergence | None = None
-        try:
-            while not self.off:
-                found = self._poll(opened)
-                if found is not None or opened.settled is not None:
-                    break
-                time.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
-        finally:
-            opened.busy = False
-        self._start_thread()  # for the clean-up of the entry
-        return found
+        return self._drive(self.settle(item))
 
-    # --- publishing and polling (the daemon thread, or the compiling one) -------------
+    # --- the protocol ------------------------------------------------------------------
 
-    def _publish(self, record: CompileRecord, link: SpanLink | None, busy: bool = False,
-                 ) -> _Open | None:
-        identity = _fingerprint.function_identity(record.function)
-        function_dir = f"{PREFIX}/{_function_key(identity)}/"
-        entry = entry_of(record, self.rank)
-        value = json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
-        directory = f"{function_dir}{record.count}/"
+    def publish(self, item: Compile) -> bool:
+        """Set this rank's entry and count its arrival (never waits)."""
+        fp, pf = item.program
+        client = self.client
         if not self._call("publish", lambda: _jax_read.kv_set(
-                self.client, directory + str(self.rank), value)):
-            return None
-        # The highest ordinal this rank compiled, kept after its entries are deleted: a
-        # late peer reads that this rank compiled it, rather than that it did not.
-        with self._cond:
-            mine = self._seen(function_dir).programs.get(self.rank, {})
-            highest = max(mine, default=0)
-        if record.count > highest:  # never lowered (threads publishing out of order)
-            self._call("publish", lambda: _jax_read.kv_set(
-                self.client, f"{function_dir}{DONE}/{self.rank}", str(record.count)))
-        opened = _Open(record.function.qualname, record.count, function_dir, link)
-        opened.busy = busy
-        self._remember(function_dir, self.rank, record.count, entry)
-        with self._cond:
-            self._open[directory] = opened
-            while len(self._open) > MAX_OPEN:
-                oldest = next(iter(self._open))
-                self._retire(self._open.pop(oldest))
-        return opened
+                client, f"{item.directory}{W.ENTRIES}/{self.rank}", f"{fp} {pf}")):
+            return False
+        arrival: list[int] = []
+        if not self._call("publish", lambda: arrival.append(
+                _jax_read.kv_increment(client, item.directory + W.ARRIVED))):
+            return False
+        item.arrival, item.arrived_at = arrival[0], self.clock()
+        if item.arrival == self.count:  # the last to arrive: the comparer's wait ends
+            self._call("publish", lambda: _jax_read.kv_set(client, self._all_key(item), "1"))
+        return True
 
-    def _poll(self, opened: _Open) -> Divergence | None:
-        """Read the peers' entries of ``opened``; the divergence reported now, if any."""
+    @staticmethod
+    def _all_key(item: Compile) -> str:
+        # beside the entries: deleted with them once read
+        return f"{item.directory}{W.ENTRIES}/{W.ALL}"
+
+    def settle(self, item: Compile) -> Steps:
+        """The verdict of a published compile: compare (the first to arrive) or read it,
+        then report what this rank sees. Returns the first divergence reported."""
+        named: dict[str, Any] | None = None
+        verdict: dict[str, Any] | None = None
+        if item.arrival == 1:
+            verdict, named = yield from self._compare(item, wait=True)
+        else:
+            raw = yield Wait(item.directory + W.VERDICT,
+                             item.arrived_at + 2 * self.timeout_s + VERDICT_MARGIN_S)
+            if raw is None and not self.off:
+                # No verdict: the comparer ended or died after it arrived. The first
+                # rank here compares in its place; the others wait for that verdict.
+                took: list[int] = []
+                self._call("takeover", lambda: took.append(_jax_read.kv_increment(
+                    self.client, item.directory + W.TAKEOVER)))
+                if took and took[0] == 1:
+                    verdict, named = yield from self._compare(item, wait=False)
+                elif took:
+                    raw = yield Wait(item.directory + W.VERDICT,
+                                     self.clock() + self.timeout_s + VERDICT_MARGIN_S)
+            if verdict is None and raw is not None:
+                verdict = _loads(raw)
+        if verdict is None:
+            if not self.off:
+                self.unresolved += 1
+            return None
+        return (yield from self._conclude(item, verdict, named))
+
+    def _compare(self, item: Compile, wait: bool,
+                 ) -> Generator[Wait, str | None, tuple[dict[str, Any] | None,
+                                                          dict[str, Any] | None]]:
+        """The comparer: wait for every rank (or the deadline), read the entries once,
+        and write the verdict (and the named divergence, from the two sides' summaries)."""
+        if wait and item.arrival < self.count:
+            yield Wait(self._all_key(item), item.arrived_at + self.timeout_s)
         found: list[tuple[str, str]] = []
         if not self._call("read", lambda: found.extend(
-                _jax_read.kv_dir_get(self.client, opened.directory))):
-            return None
+                _jax_read.kv_dir_get(self.client, f"{item.directory}{W.ENTRIES}/"))):
+            return None, None
+        entries: dict[int, Program] = {}
         for key, value in found:
             try:
-                rank = int(key.rstrip("/").rsplit("/", 1)[-1])
-                entry = json.loads(value)
-            except (ValueError, TypeError):
+                rank = int(key.rpartition("/")[2])
+            except ValueError:
                 continue
-            if isinstance(entry, dict) and 0 <= rank < self.count:
-                opened.entries[rank] = entry
-                self._remember(opened.function_dir, rank, opened.count, entry)
-        late = opened.settled is not None
-        reported = None
-        div = compare(opened.function, opened.count, opened.entries, self.rank)
-        if div is not None and self._shifted(opened, [r for side in div.ranks for r in side
-                                                      if self.rank not in side]):
-            div = None  # the same programs as the other ranks, one ordinal off
-        if div is not None and div.kind not in opened.reported:
-            # Seen before every rank arrived: wait a moment for the others, so that the
-            # report names every rank on each side.
-            now = time.monotonic()
-            if opened.diverged is None:
-                opened.diverged = now
-            if (len(opened.entries) >= self.count or late
-                    or now - opened.diverged >= min(GATHER_S, self.timeout_s / 2)):
-                reported = self._emit(opened, div)
-        if len(opened.entries) >= self.count:
-            if opened.settled is None:
-                opened.settled = time.monotonic()
-            return reported
-        if not late and time.monotonic() - opened.published >= self.timeout_s:
-            opened.settled = time.monotonic()
-            present = sorted(opened.entries)
-            absent = self._not_compiled(
-                opened, [r for r in range(self.count) if r not in opened.entries])
-            if absent:
-                gone = self._emit(opened, missing(opened.function, opened.count, present,
-                                                  absent, self.rank, self.timeout_s))
-                reported = reported or gone
+            if 0 <= rank < self.count:
+                entries[rank] = _parse_entry(value)
+        entries[self.rank] = item.program
+        # Read once: the entries are not needed any more; the keys of an ordinal long
+        # past go too (late ranks read the verdict of the recent ones).
+        self._call("clean-up", lambda: _jax_read.kv_delete(
+            self.client, f"{item.directory}{W.ENTRIES}"))
+        if item.count > KEEP:
+            self._call("clean-up", lambda: _jax_read.kv_delete(
+                self.client, f"{item.function_dir}{item.count - KEEP}"))
+        by_program: dict[Program, list[int]] = {}
+        for rank in sorted(entries):
+            by_program.setdefault(entries[rank], []).append(rank)
+        groups = sorted((Group(p, tuple(r)) for p, r in by_program.items()),
+                        key=lambda g: g.ranks[0])
+        absent = [r for r in range(self.count) if r not in entries]
+        if absent:
+            shifted = self._shifted(item, absent, entries)
+            absent = [r for r in absent if r not in shifted]
+        verdict: dict[str, Any] = {
+            W.GROUPS: [[g.program[0], g.program[1], encode_ranks(g.ranks)] for g in groups],
+            W.COMPARER: self.rank}
+        if absent:
+            verdict[W.MISSING] = encode_ranks(absent)
+        pair = pair_of(groups, item.program)
+        if pair is not None:
+            others = [r for g in groups if g.program != item.program for r in g.ranks]
+            if len(self._shifted(item, others, entries)) == len(others):
+                pair = None  # the same programs as the other ranks, one ordinal off
+        signature = item.signature
+        mine = summary(signature) if signature is not None and (
+            absent or pair is not None) else {}
+        if pair is not None:
+            kind = _kind(*pair)
+            verdict[W.KIND] = kind.value
+            if kind is DivergenceKind.SIGNATURE:
+                verdict[W.WANTED] = [g.ranks[0] for g in pair if self.rank not in g.ranks]
+        if absent and mine:
+            # A rank that arrives later compares itself with this summary.
+            self._set(f"{item.directory}{W.SUMMARIES}/{self.rank}", mine)
+        if not self._set(item.directory + W.VERDICT, verdict):
+            return None, None
+        named: dict[str, Any] | None = None
+        if pair is not None and verdict[W.KIND] == DivergenceKind.SIGNATURE.value:
+            sides: list[dict[str, Any] | None] = []
+            for group in pair:
+                if self.rank in group.ranks:
+                    sides.append(mine)
+                    continue
+                raw = yield Wait(f"{item.directory}{W.SUMMARIES}/{group.ranks[0]}",
+                                 self.clock() + self.timeout_s)
+                sides.append(_loads(raw) if raw is not None else None)
+            first, second = pair
+            if sides[0] is not None and sides[1] is not None:
+                diff = summary_diff(sides[0], sides[1])
+                text = _named_text(diff, first.ranks, second.ranks)
+            else:
+                diff = []
+                text = (f"different signatures ({_ranks_text(first.ranks)} vs "
+                        f"{_ranks_text(second.ranks)}); the summary of one side did not "
+                        f"arrive within {self.timeout_s:g} s")
+            named = {W.TEXT: text, W.DIFF: diff}
+            self._set(item.directory + W.NAMED,
+                      {W.TEXT: text, W.DIFF: diff[:MAX_NAMED_DIFF]})
+        return verdict, named
+
+    def _conclude(self, item: Compile, verdict: dict[str, Any],
+                  named: dict[str, Any] | None) -> Steps:
+        """Report what the verdict says, from this rank's side."""
+        groups: list[Group] = []
+        for g in verdict.get(W.GROUPS) or ():
+            try:
+                groups.append(Group((str(g[0]), str(g[1])), decode_ranks(g[2], self.count),
+                                    str(g[2])))
+            except (IndexError, TypeError):
+                continue
+        groups = [g for g in groups if g.ranks]
+        self._remember(item, groups)
+        absent = decode_ranks(verdict.get(W.MISSING) or "", self.count)
+        if not any(self.rank in g.ranks for g in groups):
+            return (yield from self._late(item, verdict, groups))
+        if self.rank in (verdict.get(W.WANTED) or ()) and item.signature is not None:
+            self._set(f"{item.directory}{W.SUMMARIES}/{self.rank}", summary(item.signature))
+        reported: Divergence | None = None
+        kind = verdict.get(W.KIND)
+        pair = pair_of(groups, item.program) if kind else None
+        if pair is not None:
+            first, second = pair
+            sides = tuple(g.ranks for g in groups)
+            if kind == DivergenceKind.SIGNATURE.value:
+                if named is None:
+                    raw = yield Wait(item.directory + W.NAMED,
+                                     self.clock() + self.timeout_s + VERDICT_MARGIN_S)
+                    named = _loads(raw) if raw is not None else None
+                text = str((named or {}).get(W.TEXT) or (
+                    f"different signatures ({_ranks_text(first.ranks)} vs "
+                    f"{_ranks_text(second.ranks)}); the comparing rank named no paths"))
+                diff = tuple(d for d in (named or {}).get(W.DIFF) or ()
+                             if isinstance(d, dict))
+                div = Divergence(item.function, item.count, DivergenceKind.SIGNATURE, text,
+                                 sides, (), diff, self.rank, time.time())
+            else:
+                div = Divergence(item.function, item.count, DivergenceKind.PROGRAM,
+                                 _program_text(first.ranks, second.ranks), sides, (), (),
+                                 self.rank, time.time())
+            reported = self._emit(item, div)
+        if absent:
+            present = sorted(r for g in groups for r in g.ranks)
+            gone = self._emit(item, missing(item.function, item.count, present, absent,
+                                            self.rank, self.timeout_s))
+            reported = reported or gone
         return reported
+
+    def _late(self, item: Compile, verdict: dict[str, Any], groups: list[Group]) -> Steps:
+        """This rank arrived after the verdict: it was reported missing. Its entry goes;
+        it names a difference with the others itself, from the comparer's summary."""
+        # The comparer deleted the entries before this one came (and the others as late).
+        self._call("clean-up", lambda: _jax_read.kv_delete(
+            self.client, f"{item.directory}{W.ENTRIES}"))
+        if not groups or any(not _differ(g.program, item.program) for g in groups):
+            return None  # the others' program: late, and reported missing, only
+        comparer = verdict.get(W.COMPARER)
+        theirs = next((g for g in groups if comparer in g.ranks), groups[0])
+        me = (self.rank,)
+        if _kind(theirs, Group(item.program, me)) is DivergenceKind.PROGRAM:
+            div = Divergence(item.function, item.count, DivergenceKind.PROGRAM,
+                             _program_text(theirs.ranks, me), (theirs.ranks, me), (), (),
+                             self.rank, time.time())
+            return self._emit(item, div)
+        raw = yield Wait(f"{item.directory}{W.SUMMARIES}/{comparer}",
+                         self.clock() + min(self.timeout_s, VERDICT_MARGIN_S))
+        other = _loads(raw) if raw is not None else None
+        mine = summary(item.signature) if item.signature is not None else {}
+        diff = summary_diff(other, mine) if other is not None else []
+        div = Divergence(item.function, item.count, DivergenceKind.SIGNATURE,
+                         _named_text(diff, theirs.ranks, me), (theirs.ranks, me), (),
+                         tuple(diff), self.rank, time.time())
+        return self._emit(item, div)
+
+    # --- what was seen, for shifted ordinals -------------------------------------------
 
     def _seen(self, function_dir: str) -> _Seen:
         """What was seen of a function (under ``_cond``): made the most recent one."""
@@ -437,75 +643,67 @@ class Checker:
             del self._functions[next(iter(self._functions))]
         return seen
 
-    def _remember(self, function_dir: str, rank: int, count: int, entry: dict[str, Any],
-                  ) -> None:
-        program = (str(entry.get("fp") or ""), str(entry.get("pf") or ""))
+    def _remember(self, item: Compile, groups: Sequence[Group]) -> None:
+        kept = [(g.program, g.text or encode_ranks(g.ranks)) for g in groups]
+        if not any(self.rank in g.ranks for g in groups):
+            kept.append((item.program, str(self.rank)))
         with self._cond:
-            programs = self._seen(function_dir).programs.setdefault(rank, {})
-            programs[count] = program
-            while len(programs) > MAX_ORDINALS:
-                del programs[min(programs)]
+            seen = self._seen(item.function_dir)
+            seen.groups[item.count] = kept
+            while len(seen.groups) > MAX_ORDINALS:
+                del seen.groups[min(seen.groups)]
 
-    def _shifted(self, opened: _Open, ranks: Sequence[int]) -> bool:
-        """Whether each of ``ranks`` has been compiling this rank's programs one ordinal
+    def _programs_at(self, seen: _Seen, count: int) -> dict[int, Program]:
+        out: dict[int, Program] = {}
+        for program, ranks in seen.groups.get(count, ()):
+            for r in decode_ranks(ranks, self.count):
+                out[r] = program
+        return out
+
+    def _shifted(self, item: Compile, ranks: Sequence[int], current: dict[int, Program],
+                 ) -> set[int]:
+        """Those of ``ranks`` that have been compiling this rank's programs one ordinal
         apart, here and at the ordinal before, after a divergence of the function was
         reported: one rank compiled one program more (reported where it happened), and
         the ordinals are off by one since. Two ordinals in a row, both known: a program
         only one rank compiled breaks the pattern and is reported."""
-        if not ranks:
-            return False
-        m = opened.count
+        m = item.count
         with self._cond:
-            seen = self._seen(opened.function_dir)
-            if seen.diverged is None or seen.diverged >= m:
-                return False  # no earlier divergence put the ordinals off
-            by_rank = seen.programs
-            mine = by_rank.get(self.rank, {})
-            for rank in ranks:
-                theirs = by_rank.get(rank, {})
-                # Their ordinal k is my ordinal k - d: the last two pairs known now. They
-                # are ahead (d = 1) only if they have an entry here.
-                shifts = [(-1, (m - 1, m - 2))]
-                if m in theirs:
-                    shifts.append((1, (m, m - 1)))
-                if not any(all(_same(theirs.get(k), mine.get(k - d)) for k in pairs)
-                           for d, pairs in shifts):
-                    return False
-        return True
+            seen = self._seen(item.function_dir)
+            if not ranks or seen.diverged is None or seen.diverged >= m:
+                return set()  # no earlier divergence put the ordinals off
+            known = {k: self._programs_at(seen, k) for k in (m - 1, m - 2)}
+        known[m] = current
+        mine = {k: known[k].get(self.rank) for k in known}
+        shifted = set()
+        for rank in ranks:
+            # Their ordinal k is my ordinal k - d: the last two pairs known now. They
+            # are ahead (d = 1) only if they have an entry here.
+            shifts = [(-1, (m - 1, m - 2))]
+            if rank in current:
+                shifts.append((1, (m, m - 1)))
+            if any(all(_same(known[k].get(rank), mine.get(k - d)) for k in pairs)
+                   for d, pairs in shifts):
+                shifted.add(rank)
+        return shifted
 
-    def _not_compiled(self, opened: _Open, absent: list[int]) -> list[int]:
-        """The absent ranks that did not compile this program: not those whose entry was
-        deleted after they compiled it, nor those that compiled it one ordinal off."""
-        if not absent:
-            return absent
-        marks: list[tuple[str, str]] = []
-        self._call("read", lambda: marks.extend(
-            _jax_read.kv_dir_get(self.client, f"{opened.function_dir}{DONE}/")))
-        done: dict[int, int] = {}
-        for key, value in marks:
-            try:
-                done[int(key.rstrip("/").rsplit("/", 1)[-1])] = int(value)
-            except (ValueError, TypeError):
-                continue
-        return [r for r in absent if done.get(r, 0) < opened.count
-                and not self._shifted(opened, [r])]
+    # --- reports and calls ----------------------------------------------------------------
 
-    def _emit(self, opened: _Open, div: Divergence) -> Divergence:
-        opened.reported.add(div.kind)
+    def _emit(self, item: Compile, div: Divergence) -> Divergence:
         with self._cond:
-            seen = self._seen(opened.function_dir)
-            if seen.diverged is None or opened.count < seen.diverged:
-                seen.diverged = opened.count
+            seen = self._seen(item.function_dir)
+            if seen.diverged is None or item.count < seen.diverged:
+                seen.diverged = item.count
         div = Divergence(div.function, div.count, div.kind, div.text, div.ranks,
                          div.missing_ranks, div.diff, div.process_index, div.detected,
-                         opened.link)
+                         item.link)
         with self._failopen.guard("divergence report"):
             self._report(div)
         return div
 
-    def _retire(self, opened: _Open) -> None:
-        self._call("clean-up", lambda: _jax_read.kv_delete(
-            self.client, opened.directory + str(self.rank)))
+    def _set(self, key: str, value: dict[str, Any]) -> bool:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return self._call("publish", lambda: _jax_read.kv_set(self.client, key, text))
 
     def _call(self, what: str, fn: Callable[[], Any]) -> bool:
         if self.off:
@@ -513,108 +711,126 @@ class Checker:
         try:
             fn()
         except Exception as exc:
-            self._failures += 1
-            if self._failures >= MAX_FAILURES:
-                self.off = True
-                self._failopen.warn_once(
-                    "ranks-off",
-                    "otel_jax: the coordination service of this multi-process job failed "
-                    f"{self._failures} times ({what}: {type(exc).__name__}: "
-                    f"{safe_repr(str(exc), 160)}); ranks are no longer compared in this "
-                    "process. The jit calls are unaffected.")
+            self._failed(what, exc)
             return False
         self._failures = 0
         return True
 
-    # --- the daemon thread ------------------------------------------------------------
+    def _failed(self, what: str, exc: BaseException) -> None:
+        self._failures += 1
+        if self._failures >= MAX_FAILURES:
+            self.off = True
+            self._failopen.warn_once(
+                "ranks-off",
+                "otel_jax: the coordination service of this multi-process job failed "
+                f"{self._failures} times ({what}: {type(exc).__name__}: "
+                f"{safe_repr(str(exc), 160)}); ranks are no longer compared in this "
+                "process. The jit calls are unaffected.")
 
-    def _start_thread(self) -> None:
-        with self._cond:
-            if self._thread is None and not self._closed:
-                self._thread = threading.Thread(target=self._run, name="otel_jax-ranks",
-                                                daemon=True)
-                self._thread.start()
+    def _wait(self, wait: Wait) -> str | None:
+        """One blocking read of the key, until the deadline (at least 1 ms)."""
+        if self.off:
+            return None
+        timeout_ms = max(1, int((wait.deadline - self.clock()) * 1000))
+        try:
+            value = _jax_read.kv_wait(self.client, wait.key, timeout_ms)
+        except Exception as exc:
+            self._failed("wait", exc)
+            return None
+        self._failures = 0
+        return value
 
-    def _run(self) -> None:
+    def _drive(self, steps: Steps) -> Divergence | None:
+        """Run the protocol's steps with the client's blocking reads."""
+        try:
+            wait = steps.send(None)
+            while True:
+                value = self._wait(wait)
+                if self._closed:
+                    # Uninstalled (or exiting: JAX's shutdown cancels the read): what is
+                    # not settled is left to the peers, and the client is not called again.
+                    steps.close()
+                    return None
+                wait = steps.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    # --- the daemon threads -------------------------------------------------------------
+
+    def _publish_loop(self) -> None:
+        """Publishes entries as they come: never waits for a verdict, so that no peer's
+        verdict waits for an entry queued behind one. Closing (uninstall, exit) still
+        publishes what is queued: the peers are waiting for those entries."""
         try:
             while True:
                 with self._cond:
-                    if not self._queue and not self._closed:
-                        self._cond.wait(POLL_S if self._open else 1.0)
-                    if self.off:
-                        break
-                    closing = self._closed
-                    batch = [self._queue.popleft() for _ in range(min(len(self._queue), 64))]
-                # Closing (uninstall, exit) still publishes what is queued: the peers
-                # are waiting for those entries.
-                for record, link in batch:
-                    try:
-                        self._publish(record, link)
-                    finally:
-                        with self._cond:
-                            self._unpublished -= 1
-                if closing:
-                    if not batch:
-                        break
-                    continue
-                self._poll_open()
+                    while not self._queue and not self._closed and not self.off:
+                        self._cond.wait(1.0)
+                    if self.off or not self._queue:
+                        return
+                    item = self._queue.popleft()
+                    self._busy += 1
+                published = False
+                try:
+                    published = self.publish(item)
+                finally:
+                    with self._cond:
+                        self._busy -= 1
+                        if published and not self._closed:
+                            self._waiting.append(item)
+                        self._cond.notify_all()
         except Exception as exc:  # never let the thread die loudly
             self._failopen.failed("rank comparison", exc)
-        finally:
-            self._clean_up()
 
-    def _poll_open(self) -> None:
-        now = time.monotonic()
-        with self._cond:
-            opened = list(self._open.values())
-        polls = 0
-        for o in opened:
-            if self.off or polls >= MAX_POLLS:
-                return
-            if o.busy:
-                continue
-            if o.settled is not None and len(o.entries) >= self.count:
-                if now - o.settled >= self.timeout_s:
-                    self._drop(o)
-                continue
-            if o.settled is not None and now - o.settled >= self.timeout_s:
-                self._drop(o)  # the grace period for a late peer is over
-                continue
-            polls += 1
-            self._poll(o)
-
-    def _drop(self, opened: _Open) -> None:
-        with self._cond:
-            self._open.pop(opened.directory, None)
-        self._retire(opened)
-
-    def _clean_up(self, deadline_s: float = 1.0) -> None:
-        """When the thread stops: delete this rank's entries that every rank has published
-        beside (bounded in time). The others stay for the peers that have not compared
-        them yet (a rank that ends first must not read as missing); they go with the job's
-        coordination service, as do the marks of the highest ordinals."""
-        end = time.monotonic() + deadline_s
-        with self._cond:
-            opened, self._open = list(self._open.values()), {}
-        for o in opened:
-            if time.monotonic() > end or self.off:
-                break
-            if len(o.entries) >= self.count:
-                self._retire(o)
+    def _settle_loop(self) -> None:
+        """Settles the published compiles one after the other, in the order this rank
+        arrived: a comparer's duty never waits behind a verdict of a compile that arrived
+        after it, so no two ranks wait on each other."""
+        try:
+            while True:
+                with self._cond:
+                    while not self._waiting and not self._closed and not self.off:
+                        self._cond.wait(1.0)
+                    if self.off or self._closed:
+                        return
+                    item = self._waiting.popleft()
+                    self._busy += 1
+                try:
+                    self._drive(self.settle(item))
+                finally:
+                    item.signature = None
+                    with self._cond:
+                        self._busy -= 1
+                        self._cond.notify_all()
+        except Exception as exc:
+            self._failopen.failed("rank comparison", exc)
 
     def settled(self) -> bool:
-        """Nothing queued and every open entry compared with every rank or timed out."""
+        """Nothing queued, and every published compile has its verdict (or gave up)."""
         with self._cond:
-            return not self._unpublished and all(o.settled is not None for o in self._open.values())
+            return not (self._queue or self._waiting or self._busy)
 
     def close(self, timeout: float = 1.0) -> None:
-        """Stop the thread and delete this rank's entries, waiting at most ``timeout``."""
+        """Stop the threads, publishing what is queued, waiting at most ``timeout``. A
+        settling thread inside a blocking read ends when the read does (the wait is
+        bounded; at exit JAX's shutdown cancels it)."""
         with self._cond:
             self._closed = True
+            self._waiting.clear()
             self._cond.notify_all()
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+            threads = [t for t in (self._publisher, self._settler) if t is not None]
+        end = time.monotonic() + timeout
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, end - time.monotonic()))
+
+
+def _loads(raw: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw)
+    except (ValueError, TypeError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 # --- the engine's side ----------------------------------------------------------------

@@ -257,3 +257,35 @@ class MissReason(str, enum.Enum):
 
 #: Environment variable: the compile ledger's path, or ``off``.
 LEDGER_ENV: Final = "OTEL_JAX_LEDGER"
+
+
+class RankWire:
+    """Keys and fields of the cross-rank check on JAX's coordination service (``_ranks``).
+
+    Short on purpose: every rank reads a verdict at every compile, so each byte of a
+    name is paid once per rank per compile.
+    """
+
+    PREFIX: Final = "otel_jax/compiles"  # + /<function digest>/<compile ordinal>/...
+    ENTRIES: Final = "e"  # .../e/<rank>: "<signature fingerprint> <program fingerprint>"
+    ARRIVED: Final = "n"  # arrival counter (key_value_increment): 1 is the comparer
+    ALL: Final = "all"  # e/all: set by the rank whose arrival completes the count
+    VERDICT: Final = "v"  # the comparer's verdict (JSON), read by every rank
+    NAMED: Final = "d"  # a signature divergence named with paths and values (JSON)
+    SUMMARIES: Final = "s"  # .../s/<rank>: a signature summary, published on request
+    TAKEOVER: Final = "t"  # counter: who compares when the comparer never answered
+    # fields of the verdict and of the named divergence
+    GROUPS: Final = "g"  # [[signature fp, program fp, ranks as ranges], ...]
+    MISSING: Final = "m"  # ranks as ranges
+    KIND: Final = "k"  # a DivergenceKind value, when one is reported
+    WANTED: Final = "w"  # ranks asked for their summary
+    COMPARER: Final = "r"  # the rank that wrote the verdict
+    TEXT: Final = "x"
+    DIFF: Final = "y"
+    # fields of a signature summary
+    LEAVES: Final = "l"  # [[path, type, placement], ...]
+    NUM_LEAVES: Final = "n"
+    STATICS: Final = "st"
+    OPTIONS: Final = "o"
+    CONTEXT: Final = "c"
+    TREE: Final = "t"  # a digest of the pytree structure

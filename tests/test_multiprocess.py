@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_jax import _ranks
+from otel_jax._vocab import RankWire as W
 
 pytestmark = pytest.mark.slow
 
@@ -98,11 +98,13 @@ def test_identical_programs_on_every_rank_are_no_divergence(job):
         assert len(j.events(rank, "jax.compile")) >= 3
         assert j.events(rank, "jax.compile.divergence") == []
         assert "OtelJaxWarning" not in results[rank]["stderr"]
-        # Every entry deleted at uninstall(); what stays is one mark per function and
-        # rank (the highest ordinal it compiled), for peers that read after it ended.
+        # Every entry deleted once its comparer read it; what stays of each compile is
+        # its arrival counter and its verdict, for a peer that arrives late (the keys of
+        # an ordinal go KEEP ordinals later, the rest with the job's service).
         left = results[rank]["keys_left"]
-        assert left and all(f"/{_ranks.DONE}/" in key for key in left), left
-        assert len(left) == 2 * 2  # two functions, two ranks
+        assert left and all(key.rsplit("/", 1)[1] in (W.ARRIVED, W.VERDICT)
+                            for key in left), left
+        assert len(left) == 2 * 3  # total #1 and #2, double #1
 
 
 def test_a_different_local_batch_is_named_with_its_path_and_both_shapes(job):
@@ -162,7 +164,7 @@ def test_four_ranks_one_of_them_different(job):
     for rank in range(4):
         assert results[rank]["settled"]
         [div] = j.events(rank, "jax.compile.divergence")
-        assert div["divergence"] == "batch['x']: f32[4] (ranks 0,1,2) vs f32[5] (rank 3)"
+        assert div["divergence"] == "batch['x']: f32[4] (ranks 0-2) vs f32[5] (rank 3)"
         assert div["ranks"] == [[0, 1, 2], [3]]
 
 
@@ -262,6 +264,36 @@ def test_on_divergence_raise_with_a_rank_that_never_arrives(job):
     assert results[0]["errors"] == []
     [error] = results[1]["errors"]
     assert "rank 0 did not compile total #2 within 2 s of rank 1" in error
+
+
+@pytest.mark.parametrize("count", [2, 4, 8])
+def test_traffic_on_the_coordination_service_is_linear_in_the_rank_count(job, count):
+    """Every call of each rank's coordination client counted from outside (the client
+    object wrapped after jax.devices()): per compile of a 200-leaf train step, at most 6
+    calls and 8 KB per rank (64 KB at 8 ranks), and a divergence still named with both
+    sides. 8 processes on a small machine are slow: few compiles, bounded waits."""
+    compiles = 3 if count < 8 else 2
+    j = job("fleet", count, timeout_s=30.0 if count < 8 else 60.0)
+    results = j.wait()
+    same_calls = sum(results[r]["same"]["calls"] for r in range(count)) / compiles
+    same_bytes = sum(results[r]["same"]["bytes"] for r in range(count)) / compiles
+    assert same_calls <= 6 * count, same_calls
+    assert same_bytes <= 8_000 * count, same_bytes
+    # the divergent compile asks two summaries and names the difference: still linear
+    div_calls = sum(results[r]["diverged"]["calls"] for r in range(count))
+    div_bytes = sum(results[r]["diverged"]["bytes"] for r in range(count))
+    assert div_calls <= 8 * count, div_calls
+    assert div_bytes <= 64_000 + 8_000 * count, div_bytes
+    last = count - 1
+    others = "rank 0" if count == 2 else f"ranks 0-{last - 1}" if count > 3 else "ranks 0,1"
+    for rank in range(count):
+        [div] = j.events(rank, "jax.compile.divergence")
+        assert div["divergence"].startswith(
+            f"batch['x']: f32[{12 + compiles},8] ({others}) vs f32[112,8] (rank {last})"), div
+        assert div["ranks"] == [list(range(last)), [last]]
+        assert div["count"] == compiles + 1
+    print(f"{count} ranks: {same_calls:.0f} calls, {same_bytes / 1000:.1f} KB per compile; "
+          f"divergent compile {div_calls} calls, {div_bytes / 1000:.1f} KB")
 
 
 # --- otel-jax report over the logs of several ranks ---------------------------------------

@@ -6,16 +6,19 @@ The real multi-process runs are in tests/test_multiprocess.py.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import threading
 import time
 import warnings
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import otel_jax
+import otel_jax.testing
+from benchmarks.fleet_scale import Fleet
 from otel_jax import _jax_read, _ranks
 from otel_jax._engine import ENGINE
 from otel_jax._failopen import FailOpen, OtelJaxWarning
@@ -28,16 +31,66 @@ def _entry(fp: str, pf: str, leaves: list[list[str]], statics=()) -> dict:
                                       "o": [], "c": [], "t": "t0"}}
 
 
-def test_a_different_shape_is_named_with_both_ranks():
-    entries = {0: _entry("a", "p", [["batch['x']", "f32[4]", "uncommitted"]]),
-               1: _entry("b", "q", [["batch['x']", "f32[5]", "uncommitted"]])}
-    for me in (0, 1):
-        div = _ranks.compare("step", 1, entries, me)
-        assert div is not None and div.kind is DivergenceKind.SIGNATURE
+@pytest.fixture(scope="module")
+def records():
+    """Real compile records of ``total(batch)``: ``batch['x']`` f32[4], f32[5] and f32[2]."""
+    otel_jax.uninstall()
+    otel_jax.install(log_output=None)
+
+    @jax.jit
+    def total(batch):
+        return jnp.sum(batch["x"]) * 2
+
+    with otel_jax.testing.record_compiles() as recorded:
+        for n in (4, 5, 2, 6, 7, 8, 16, 24, 32):
+            total({"x": np.ones(n, np.float32)})
+    otel_jax.uninstall()
+    by_rows = {}
+    for record in recorded:
+        rows = int(record.signature.types[0].split("[")[1].rstrip("]"))
+        by_rows[rows] = dataclasses.replace(record, program_fingerprint=f"p{rows}")
+    return by_rows
+
+
+def _job(plans: dict[int, list], timeout_s: float = 30.0, late: dict[int, float] | None = None,
+         ) -> Fleet:
+    """Ranks compiling ``plans[rank]`` (records) one after the other, on the fleet's
+    simulated clock; a rank in ``late`` compiles that many seconds after the others."""
+    fleet = Fleet(len(plans), timeout_s)
+    for rank, plan in plans.items():
+        for n, record in enumerate(plan, 1):
+            fleet.compile(rank, dataclasses.replace(record, count=n),
+                          100.0 * n + 0.01 * rank + (late or {}).get(rank, 0.0))
+    fleet.run()
+    return fleet
+
+
+def test_a_different_shape_is_named_with_both_ranks(records):
+    fleet = _job({0: [records[4]], 1: [records[5]]})
+    for rank in fleet.ranks:
+        [div] = rank.reports
+        assert div.kind is DivergenceKind.SIGNATURE
         assert div.text == "batch['x']: f32[4] (rank 0) vs f32[5] (rank 1)"
         assert div.ranks == ((0,), (1,))
         assert div.diff == ({"path": "batch['x']", "kind": "shape", "before": "f32[4]",
                              "after": "f32[5]"},)
+        assert div.process_index == rank.rank
+
+
+def test_which_ranks_are_on_which_side_as_ranges(records):
+    plans = {r: [records[5 if r == 7 else 4]] for r in range(8)}
+    fleet = _job(plans)
+    for rank in fleet.ranks:
+        [div] = rank.reports
+        assert div.text == "batch['x']: f32[4] (ranks 0-6) vs f32[5] (rank 7)"
+        assert div.ranks == ((0, 1, 2, 3, 4, 5, 6), (7,))
+    # the entries were deleted once read; summaries were published for the sides only,
+    # one rank each (the comparer's own needs none when it is on a side)
+    keys = list(fleet.service.data)
+    assert not [k for k in keys if "/e/" in k]
+    summaries = [k for k in keys if "/s/" in k]
+    assert 1 <= len(summaries) <= 2
+    assert {int(k.rsplit("/", 1)[1]) for k in summaries} <= {0, 7}
 
 
 def test_kinds_of_leaf_and_static_differences():
@@ -49,18 +102,75 @@ def test_kinds_of_leaf_and_static_differences():
                      ("n", "static_argument")}
 
 
-def test_same_signature_other_program():
-    entries = {0: _entry("a", "p", []), 1: _entry("a", "q", []), 2: _entry("a", "p", [])}
-    div = _ranks.compare("step", 3, entries, 2)
-    assert div is not None and div.kind is DivergenceKind.PROGRAM
-    assert div.text.startswith("same signature, different program (ranks 0,2 vs rank 1)")
-    assert div.ranks == ((0, 2), (1,))
+def test_same_signature_other_program(records):
+    other = dataclasses.replace(records[4], program_fingerprint="q")
+    fleet = _job({0: [records[4]], 1: [other], 2: [records[4]]})
+    for rank in fleet.ranks:
+        [div] = rank.reports
+        assert div.kind is DivergenceKind.PROGRAM
+        assert div.text.startswith("same signature, different program (ranks 0,2 vs rank 1)")
+        assert div.ranks == ((0, 2), (1,))
 
 
-def test_identical_entries_and_unmeasured_ones_are_no_divergence():
-    assert _ranks.compare("f", 1, {0: _entry("a", "p", []), 1: _entry("a", "p", [])}, 0) is None
+def test_identical_entries_and_unmeasured_ones_are_no_divergence(records):
+    fleet = _job({0: [records[4]], 1: [records[4]]})
+    assert [r.reports for r in fleet.ranks] == [[], []]
     # a program fingerprint one rank could not read is not a difference
-    assert _ranks.compare("f", 1, {0: _entry("a", "p", []), 1: _entry("a", "", [])}, 0) is None
+    unread = dataclasses.replace(records[4], program_fingerprint="")
+    fleet = _job({0: [records[4]], 1: [unread]})
+    assert [r.reports for r in fleet.ranks] == [[], []]
+
+
+def test_ranks_as_ranges():
+    assert _ranks.encode_ranks([0, 1, 2, 3, 5, 7, 8]) == "0-3,5,7-8"
+    assert _ranks.decode_ranks("0-3,5,7-8", 8) == (0, 1, 2, 3, 5, 7)
+    assert _ranks._ranks_text([0, 1, 2, 4, 5]) == "ranks 0-2,4,5"
+    assert _ranks._ranks_text([3]) == "rank 3"
+
+
+def test_a_straggler_past_the_timeout_is_missing_and_checks_itself(records):
+    fleet = _job({0: [records[4]], 1: [records[4]], 2: [records[4]]}, timeout_s=30.0,
+                 late={2: 31.0})
+    for rank in (0, 1):
+        [div] = fleet.ranks[rank].reports
+        assert div.kind is DivergenceKind.MISSING and div.missing_ranks == (2,)
+    assert fleet.ranks[2].reports == []  # it compiled what the others did, late
+    # late and different: it names the difference itself, from the comparer's summary
+    fleet = _job({0: [records[4]], 1: [records[4]], 2: [records[5]]}, timeout_s=30.0,
+                 late={2: 31.0})
+    [div] = fleet.ranks[2].reports
+    assert div.text == "batch['x']: f32[4] (ranks 0,1) vs f32[5] (rank 2)"
+
+
+def test_a_comparer_that_dies_after_it_arrived_is_replaced(records):
+    fleet = Fleet(3, 10.0)
+    fleet.ranks[0].dies_after_arrival = True
+    four, five = (dataclasses.replace(records[n], count=1) for n in (4, 5))
+    fleet.compile(0, four, 0.0)
+    fleet.compile(1, four, 0.5)
+    fleet.compile(2, five, 0.6)
+    fleet.run()
+    # the survivors still name the difference, after about 2 timeouts and the margin
+    for rank in (1, 2):
+        [div] = fleet.ranks[rank].reports
+        assert div.text == "batch['x']: f32[4] (ranks 0,1) vs f32[5] (rank 2)"
+        # the takeover, once the wait for the verdict (2 timeouts and the margin) ran out
+        [when] = fleet.ranks[rank].reported_at
+        assert 0.5 + 2 * 10.0 + _ranks.VERDICT_MARGIN_S <= when < 0.6 + 2 * 10.0 + 10.0
+
+
+def test_traffic_per_compile_is_linear_in_the_rank_count(records):
+    costs = {}
+    for n in (16, 64):
+        fleet = _job({r: [records[4]] * 1 for r in range(n)})
+        costs[n] = (fleet.service.calls, fleet.service.bytes)
+        assert fleet.service.calls <= 4 * n
+        # every rank but the comparer: its entry, its arrival, one read of the verdict;
+        # the last to arrive also tells the comparer that everyone did
+        calls = sorted(r.stats["calls"] for r in fleet.ranks)
+        assert calls[:-2] == [3] * (n - 2) and calls[-2] == 4 and calls[-1] <= 6
+        assert max(r.stats["bytes"] for r in fleet.ranks[1:] if r.stats["calls"] == 3) < 400
+    assert costs[64][1] < 4 * costs[16][1] * 1.2  # bytes per rank do not grow with N
 
 
 def test_missing_ranks_are_named():
@@ -113,6 +223,7 @@ class _Gone:
         raise RuntimeError("UNAVAILABLE: Failed to send RPC to coordination service")
 
     key_value_dir_get = key_value_delete = key_value_set
+    key_value_increment = blocking_key_value_get = key_value_set
 
 
 def test_a_service_that_went_away_costs_one_warning_and_stops():
@@ -157,48 +268,105 @@ def test_install_arguments_are_checked(kwargs):
         otel_jax.install(log_output=None, **kwargs)
 
 
-class _KeyValues:
-    """JAX's coordination client, as far as the checker uses it, in one process."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, str] = {}
-
-    def key_value_set(self, key, value, allow_overwrite=True):  # noqa: ANN001
-        self.data[key] = value
-
-    def key_value_dir_get(self, prefix):  # noqa: ANN001
-        return [(k, v) for k, v in self.data.items() if k.startswith(prefix)]
-
-    def key_value_delete(self, key):  # noqa: ANN001
-        self.data.pop(key, None)
-
-
-def _batches_compared(plans: dict[int, list[int]]) -> dict[int, list[int]]:
+def _batches_compared(records, plans: dict[int, list[int]]) -> dict[int, list[int]]:
     """Two ranks compiling ``plans[rank]`` batch sizes in turn: the ordinals each reports."""
-    service = _KeyValues()
-    reports: dict[int, list[Divergence]] = {0: [], 1: []}
-    checkers = {r: _ranks.Checker(_jax_read.Coordination(service, r, 2), 30.0,
-                                  reports[r].append, FailOpen()) for r in (0, 1)}
-    directory = f"{_ranks.PREFIX}/f/"
-    for n in range(1, len(plans[0]) + 1):
-        opened = {}
-        for r in (0, 1):
-            entry = _entry(f"fp{plans[r][n - 1]}", "p", [["x", f"f32[{plans[r][n - 1]}]", "u"]])
-            service.key_value_set(f"{directory}{n}/{r}", json.dumps(entry))
-            checkers[r]._remember(directory, r, n, entry)
-            opened[r] = _ranks._Open("step", n, directory, None)
-        for r in (0, 1):
-            checkers[r]._poll(opened[r])
-    return {r: [d.count for d in reports[r]] for r in (0, 1)}
+    fleet = _job({r: [records[n] for n in plan] for r, plan in plans.items()}, timeout_s=3.0)
+    return {r.rank: [d.count for d in r.reports] for r in fleet.ranks}
 
 
-def test_an_extra_program_on_one_rank_is_not_reported_at_every_later_ordinal():
+def test_an_extra_program_on_one_rank_is_not_reported_at_every_later_ordinal(records):
     # rank 1 compiled 24 once more: the same programs follow, one ordinal apart; once two
     # ordinals in a row show it, no more reports
-    assert _batches_compared({0: [32, 16, 8, 4, 2], 1: [32, 24, 16, 8, 4]}) == {
+    assert _batches_compared(records, {0: [32, 16, 8, 4, 2], 1: [32, 24, 16, 8, 4]}) == {
         0: [2, 3], 1: [2, 3]}
 
 
-def test_a_second_real_divergence_after_a_shift_is_still_reported():
+def test_a_second_real_divergence_after_a_shift_is_still_reported(records):
     # 8 on rank 0 is a program rank 1 never compiled, one ordinal off or not
-    assert _batches_compared({0: [32, 16, 8], 1: [32, 24, 16]}) == {0: [2, 3], 1: [2, 3]}
+    assert _batches_compared(records, {0: [32, 16, 8], 1: [32, 24, 16]}) == {
+        0: [2, 3], 1: [2, 3]}
+
+
+class _BlockingService:
+    """The coordination service in one process, for the checkers' real threads: blocking
+    reads wait on a condition and fail as the client does when their time runs out."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, str] = {}
+        self.cond = threading.Condition()
+
+    def key_value_set(self, key, value, allow_overwrite=False):
+        with self.cond:
+            self.data[key] = value
+            self.cond.notify_all()
+
+    def key_value_increment(self, key, increment):
+        with self.cond:
+            value = int(self.data.get(key, "0")) + increment
+            self.data[key] = str(value)
+            return value
+
+    def key_value_dir_get(self, prefix):
+        with self.cond:
+            return sorted((k, v) for k, v in self.data.items() if k.startswith(prefix))
+
+    def key_value_delete(self, key):
+        with self.cond:
+            for k in [k for k in self.data if k == key or k.startswith(key + "/")]:
+                del self.data[k]
+
+    def blocking_key_value_get(self, key, timeout_in_ms):
+        with self.cond:
+            if not self.cond.wait_for(lambda: key in self.data, timeout_in_ms / 1000):
+                raise RuntimeError(f"DEADLINE_EXCEEDED: GetKeyValue() timed out with key: "
+                                   f"{key} and duration: {timeout_in_ms}ms")
+            return self.data[key]
+
+
+def test_the_threads_settle_a_divergence_and_close_in_bounded_time(records):
+    service = _BlockingService()
+    reports: dict[int, list] = {0: [], 1: []}
+    checkers = {r: _ranks.Checker(_jax_read.Coordination(service, r, 2), 2.0,
+                                  reports[r].append, FailOpen()) for r in (0, 1)}
+    four, five = (dataclasses.replace(records[n], count=1) for n in (4, 5))
+    checkers[0].submit(four, None)
+    checkers[1].submit(five, None)
+    deadline = time.monotonic() + 30
+    while not all(c.settled() for c in checkers.values()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for r in (0, 1):
+        [div] = reports[r]
+        assert div.text == "batch['x']: f32[4] (rank 0) vs f32[5] (rank 1)"
+    # Rank 0 compiles #2 alone: its settling thread sits in a blocking read of a key no
+    # one writes. Closing still returns within its bound, and no warning is given.
+    checkers[0].submit(dataclasses.replace(four, count=2), None)
+    time.sleep(0.2)
+    started = time.monotonic()
+    for checker in checkers.values():
+        checker.close(1.0)
+    assert time.monotonic() - started < 2.5
+    assert not any(c.off for c in checkers.values())
+
+
+def test_a_blocking_read_that_times_out_is_no_failure():
+    service = _BlockingService()
+    assert _jax_read.kv_wait(service, "never", 10) is None
+    service.key_value_set("k", "v")
+    assert _jax_read.kv_wait(service, "k", 10) == "v"
+
+
+def test_a_dead_coordinator_through_the_threads_is_one_warning_and_no_hang(records):
+    seen: list = []
+    failopen = FailOpen(warn=lambda message, *a, **k: seen.append(message))
+    checker = _ranks.Checker(_jax_read.Coordination(_Gone(), 1, 4), 30.0, seen.append,
+                             failopen)
+    for n in range(1, 6):
+        checker.submit(dataclasses.replace(records[4], count=n), None)
+    deadline = time.monotonic() + 10
+    while not checker.off and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert checker.off
+    started = time.monotonic()
+    checker.close(1.0)
+    assert time.monotonic() - started < 1.5
+    assert len([m for m in seen if "coordination service" in str(m)]) == 1

@@ -1,0 +1,383 @@
+"""The cross-rank check at fleet scale: what each compile costs JAX's coordination service.
+
+Drives the real checker (``otel_jax._ranks.Checker``: its publication, comparison,
+verdicts, takeover and clean-up) for N = 64 to 1,024 simulated ranks against an
+in-process key-value store with the coordination service's semantics (set, increment,
+directory read, directory delete, blocking read with a timeout), on a simulated clock:
+a 30 s straggler takes no 30 s. Each rank settles its compiles one after the other, as
+its settling thread does. Every call and byte (keys and values, both ways) is counted at
+the service and per rank, and the checker's CPU per compile is measured per rank (the
+store's own work included, so an upper bound).
+
+Cases, each over ``--compiles`` compiles of one function whose signature has
+``--leaves`` leaves (real compile records of a real jit, otel_jax installed):
+
+- ``all``: every rank compiles within 1 s;
+- ``straggler 20 s``: one rank compiles 20 s after the others (within the default
+  30 s timeout: nothing to report, one longer wait);
+- ``straggler 30 s``: one rank compiles 30 s after the others (at the default timeout:
+  it is reported missing, arrives after the verdict and checks itself against it);
+- ``dead``: one rank never compiles (reported missing after the timeout);
+- ``divergent``: one rank compiles another shape (named with paths and both values);
+- ``comparer dies``: the first rank to arrive dies before its verdict (another takes over).
+
+    python benchmarks/fleet_scale.py               # N = 64 .. 1,024
+    python benchmarks/fleet_scale.py --quick       # N = 64 and 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import heapq
+import itertools
+import random
+import statistics
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from otel_jax import _jax_read, _ranks
+from otel_jax._failopen import FailOpen
+from otel_jax._record import CompileRecord, Divergence
+
+# --- the coordination service, in one process ------------------------------------------
+
+
+class Service:
+    """The coordination service's key-value store, with its semantics: a key set is read
+    by blocking reads waiting for it; deleting ``k`` deletes ``k/...`` too; increments
+    count from 0; directory reads list ``prefix...`` in key order."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.data: dict[str, str] = {}
+        self._waiting: dict[str, list[Callable[[str], None]]] = {}
+        self.calls = 0
+        self.bytes = 0
+        self.peak_keys = 0
+
+    def count(self, n_bytes: int) -> None:
+        self.calls += 1
+        self.bytes += n_bytes
+
+    def set(self, key: str, value: str) -> None:
+        self.data[key] = value
+        self.peak_keys = max(self.peak_keys, len(self.data))
+        for wake in self._waiting.pop(key, ()):
+            wake(value)
+
+    def delete(self, key: str) -> None:
+        directory = key.rstrip("/") + "/"
+        for k in [k for k in self.data if k == key or k.startswith(directory)]:
+            del self.data[k]
+
+    def dir_get(self, prefix: str) -> list[tuple[str, str]]:
+        return sorted((k, v) for k, v in self.data.items() if k.startswith(prefix))
+
+    def wait(self, key: str, wake: Callable[[str], None]) -> None:
+        self._waiting.setdefault(key, []).append(wake)
+
+    def forget(self, key: str, wake: Callable[[str], None]) -> None:
+        waiting = self._waiting.get(key)
+        if waiting and wake in waiting:
+            waiting.remove(wake)
+
+
+class Client:
+    """One rank's distributed runtime client: the methods the checker calls, counted."""
+
+    def __init__(self, service: Service, stats: dict[str, int]) -> None:
+        self.service = service
+        self.stats = stats
+
+    def _count(self, n_bytes: int) -> None:
+        self.service.count(n_bytes)
+        self.stats["calls"] += 1
+        self.stats["bytes"] += n_bytes
+
+    def key_value_set(self, key: str, value: str, allow_overwrite: bool = False) -> None:
+        self._count(len(key) + len(value))
+        if not allow_overwrite and key in self.service.data:
+            raise RuntimeError(f"ALREADY_EXISTS: {key}")
+        self.service.set(key, value)
+
+    def key_value_increment(self, key: str, increment: int) -> int:
+        value = int(self.service.data.get(key, "0")) + increment
+        self.service.set(key, str(value))
+        self._count(len(key) + 8 + len(str(value)))
+        return value
+
+    def key_value_dir_get(self, prefix: str) -> list[tuple[str, str]]:
+        found = self.service.dir_get(prefix)
+        self._count(len(prefix) + sum(len(k) + len(v) for k, v in found))
+        return found
+
+    def key_value_delete(self, key: str) -> None:
+        self._count(len(key))
+        self.service.delete(key)
+
+    def key_value_try_get(self, key: str) -> str:
+        value = self.service.data.get(key)
+        self._count(len(key) + len(value or ""))
+        if value is None:
+            raise RuntimeError(f"NOT_FOUND: Config key {key} not found.")
+        return value
+
+    # blocking reads are driven by the fleet (``Fleet._wait``), on the simulated clock
+    def blocking_key_value_get(self, key: str, timeout_in_ms: int) -> str:
+        raise NotImplementedError("the fleet drives blocking reads")
+
+
+# --- the fleet: ranks on a simulated clock ------------------------------------------------
+
+
+class Rank:
+    def __init__(self, fleet: Fleet, rank: int, timeout_s: float) -> None:
+        self.stats = {"calls": 0, "bytes": 0}
+        self.client = Client(fleet.service, self.stats)
+        self.reports: list[Divergence] = []
+        self.reported_at: list[float] = []  # on the simulated clock
+
+        def report(div: Divergence) -> None:
+            self.reports.append(div)
+            self.reported_at.append(fleet.now)
+
+        self.checker = _ranks.Checker(
+            _jax_read.Coordination(self.client, rank, fleet.n), timeout_s, report,
+            FailOpen(), clock=lambda: fleet.now)
+        self.rank = rank
+        self.pending: deque[_ranks.Compile] = deque()
+        self.steps: Any = None  # the protocol steps of the compile being settled
+        self.item: _ranks.Compile | None = None
+        self.cpu_s = 0.0
+        self.compare_cpu_s = 0.0  # of compiles this rank compared
+        self.compared = 0
+        self.dies_after_arrival = False
+        self.dead = False
+
+
+class Fleet:
+    """N ranks of one job, each with its own checker, on one simulated clock."""
+
+    def __init__(self, n: int, timeout_s: float = _ranks.DEFAULT_TIMEOUT_S) -> None:
+        self.n = n
+        self.now = 0.0
+        self._events: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self.service = Service(lambda: self.now)
+        self.ranks = [Rank(self, r, timeout_s) for r in range(n)]
+
+    def at(self, when: float, fn: Callable[[], None]) -> None:
+        heapq.heappush(self._events, (when, next(self._seq), fn))
+
+    def compile(self, rank: int, record: CompileRecord, when: float) -> None:
+        """``rank`` compiles ``record`` at ``when``: its publishing thread publishes at once."""
+        self.at(when, lambda: self._publish(self.ranks[rank], record))
+
+    def run(self) -> None:
+        while self._events:
+            when, _, fn = heapq.heappop(self._events)
+            self.now = max(self.now, when)
+            fn()
+
+    def _publish(self, r: Rank, record: CompileRecord) -> None:
+        if r.dead:
+            return
+        started = time.thread_time()
+        item = r.checker.compile_of(record, None)
+        published = r.checker.publish(item)
+        r.cpu_s += time.thread_time() - started
+        if not published:
+            return
+        if r.dies_after_arrival and item.arrival == 1:
+            r.dead = True  # arrived first, then died: it never writes the verdict
+            return
+        r.pending.append(item)
+        if r.steps is None:
+            self._next(r)
+
+    def _next(self, r: Rank) -> None:
+        if r.dead or not r.pending:
+            r.steps = r.item = None
+            return
+        r.item = r.pending.popleft()
+        r.steps = r.checker.settle(r.item)
+        self._step(r, None)
+
+    def _step(self, r: Rank, value: str | None) -> None:
+        item = r.item
+        assert item is not None
+        started = time.thread_time()
+        try:
+            wait = r.steps.send(value)
+        except StopIteration:
+            wait = None
+        spent = time.thread_time() - started
+        r.cpu_s += spent
+        if item.arrival == 1:
+            r.compare_cpu_s += spent
+        if wait is None:
+            if item.arrival == 1:
+                r.compared += 1
+            self._next(r)
+            return
+        self._wait(r, wait)
+
+    def _wait(self, r: Rank, wait: _ranks.Wait) -> None:
+        """One blocking read: answered when the key is set, or ``None`` at the deadline."""
+        done = [False]
+
+        def wake(value: str | None) -> None:
+            if done[0]:
+                return
+            done[0] = True
+            self.service.forget(wait.key, wake)
+            r.client._count(len(wait.key) + len(value or ""))
+            self.at(self.now, lambda: self._step(r, value))
+
+        if wait.key in self.service.data:
+            wake(self.service.data[wait.key])
+            return
+        self.service.wait(wait.key, wake)
+        self.at(max(wait.deadline, self.now), lambda: wake(None))
+
+
+# --- records of a real compile ----------------------------------------------------------
+
+
+def real_records(leaves: int) -> dict[str, CompileRecord]:
+    """Compile records of a real jit of a ``leaves``-leaf parameter tree (otel_jax
+    installed): ``same`` for every rank, ``other`` with one leaf of another shape."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import otel_jax
+    from otel_jax.testing import record_compiles
+
+    otel_jax.install(log_output=None)
+
+    def step(params, batch):
+        return sum(jnp.sum(p) for p in jax.tree_util.tree_leaves(params)) + jnp.sum(
+            batch["x"])
+
+    jitted = jax.jit(step)
+    params = {f"layer{i // 4}": {f"w{i % 4}": np.ones((4, 3), np.float32)}
+              for i in range(leaves - 1)}
+    with record_compiles() as recorded:
+        jitted(params, {"x": np.ones((12, 8), np.float32)})
+        jitted(params, {"x": np.ones((112, 8), np.float32)})
+    otel_jax.uninstall()
+    same, other = list(recorded)[:2]
+    # What a job would carry: a program fingerprint (one process leaves it out).
+    same = dataclasses.replace(same, count=1, program_fingerprint="a" * 32)
+    other = dataclasses.replace(other, count=1, program_fingerprint="b" * 32)
+    return {"same": same, "other": other}
+
+
+# --- the cases ----------------------------------------------------------------------------
+
+
+def run_case(n: int, case: str, records: dict[str, CompileRecord], compiles: int,
+             seed: int = 0) -> dict[str, Any]:
+    """One job of ``n`` ranks compiling ``compiles`` ordinals of one function."""
+    rng = random.Random(seed)
+    fleet = Fleet(n)
+    odd = n - 1  # the straggler, the dead rank, the divergent rank
+    if case == "comparer dies":
+        # the rank that arrives first at the first compile dies right after it arrived
+        fleet.ranks[0].dies_after_arrival = True
+    period = 120.0  # one compile every 2 simulated minutes: the cases do not overlap
+    for c in range(1, compiles + 1):
+        base = (c - 1) * period
+        for r in range(n):
+            if case == "dead" and r == odd:
+                continue
+            record = records["other" if case == "divergent" and r == odd else "same"]
+            record = dataclasses.replace(record, count=c)
+            when = base + (0.0 if case == "comparer dies" and r == 0 else
+                           0.001 + rng.random())
+            if case.startswith("straggler") and r == odd:
+                when = base + float(case.split()[1]) + rng.random()
+            fleet.compile(r, record, when)
+    # The collector runs between cases, not inside one: its pauses belong to the whole
+    # simulated fleet (1,024 checkers in one process), not to the rank it interrupts.
+    gc.collect()
+    gc.disable()
+    try:
+        fleet.run()
+    finally:
+        gc.enable()
+    alive = [r for r in fleet.ranks if not r.dead and not (case == "dead" and r.rank == odd)]
+    comparers = [r for r in alive if r.compared]
+    waiters = [r for r in alive if not r.compared]
+    reports = sorted({(d.kind.value, d.text) for r in alive for d in r.reports})
+    per_rank_bytes = [r.stats["bytes"] / compiles for r in alive]
+    per_rank_calls = [r.stats["calls"] / compiles for r in alive]
+    return {
+        "n": n, "case": case,
+        "service_bytes": fleet.service.bytes / compiles,
+        "service_calls": fleet.service.calls / compiles,
+        "rank_bytes_max": max(per_rank_bytes), "rank_bytes_median":
+            statistics.median(per_rank_bytes),
+        "rank_calls_max": max(per_rank_calls),
+        "cpu_wait_ms": 1000 * _p99([r.cpu_s for r in waiters]) / compiles,
+        "cpu_compare_ms": 1000 * max(((r.compare_cpu_s / r.compared) for r in comparers),
+                                     default=0.0),
+        "keys_left": len(fleet.service.data),
+        "reports": reports,
+        "reported_by": sum(1 for r in alive if r.reports),
+        "alive": len(alive),
+    }
+
+
+def _p99(values: list[float]) -> float:
+    """The 99th percentile (the largest below 100 values)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
+CASES = ("all", "straggler 20 s", "straggler 30 s", "dead", "divergent", "comparer dies")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="N = 64 and 256 only")
+    parser.add_argument("--ranks", type=int, nargs="*", default=None)
+    parser.add_argument("--leaves", type=int, default=200)
+    parser.add_argument("--compiles", type=int, default=3)
+    args = parser.parse_args(argv)
+    sizes = args.ranks or ([64, 256] if args.quick else [64, 128, 256, 512, 1024])
+    records = real_records(args.leaves)
+    print(f"per compile, {args.leaves}-leaf signature, mean over {args.compiles} compiles; "
+          "bytes are keys and values both ways.\nCPU is the checker's own (thread time): "
+          "the 99th percentile of the ranks that only publish and wait, and the most a "
+          "comparing rank spent on one compile it compared.\n"
+          "service: all calls and bytes at the coordination service; rank B: the median "
+          "rank's bytes; B max and rank calls: the most of any rank (a comparer).")
+    header = (f"{'N':>5} {'case':<15} {'service KB':>10} {'calls':>6} {'calls/N':>7} "
+              f"{'rank B':>7} {'B max':>7} {'rank calls':>10} {'cpu p99 ms':>11} "
+              f"{'cpu cmp ms':>10}  reported")
+    print(header)
+    for n in sizes:
+        for case in CASES:
+            res = run_case(n, case, records, args.compiles)
+            said = "; ".join(f"[{k}] {t[:70]}" for k, t in res["reports"]) or "-"
+            print(f"{n:>5} {case:<15} {res['service_bytes'] / 1000:>10.1f} "
+                  f"{res['service_calls']:>6.0f} {res['service_calls'] / n:>7.2f} "
+                  f"{res['rank_bytes_median']:>7.0f} {res['rank_bytes_max']:>7.0f} "
+                  f"{res['rank_calls_max']:>10.1f} "
+                  f"{res['cpu_wait_ms']:>11.3f} {res['cpu_compare_ms']:>10.2f}  "
+                  f"{res['reported_by']}/{res['alive']} ranks: {said}")
+            sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
