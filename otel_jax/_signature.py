@@ -716,6 +716,10 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
     # keys with == ({1: x} and {1.0: x} are equal), and a transformed program's
     # tree and names are stand-ins for the leaves its jaxpr names.
     paths: Sequence[str] = inputs.arg_names or tuple(f"leaf[{i}]" for i in range(len(types)))
+    exported = _jax_read.exported_program(miss.fun) if miss.fun is not None else None
+    if exported is not None and layout is None:
+        # ``exported.call(...)`` binds the flat leaves: named by the tree it was exported with
+        paths = _jax_read.exported_leaf_paths(exported, len(types)) or paths
     if layout is not None:
         treedef, top_names, paths, avals, types, placements = _as_user_paths(
             layout, treedef, top_names, tuple(paths), tuple(avals), tuple(types),

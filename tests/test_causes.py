@@ -458,3 +458,79 @@ def test_closest_signature_counts_the_function_object(telemetry):
     assert spans[-1].attributes["jax.compile.compared_with"] == 1
     assert only_change(spans[-1]) == {"path": "x", "kind": "shape",
                                       "before": "f32[3]", "after": "f32[4]"}
+
+
+# --- programs users bring: exported models -------------------------------------------------
+
+class BackendCompiles:
+    """Backend compiles counted by JAX's own monitoring event, independently of otel_jax."""
+
+    EVENT = "/jax/core/compile/backend_compile_duration"
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def __call__(self, event: str, duration: float, **kwargs) -> None:
+        if event == self.EVENT:
+            self.names.append(str(kwargs.get("fun_name", "?")))
+
+    def __enter__(self) -> BackendCompiles:
+        jax.monitoring.register_event_duration_secs_listener(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from jax._src import monitoring
+
+        remove = (getattr(monitoring, "unregister_event_duration_listener", None)
+                  or monitoring._unregister_event_duration_listener_by_callback)  # JAX 0.8
+        remove(self)
+
+
+def serve(w, batch):
+    return jnp.tanh(batch["x"] @ w) * batch["scale"]
+
+
+def test_an_exported_model_called_eagerly_is_the_users_program(telemetry):
+    from jax import export
+
+    from otel_jax.testing import assert_max_compiles
+
+    b, = export.symbolic_shape("b")
+    exported = export.export(jax.jit(serve))(
+        jax.ShapeDtypeStruct((3, 2), jnp.float32),
+        {"x": jax.ShapeDtypeStruct((b, 3), jnp.float32),
+         "scale": jax.ShapeDtypeStruct((), jnp.float32)})
+    w = jnp.ones((3, 2))
+    before = len(telemetry.compiles(eager=True))
+    with BackendCompiles() as jax_counted, assert_max_compiles(2) as budget:
+        exported.call(w, {"x": jnp.ones((4, 3)), "scale": jnp.float32(2)})
+        exported.call(w, {"x": jnp.ones((4, 3)), "scale": jnp.float32(3)})  # cached
+        exported.call(w, {"x": jnp.ones((7, 3)), "scale": jnp.float32(2)})  # a new batch size
+    assert [r.function.qualname for r in budget.records] == ["serve", "serve"]
+    spans = telemetry.compiles("serve")
+    assert [s.attributes["jax.compile.cause.kind"] for s in spans] == ["first_compile", "shape"]
+    assert not any(s.attributes["jax.compile.eager_op"] for s in spans)
+    assert only_change(spans[1]) == {"path": "args[1]['x']", "kind": "shape",
+                                     "before": "f32[4,3]", "after": "f32[7,3]"}
+    assert spans[1].attributes["jax.compile.cause"] == "args[1]['x']: f32[4,3] -> f32[7,3]"
+    assert "pad or bucket" in spans[1].attributes["jax.compile.hint"]
+    # Counts equal JAX's: every backend compile is one span, eager ops included.
+    assert len(telemetry.compiles(eager=True)) - before == len(jax_counted.names)
+    lines = [ln for ln in telemetry.log_lines() if ln.get("function") == "serve"]
+    assert [ln["level"] for ln in lines] == ["info", "info"]  # in the default log
+
+
+def test_jax_own_eager_ops_stay_eager_next_to_an_exported_model(telemetry):
+    from jax import export
+
+    exported = export.export(jax.jit(jnp.sin))(jax.ShapeDtypeStruct((3,), jnp.float32))
+    x = jnp.arange(3.0)
+    exported.call(x)
+    jnp.sin(x + 1)
+    jnp.mean(x)
+    jnp.stack([x, x])
+    user = telemetry.compiles()
+    assert [s.attributes["code.function.name"] for s in user] == ["sin"]  # the exported one
+    eager = {s.attributes["code.function.name"] for s in telemetry.compiles(eager=True)
+             if s.attributes["jax.compile.eager_op"]}
+    assert {"sin", "_mean", "add"} <= eager  # stack: jitted, or concatenate op by op (0.8)
