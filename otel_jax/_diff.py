@@ -458,7 +458,9 @@ def _merge_gone_and_back(changes: list[Change]) -> list[Change]:
         if c.path not in both:
             out.append(c)
         elif c.detail is Detail.REMOVED:
-            out.append(Change(c.path, CauseKind.PYTREE_STRUCTURE, c.before, added[c.path].after))
+            # another kind of thing at the same path: what was under either is implied
+            out.append(Change(c.path, CauseKind.PYTREE_STRUCTURE, c.before, added[c.path].after,
+                              Detail.REPLACED))
     return out
 
 

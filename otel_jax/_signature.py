@@ -834,7 +834,10 @@ def _as_user_paths(layout: _wrappers.Layout, treedef: Any, top_names: tuple[str,
     from jax import tree_util
 
     order = sorted(range(len(renamed)), key=renamed.__getitem__)
-    user_tree = tree_util.tree_structure(((), {renamed[i]: 0 for i in order}))
+    keyed: dict[str, Any] = {renamed[i]: 0 for i in order}
+    for name, value in layout.empty:  # no leaves, so no order to keep
+        keyed.setdefault(name, value)
+    user_tree = tree_util.tree_structure(((), keyed))
     return (user_tree, (), tuple(renamed[i] for i in order), tuple(avals[i] for i in order),
             tuple(types[i] for i in order), tuple(placements[i] for i in order))
 
