@@ -657,6 +657,9 @@ def _tree_changes(path: str, a: Any, b: Any, add: Any) -> None:
     db = None if _is_leaf(b) else b.node_data()
     if da is None or db is None or da[0] is not db[0] or (
             da[0] is not dict and len(a.children()) != len(b.children())):
+        if da is not None and db is not None and _tree_fields_changed(path, a, b, da[0],
+                                                                      db[0], add):
+            return
         add(Change(path, CauseKind.PYTREE_STRUCTURE, _tree_text(a, da), _tree_text(b, db)))
         return
     if da[0] is dict:
@@ -675,6 +678,32 @@ def _tree_changes(path: str, a: Any, b: Any, add: Any) -> None:
         _aux_changes(path, da[0], da[1], db[1], add)
     for name, x, y in zip(_child_names(b, path, db), a.children(), b.children()):
         _tree_changes(name, x, y, add)
+
+
+def _tree_fields_changed(path: str, a: Any, b: Any, type_a: Any, type_b: Any,
+                         add: Any) -> bool:
+    """``_fields_changed`` for two bare treedefs (a wrapper's static structure)."""
+    if type_a is not type_b and getattr(type_a, "__qualname__", None) != getattr(
+            type_b, "__qualname__", type_a):
+        return False
+    ca, cb = a.children(), b.children()
+    fa, fb = _node_fields(type_a, len(ca)), _node_fields(type_b, len(cb))
+    if fa is None or fb is None or (fa == fb and type_a is type_b):
+        return False
+    if fa == fb:
+        add(Change(path, CauseKind.PYTREE_STRUCTURE, f"{type_name_of(type_a)} (a class)",
+                   f"another class {type_name_of(type_b)} with the same fields (the class "
+                   "was defined again: JAX keys a tree by its node classes)"))
+    by_field = dict(zip(fb, cb))
+    for f, child in zip(fa, ca):
+        if f in by_field:
+            _tree_changes(f"{path}.{f}", child, by_field[f], add)
+        else:
+            add(_removed(f"{path}.{f}", CauseKind.PYTREE_STRUCTURE, _tree_text(child)))
+    for f, child in zip(fb, cb):
+        if f not in set(fa):
+            add(_added(f"{path}.{f}", CauseKind.PYTREE_STRUCTURE, _tree_text(child)))
+    return True
 
 
 def _tree_text(t: Any, data: Any = None) -> str:
@@ -786,6 +815,9 @@ def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Sign
         da[0] is dict or _wrappers.nnx_pytree_aux(da[0], da[1]) is not None)
     if da is None or db is None or da[0] is not db[0] or (
             not keyed and len(a.children()) != len(b.children())):
+        if da is not None and db is not None and _fields_changed(
+                a, b, path, oa, ob, da[0], db[0], old, new, add):
+            return
         add(Change(path or "<arguments>", CauseKind.PYTREE_STRUCTURE,
                    _summary(a, old, oa), _summary(b, new, ob)))
         return
@@ -813,6 +845,56 @@ def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Sign
         return
     for i, (x, y) in enumerate(zip(ca, cb)):
         _walk(x, y, nb[i], offs_a[i], offs_b[i], old, new, add)
+
+
+def _node_fields(node_type: Any, n: int) -> list[str] | None:
+    """The field name of each of a NamedTuple's or dataclass pytree's ``n`` children."""
+    fields = getattr(node_type, "_fields", None)
+    if isinstance(fields, tuple) and len(fields) == n and all(isinstance(f, str) for f in fields):
+        return list(fields)
+    return _data_field_names(node_type, n)
+
+
+def _fields_changed(a: Any, b: Any, path: str, oa: int, ob: int, type_a: Any, type_b: Any,
+                    old: Signature, new: Signature, add: Any) -> bool:
+    """A node with field names (a NamedTuple, a dataclass pytree) that gained or lost
+    fields, or a class of the same name defined again: named field by field.
+    ``False`` when the two nodes are not one class's versions (then summarised whole)."""
+    if type_a is not type_b and getattr(type_a, "__qualname__", None) != getattr(
+            type_b, "__qualname__", type_a):
+        return False
+    ca, cb = a.children(), b.children()
+    fa, fb = _node_fields(type_a, len(ca)), _node_fields(type_b, len(cb))
+    if fa is None or fb is None:
+        return False
+    head = path or "<arguments>"
+    if fa == fb:  # the same fields: only the class object differs
+        if type_a is type_b:
+            return False
+        add(Change(head, CauseKind.PYTREE_STRUCTURE, f"{type_name_of(type_a)} (a class)",
+                   f"another class {type_name_of(type_b)} with the same fields (the class "
+                   "was defined again: JAX keys a tree by its node classes)"))
+    offs_a, offs_b = _offsets(ca, oa), _offsets(cb, ob)
+    index_b = {f: j for j, f in enumerate(fb)}
+    for i, f in enumerate(fa):
+        j = index_b.get(f)
+        if j is None:
+            add(_removed(f"{head}.{f}", CauseKind.PYTREE_STRUCTURE,
+                         _summary(ca[i], old, offs_a[i])))
+        else:
+            _walk(ca[i], cb[j], f"{head}.{f}", offs_a[i], offs_b[j], old, new, add)
+    known = set(fa)
+    for j, f in enumerate(fb):
+        if f not in known:
+            add(_added(f"{head}.{f}", CauseKind.PYTREE_STRUCTURE,
+                       _summary(cb[j], new, offs_b[j])))
+    return True
+
+
+def type_name_of(node_type: Any) -> str:
+    module = getattr(node_type, "__module__", "") or ""
+    qual = getattr(node_type, "__qualname__", None) or getattr(node_type, "__name__", "node")
+    return str(qual) if module in ("builtins", "__main__", "") else f"{module}.{qual}"
 
 
 def _static_field_names(node_type: Any, n: int) -> list[str] | None:

@@ -626,3 +626,60 @@ def test_recreated_callable_object_names_the_field_that_changed(telemetry):
     assert span.attributes["jax.compile.cause.kind"] == "function_identity"
     changes = {c["path"]: (c["before"], c["after"]) for c in diff_of(span)}
     assert changes["<function>.self.factor"] == ("2.0", "3.0")
+
+
+# --- node types with field names that gain or lose a field ------------------------------
+
+def _batch_class(*fields: str):
+    """A NamedTuple ``Batch`` with these fields: one class's two versions share a name."""
+    return NamedTuple("Batch", [(f, jax.Array) for f in fields])
+
+
+def test_a_namedtuple_that_gains_a_field_names_it(telemetry):
+    @jax.jit
+    def loss(batch):
+        return batch.x.sum()
+
+    old, new = _batch_class("x", "y"), _batch_class("x", "y", "mask")
+    loss(old(jnp.ones((8, 2)), jnp.ones(8)))
+    loss(new(jnp.ones((8, 2)), jnp.ones(8), jnp.ones(8, bool)))  # the new version
+    loss(_batch_class("x", "y")(jnp.ones((8, 2)), jnp.ones(4)))  # defined again, y shorter
+    spans = telemetry.compiles("test_a_namedtuple_that_gains_a_field_names_it.<locals>.loss")
+    assert only_change(spans[1]) == {"path": "batch.mask", "kind": "pytree_structure",
+                                     "before": "<absent>", "after": "bool[8]"}
+    assert spans[1].attributes["jax.compile.cause"] == "batch.mask: <absent> -> bool[8]"
+    assert "keep the argument tree fixed" in spans[1].attributes["jax.compile.hint"]
+    changes = diff_of(spans[2])
+    assert changes[0]["path"] == "batch" and "defined again" in changes[0]["after"]
+    assert changes[1] == {"path": "batch.y", "kind": "shape", "before": "f32[8]",
+                          "after": "f32[4]"}
+
+
+def test_a_dataclass_pytree_that_loses_a_field_names_it(telemetry):
+    def version(*fields: str):
+        cls = dataclasses.make_dataclass("Params", [(f, jax.Array) for f in fields])
+        return jax.tree_util.register_dataclass(cls, data_fields=list(fields),
+                                                meta_fields=[])
+
+    @jax.jit
+    def apply(params, x):
+        return x * params.w
+
+    apply(version("w", "b")(jnp.ones(2), jnp.ones(2)), jnp.ones(2))
+    apply(version("w")(jnp.ones(2)), jnp.ones(2))
+    span = telemetry.last("test_a_dataclass_pytree_that_loses_a_field_names_it.<locals>.apply")
+    assert only_change(span) == {"path": "params.b", "kind": "pytree_structure",
+                                 "before": "f32[2]", "after": "<absent>"}
+
+
+def test_node_types_of_other_names_are_still_summarised_whole(telemetry):
+    @jax.jit
+    def f(state):
+        return state[0] * 2
+
+    f(NamedTuple("Left", [("a", jax.Array)])(jnp.ones(2)))
+    f(NamedTuple("Right", [("a", jax.Array), ("b", jax.Array)])(jnp.ones(2), jnp.ones(2)))
+    change = only_change(telemetry.last(
+        "test_node_types_of_other_names_are_still_summarised_whole.<locals>.f"))
+    assert (change["path"], change["before"], change["after"]) == (
+        "state", "Left with 1 leaves", "Right with 2 leaves")
