@@ -50,6 +50,8 @@ class Detail(enum.Enum):
     STATIC_FUNCTION = "static_function"  # a static field's function object re-created
     STATIC_FIELD = "static_field"  # a static field of a module/dataclass pytree changed
     BOUND_VALUE = "bound_value"  # what a new partial/closure binds (``subject``: the name)
+    KEY_STYLE = "key_style"  # a typed PRNG key vs a legacy uint32 one
+    KEY_IMPL = "key_impl"  # typed PRNG keys of two implementations (threefry vs rbg)
 
 
 @dataclass(frozen=True, slots=True)
@@ -729,12 +731,26 @@ def _leaf_kind(old_aval: Any, new_aval: Any) -> CauseKind:
     return CauseKind.SHARDING  # same shape and dtype: the type's own sharding differs
 
 
+def _leaf_change(path: str, old_aval: Any, new_aval: Any, before: str, after: str) -> Change:
+    """An argument's abstract type changed; a PRNG key of another style or
+    implementation is told apart (its fix is not a cast)."""
+    kind = _leaf_kind(old_aval, new_aval)
+    if kind is CauseKind.DTYPE:
+        impl_a, impl_b = _jax_read.prng_key_impl(old_aval), _jax_read.prng_key_impl(new_aval)
+        if impl_a is not None and impl_b is not None:
+            return Change(path, kind, before, after, Detail.KEY_IMPL)
+        if (impl_a is None) != (impl_b is None) and _jax_read.is_raw_key_data(
+                old_aval if impl_a is None else new_aval):
+            return Change(path, kind, before, after, Detail.KEY_STYLE)
+    return Change(path, kind, before, after)
+
+
 def _leaf_changes(old: Signature, new: Signature, add: Any) -> None:
     ot, nt, op, np_ = old.types, new.types, old.placements, new.placements
     changed = sorted({*_differing(ot, nt), *_differing(op, np_)})
     for i in changed:
         if ot[i] != nt[i]:
-            add(Change(new.paths[i], _leaf_kind(old.avals[i], new.avals[i]), ot[i], nt[i]))
+            add(_leaf_change(new.paths[i], old.avals[i], new.avals[i], ot[i], nt[i]))
         else:
             add(_placement_change(new.paths[i], op[i], np_[i]))
 
@@ -804,8 +820,8 @@ def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Sign
     if _is_leaf(a) and _is_leaf(b):
         if oa < len(old.types) and ob < len(new.types):
             if old.types[oa] != new.types[ob]:
-                add(Change(path, _leaf_kind(old.avals[oa], new.avals[ob]),
-                           old.types[oa], new.types[ob]))
+                add(_leaf_change(path, old.avals[oa], new.avals[ob], old.types[oa],
+                                 new.types[ob]))
             elif old.placements[oa] != new.placements[ob]:
                 add(_placement_change(path, old.placements[oa], new.placements[ob]))
         return

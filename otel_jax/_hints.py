@@ -61,6 +61,13 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
         "a static field holds a function or bound method, which compares by identity: a new "
         "one (an optax optimizer such as optax.adam(...) or a model's .apply re-created, a "
         "lambda) compiles again; create it once outside the loop and reuse it"),
+    ("dtype", "key_style"): (
+        "a typed PRNG key (jax.random.key, key<impl>[]) and a legacy uint32 one "
+        "(jax.random.PRNGKey, u32[2]) are different types: use one key style everywhere "
+        "(convert with jax.random.key_data / jax.random.wrap_key_data)"),
+    ("dtype", "key_impl"): (
+        "PRNG keys of two implementations (jax_default_prng_impl, or impl= of "
+        "jax.random.key) are different types: make every key with the same implementation"),
     ("pytree_structure", "moved"): (
         "an argument passed positionally in one call and by keyword in another changes the "
         "argument tree: pass it the same way every call"),

@@ -377,6 +377,33 @@ def _leafless_arguments(tree: Any, names: list[str], star: str | None,
     return tuple(out)
 
 
+def prng_key_impl(aval: Any) -> str | None:
+    """The implementation of a typed PRNG key's abstract value (``fry`` for
+    ``key<fry>[]``, from ``jax.random.key``), or ``None`` for any other value."""
+    dtype = getattr(aval, "dtype", None)
+    try:
+        import jax
+        import jax.numpy as jnp
+
+        if dtype is None or not jnp.issubdtype(dtype, jax.dtypes.prng_key):
+            return None
+    except Exception:
+        return None
+    impl = getattr(dtype, "_impl", None)
+    name = getattr(impl, "name", None)
+    return str(name) if name is not None else str(dtype)
+
+
+def is_raw_key_data(aval: Any) -> bool:
+    """A ``uint32`` array: what a legacy ``jax.random.PRNGKey`` is."""
+    try:
+        import numpy as np
+
+        return bool(np.dtype(aval.dtype) == np.uint32)
+    except Exception:
+        return False
+
+
 def is_committed(arr: Any) -> bool | None:
     return getattr(arr, "_committed", None)
 

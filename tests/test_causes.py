@@ -534,3 +534,34 @@ def test_jax_own_eager_ops_stay_eager_next_to_an_exported_model(telemetry):
     eager = {s.attributes["code.function.name"] for s in telemetry.compiles(eager=True)
              if s.attributes["jax.compile.eager_op"]}
     assert {"sin", "_mean", "add"} <= eager  # stack: jitted, or concatenate op by op (0.8)
+
+
+def test_a_legacy_prng_key_then_a_typed_one_hints_at_one_key_style(telemetry):
+    @jax.jit
+    def sample(state):
+        return jax.random.normal(state["key"], (2,)) * state["scale"]
+
+    sample({"key": jax.random.PRNGKey(0), "scale": jnp.float32(1)})
+    sample({"key": jax.random.key(0), "scale": jnp.float32(1)})  # typed: key<fry>[]
+    sample({"key": jax.random.key(0, impl="rbg"), "scale": jnp.float32(1)})
+    spans = telemetry.compiles(
+        "test_a_legacy_prng_key_then_a_typed_one_hints_at_one_key_style.<locals>.sample")
+    assert only_change(spans[1]) == {"path": "state['key']", "kind": "dtype",
+                                     "before": "u32[2]", "after": "key<fry>[]"}
+    hint = spans[1].attributes["jax.compile.hint"]
+    assert "one key style" in hint and "jax.random.PRNGKey" in hint and "cast" not in hint
+    assert only_change(spans[2]) == {"path": "state['key']", "kind": "dtype",
+                                     "before": "key<fry>[]", "after": "key<rbg>[]"}
+    assert "same implementation" in spans[2].attributes["jax.compile.hint"]
+
+
+def test_a_dtype_change_of_plain_arrays_keeps_the_cast_hint(telemetry):
+    @jax.jit
+    def total(x):
+        return x.sum()
+
+    total(jnp.ones(2, jnp.uint32))
+    total(jnp.ones(2, jnp.float32))
+    span = telemetry.last("test_a_dtype_change_of_plain_arrays_keeps_the_cast_hint.<locals>.total")
+    assert span.attributes["jax.compile.cause.kind"] == "dtype"
+    assert "cast inputs to one dtype" in span.attributes["jax.compile.hint"]

@@ -127,8 +127,8 @@ def test_filter_jit_names_a_field_a_namedtuple_gained(telemetry):
     def total(batch, n):
         return batch.x.sum() * n
 
-    old = NamedTuple("Batch", [("x", jax.Array), ("y", jax.Array)])
-    new = NamedTuple("Batch", [("x", jax.Array), ("y", jax.Array), ("mask", jax.Array)])
+    old, new = (NamedTuple("Batch", [(f, jax.Array) for f in fields])  # one name, two versions
+                for fields in (("x", "y"), ("x", "y", "mask")))
     total(old(jnp.ones(2), jnp.ones(2)), 2)
     total(new(jnp.ones(2), jnp.ones(2), jnp.ones(2)), 2)
     span = telemetry.last(
