@@ -124,7 +124,7 @@ def _words(top: Change) -> str:
     if detail is Detail.NEW_FUNCTION:
         return (f"{_NEW_FUNCTION_HEAD} (jax.jit caches per function object: a "
                 "jax.jit(lambda ...) or functools.partial re-created each call)")
-    if detail is Detail.IDENTITY_HASHED:
+    if detail is Detail.IDENTITY_HASHED and top.kind == CauseKind.STATIC_ARGUMENT:
         type_ = top.subject
         return (f"static argument {top.path}: a new {type_} instance; {type_} hashes by "
                 "identity (no __eq__/__hash__), so every new instance compiles again")

@@ -9,6 +9,7 @@ never on how many other functions the process has compiled.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import re
 import types
@@ -437,7 +438,7 @@ def _graph_change(name: str, prev: StaticArg, new: StaticArg) -> Change:
     if new.identity_hashed and prev.type == new.type:
         return Change(name, CauseKind.PYTREE_STRUCTURE,
                       f"{prev.repr} (a {prev.type} compared by identity)",
-                      f"new {new.type} instance", detail)
+                      f"new {new.type} instance", Detail.IDENTITY_HASHED, new.type)
     return Change(name, CauseKind.PYTREE_STRUCTURE, prev.repr,
                   f"{new.repr} (looks the same but is not == to it or hashes differently)",
                   Detail.LOOKS_EQUAL)
@@ -947,8 +948,16 @@ def _aux_changes(path: str, node_type: Any, before: Any, after: Any, add: Any) -
             return
     if not (isinstance(before, tuple) and isinstance(after, tuple)
             and len(before) == len(after)):
-        add(Change(path, CauseKind.PYTREE_STRUCTURE, f"{name} with static data {safe_repr(before)}",
-                   f"{name} with static data {safe_repr(after)}"))
+        if isinstance(node_type, type) and issubclass(node_type, functools.partial):
+            # jax.tree_util.Partial: its static data is the function it wraps
+            _static_value_change(f"{path}.func", before, after, add)
+            return
+        text_a, text_b = safe_repr(before), safe_repr(after)
+        if text_a == text_b:  # the same text, not equal: say why
+            _static_value_change(f"{path}.<static data>", before, after, add)
+            return
+        add(Change(path, CauseKind.PYTREE_STRUCTURE, f"{name} with static data {text_a}",
+                   f"{name} with static data {text_b}"))
         return
     names = _static_field_names(node_type, len(after))
     for i, (x, y) in enumerate(zip(before, after)):
@@ -966,10 +975,13 @@ def _static_value_change(path: str, x: Any, y: Any, add: Any, depth: int = 0) ->
     re-created function named as such; a NamedTuple or dataclass by the fields
     that differ (``state.tx.init``)."""
     if type(x) is type(y):
-        if isinstance(x, types.FunctionType) and x.__code__ is y.__code__:
+        if isinstance(x, types.FunctionType):
+            same = x.__code__ is y.__code__
             add(Change(path, CauseKind.PYTREE_STRUCTURE,
                        f"static {one_line_repr(x, name=_last_name(path))}",
-                       "static new function object, same source", Detail.STATIC_FUNCTION))
+                       "static new function object, same source" if same else
+                       f"static another function ({_function_site(y)})",
+                       Detail.STATIC_FUNCTION))
             return
         if isinstance(x, types.MethodType) and x.__func__ is y.__func__:
             add(Change(path, CauseKind.PYTREE_STRUCTURE,
@@ -984,14 +996,25 @@ def _static_value_change(path: str, x: Any, y: Any, add: Any, depth: int = 0) ->
                     _static_value_change(f"{path}.{name}", a, b, add, depth + 1)
                 return
     x_text, y_text = _where_they_differ(x, y, name=_last_name(path))
-    if x_text == y_text:  # equal reprs, unequal values
+    detail = Detail.STATIC_FIELD
+    if x_text == y_text:  # equal reprs, unequal values: say why
         if type(x) is type(y) and getattr(type(y), "__hash__", None) is object.__hash__:
             x_text = f"{x_text} (a {type_name(x)} compared by identity)"
             y_text = f"new {type_name(y)} instance"
+            detail = Detail.IDENTITY_HASHED
         else:
             y_text = f"{y_text} (looks the same but is not == to it)"
+            detail = Detail.LOOKS_EQUAL
     add(Change(path, CauseKind.PYTREE_STRUCTURE, f"static {x_text}", f"static {y_text}",
-               Detail.STATIC_FIELD))
+               detail, type_name(y)))
+
+
+def _function_site(fun: Any) -> str:
+    """``loss at train.py:12``: where a function is defined, read off its code object."""
+    code = fun.__code__
+    import os
+
+    return f"{fun.__qualname__} at {os.path.basename(code.co_filename)}:{code.co_firstlineno}"
 
 
 def _differing_fields(x: Any, y: Any) -> list[tuple[str, Any, Any]]:

@@ -68,6 +68,14 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
     ("dtype", "key_impl"): (
         "PRNG keys of two implementations (jax_default_prng_impl, or impl= of "
         "jax.random.key) are different types: make every key with the same implementation"),
+    ("pytree_structure", "identity_hashed"): (
+        "a static (non-array) part of this pytree node hashes by identity (no "
+        "__eq__/__hash__), so every new instance compiles again: reuse one instance, or "
+        "give its type value-based __eq__/__hash__"),
+    ("pytree_structure", "looks_equal"): (
+        "a static (non-array) part of this pytree node prints the same as before but is not "
+        "== to it (a NaN, or an __eq__ that is not value-based): JAX compares it with ==, so "
+        "it never hits the cache; make it equal itself, or store it as an array"),
     ("pytree_structure", "moved"): (
         "an argument passed positionally in one call and by keyword in another changes the "
         "argument tree: pass it the same way every call"),

@@ -683,3 +683,81 @@ def test_node_types_of_other_names_are_still_summarised_whole(telemetry):
         "test_node_types_of_other_names_are_still_summarised_whole.<locals>.f"))
     assert (change["path"], change["before"], change["after"]) == (
         "state", "Left with 1 leaves", "Right with 2 leaves")
+
+
+# --- static data whose text is unchanged but which is not equal ---------------------------
+
+def test_a_partial_of_a_new_function_each_step_says_so(telemetry):
+    @jax.jit
+    def run(loss_fn, x):
+        return loss_fn(x)
+
+    def make(scale):
+        return lambda x: x * scale
+
+    def make_other():
+        return lambda x: x / 2
+
+    for scale in (2.0, 3.0):
+        run(jax.tree_util.Partial(make(scale)), jnp.ones(2))  # a new lambda each step
+    run(jax.tree_util.Partial(make_other()), jnp.ones(2))  # another lambda, the same text
+    spans = telemetry.compiles(
+        "test_a_partial_of_a_new_function_each_step_says_so.<locals>.run")
+    change = only_change(spans[1])
+    assert change == {"path": "loss_fn.func", "kind": "pytree_structure",
+                      "before": "static <function test_a_partial_of_a_new_function_each_step_"
+                                "says_so.<locals>.make.<locals>.<lambda>>",
+                      "after": "static new function object, same source"}
+    assert change["before"] != change["after"]
+    hint = spans[1].attributes["jax.compile.hint"]
+    assert "compares by identity" in hint and "create it once" in hint
+    other = only_change(spans[2])
+    assert other["path"] == "loss_fn.func"
+    assert other["after"].startswith("static another function (test_a_partial_of_a_new_"
+                                     "function_each_step_says_so.<locals>.make_other.<locals>"
+                                     ".<lambda> at test_explanations.py:")
+
+
+class Opaque:
+    """No __eq__/__hash__, no fields in its repr: two instances print the same."""
+
+    def __repr__(self) -> str:
+        return "Opaque()"
+
+
+@jax.tree_util.register_pytree_node_class
+class Tagged:
+    def __init__(self, value, tag):
+        self.value, self.tag = value, tag
+
+    def tree_flatten(self):
+        return (self.value,), self.tag
+
+    @classmethod
+    def tree_unflatten(cls, tag, children):
+        return cls(children[0], tag)
+
+
+def test_static_data_equal_in_text_names_identity_or_inequality(telemetry):
+    @jax.jit
+    def f(t):
+        return t.value + 1
+
+    f(Tagged(jnp.ones(2), Opaque()))
+    f(Tagged(jnp.ones(2), Opaque()))  # a new instance hashed by identity
+    f(Tagged(jnp.ones(2), float("nan")))
+    f(Tagged(jnp.ones(2), float("nan")))  # nan != nan: equal text, not ==
+    spans = telemetry.compiles(
+        "test_static_data_equal_in_text_names_identity_or_inequality.<locals>.f")
+    assert len(spans) == 4
+    identity = only_change(spans[1])
+    assert identity["path"] == "t.<static data>"
+    assert "compared by identity" in identity["before"]
+    assert identity["after"] == "static new test_explanations.Opaque instance"
+    assert "hashes by identity" in spans[1].attributes["jax.compile.hint"]
+    assert "static argument" not in spans[1].attributes["jax.compile.cause"]
+    unequal = only_change(spans[3])
+    assert unequal == {"path": "t.<static data>", "kind": "pytree_structure",
+                       "before": "static nan",
+                       "after": "static nan (looks the same but is not == to it)"}
+    assert "not == to it" in spans[3].attributes["jax.compile.hint"]
