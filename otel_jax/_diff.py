@@ -51,6 +51,8 @@ class Detail(enum.Enum):
     STATIC_FUNCTION = "static_function"  # a static field's function object re-created
     STATIC_FIELD = "static_field"  # a static field of a module/dataclass pytree changed
     BOUND_VALUE = "bound_value"  # what a new partial/closure binds (``subject``: the name)
+    INTERNED = "interned"  # another value of a type JAX keeps one object per value of
+    FIELD_OF_IDENTITY = "field_of_identity"  # a field of a new identity-hashed instance
     KEY_STYLE = "key_style"  # a typed PRNG key vs a legacy uint32 one
     KEY_IMPL = "key_impl"  # typed PRNG keys of two implementations (threefry vs rbg)
 
@@ -430,6 +432,14 @@ def _live_values(prev: StaticArg, new: StaticArg) -> tuple[Any, Any] | None:
     return None if x is None or y is None else (x, y)
 
 
+def _functions(prev: StaticArg, new: StaticArg) -> tuple[Any, Any] | None:
+    """Both static values when both are plain functions still alive."""
+    live = _live_values(prev, new)
+    if live is None or not all(type(v) is types.FunctionType for v in live):
+        return None
+    return live
+
+
 def _graph_change(name: str, prev: StaticArg, new: StaticArg) -> Change:
     """A static attribute of a graph node that changed (``model.n: static 2 -> static 3``)."""
     detail = Detail.STATIC_FIELD
@@ -562,11 +572,34 @@ def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any
                            "a newly traced body (a new function object, e.g. a lambda or "
                            "closure defined in the loop, or a body that traced differently)",
                            Detail.RETRACED_BODY))
+            elif s.interned and prev.type == s.type:
+                # JAX keeps one object per distinct value of this type: another object
+                # is another value, named by what differs
+                differs: list[Change] = []
+                if not _field_changes(name, prev.fields, s.fields, differs.append):
+                    differs.append(Change(
+                        name, CauseKind.STATIC_ARGUMENT, prev.repr,
+                        s.repr if s.repr != prev.repr else
+                        f"another {s.type} object (JAX keeps one per distinct value: it "
+                        "differs in something its text does not show)"))
+                for change in differs:
+                    add(Change(change.path, change.kind, change.before, change.after,
+                               Detail.INTERNED, s.type))
+            elif s.identity_hashed and prev.type == s.type and (
+                    funcs := _functions(prev, s)) is not None:
+                x, y = funcs
+                add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
+                           "new function object, same source" if x.__code__ is y.__code__
+                           else f"another function ({_function_site(y)})",
+                           Detail.STATIC_FUNCTION))
             elif s.identity_hashed and prev.type == s.type:
                 add(Change(name, CauseKind.STATIC_ARGUMENT,
                            f"{prev.repr} (a {prev.type} hashed by identity)",
                            f"new {s.type} instance (hashed by identity)",
                            Detail.IDENTITY_HASHED, s.type))
+                # what else differs, read off both values: the fields that changed
+                _field_changes(name, prev.fields, s.fields, lambda c: add(Change(
+                    c.path, c.kind, c.before, c.after, Detail.FIELD_OF_IDENTITY)))
             elif prev.type == s.type and _field_changes(name, prev.fields, s.fields, add):
                 pass  # a dataclass-like value: one change per field that differs
             elif prev.repr == s.repr and prev.detail and s.detail and prev.detail != s.detail:

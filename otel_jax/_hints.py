@@ -42,6 +42,15 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
         "value hit the cache): keep it to a few values, or pass it as a traced argument (an "
         "array) if it changes every step"),
     ("static_argument", "identity_hashed"): HINTS["static_argument"],
+    ("static_argument", "interned"): (
+        "JAX keeps one object per distinct value of this type (a Mesh built again with the "
+        "same devices and axes is the same object, and hits the cache), so this is another "
+        "value: each distinct one compiles once; build each once and keep to a few, or pass "
+        "the sharding through the arguments (NamedSharding) instead of a static argument"),
+    ("static_argument", "static_function"): (
+        "a function passed as a static argument compares by identity: a lambda, closure or "
+        "functools.partial made in the loop is a new one every call; define it once outside "
+        "the loop and pass that same function"),
     ("static_argument", "looks_equal"): (
         "this static value is not == to an equal-looking earlier one (a NaN, or a type whose "
         "__eq__/__hash__ is not value-based), so it never hits the cache: pass a value that "

@@ -404,6 +404,54 @@ def is_raw_key_data(aval: Any) -> bool:
         return False
 
 
+_MESH_DEVICES_SHOWN = 16
+
+
+def mesh_fields(value: Any) -> tuple[tuple[str, str], ...] | None:
+    """``(field, text)`` of what makes a ``jax.sharding.Mesh`` the mesh it is: axis
+    names, sizes and types, and its devices (ids, in mesh order), read off the mesh
+    without running user code; ``None`` for any other value.
+
+    JAX 0.10 keeps one Mesh object per distinct value and hashes it by identity: two
+    meshes that are not the same object differ in one of these.
+    """
+    try:
+        from jax.sharding import Mesh
+
+        if not isinstance(value, Mesh):
+            return None
+        devices = value.devices
+        names = tuple(str(n) for n in value.axis_names)
+        sizes = tuple(int(n) for n in devices.shape)
+        kinds = tuple(str(getattr(t, "name", t)) for t in getattr(value, "axis_types", ()))
+        ids = [int(getattr(d, "id", -1)) for d in devices.flat]
+    except Exception:
+        return None
+    shown = ",".join(str(i) for i in ids[:_MESH_DEVICES_SHOWN])
+    if len(ids) > _MESH_DEVICES_SHOWN:
+        import hashlib
+
+        digest = hashlib.blake2b(repr(ids).encode(), digest_size=4).hexdigest()
+        shown += f",... ({len(ids)} devices, #{digest})"
+    out = [("axis_names", repr(names)), ("axis_sizes", repr(sizes))]
+    if kinds:
+        out.append(("axis_types", "(" + ", ".join(kinds) + ("," if len(kinds) == 1 else "")
+                    + ")"))
+    out.append(("devices", f"ids {shown}"))
+    return tuple(out)
+
+
+def interned_by_jax(value: Any) -> bool:
+    """Whether ``value``'s type is one JAX keeps one object per distinct value of, so
+    that a new object is a new value (a ``Mesh`` on JAX versions that hash it by
+    identity)."""
+    try:
+        from jax.sharding import Mesh
+    except Exception:
+        return False
+    return isinstance(value, Mesh) and type(value).__hash__ is object.__hash__
+
+
 def is_committed(arr: Any) -> bool | None:
     return getattr(arr, "_committed", None)
 

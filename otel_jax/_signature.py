@@ -139,6 +139,9 @@ class StaticArg:
     # the value, held weakly: compared with == while both are alive (last, so that
     # cheaper fields decide first); for identity-hashed ones, which object it was
     value: StaticValue | None = None
+    # a type JAX keeps one object per distinct value of (a Mesh): a new object is a
+    # new value, not an identity-hashing accident
+    interned: bool = field(default=False, compare=False)
 
     def same_object_as(self, other: StaticArg) -> bool | None:
         """For identity-hashed statics: were both the same object? ``None`` if unknown."""
@@ -636,9 +639,27 @@ def _static_arg(name: str, value: Any, kind: str = "static_argument",
         kind=kind,
         tree=value if kind == "pytree_structure" else None,
         keyword=keyword,
-        fields=static_fields(value) if kind == "static_argument" else (),
+        fields=_readable_fields(value, identity) if kind == "static_argument" else (),
         value=StaticValue(value) if identity or kind == "static_argument" else None,
+        interned=identity and _jax_read.interned_by_jax(value),
     )
+
+
+def _readable_fields(value: Any, identity: bool) -> tuple[tuple[str, str], ...]:
+    """What can be compared of a static value without running its code: a dataclass-like
+    value's fields, a Mesh's axes and devices, and for an object hashed by identity its
+    instance attributes (plain values by repr, anything else by type)."""
+    found = static_fields(value) or _jax_read.mesh_fields(value)
+    if found or not identity:
+        return found or ()
+    try:
+        state = object.__getattribute__(value, "__dict__")
+    except Exception:  # slots, or no attributes: compared by identity alone
+        return ()
+    if type(state) is not dict:
+        return ()
+    return tuple((str(k), bound_text(v, str(k)))
+                 for k, v in list(state.items())[:_MAX_FIELDS] if isinstance(k, str))
 
 
 GRAPH_NODE = "graph_node"  # the ``kind`` of a graph node's entry among the statics

@@ -565,3 +565,76 @@ def test_a_dtype_change_of_plain_arrays_keeps_the_cast_hint(telemetry):
     span = telemetry.last("test_a_dtype_change_of_plain_arrays_keeps_the_cast_hint.<locals>.total")
     assert span.attributes["jax.compile.cause.kind"] == "dtype"
     assert "cast inputs to one dtype" in span.attributes["jax.compile.hint"]
+
+
+# --- statics of types JAX interns or hashes by identity -----------------------------------
+
+def test_a_mesh_static_argument_names_what_changed_in_the_mesh(telemetry):
+    devices = np.array(cpu_devices(4)[:4])
+
+    @functools.partial(jax.jit, static_argnums=1)
+    def step(x, mesh):
+        return x * mesh.devices.size
+
+    step(jnp.ones(2), Mesh(devices.reshape(4, 1), ("data", "model")))
+    step(jnp.ones(2), Mesh(devices.reshape(4, 1), ("data", "model")))  # equal: cached
+    step(jnp.ones(2), Mesh(devices.reshape(2, 2), ("data", "model")))
+    step(jnp.ones(2), Mesh(devices[::-1].reshape(2, 2), ("data", "model")))  # order only
+    spans = telemetry.compiles(
+        "test_a_mesh_static_argument_names_what_changed_in_the_mesh.<locals>.step")
+    assert len(spans) == 3  # as many as JAX compiled: an equal mesh hit the cache
+    assert only_change(spans[1]) == {"path": "mesh.axis_sizes", "kind": "static_argument",
+                                     "before": "(4, 1)", "after": "(2, 2)"}
+    assert spans[1].attributes["jax.compile.cause"] == "mesh.axis_sizes: (4, 1) -> (2, 2)"
+    ids = [d.id for d in devices]
+    assert only_change(spans[2]) == {
+        "path": "mesh.devices", "kind": "static_argument",
+        "before": "ids " + ",".join(map(str, ids)),
+        "after": "ids " + ",".join(map(str, ids[::-1]))}
+    for span in spans[1:]:
+        assert "identity" not in span.attributes["jax.compile.cause"]
+        hint = span.attributes["jax.compile.hint"]
+        assert "__eq__" not in hint and "compiles once" in hint
+
+
+class Knobs:  # no __eq__/__hash__: hashed by identity
+    def __init__(self, scale: float, name: str) -> None:
+        self.scale = scale
+        self.name = name
+
+
+def test_an_identity_hashed_static_also_names_the_attributes_that_differ(telemetry):
+    @functools.partial(jax.jit, static_argnames="knobs")
+    def step(x, knobs):
+        return x * knobs.scale
+
+    step(jnp.ones(2), knobs=Knobs(2.0, "a"))
+    step(jnp.ones(2), knobs=Knobs(2.0, "a"))  # equal attributes: identity alone
+    step(jnp.ones(2), knobs=Knobs(3.0, "a"))
+    spans = telemetry.compiles("test_an_identity_hashed_static_also_names_the_attributes_"
+                               "that_differ.<locals>.step")
+    assert [len(diff_of(s)) for s in spans[1:]] == [1, 2]
+    assert spans[1].attributes["jax.compile.cause"] == (
+        "static argument knobs: a new test_causes.Knobs instance; test_causes.Knobs hashes "
+        "by identity (no "
+        "__eq__/__hash__), so every new instance compiles again")
+    assert spans[2].attributes["jax.compile.cause"].endswith(
+        "every new instance compiles again; its fields differ too: scale: 2.0 -> 3.0")
+    assert diff_of(spans[2])[1] == {"path": "knobs.scale", "kind": "static_argument",
+                                    "before": "2.0", "after": "3.0"}
+    assert "__eq__/__hash__" in spans[2].attributes["jax.compile.hint"]
+
+
+def test_a_function_static_argument_recreated_each_call(telemetry):
+    @functools.partial(jax.jit, static_argnums=1)
+    def apply(x, fn):
+        return fn(x)
+
+    for _ in range(2):
+        apply(jnp.ones(2), lambda v: v * 2)
+    span = telemetry.last("test_a_function_static_argument_recreated_each_call.<locals>.apply")
+    change = only_change(span)
+    assert (change["path"], change["kind"], change["after"]) == (
+        "fn", "static_argument", "new function object, same source")
+    hint = span.attributes["jax.compile.hint"]
+    assert "define it once outside the loop" in hint and "__eq__" not in hint
