@@ -25,6 +25,7 @@ Everything here reads a library's private layout: any surprise returns
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -404,6 +405,9 @@ def _argument_trees(miss: Any, heads: list[tuple[str, Any]]) -> tuple[tuple[str,
 
 # --- jax.pmap ------------------------------------------------------------------------
 
+_FLAT_NAME = re.compile(r"(?:flat_)?args\[\d+\]")
+
+
 def pmap_layout(miss: Any) -> Layout | None:
     """The layout of a ``jax.pmap`` call: JAX jits a function of its own over the
     flattened arguments (``flat_args[3]``); each leaf is named by the user's path
@@ -414,7 +418,8 @@ def pmap_layout(miss: Any) -> Layout | None:
     if not module.startswith("jax"):
         return None
     jax_names = _jax_read.miss_inputs(miss).arg_names
-    if not jax_names:
+    # pmap's function takes ``*flat_args``: JAX names every leaf by its position
+    if not jax_names or not all(_FLAT_NAME.fullmatch(n) for n in jax_names):
         return None
     found = _jax_read.pmap_arguments(miss.fun, len(jax_names))
     if found is None:
