@@ -19,7 +19,16 @@ from typing import Any
 
 from . import _jax_read, _wrappers
 from ._leaves import differing
-from ._signature import GRAPH_NODE, Placement, Signature, StaticArg, field_names, one_line_repr
+from ._signature import (
+    EXPORTED_PROGRAM,
+    GRAPH_NODE,
+    Placement,
+    Signature,
+    StaticArg,
+    aval_text,
+    field_names,
+    one_line_repr,
+)
 from ._text import safe_repr, truncate, type_name
 from ._vocab import DIFF_TRUNCATED, DIFFERENCE_KINDS, CauseKind, DiffKey
 
@@ -53,6 +62,7 @@ class Detail(enum.Enum):
     BOUND_VALUE = "bound_value"  # what a new partial/closure binds (``subject``: the name)
     INTERNED = "interned"  # another value of a type JAX keeps one object per value of
     FIELD_OF_IDENTITY = "field_of_identity"  # a field of a new identity-hashed instance
+    OTHER_EXPORT = "other_export"  # another jax.export program of the function
     KEY_STYLE = "key_style"  # a typed PRNG key vs a legacy uint32 one
     KEY_IMPL = "key_impl"  # typed PRNG keys of two implementations (threefry vs rbg)
 
@@ -432,6 +442,16 @@ def _live_values(prev: StaticArg, new: StaticArg) -> tuple[Any, Any] | None:
     return None if x is None or y is None else (x, y)
 
 
+def _exported_inputs(static: StaticArg) -> str:
+    """``(f32[3,2], f32[b,3])``: the argument types an exported program was made for."""
+    exported = static.value.get() if static.value is not None else None
+    try:
+        texts = [aval_text(a) for a in exported.in_avals]  # type: ignore[union-attr]
+    except Exception:  # gone, or not readable: the field's text
+        return dict(static.fields).get("in_avals", static.repr)
+    return truncate("(" + ", ".join(texts) + ")")
+
+
 def _functions(prev: StaticArg, new: StaticArg) -> tuple[Any, Any] | None:
     """Both static values when both are plain functions still alive."""
     live = _live_values(prev, new)
@@ -559,6 +579,11 @@ def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any
             continue
         if prev is None:
             add(_added(name, CauseKind.STATIC_ARGUMENT, s.repr))
+        elif name == EXPORTED_PROGRAM:
+            if _static_changed(prev, s):  # exported again: named by its argument types
+                add(Change(name, CauseKind.STATIC_ARGUMENT,
+                           f"exported for {_exported_inputs(prev)}",
+                           f"another export, for {_exported_inputs(s)}", Detail.OTHER_EXPORT))
         elif prev.keyword != s.keyword:
             # JAX keys a static argument by how it was passed as well as by its value.
             same = not _static_value_changed(prev, s)

@@ -51,6 +51,10 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
         "a function passed as a static argument compares by identity: a lambda, closure or "
         "functools.partial made in the loop is a new one every call; define it once outside "
         "the loop and pass that same function"),
+    ("static_argument", "other_export"): (
+        "another jax.export program of this function (exported again, e.g. for a new input "
+        "shape): each one compiles when first called; export once with symbolic dimensions "
+        "(jax.export.symbolic_shape('b')) so one program serves every batch size"),
     ("static_argument", "looks_equal"): (
         "this static value is not == to an equal-looking earlier one (a NaN, or a type whose "
         "__eq__/__hash__ is not value-based), so it never hits the cache: pass a value that "

@@ -663,6 +663,8 @@ def _readable_fields(value: Any, identity: bool) -> tuple[tuple[str, str], ...]:
 
 
 GRAPH_NODE = "graph_node"  # the ``kind`` of a graph node's entry among the statics
+#: The name of the program an ``exported.call`` runs, among that compile's statics.
+EXPORTED_PROGRAM = "<exported program>"
 
 
 def _node_arg(path: str, node_type: str, description: str) -> StaticArg:
@@ -755,7 +757,8 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
         statics.extend(_fallback_arg(name, tree) for name, tree in layout.fallback)
     primitive = _jax_read.primitive_params(miss.fun)
     if primitive is not None:
-        statics.extend(_static_arg(f"params.{k}", v) for k, v in sorted(primitive.items()))
+        statics.extend(_static_arg(EXPORTED_PROGRAM if v is exported else f"params.{k}", v)
+                       for k, v in sorted(primitive.items()))
     # One function object per primitive parameters, and one jaxpr per argument
     # types under a transformation: neither identity says anything more.
     by_identity = primitive is None and not miss.transformed

@@ -520,6 +520,32 @@ def test_an_exported_model_called_eagerly_is_the_users_program(telemetry):
     assert [ln["level"] for ln in lines] == ["info", "info"]  # in the default log
 
 
+def serve_again(w, batch):
+    return serve(w, batch)
+
+
+def test_a_model_exported_again_for_a_new_shape_is_another_program(telemetry):
+    from jax import export
+
+    def exported_for(rows):
+        return export.export(jax.jit(serve_again))(
+            jax.ShapeDtypeStruct((3, 2), jnp.float32),
+            {"x": jax.ShapeDtypeStruct((rows, 3), jnp.float32),
+             "scale": jax.ShapeDtypeStruct((), jnp.float32)})
+
+    w = jnp.ones((3, 2))
+    for rows in (4, 7):
+        exported_for(rows).call(w, {"x": jnp.ones((rows, 3)), "scale": jnp.float32(2)})
+    span = telemetry.last("serve_again")
+    assert span.attributes["jax.compile.eager_op"] is False
+    assert span.attributes["jax.compile.cause.kind"] == "static_argument"
+    assert diff_of(span)[0] == {
+        "path": "<exported program>", "kind": "static_argument",
+        "before": "exported for (f32[3,2], f32[], f32[4,3])",
+        "after": "another export, for (f32[3,2], f32[], f32[7,3])"}
+    assert "symbolic" in span.attributes["jax.compile.hint"]
+
+
 def test_jax_own_eager_ops_stay_eager_next_to_an_exported_model(telemetry):
     from jax import export
 
