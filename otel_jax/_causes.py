@@ -103,6 +103,14 @@ def describe(d: Diff) -> str:
             said = ", ".join(f"{c.subject}: {c.before} -> {c.after}" for c in bound)
             words = words.replace(_NEW_FUNCTION_HEAD, f"{_NEW_FUNCTION_HEAD}; bound {said}", 1)
             more -= len(bound)
+    elif top.detail is Detail.IDENTITY_HASHED and top.kind == CauseKind.STATIC_ARGUMENT:
+        fields = [c for c in d.changes if c.detail is Detail.FIELD_OF_IDENTITY
+                  and c.path.startswith(top.path + ".")][:_BOUND_SHOWN]
+        if fields:
+            said = ", ".join(f"{c.path[len(top.path) + 1:]}: {c.before} -> {c.after}"
+                             for c in fields)
+            words += f"; its fields differ too: {said}"
+            more -= len(fields)
     return words + (f" (+{more} more)" if more > 0 else "")
 
 
@@ -124,7 +132,7 @@ def _words(top: Change) -> str:
     if detail is Detail.NEW_FUNCTION:
         return (f"{_NEW_FUNCTION_HEAD} (jax.jit caches per function object: a "
                 "jax.jit(lambda ...) or functools.partial re-created each call)")
-    if detail is Detail.IDENTITY_HASHED:
+    if detail is Detail.IDENTITY_HASHED and top.kind == CauseKind.STATIC_ARGUMENT:
         type_ = top.subject
         return (f"static argument {top.path}: a new {type_} instance; {type_} hashes by "
                 "identity (no __eq__/__hash__), so every new instance compiles again")

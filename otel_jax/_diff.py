@@ -9,6 +9,7 @@ never on how many other functions the process has compiled.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import re
 import types
@@ -18,7 +19,16 @@ from typing import Any
 
 from . import _jax_read, _wrappers
 from ._leaves import differing
-from ._signature import GRAPH_NODE, Placement, Signature, StaticArg, field_names, one_line_repr
+from ._signature import (
+    EXPORTED_PROGRAM,
+    GRAPH_NODE,
+    Placement,
+    Signature,
+    StaticArg,
+    aval_text,
+    field_names,
+    one_line_repr,
+)
 from ._text import safe_repr, truncate, type_name
 from ._vocab import DIFF_TRUNCATED, DIFFERENCE_KINDS, CauseKind, DiffKey
 
@@ -50,6 +60,11 @@ class Detail(enum.Enum):
     STATIC_FUNCTION = "static_function"  # a static field's function object re-created
     STATIC_FIELD = "static_field"  # a static field of a module/dataclass pytree changed
     BOUND_VALUE = "bound_value"  # what a new partial/closure binds (``subject``: the name)
+    INTERNED = "interned"  # another value of a type JAX keeps one object per value of
+    FIELD_OF_IDENTITY = "field_of_identity"  # a field of a new identity-hashed instance
+    OTHER_EXPORT = "other_export"  # another jax.export program of the function
+    KEY_STYLE = "key_style"  # a typed PRNG key vs a legacy uint32 one
+    KEY_IMPL = "key_impl"  # typed PRNG keys of two implementations (threefry vs rbg)
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,6 +442,24 @@ def _live_values(prev: StaticArg, new: StaticArg) -> tuple[Any, Any] | None:
     return None if x is None or y is None else (x, y)
 
 
+def _exported_inputs(static: StaticArg) -> str:
+    """``(f32[3,2], f32[b,3])``: the argument types an exported program was made for."""
+    exported = static.value.get() if static.value is not None else None
+    try:
+        texts = [aval_text(a) for a in exported.in_avals]  # type: ignore[union-attr]
+    except Exception:  # gone, or not readable: the field's text
+        return dict(static.fields).get("in_avals", static.repr)
+    return truncate("(" + ", ".join(texts) + ")")
+
+
+def _functions(prev: StaticArg, new: StaticArg) -> tuple[Any, Any] | None:
+    """Both static values when both are plain functions still alive."""
+    live = _live_values(prev, new)
+    if live is None or not all(type(v) is types.FunctionType for v in live):
+        return None
+    return live
+
+
 def _graph_change(name: str, prev: StaticArg, new: StaticArg) -> Change:
     """A static attribute of a graph node that changed (``model.n: static 2 -> static 3``)."""
     detail = Detail.STATIC_FIELD
@@ -435,7 +468,7 @@ def _graph_change(name: str, prev: StaticArg, new: StaticArg) -> Change:
     if new.identity_hashed and prev.type == new.type:
         return Change(name, CauseKind.PYTREE_STRUCTURE,
                       f"{prev.repr} (a {prev.type} compared by identity)",
-                      f"new {new.type} instance", detail)
+                      f"new {new.type} instance", Detail.IDENTITY_HASHED, new.type)
     return Change(name, CauseKind.PYTREE_STRUCTURE, prev.repr,
                   f"{new.repr} (looks the same but is not == to it or hashes differently)",
                   Detail.LOOKS_EQUAL)
@@ -458,7 +491,9 @@ def _merge_gone_and_back(changes: list[Change]) -> list[Change]:
         if c.path not in both:
             out.append(c)
         elif c.detail is Detail.REMOVED:
-            out.append(Change(c.path, CauseKind.PYTREE_STRUCTURE, c.before, added[c.path].after))
+            # another kind of thing at the same path: what was under either is implied
+            out.append(Change(c.path, CauseKind.PYTREE_STRUCTURE, c.before, added[c.path].after,
+                              Detail.REPLACED))
     return out
 
 
@@ -544,6 +579,11 @@ def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any
             continue
         if prev is None:
             add(_added(name, CauseKind.STATIC_ARGUMENT, s.repr))
+        elif name == EXPORTED_PROGRAM:
+            if _static_changed(prev, s):  # exported again: named by its argument types
+                add(Change(name, CauseKind.STATIC_ARGUMENT,
+                           f"exported for {_exported_inputs(prev)}",
+                           f"another export, for {_exported_inputs(s)}", Detail.OTHER_EXPORT))
         elif prev.keyword != s.keyword:
             # JAX keys a static argument by how it was passed as well as by its value.
             same = not _static_value_changed(prev, s)
@@ -557,11 +597,34 @@ def _static_changes(old: Signature, new: Signature, add: Any, add_structure: Any
                            "a newly traced body (a new function object, e.g. a lambda or "
                            "closure defined in the loop, or a body that traced differently)",
                            Detail.RETRACED_BODY))
+            elif s.interned and prev.type == s.type:
+                # JAX keeps one object per distinct value of this type: another object
+                # is another value, named by what differs
+                differs: list[Change] = []
+                if not _field_changes(name, prev.fields, s.fields, differs.append):
+                    differs.append(Change(
+                        name, CauseKind.STATIC_ARGUMENT, prev.repr,
+                        s.repr if s.repr != prev.repr else
+                        f"another {s.type} object (JAX keeps one per distinct value: it "
+                        "differs in something its text does not show)"))
+                for change in differs:
+                    add(Change(change.path, change.kind, change.before, change.after,
+                               Detail.INTERNED, s.type))
+            elif s.identity_hashed and prev.type == s.type and (
+                    funcs := _functions(prev, s)) is not None:
+                x, y = funcs
+                add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
+                           "new function object, same source" if x.__code__ is y.__code__
+                           else f"another function ({_function_site(y)})",
+                           Detail.STATIC_FUNCTION))
             elif s.identity_hashed and prev.type == s.type:
                 add(Change(name, CauseKind.STATIC_ARGUMENT,
                            f"{prev.repr} (a {prev.type} hashed by identity)",
                            f"new {s.type} instance (hashed by identity)",
                            Detail.IDENTITY_HASHED, s.type))
+                # what else differs, read off both values: the fields that changed
+                _field_changes(name, prev.fields, s.fields, lambda c: add(Change(
+                    c.path, c.kind, c.before, c.after, Detail.FIELD_OF_IDENTITY)))
             elif prev.type == s.type and _field_changes(name, prev.fields, s.fields, add):
                 pass  # a dataclass-like value: one change per field that differs
             elif prev.repr == s.repr and prev.detail and s.detail and prev.detail != s.detail:
@@ -655,6 +718,9 @@ def _tree_changes(path: str, a: Any, b: Any, add: Any) -> None:
     db = None if _is_leaf(b) else b.node_data()
     if da is None or db is None or da[0] is not db[0] or (
             da[0] is not dict and len(a.children()) != len(b.children())):
+        if da is not None and db is not None and _tree_fields_changed(path, a, b, da[0],
+                                                                      db[0], add):
+            return
         add(Change(path, CauseKind.PYTREE_STRUCTURE, _tree_text(a, da), _tree_text(b, db)))
         return
     if da[0] is dict:
@@ -673,6 +739,32 @@ def _tree_changes(path: str, a: Any, b: Any, add: Any) -> None:
         _aux_changes(path, da[0], da[1], db[1], add)
     for name, x, y in zip(_child_names(b, path, db), a.children(), b.children()):
         _tree_changes(name, x, y, add)
+
+
+def _tree_fields_changed(path: str, a: Any, b: Any, type_a: Any, type_b: Any,
+                         add: Any) -> bool:
+    """``_fields_changed`` for two bare treedefs (a wrapper's static structure)."""
+    if type_a is not type_b and getattr(type_a, "__qualname__", None) != getattr(
+            type_b, "__qualname__", type_a):
+        return False
+    ca, cb = a.children(), b.children()
+    fa, fb = _node_fields(type_a, len(ca)), _node_fields(type_b, len(cb))
+    if fa is None or fb is None or (fa == fb and type_a is type_b):
+        return False
+    if fa == fb:
+        add(Change(path, CauseKind.PYTREE_STRUCTURE, f"{type_name_of(type_a)} (a class)",
+                   f"another class {type_name_of(type_b)} with the same fields (the class "
+                   "was defined again: JAX keys a tree by its node classes)"))
+    by_field = dict(zip(fb, cb))
+    for f, child in zip(fa, ca):
+        if f in by_field:
+            _tree_changes(f"{path}.{f}", child, by_field[f], add)
+        else:
+            add(_removed(f"{path}.{f}", CauseKind.PYTREE_STRUCTURE, _tree_text(child)))
+    for f, child in zip(fb, cb):
+        if f not in set(fa):
+            add(_added(f"{path}.{f}", CauseKind.PYTREE_STRUCTURE, _tree_text(child)))
+    return True
 
 
 def _tree_text(t: Any, data: Any = None) -> str:
@@ -698,12 +790,26 @@ def _leaf_kind(old_aval: Any, new_aval: Any) -> CauseKind:
     return CauseKind.SHARDING  # same shape and dtype: the type's own sharding differs
 
 
+def _leaf_change(path: str, old_aval: Any, new_aval: Any, before: str, after: str) -> Change:
+    """An argument's abstract type changed; a PRNG key of another style or
+    implementation is told apart (its fix is not a cast)."""
+    kind = _leaf_kind(old_aval, new_aval)
+    if kind is CauseKind.DTYPE:
+        impl_a, impl_b = _jax_read.prng_key_impl(old_aval), _jax_read.prng_key_impl(new_aval)
+        if impl_a is not None and impl_b is not None:
+            return Change(path, kind, before, after, Detail.KEY_IMPL)
+        if (impl_a is None) != (impl_b is None) and _jax_read.is_raw_key_data(
+                old_aval if impl_a is None else new_aval):
+            return Change(path, kind, before, after, Detail.KEY_STYLE)
+    return Change(path, kind, before, after)
+
+
 def _leaf_changes(old: Signature, new: Signature, add: Any) -> None:
     ot, nt, op, np_ = old.types, new.types, old.placements, new.placements
     changed = sorted({*_differing(ot, nt), *_differing(op, np_)})
     for i in changed:
         if ot[i] != nt[i]:
-            add(Change(new.paths[i], _leaf_kind(old.avals[i], new.avals[i]), ot[i], nt[i]))
+            add(_leaf_change(new.paths[i], old.avals[i], new.avals[i], ot[i], nt[i]))
         else:
             add(_placement_change(new.paths[i], op[i], np_[i]))
 
@@ -773,8 +879,8 @@ def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Sign
     if _is_leaf(a) and _is_leaf(b):
         if oa < len(old.types) and ob < len(new.types):
             if old.types[oa] != new.types[ob]:
-                add(Change(path, _leaf_kind(old.avals[oa], new.avals[ob]),
-                           old.types[oa], new.types[ob]))
+                add(_leaf_change(path, old.avals[oa], new.avals[ob], old.types[oa],
+                                 new.types[ob]))
             elif old.placements[oa] != new.placements[ob]:
                 add(_placement_change(path, old.placements[oa], new.placements[ob]))
         return
@@ -784,6 +890,9 @@ def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Sign
         da[0] is dict or _wrappers.nnx_pytree_aux(da[0], da[1]) is not None)
     if da is None or db is None or da[0] is not db[0] or (
             not keyed and len(a.children()) != len(b.children())):
+        if da is not None and db is not None and _fields_changed(
+                a, b, path, oa, ob, da[0], db[0], old, new, add):
+            return
         add(Change(path or "<arguments>", CauseKind.PYTREE_STRUCTURE,
                    _summary(a, old, oa), _summary(b, new, ob)))
         return
@@ -811,6 +920,56 @@ def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Sign
         return
     for i, (x, y) in enumerate(zip(ca, cb)):
         _walk(x, y, nb[i], offs_a[i], offs_b[i], old, new, add)
+
+
+def _node_fields(node_type: Any, n: int) -> list[str] | None:
+    """The field name of each of a NamedTuple's or dataclass pytree's ``n`` children."""
+    fields = getattr(node_type, "_fields", None)
+    if isinstance(fields, tuple) and len(fields) == n and all(isinstance(f, str) for f in fields):
+        return list(fields)
+    return _data_field_names(node_type, n)
+
+
+def _fields_changed(a: Any, b: Any, path: str, oa: int, ob: int, type_a: Any, type_b: Any,
+                    old: Signature, new: Signature, add: Any) -> bool:
+    """A node with field names (a NamedTuple, a dataclass pytree) that gained or lost
+    fields, or a class of the same name defined again: named field by field.
+    ``False`` when the two nodes are not one class's versions (then summarised whole)."""
+    if type_a is not type_b and getattr(type_a, "__qualname__", None) != getattr(
+            type_b, "__qualname__", type_a):
+        return False
+    ca, cb = a.children(), b.children()
+    fa, fb = _node_fields(type_a, len(ca)), _node_fields(type_b, len(cb))
+    if fa is None or fb is None:
+        return False
+    head = path or "<arguments>"
+    if fa == fb:  # the same fields: only the class object differs
+        if type_a is type_b:
+            return False
+        add(Change(head, CauseKind.PYTREE_STRUCTURE, f"{type_name_of(type_a)} (a class)",
+                   f"another class {type_name_of(type_b)} with the same fields (the class "
+                   "was defined again: JAX keys a tree by its node classes)"))
+    offs_a, offs_b = _offsets(ca, oa), _offsets(cb, ob)
+    index_b = {f: j for j, f in enumerate(fb)}
+    for i, f in enumerate(fa):
+        j = index_b.get(f)
+        if j is None:
+            add(_removed(f"{head}.{f}", CauseKind.PYTREE_STRUCTURE,
+                         _summary(ca[i], old, offs_a[i])))
+        else:
+            _walk(ca[i], cb[j], f"{head}.{f}", offs_a[i], offs_b[j], old, new, add)
+    known = set(fa)
+    for j, f in enumerate(fb):
+        if f not in known:
+            add(_added(f"{head}.{f}", CauseKind.PYTREE_STRUCTURE,
+                       _summary(cb[j], new, offs_b[j])))
+    return True
+
+
+def type_name_of(node_type: Any) -> str:
+    module = getattr(node_type, "__module__", "") or ""
+    qual = getattr(node_type, "__qualname__", None) or getattr(node_type, "__name__", "node")
+    return str(qual) if module in ("builtins", "__main__", "") else f"{module}.{qual}"
 
 
 def _static_field_names(node_type: Any, n: int) -> list[str] | None:
@@ -847,8 +1006,16 @@ def _aux_changes(path: str, node_type: Any, before: Any, after: Any, add: Any) -
             return
     if not (isinstance(before, tuple) and isinstance(after, tuple)
             and len(before) == len(after)):
-        add(Change(path, CauseKind.PYTREE_STRUCTURE, f"{name} with static data {safe_repr(before)}",
-                   f"{name} with static data {safe_repr(after)}"))
+        if isinstance(node_type, type) and issubclass(node_type, functools.partial):
+            # jax.tree_util.Partial: its static data is the function it wraps
+            _static_value_change(f"{path}.func", before, after, add)
+            return
+        text_a, text_b = safe_repr(before), safe_repr(after)
+        if text_a == text_b:  # the same text, not equal: say why
+            _static_value_change(f"{path}.<static data>", before, after, add)
+            return
+        add(Change(path, CauseKind.PYTREE_STRUCTURE, f"{name} with static data {text_a}",
+                   f"{name} with static data {text_b}"))
         return
     names = _static_field_names(node_type, len(after))
     for i, (x, y) in enumerate(zip(before, after)):
@@ -866,10 +1033,13 @@ def _static_value_change(path: str, x: Any, y: Any, add: Any, depth: int = 0) ->
     re-created function named as such; a NamedTuple or dataclass by the fields
     that differ (``state.tx.init``)."""
     if type(x) is type(y):
-        if isinstance(x, types.FunctionType) and x.__code__ is y.__code__:
+        if isinstance(x, types.FunctionType):
+            same = x.__code__ is y.__code__
             add(Change(path, CauseKind.PYTREE_STRUCTURE,
                        f"static {one_line_repr(x, name=_last_name(path))}",
-                       "static new function object, same source", Detail.STATIC_FUNCTION))
+                       "static new function object, same source" if same else
+                       f"static another function ({_function_site(y)})",
+                       Detail.STATIC_FUNCTION))
             return
         if isinstance(x, types.MethodType) and x.__func__ is y.__func__:
             add(Change(path, CauseKind.PYTREE_STRUCTURE,
@@ -884,14 +1054,25 @@ def _static_value_change(path: str, x: Any, y: Any, add: Any, depth: int = 0) ->
                     _static_value_change(f"{path}.{name}", a, b, add, depth + 1)
                 return
     x_text, y_text = _where_they_differ(x, y, name=_last_name(path))
-    if x_text == y_text:  # equal reprs, unequal values
+    detail = Detail.STATIC_FIELD
+    if x_text == y_text:  # equal reprs, unequal values: say why
         if type(x) is type(y) and getattr(type(y), "__hash__", None) is object.__hash__:
             x_text = f"{x_text} (a {type_name(x)} compared by identity)"
             y_text = f"new {type_name(y)} instance"
+            detail = Detail.IDENTITY_HASHED
         else:
             y_text = f"{y_text} (looks the same but is not == to it)"
+            detail = Detail.LOOKS_EQUAL
     add(Change(path, CauseKind.PYTREE_STRUCTURE, f"static {x_text}", f"static {y_text}",
-               Detail.STATIC_FIELD))
+               detail, type_name(y)))
+
+
+def _function_site(fun: Any) -> str:
+    """``loss at train.py:12``: where a function is defined, read off its code object."""
+    code = fun.__code__
+    import os
+
+    return f"{fun.__qualname__} at {os.path.basename(code.co_filename)}:{code.co_firstlineno}"
 
 
 def _differing_fields(x: Any, y: Any) -> list[tuple[str, Any, Any]]:

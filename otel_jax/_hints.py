@@ -42,6 +42,19 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
         "value hit the cache): keep it to a few values, or pass it as a traced argument (an "
         "array) if it changes every step"),
     ("static_argument", "identity_hashed"): HINTS["static_argument"],
+    ("static_argument", "interned"): (
+        "JAX keeps one object per distinct value of this type (a Mesh built again with the "
+        "same devices and axes is the same object, and hits the cache), so this is another "
+        "value: each distinct one compiles once; build each once and keep to a few, or pass "
+        "the sharding through the arguments (NamedSharding) instead of a static argument"),
+    ("static_argument", "static_function"): (
+        "a function passed as a static argument compares by identity: a lambda, closure or "
+        "functools.partial made in the loop is a new one every call; define it once outside "
+        "the loop and pass that same function"),
+    ("static_argument", "other_export"): (
+        "another jax.export program of this function (exported again, e.g. for a new input "
+        "shape): each one compiles when first called; export once with symbolic dimensions "
+        "(jax.export.symbolic_shape('b')) so one program serves every batch size"),
     ("static_argument", "looks_equal"): (
         "this static value is not == to an equal-looking earlier one (a NaN, or a type whose "
         "__eq__/__hash__ is not value-based), so it never hits the cache: pass a value that "
@@ -61,6 +74,21 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
         "a static field holds a function or bound method, which compares by identity: a new "
         "one (an optax optimizer such as optax.adam(...) or a model's .apply re-created, a "
         "lambda) compiles again; create it once outside the loop and reuse it"),
+    ("dtype", "key_style"): (
+        "a typed PRNG key (jax.random.key, key<impl>[]) and a legacy uint32 one "
+        "(jax.random.PRNGKey, u32[2]) are different types: use one key style everywhere "
+        "(convert with jax.random.key_data / jax.random.wrap_key_data)"),
+    ("dtype", "key_impl"): (
+        "PRNG keys of two implementations (jax_default_prng_impl, or impl= of "
+        "jax.random.key) are different types: make every key with the same implementation"),
+    ("pytree_structure", "identity_hashed"): (
+        "a static (non-array) part of this pytree node hashes by identity (no "
+        "__eq__/__hash__), so every new instance compiles again: reuse one instance, or "
+        "give its type value-based __eq__/__hash__"),
+    ("pytree_structure", "looks_equal"): (
+        "a static (non-array) part of this pytree node prints the same as before but is not "
+        "== to it (a NaN, or an __eq__ that is not value-based): JAX compares it with ==, so "
+        "it never hits the cache; make it equal itself, or store it as an array"),
     ("pytree_structure", "moved"): (
         "an argument passed positionally in one call and by keyword in another changes the "
         "argument tree: pass it the same way every call"),

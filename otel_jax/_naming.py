@@ -52,6 +52,11 @@ def name_compile(miss: Miss | None, event_fun_name: str) -> Naming:
         info = _transformed_info(miss.fun)
         stands_for = None
     else:
+        exported = _jax_read.exported_program(fun)
+        if exported is not None:
+            # A served model (``exported.call``): named after the function it was
+            # exported from; a user's program, whatever JAX calls its wrapper.
+            return Naming(FunctionInfo(_jax_read.exported_name(exported)))
         info, stands_for = _named_function(fun, miss)
     return Naming(info, stands_for, _is_eager(fun, info))
 

@@ -139,6 +139,9 @@ class StaticArg:
     # the value, held weakly: compared with == while both are alive (last, so that
     # cheaper fields decide first); for identity-hashed ones, which object it was
     value: StaticValue | None = None
+    # a type JAX keeps one object per distinct value of (a Mesh): a new object is a
+    # new value, not an identity-hashing accident
+    interned: bool = field(default=False, compare=False)
 
     def same_object_as(self, other: StaticArg) -> bool | None:
         """For identity-hashed statics: were both the same object? ``None`` if unknown."""
@@ -636,12 +639,32 @@ def _static_arg(name: str, value: Any, kind: str = "static_argument",
         kind=kind,
         tree=value if kind == "pytree_structure" else None,
         keyword=keyword,
-        fields=static_fields(value) if kind == "static_argument" else (),
+        fields=_readable_fields(value, identity) if kind == "static_argument" else (),
         value=StaticValue(value) if identity or kind == "static_argument" else None,
+        interned=identity and _jax_read.interned_by_jax(value),
     )
 
 
+def _readable_fields(value: Any, identity: bool) -> tuple[tuple[str, str], ...]:
+    """What can be compared of a static value without running its code: a dataclass-like
+    value's fields, a Mesh's axes and devices, and for an object hashed by identity its
+    instance attributes (plain values by repr, anything else by type)."""
+    found = static_fields(value) or _jax_read.mesh_fields(value)
+    if found or not identity:
+        return found or ()
+    try:
+        state = object.__getattribute__(value, "__dict__")
+    except Exception:  # slots, or no attributes: compared by identity alone
+        return ()
+    if type(state) is not dict:
+        return ()
+    return tuple((str(k), bound_text(v, str(k)))
+                 for k, v in list(state.items())[:_MAX_FIELDS] if isinstance(k, str))
+
+
 GRAPH_NODE = "graph_node"  # the ``kind`` of a graph node's entry among the statics
+#: The name of the program an ``exported.call`` runs, among that compile's statics.
+EXPORTED_PROGRAM = "<exported program>"
 
 
 def _node_arg(path: str, node_type: str, description: str) -> StaticArg:
@@ -716,6 +739,10 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
     # keys with == ({1: x} and {1.0: x} are equal), and a transformed program's
     # tree and names are stand-ins for the leaves its jaxpr names.
     paths: Sequence[str] = inputs.arg_names or tuple(f"leaf[{i}]" for i in range(len(types)))
+    exported = _jax_read.exported_program(miss.fun) if miss.fun is not None else None
+    if exported is not None and layout is None:
+        # ``exported.call(...)`` binds the flat leaves: named by the tree it was exported with
+        paths = _jax_read.exported_leaf_paths(exported, len(types)) or paths
     if layout is not None:
         treedef, top_names, paths, avals, types, placements = _as_user_paths(
             layout, treedef, top_names, tuple(paths), tuple(avals), tuple(types),
@@ -730,7 +757,8 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
         statics.extend(_fallback_arg(name, tree) for name, tree in layout.fallback)
     primitive = _jax_read.primitive_params(miss.fun)
     if primitive is not None:
-        statics.extend(_static_arg(f"params.{k}", v) for k, v in sorted(primitive.items()))
+        statics.extend(_static_arg(EXPORTED_PROGRAM if v is exported else f"params.{k}", v)
+                       for k, v in sorted(primitive.items()))
     # One function object per primitive parameters, and one jaxpr per argument
     # types under a transformation: neither identity says anything more.
     by_identity = primitive is None and not miss.transformed
@@ -830,7 +858,10 @@ def _as_user_paths(layout: _wrappers.Layout, treedef: Any, top_names: tuple[str,
     from jax import tree_util
 
     order = sorted(range(len(renamed)), key=renamed.__getitem__)
-    user_tree = tree_util.tree_structure(((), {renamed[i]: 0 for i in order}))
+    keyed: dict[str, Any] = {renamed[i]: 0 for i in order}
+    for name, value in layout.empty:  # no leaves, so no order to keep
+        keyed.setdefault(name, value)
+    user_tree = tree_util.tree_structure(((), keyed))
     return (user_tree, (), tuple(renamed[i] for i in order), tuple(avals[i] for i in order),
             tuple(types[i] for i in order), tuple(placements[i] for i in order))
 

@@ -25,6 +25,7 @@ Everything here reads a library's private layout: any surprise returns
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +60,9 @@ class Layout:
     fallback: tuple[tuple[str, Any], ...] = ()
     # whether the call's own static arguments stand beside ``statics``
     keeps_statics: bool = False
+    # (user name, value) of each argument with no array leaf (``rngs=None``): it has
+    # no leaf path to stand for it, and is kept in the argument tree as it was passed
+    empty: tuple[tuple[str, Any], ...] = ()
 
 
 def _leaf_keys(treedef: Any) -> list[tuple[Any, ...]]:
@@ -374,8 +378,16 @@ def nnx_layout(miss: Any, names: list[str] | None = None) -> Layout | None:
             return jax_name
         return paths[int(index)] + rest
 
+    named = [(names[i] if i < len(names) else f"args[{i}]", a) for i, a in enumerate(args)]
+    named += [(str(k), v) for k, v in kwargs.items()]
+    empty = tuple((n, v) for n, v in named if _leafless(v))
     return Layout(rename, [], (), tuple(graphs), _argument_trees(miss, heads),
-                  keeps_statics=True)
+                  keeps_statics=True, empty=empty)
+
+
+def _leafless(value: Any) -> bool:
+    """``None`` or an empty container: an argument with no array leaf."""
+    return value is None or (type(value) in (tuple, list, dict) and not value)
 
 
 def _argument_trees(miss: Any, heads: list[tuple[str, Any]]) -> tuple[tuple[str, Any], ...]:
@@ -391,12 +403,38 @@ def _argument_trees(miss: Any, heads: list[tuple[str, Any]]) -> tuple[tuple[str,
     return tuple(out)
 
 
+# --- jax.pmap ------------------------------------------------------------------------
+
+_FLAT_NAME = re.compile(r"(?:flat_)?args\[\d+\]")
+
+
+def pmap_layout(miss: Any) -> Layout | None:
+    """The layout of a ``jax.pmap`` call: JAX jits a function of its own over the
+    flattened arguments (``flat_args[3]``); each leaf is named by the user's path
+    (``batch['x']``), and the argument tree is the user's, keyed by those paths."""
+    from . import _jax_read
+
+    module = getattr(miss.fun, "__module__", None) or ""
+    if not module.startswith("jax"):
+        return None
+    jax_names = _jax_read.miss_inputs(miss).arg_names
+    # pmap's function takes ``*flat_args``: JAX names every leaf by its position
+    if not jax_names or not all(_FLAT_NAME.fullmatch(n) for n in jax_names):
+        return None
+    found = _jax_read.pmap_arguments(miss.fun, len(jax_names))
+    if found is None:
+        return None
+    by_jax_name = dict(zip(jax_names, found.paths))
+    return Layout(lambda name: by_jax_name.get(name, name), list(found.statics), (),
+                  keeps_statics=True, empty=found.empty)
+
+
 def layout_for(miss: Any, names: list[str] | None = None) -> Layout | None:
     """The layout of a wrapper library's call, if ``miss`` is one otel_jax can read.
 
     ``names``: the positional parameter names of the jitted function.
     """
     try:
-        return equinox_layout(miss) or nnx_layout(miss, names)
+        return equinox_layout(miss) or nnx_layout(miss, names) or pmap_layout(miss)
     except Exception:  # a layout that moved: keep JAX's own names
         return None

@@ -458,3 +458,209 @@ def test_closest_signature_counts_the_function_object(telemetry):
     assert spans[-1].attributes["jax.compile.compared_with"] == 1
     assert only_change(spans[-1]) == {"path": "x", "kind": "shape",
                                       "before": "f32[3]", "after": "f32[4]"}
+
+
+# --- programs users bring: exported models -------------------------------------------------
+
+class BackendCompiles:
+    """Backend compiles counted by JAX's own monitoring event, independently of otel_jax."""
+
+    EVENT = "/jax/core/compile/backend_compile_duration"
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def __call__(self, event: str, duration: float, **kwargs) -> None:
+        if event == self.EVENT:
+            self.names.append(str(kwargs.get("fun_name", "?")))
+
+    def __enter__(self) -> BackendCompiles:
+        jax.monitoring.register_event_duration_secs_listener(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from jax._src import monitoring
+
+        remove = (getattr(monitoring, "unregister_event_duration_listener", None)
+                  or monitoring._unregister_event_duration_listener_by_callback)  # JAX 0.8
+        remove(self)
+
+
+def serve(w, batch):
+    return jnp.tanh(batch["x"] @ w) * batch["scale"]
+
+
+def test_an_exported_model_called_eagerly_is_the_users_program(telemetry):
+    from jax import export
+
+    from otel_jax.testing import assert_max_compiles
+
+    b, = export.symbolic_shape("b")
+    exported = export.export(jax.jit(serve))(
+        jax.ShapeDtypeStruct((3, 2), jnp.float32),
+        {"x": jax.ShapeDtypeStruct((b, 3), jnp.float32),
+         "scale": jax.ShapeDtypeStruct((), jnp.float32)})
+    w = jnp.ones((3, 2))
+    before = len(telemetry.compiles(eager=True))
+    with BackendCompiles() as jax_counted, assert_max_compiles(2) as budget:
+        exported.call(w, {"x": jnp.ones((4, 3)), "scale": jnp.float32(2)})
+        exported.call(w, {"x": jnp.ones((4, 3)), "scale": jnp.float32(3)})  # cached
+        exported.call(w, {"x": jnp.ones((7, 3)), "scale": jnp.float32(2)})  # a new batch size
+    assert [r.function.qualname for r in budget.records] == ["serve", "serve"]
+    spans = telemetry.compiles("serve")
+    assert [s.attributes["jax.compile.cause.kind"] for s in spans] == ["first_compile", "shape"]
+    assert not any(s.attributes["jax.compile.eager_op"] for s in spans)
+    assert only_change(spans[1]) == {"path": "args[1]['x']", "kind": "shape",
+                                     "before": "f32[4,3]", "after": "f32[7,3]"}
+    assert spans[1].attributes["jax.compile.cause"] == "args[1]['x']: f32[4,3] -> f32[7,3]"
+    assert "pad or bucket" in spans[1].attributes["jax.compile.hint"]
+    # Counts equal JAX's: every backend compile is one span, eager ops included.
+    assert len(telemetry.compiles(eager=True)) - before == len(jax_counted.names)
+    lines = [ln for ln in telemetry.log_lines() if ln.get("function") == "serve"]
+    assert [ln["level"] for ln in lines] == ["info", "info"]  # in the default log
+
+
+def serve_again(w, batch):
+    return serve(w, batch)
+
+
+def test_a_model_exported_again_for_a_new_shape_is_another_program(telemetry):
+    from jax import export
+
+    def exported_for(rows):
+        return export.export(jax.jit(serve_again))(
+            jax.ShapeDtypeStruct((3, 2), jnp.float32),
+            {"x": jax.ShapeDtypeStruct((rows, 3), jnp.float32),
+             "scale": jax.ShapeDtypeStruct((), jnp.float32)})
+
+    w = jnp.ones((3, 2))
+    for rows in (4, 7):
+        exported_for(rows).call(w, {"x": jnp.ones((rows, 3)), "scale": jnp.float32(2)})
+    span = telemetry.last("serve_again")
+    assert span.attributes["jax.compile.eager_op"] is False
+    assert span.attributes["jax.compile.cause.kind"] == "static_argument"
+    assert diff_of(span)[0] == {
+        "path": "<exported program>", "kind": "static_argument",
+        "before": "exported for (f32[3,2], f32[], f32[4,3])",
+        "after": "another export, for (f32[3,2], f32[], f32[7,3])"}
+    assert "symbolic" in span.attributes["jax.compile.hint"]
+
+
+def test_jax_own_eager_ops_stay_eager_next_to_an_exported_model(telemetry):
+    from jax import export
+
+    exported = export.export(jax.jit(jnp.sin))(jax.ShapeDtypeStruct((3,), jnp.float32))
+    x = jnp.arange(3.0)
+    exported.call(x)
+    jnp.sin(x + 1)
+    jnp.mean(x)
+    jnp.stack([x, x])
+    user = telemetry.compiles()
+    assert [s.attributes["code.function.name"] for s in user] == ["sin"]  # the exported one
+    eager = {s.attributes["code.function.name"] for s in telemetry.compiles(eager=True)
+             if s.attributes["jax.compile.eager_op"]}
+    assert {"sin", "_mean", "add"} <= eager  # stack: jitted, or concatenate op by op (0.8)
+
+
+def test_a_legacy_prng_key_then_a_typed_one_hints_at_one_key_style(telemetry):
+    @jax.jit
+    def sample(state):
+        return jax.random.normal(state["key"], (2,)) * state["scale"]
+
+    sample({"key": jax.random.PRNGKey(0), "scale": jnp.float32(1)})
+    sample({"key": jax.random.key(0), "scale": jnp.float32(1)})  # typed: key<fry>[]
+    sample({"key": jax.random.key(0, impl="rbg"), "scale": jnp.float32(1)})
+    spans = telemetry.compiles(
+        "test_a_legacy_prng_key_then_a_typed_one_hints_at_one_key_style.<locals>.sample")
+    assert only_change(spans[1]) == {"path": "state['key']", "kind": "dtype",
+                                     "before": "u32[2]", "after": "key<fry>[]"}
+    hint = spans[1].attributes["jax.compile.hint"]
+    assert "one key style" in hint and "jax.random.PRNGKey" in hint and "cast" not in hint
+    assert only_change(spans[2]) == {"path": "state['key']", "kind": "dtype",
+                                     "before": "key<fry>[]", "after": "key<rbg>[]"}
+    assert "same implementation" in spans[2].attributes["jax.compile.hint"]
+
+
+def test_a_dtype_change_of_plain_arrays_keeps_the_cast_hint(telemetry):
+    @jax.jit
+    def total(x):
+        return x.sum()
+
+    total(jnp.ones(2, jnp.uint32))
+    total(jnp.ones(2, jnp.float32))
+    span = telemetry.last("test_a_dtype_change_of_plain_arrays_keeps_the_cast_hint.<locals>.total")
+    assert span.attributes["jax.compile.cause.kind"] == "dtype"
+    assert "cast inputs to one dtype" in span.attributes["jax.compile.hint"]
+
+
+# --- statics of types JAX interns or hashes by identity -----------------------------------
+
+def test_a_mesh_static_argument_names_what_changed_in_the_mesh(telemetry):
+    devices = np.array(cpu_devices(4)[:4])
+
+    @functools.partial(jax.jit, static_argnums=1)
+    def step(x, mesh):
+        return x * mesh.devices.size
+
+    step(jnp.ones(2), Mesh(devices.reshape(4, 1), ("data", "model")))
+    step(jnp.ones(2), Mesh(devices.reshape(4, 1), ("data", "model")))  # equal: cached
+    step(jnp.ones(2), Mesh(devices.reshape(2, 2), ("data", "model")))
+    step(jnp.ones(2), Mesh(devices[::-1].reshape(2, 2), ("data", "model")))  # order only
+    spans = telemetry.compiles(
+        "test_a_mesh_static_argument_names_what_changed_in_the_mesh.<locals>.step")
+    assert len(spans) == 3  # as many as JAX compiled: an equal mesh hit the cache
+    assert only_change(spans[1]) == {"path": "mesh.axis_sizes", "kind": "static_argument",
+                                     "before": "(4, 1)", "after": "(2, 2)"}
+    assert spans[1].attributes["jax.compile.cause"] == "mesh.axis_sizes: (4, 1) -> (2, 2)"
+    ids = [d.id for d in devices]
+    assert only_change(spans[2]) == {
+        "path": "mesh.devices", "kind": "static_argument",
+        "before": "ids " + ",".join(map(str, ids)),
+        "after": "ids " + ",".join(map(str, ids[::-1]))}
+    for span in spans[1:]:
+        assert "identity" not in span.attributes["jax.compile.cause"]
+        hint = span.attributes["jax.compile.hint"]
+        assert "__eq__" not in hint and "compiles once" in hint
+
+
+class Knobs:  # no __eq__/__hash__: hashed by identity
+    def __init__(self, scale: float, name: str) -> None:
+        self.scale = scale
+        self.name = name
+
+
+def test_an_identity_hashed_static_also_names_the_attributes_that_differ(telemetry):
+    @functools.partial(jax.jit, static_argnames="knobs")
+    def step(x, knobs):
+        return x * knobs.scale
+
+    step(jnp.ones(2), knobs=Knobs(2.0, "a"))
+    step(jnp.ones(2), knobs=Knobs(2.0, "a"))  # equal attributes: identity alone
+    step(jnp.ones(2), knobs=Knobs(3.0, "a"))
+    spans = telemetry.compiles("test_an_identity_hashed_static_also_names_the_attributes_"
+                               "that_differ.<locals>.step")
+    assert [len(diff_of(s)) for s in spans[1:]] == [1, 2]
+    assert spans[1].attributes["jax.compile.cause"] == (
+        "static argument knobs: a new test_causes.Knobs instance; test_causes.Knobs hashes "
+        "by identity (no "
+        "__eq__/__hash__), so every new instance compiles again")
+    assert spans[2].attributes["jax.compile.cause"].endswith(
+        "every new instance compiles again; its fields differ too: scale: 2.0 -> 3.0")
+    assert diff_of(spans[2])[1] == {"path": "knobs.scale", "kind": "static_argument",
+                                    "before": "2.0", "after": "3.0"}
+    assert "__eq__/__hash__" in spans[2].attributes["jax.compile.hint"]
+
+
+def test_a_function_static_argument_recreated_each_call(telemetry):
+    @functools.partial(jax.jit, static_argnums=1)
+    def apply(x, fn):
+        return fn(x)
+
+    for _ in range(2):
+        apply(jnp.ones(2), lambda v: v * 2)
+    span = telemetry.last("test_a_function_static_argument_recreated_each_call.<locals>.apply")
+    change = only_change(span)
+    assert (change["path"], change["kind"], change["after"]) == (
+        "fn", "static_argument", "new function object, same source")
+    hint = span.attributes["jax.compile.hint"]
+    assert "define it once outside the loop" in hint and "__eq__" not in hint

@@ -626,3 +626,138 @@ def test_recreated_callable_object_names_the_field_that_changed(telemetry):
     assert span.attributes["jax.compile.cause.kind"] == "function_identity"
     changes = {c["path"]: (c["before"], c["after"]) for c in diff_of(span)}
     assert changes["<function>.self.factor"] == ("2.0", "3.0")
+
+
+# --- node types with field names that gain or lose a field ------------------------------
+
+def _batch_class(*fields: str):
+    """A NamedTuple ``Batch`` with these fields: one class's two versions share a name."""
+    return NamedTuple("Batch", [(f, jax.Array) for f in fields])
+
+
+def test_a_namedtuple_that_gains_a_field_names_it(telemetry):
+    @jax.jit
+    def loss(batch):
+        return batch.x.sum()
+
+    old, new = _batch_class("x", "y"), _batch_class("x", "y", "mask")
+    loss(old(jnp.ones((8, 2)), jnp.ones(8)))
+    loss(new(jnp.ones((8, 2)), jnp.ones(8), jnp.ones(8, bool)))  # the new version
+    loss(_batch_class("x", "y")(jnp.ones((8, 2)), jnp.ones(4)))  # defined again, y shorter
+    spans = telemetry.compiles("test_a_namedtuple_that_gains_a_field_names_it.<locals>.loss")
+    assert only_change(spans[1]) == {"path": "batch.mask", "kind": "pytree_structure",
+                                     "before": "<absent>", "after": "bool[8]"}
+    assert spans[1].attributes["jax.compile.cause"] == "batch.mask: <absent> -> bool[8]"
+    assert "keep the argument tree fixed" in spans[1].attributes["jax.compile.hint"]
+    changes = diff_of(spans[2])
+    assert changes[0]["path"] == "batch" and "defined again" in changes[0]["after"]
+    assert changes[1] == {"path": "batch.y", "kind": "shape", "before": "f32[8]",
+                          "after": "f32[4]"}
+
+
+def test_a_dataclass_pytree_that_loses_a_field_names_it(telemetry):
+    def version(*fields: str):
+        cls = dataclasses.make_dataclass("Params", [(f, jax.Array) for f in fields])
+        return jax.tree_util.register_dataclass(cls, data_fields=list(fields),
+                                                meta_fields=[])
+
+    @jax.jit
+    def apply(params, x):
+        return x * params.w
+
+    apply(version("w", "b")(jnp.ones(2), jnp.ones(2)), jnp.ones(2))
+    apply(version("w")(jnp.ones(2)), jnp.ones(2))
+    span = telemetry.last("test_a_dataclass_pytree_that_loses_a_field_names_it.<locals>.apply")
+    assert only_change(span) == {"path": "params.b", "kind": "pytree_structure",
+                                 "before": "f32[2]", "after": "<absent>"}
+
+
+def test_node_types_of_other_names_are_still_summarised_whole(telemetry):
+    @jax.jit
+    def f(state):
+        return state[0] * 2
+
+    f(NamedTuple("Left", [("a", jax.Array)])(jnp.ones(2)))
+    f(NamedTuple("Right", [("a", jax.Array), ("b", jax.Array)])(jnp.ones(2), jnp.ones(2)))
+    change = only_change(telemetry.last(
+        "test_node_types_of_other_names_are_still_summarised_whole.<locals>.f"))
+    assert (change["path"], change["before"], change["after"]) == (
+        "state", "Left with 1 leaves", "Right with 2 leaves")
+
+
+# --- static data whose text is unchanged but which is not equal ---------------------------
+
+def test_a_partial_of_a_new_function_each_step_says_so(telemetry):
+    @jax.jit
+    def run(loss_fn, x):
+        return loss_fn(x)
+
+    def make(scale):
+        return lambda x: x * scale
+
+    def make_other():
+        return lambda x: x / 2
+
+    for scale in (2.0, 3.0):
+        run(jax.tree_util.Partial(make(scale)), jnp.ones(2))  # a new lambda each step
+    run(jax.tree_util.Partial(make_other()), jnp.ones(2))  # another lambda, the same text
+    spans = telemetry.compiles(
+        "test_a_partial_of_a_new_function_each_step_says_so.<locals>.run")
+    change = only_change(spans[1])
+    assert change == {"path": "loss_fn.func", "kind": "pytree_structure",
+                      "before": "static <function test_a_partial_of_a_new_function_each_step_"
+                                "says_so.<locals>.make.<locals>.<lambda>>",
+                      "after": "static new function object, same source"}
+    assert change["before"] != change["after"]
+    hint = spans[1].attributes["jax.compile.hint"]
+    assert "compares by identity" in hint and "create it once" in hint
+    other = only_change(spans[2])
+    assert other["path"] == "loss_fn.func"
+    assert other["after"].startswith("static another function (test_a_partial_of_a_new_"
+                                     "function_each_step_says_so.<locals>.make_other.<locals>"
+                                     ".<lambda> at test_explanations.py:")
+
+
+class Opaque:
+    """No __eq__/__hash__, no fields in its repr: two instances print the same."""
+
+    def __repr__(self) -> str:
+        return "Opaque()"
+
+
+@jax.tree_util.register_pytree_node_class
+class Tagged:
+    def __init__(self, value, tag):
+        self.value, self.tag = value, tag
+
+    def tree_flatten(self):
+        return (self.value,), self.tag
+
+    @classmethod
+    def tree_unflatten(cls, tag, children):
+        return cls(children[0], tag)
+
+
+def test_static_data_equal_in_text_names_identity_or_inequality(telemetry):
+    @jax.jit
+    def f(t):
+        return t.value + 1
+
+    f(Tagged(jnp.ones(2), Opaque()))
+    f(Tagged(jnp.ones(2), Opaque()))  # a new instance hashed by identity
+    f(Tagged(jnp.ones(2), float("nan")))
+    f(Tagged(jnp.ones(2), float("nan")))  # nan != nan: equal text, not ==
+    spans = telemetry.compiles(
+        "test_static_data_equal_in_text_names_identity_or_inequality.<locals>.f")
+    assert len(spans) == 4
+    identity = only_change(spans[1])
+    assert identity["path"] == "t.<static data>"
+    assert "compared by identity" in identity["before"]
+    assert identity["after"] == "static new test_explanations.Opaque instance"
+    assert "hashes by identity" in spans[1].attributes["jax.compile.hint"]
+    assert "static argument" not in spans[1].attributes["jax.compile.cause"]
+    unequal = only_change(spans[3])
+    assert unequal == {"path": "t.<static data>", "kind": "pytree_structure",
+                       "before": "static nan",
+                       "after": "static nan (looks the same but is not == to it)"}
+    assert "not == to it" in spans[3].attributes["jax.compile.hint"]

@@ -338,3 +338,27 @@ def test_nnx_variable_type_change_is_not_taken_for_a_cache_eviction(telemetry):
     assert len(spans) == 2
     assert spans[1].attributes["jax.compile.cause.kind"] == "pytree_structure"
     assert "same signature" not in spans[1].attributes["jax.compile.cause"]
+
+
+def test_nnx_argument_none_then_a_value_reads_none_before(telemetry):
+    @nnx.jit
+    def step(model, x, rngs=None, mask=None):
+        h = model(x)
+        return h if mask is None else h * mask
+
+    model = Block(nnx.Rngs(0))
+    x = jnp.ones((2, 3))
+    step(model, x, rngs=None)
+    step(model, x, rngs=nnx.Rngs(1))  # passed both times: None, then a graph node
+    step(model, x, nnx.Rngs(1), None)
+    step(model, x, nnx.Rngs(1), jnp.ones(4))  # positionally: None -> an array
+    spans = telemetry.compiles(
+        "test_nnx_argument_none_then_a_value_reads_none_before.<locals>.step")
+    assert [s.attributes["jax.compile.cause.kind"] for s in spans] == [
+        "first_compile", "pytree_structure", "pytree_structure", "pytree_structure"]
+    assert only_change(spans[1]) == {"path": "rngs", "kind": "pytree_structure",
+                                     "before": "None", "after": "Rngs"}
+    assert spans[1].attributes["jax.compile.cause"] == "rngs: None -> Rngs"
+    assert "None-vs-array" in spans[1].attributes["jax.compile.hint"]
+    assert {"path": "mask", "kind": "pytree_structure", "before": "None",
+            "after": "f32[4]"} in diff_of(spans[3])

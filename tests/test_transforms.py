@@ -117,6 +117,42 @@ def test_pmap_is_named_after_the_users_function(telemetry):
     assert all(not s.attributes["jax.compile.eager_op"] for s in spans)
 
 
+def test_pmap_causes_name_the_users_parameters(telemetry):
+    def step(n, batch, *extra, scale=None):
+        out = batch["x"] * n + sum(extra)
+        return out if scale is None else out * scale
+
+    pmapped = jax.pmap(step, static_broadcasted_argnums=(0,))
+    d = jax.local_device_count()
+
+    def call(n, width, extra_shape=(d,), scale=True, mask=False):
+        batch = {"x": jnp.ones((d, width))}
+        if mask:
+            batch["mask"] = jnp.ones((d,))
+        pmapped(n, batch, jnp.ones(extra_shape), scale=jnp.ones(d) if scale else None)
+
+    call(2, 2)
+    call(2, 3)  # a leaf of a dict argument
+    call(3, 3)  # the static argument
+    call(3, 3, extra_shape=(d, 3))  # a *args entry
+    call(3, 3, extra_shape=(d, 3), scale=False)  # a keyword argument becomes None
+    call(3, 3, extra_shape=(d, 3), scale=False, mask=True)  # the dict gains a key
+    spans = telemetry.compiles("test_pmap_causes_name_the_users_parameters.<locals>.step")
+    assert [diff_of(s) for s in spans[1:]] == [
+        [{"path": "batch['x']", "kind": "shape", "before": f"f32[{d},2]",
+          "after": f"f32[{d},3]"}],
+        [{"path": "n", "kind": "static_argument", "before": "2", "after": "3"}],
+        [{"path": "extra[0]", "kind": "shape", "before": f"f32[{d}]", "after": f"f32[{d},3]"}],
+        [{"path": "scale", "kind": "pytree_structure", "before": f"f32[{d}]",
+          "after": "None"}],
+        [{"path": "batch['mask']", "kind": "pytree_structure", "before": "<absent>",
+          "after": f"f32[{d}]"}],
+    ]
+    assert "every distinct value" in spans[2].attributes["jax.compile.hint"]
+    assert "pad or bucket" in spans[1].attributes["jax.compile.hint"]
+    assert "flat_args" not in str([s.attributes["jax.compile.cause"] for s in spans])
+
+
 def test_errors_in_a_users_function_show_no_otel_jax_frame(telemetry):
     @jax.jit
     def broken(x):

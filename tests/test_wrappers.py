@@ -118,3 +118,21 @@ def test_filter_jit_of_a_callable_module_names_its_call_parameters(telemetry):
     span = telemetry.compiles()[-1]
     assert only_change(span) == {"path": "x", "kind": "shape",
                                  "before": "f32[4,3]", "after": "f32[5,3]"}
+
+
+def test_filter_jit_names_a_field_a_namedtuple_gained(telemetry):
+    from typing import NamedTuple
+
+    @eqx.filter_jit
+    def total(batch, n):
+        return batch.x.sum() * n
+
+    old, new = (NamedTuple("Batch", [(f, jax.Array) for f in fields])  # one name, two versions
+                for fields in (("x", "y"), ("x", "y", "mask")))
+    total(old(jnp.ones(2), jnp.ones(2)), 2)
+    total(new(jnp.ones(2), jnp.ones(2), jnp.ones(2)), 2)
+    span = telemetry.last(
+        "test_filter_jit_names_a_field_a_namedtuple_gained.<locals>.total")
+    assert {"path": "batch.mask", "kind": "pytree_structure", "before": "<absent>",
+            "after": "f32[2]"} in diff_of(span)
+    assert "leaves" not in span.attributes["jax.compile.cause"]
