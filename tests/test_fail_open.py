@@ -403,8 +403,9 @@ def test_a_hung_export_is_cut_and_not_piled_up(fresh_warnings):
 
 def test_a_window_bounds_exports_and_says_what_it_dropped(fresh_warnings):
     endpoint = "http://window-test:4318"
-    _export._breakers.pop(endpoint, None)
-    breaker = _export.breaker_for(endpoint)
+    _export._breakers.pop((endpoint, "traces"), None)
+    _export._endpoints.pop(endpoint, None)
+    breaker = _export.breaker_for(endpoint, "traces")
     exporter = _export.FailOpenSpanExporter(FakeExporter(delay=30.0), breaker, 600.0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
