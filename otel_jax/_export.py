@@ -305,6 +305,9 @@ def close_window(window: _Window) -> None:
     window._close()
     by_endpoint: dict[str, list[str]] = {}
     for (endpoint, signal), n in sorted(window.dropped.items()):
+        breaker = _breakers.get((endpoint, signal))
+        if breaker is not None and breaker.off is not None:
+            continue  # the endpoint does not take this signal: said when that was found
         if n:
             by_endpoint.setdefault(endpoint, []).append(f"{n} {_UNITS.get(signal, signal)}")
     for endpoint, parts in by_endpoint.items():

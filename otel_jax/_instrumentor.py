@@ -15,6 +15,7 @@ from . import _install
 _INSTALL_OPTIONS = (
     "tracer_provider", "meter_provider", "logger_provider", "log_output", "log_level",
     "prometheus_port", "storm_threshold", "warmup_steps", "on_recompile",
+    "eager_op_spans",
 )
 _AUTO_INSTRUMENTATION = "opentelemetry.instrumentation.auto_instrumentation"
 
