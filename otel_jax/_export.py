@@ -282,7 +282,7 @@ class _Window:
             pending, self.pending = self.pending, {}
         for call, (endpoint, signal, n) in pending.items():
             self.dropped[(endpoint, signal)] = self.dropped.get((endpoint, signal), 0) + n
-            self.cut.setdefault(endpoint, call.answer)
+            self.cut.setdefault(endpoint, call.failure_answer())
 
 
 _window: _Window | None = None
@@ -611,6 +611,15 @@ class _Call:
         self.answer: Answer | None = None
         self.done = threading.Event()
 
+    def failure_answer(self) -> Answer | None:
+        """What the last request met, unless it succeeded (then it says nothing of a
+        failure)."""
+        answer = self.answer
+        if answer is not None and answer.http_status is not None \
+                and 200 <= answer.http_status < 400:
+            return None
+        return answer
+
     def run(self) -> None:
         _inside_our_export.active = True
         _inside_our_export.call = self
@@ -715,14 +724,14 @@ class _Guard:
             window.begin(call, breaker.endpoint, self._signal, n)
         _start(call, f"otel_jax-export-{self._signal}")
         finished = call.done.wait(wait)
+        answer = call.failure_answer()
         if window is not None and not window.end(call):
             finished = False  # the window closed first: it counted the batch as cut
         elif not finished:
             self._drop(n, window)
             if window is not None:
                 with _state_lock:
-                    window.cut.setdefault(breaker.endpoint, call.answer)
-        answer = call.answer
+                    window.cut.setdefault(breaker.endpoint, answer)
         if not finished:
             if answer is not None and answer.answered:
                 breaker.failed(answer.health, answer.describe(), answer, window)
@@ -748,9 +757,6 @@ class _Guard:
         if call.result == ok:
             breaker.succeeded()
             return call.result
-        if answer is not None and answer.http_status is not None \
-                and 200 <= answer.http_status < 300:
-            answer = None  # a success answered, yet the export failed: nothing known
         if answer is None and self._observed:
             _unsent(self._signal, n)
             return call.result
