@@ -200,11 +200,14 @@ def _exporter(signal: str) -> Any:
         # endpoint does not take is told from an endpoint that cannot be reached. A
         # credential provider (OTEL_PYTHON_EXPORTER_OTLP_HTTP_*CREDENTIAL_PROVIDER) brings
         # its own session: then failures are told apart less finely.
-        if _credential_provider(signal):
+        if not _credential_provider(signal):
+            try:
+                inner = getattr(mod, cls)(timeout=timeout, session=_export.observing_session())
+                observed = True
+            except (ImportError, TypeError):  # no requests, or an exporter without session=
+                inner = None
+        if inner is None:
             inner = getattr(mod, cls)(timeout=timeout)
-        else:
-            inner = getattr(mod, cls)(timeout=timeout, session=_export.observing_session())
-            observed = True
     endpoint = otlp_endpoint(signal) or "the OTLP endpoint"
     _export.quiet_exporter_logs()
     return wrappers[signal](inner, _export.breaker_for(endpoint, signal), timeout, observed)
