@@ -2,17 +2,25 @@
 
 The OTLP exporters retry each failed batch with backoff until their timeout,
 logging every attempt. Wrapped here (only the exporters otel_jax creates
-itself):
+itself), each signal (traces, metrics, logs) keeps its own health, so that no
+signal ever drops another's data:
 
-* the first failure produces one warning naming the endpoint; then a breaker
-  shared by the three signals drops batches at once for a while instead of
-  retrying each;
+* an endpoint that does not take a signal (HTTP 404, 405 or 415, gRPC
+  UNIMPLEMENTED: Jaeger with its defaults takes traces only) turns that signal
+  off, with one warning naming the signal, the status and what still flows;
+* an endpoint that cannot be reached (connection refused, reset or closed, a
+  timeout) or that refuses a batch (any other status) costs one warning per
+  endpoint; then that signal's breaker drops its batches at once for a while
+  instead of retrying each. What happened is decided from the HTTP status,
+  the gRPC code or the exception each request met (:class:`Answer`), recorded
+  by a session and a channel interceptor handed to the SDK's exporters;
 * every export runs on a helper thread and is waited for at most the
   exporter's timeout (plus a little), and at most until the deadline of a
   bounded window: ``uninstall()`` flushes within :data:`UNINSTALL_SECONDS`,
   the process's exit within :data:`EXIT_SECONDS`. A collector that accepts
   connections and never answers cannot hold the training loop, uninstall or
-  exit; what a window dropped is said in one warning;
+  exit; what a window dropped is said in one warning, with what the endpoint
+  last answered;
 * a record whose text cannot be encoded (a lone surrogate) is a bad record,
   not a collector outage: it is dropped with one warning and the rest of its
   batch is exported; the breaker stays closed.
@@ -21,7 +29,11 @@ itself):
 from __future__ import annotations
 
 import dataclasses
+import enum
+import functools
 import logging
+import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -45,6 +57,16 @@ EXIT_SECONDS = 3.0
 #: Beyond its own timeout, how long an exporter call is waited for.
 _GRACE_SECONDS = 2.0
 
+#: The signals, in the order messages name them.
+SIGNALS = ("traces", "metrics", "logs")
+#: HTTP statuses by which an endpoint says it does not take a signal: no such path
+#: (404), not this method (405), not this content type (415).
+NOT_ACCEPTED_HTTP = frozenset({404, 405, 415})
+#: The gRPC code by which an endpoint says it has no such service.
+NOT_ACCEPTED_GRPC = frozenset({"UNIMPLEMENTED"})
+#: gRPC codes of an endpoint that cannot be reached or did not answer in time.
+UNREACHABLE_GRPC = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
+
 _EXPORTER_LOGGERS = (
     "opentelemetry.exporter.otlp.common.http",
     "opentelemetry.exporter.otlp.proto.http._common",
@@ -66,6 +88,162 @@ def _warn(message: str) -> None:
     emit_warning(message)
 
 
+def _bounded_text(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# --- what each request of an export met --------------------------------------------------------
+
+class Health(enum.Enum):
+    """What a failed export says about the endpoint, for its signal."""
+
+    NOT_ACCEPTED = "not_accepted"  # the endpoint does not take this signal
+    UNREACHABLE = "unreachable"  # connection failed or no answer in time
+    REJECTED = "rejected"  # it answered, and refused the batch
+    FAILED = "failed"  # nothing known beyond the exporter's failure
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """What one request of an export met: an HTTP status, a gRPC code, or an error
+    before any answer (``connection``: the error is a connection failure or a timeout)."""
+
+    http_status: int | None = None
+    reason: str = ""
+    retry_after: str | None = None
+    grpc_code: str | None = None
+    error: str | None = None
+    connection: bool = False
+
+    @property
+    def health(self) -> Health:
+        if self.http_status is not None:
+            return Health.NOT_ACCEPTED if self.http_status in NOT_ACCEPTED_HTTP \
+                else Health.REJECTED
+        if self.grpc_code is not None:
+            if self.grpc_code in NOT_ACCEPTED_GRPC:
+                return Health.NOT_ACCEPTED
+            return Health.UNREACHABLE if self.grpc_code in UNREACHABLE_GRPC else Health.REJECTED
+        return Health.UNREACHABLE if self.connection else Health.FAILED
+
+    @property
+    def answered(self) -> bool:
+        """Whether the endpoint answered at all (a status or a code other than
+        "unreachable"), as opposed to an error before any answer."""
+        return self.http_status is not None or (
+            self.grpc_code is not None and self.grpc_code not in UNREACHABLE_GRPC)
+
+    def describe(self, short: bool = False) -> str:
+        """``HTTP 404``, ``HTTP 429 Too Many Requests, Retry-After: 30``, ``gRPC UNIMPLEMENTED``,
+        ``ConnectionError: ...``; ``short``: the status or code alone."""
+        if self.http_status is not None:
+            if short:
+                return f"HTTP {self.http_status}"
+            text = f"HTTP {self.http_status} {self.reason}".rstrip()
+            if self.retry_after:
+                text += f", Retry-After: {self.retry_after}"
+            return text
+        if self.grpc_code is not None:
+            return f"gRPC {self.grpc_code}"
+        return self.error or "export failed"
+
+
+def answer_from_error(exc: BaseException) -> Answer:
+    return Answer(error=_bounded_text(f"{type(exc).__name__}: {exc}"),
+                  connection=_is_connection_failure(exc))
+
+
+def _is_connection_failure(exc: BaseException) -> bool:
+    """A connection refused, reset or closed, a name that does not resolve, a timeout:
+    decided by the exception's type (requests wraps the socket's errors in its own)."""
+    if isinstance(exc, (ConnectionError, TimeoutError, socket.gaierror)):
+        return True
+    requests = sys.modules.get("requests")
+    if requests is not None:
+        exceptions = requests.exceptions
+        return isinstance(exc, (exceptions.ConnectionError, exceptions.Timeout))
+    return False
+
+
+def _observe(answer: Answer) -> None:
+    """Record ``answer`` on the export call running on this thread, if it is one of ours."""
+    call = getattr(_inside_our_export, "call", None)
+    if call is not None:
+        call.answer = answer
+
+
+@functools.cache
+def _observing_session_class() -> type:
+    import requests
+
+    class ObservingSession(requests.Session):
+        """A ``requests.Session`` (the OTLP/HTTP exporter's transport) that records the
+        status, or the exception, each request of one of otel_jax's exports met."""
+
+        def request(self, method: Any, url: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                response = super().request(method, url, *args, **kwargs)
+            except Exception as exc:
+                _observe(answer_from_error(exc))
+                raise
+            try:
+                retry_after = response.headers.get("Retry-After")
+                _observe(Answer(http_status=int(response.status_code),
+                                reason=_bounded_text(str(response.reason or ""), 60),
+                                retry_after=None if retry_after is None
+                                else _bounded_text(str(retry_after), 40)))
+            except Exception:  # a response we cannot read: nothing recorded
+                pass
+            return response
+
+    return ObservingSession
+
+
+def observing_session() -> Any:
+    """A session for ``OTLP*Exporter(session=...)`` that records what each request met."""
+    return _observing_session_class()()
+
+
+def observe_grpc(exporter: Any) -> bool:
+    """Record the gRPC code each export of ``exporter`` (an SDK OTLP gRPC exporter) met,
+    by an interceptor on its channel, also when it reconnects. False where the
+    exporter is not laid out as known (then failures are classified without codes)."""
+    try:
+        import grpc
+
+        class Observe(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+            def intercept_unary_unary(self, continuation: Any, details: Any,
+                                      request: Any) -> Any:
+                outcome = continuation(details, request)
+                try:
+                    code = outcome.code()
+                    if code is not None and code != grpc.StatusCode.OK:
+                        _observe(Answer(grpc_code=str(code.name)))
+                except Exception:
+                    pass
+                return outcome
+
+        interceptor = Observe()
+        stub_type, channel = exporter._stub, exporter._channel
+        if channel is None or exporter._client is None:
+            return False
+
+        def intercept() -> None:
+            exporter._client = stub_type(grpc.intercept_channel(exporter._channel, interceptor))
+
+        initialize = getattr(exporter, "_initialize_channel_and_stub", None)
+        if initialize is not None:  # it makes a new channel and client on UNAVAILABLE
+            def reinitialize() -> None:
+                initialize()
+                intercept()
+
+            exporter._initialize_channel_and_stub = reinitialize
+        intercept()
+        return True
+    except Exception:
+        return False
+
+
 # --- bounded windows (uninstall, exit) ------------------------------------------------------
 
 class _Window:
@@ -76,11 +254,35 @@ class _Window:
         self.seconds = seconds
         self.what = what
         self.dropped: dict[tuple[str, str], int] = {}  # (endpoint, signal) -> records
-        self.cut: set[str] = set()  # endpoints with an export cut off by the deadline
+        # Endpoints with an export cut off by the deadline -> what it had met so far.
+        self.cut: dict[str, Answer | None] = {}
         self.details: dict[str, str] = {}
+        # Exports started in the window and not yet ended -> (endpoint, signal, records).
+        self.pending: dict[_Call, tuple[str, str, int]] = {}
+        self.closed = False
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
+
+    def begin(self, call: _Call, endpoint: str, signal: str, n: int) -> None:
+        with _state_lock:
+            if not self.closed:
+                self.pending[call] = (endpoint, signal, n)
+
+    def end(self, call: _Call) -> bool:
+        """Whether the export ``call`` is still the caller's to account for: False when
+        the window closed first and counted it as dropped (cut by the deadline)."""
+        with _state_lock:
+            return self.pending.pop(call, None) is not None or not self.closed
+
+    def _close(self) -> None:
+        """Exports still out when the window closes were cut by its deadline."""
+        with _state_lock:
+            self.closed = True
+            pending, self.pending = self.pending, {}
+        for call, (endpoint, signal, n) in pending.items():
+            self.dropped[(endpoint, signal)] = self.dropped.get((endpoint, signal), 0) + n
+            self.cut.setdefault(endpoint, call.failure_answer())
 
 
 _window: _Window | None = None
@@ -95,82 +297,132 @@ def open_window(seconds: float, what: str) -> _Window:
 
 def close_window(window: _Window) -> None:
     """End ``window`` and say, in one warning per endpoint, what it dropped and why,
-    unless that endpoint's breaker already warned that its telemetry is dropped."""
+    unless that endpoint already warned that its telemetry is dropped."""
     global _window
     with _state_lock:
         if _window is window:
             _window = None
+    window._close()
     by_endpoint: dict[str, list[str]] = {}
     for (endpoint, signal), n in sorted(window.dropped.items()):
+        breaker = _breakers.get((endpoint, signal))
+        if breaker is not None and breaker.off is not None:
+            continue  # the endpoint does not take this signal: said when that was found
         if n:
             by_endpoint.setdefault(endpoint, []).append(f"{n} {_UNITS.get(signal, signal)}")
     for endpoint, parts in by_endpoint.items():
-        breaker = _breakers.get(endpoint)
-        if breaker is not None and breaker.warned_before(window):
+        state = _endpoints.get(endpoint)
+        if state is not None and state.warned:
             continue
-        if breaker is not None:
-            breaker.mark_warned()
+        if state is not None:
+            state.warned = True
         why = window.details.get(endpoint, "export failed")
         if endpoint in window.cut:
-            why = f"no answer within {window.seconds:g} s"
+            seen = window.cut[endpoint]
+            if seen is None:
+                why = f"no answer within {window.seconds:g} s"
+            elif seen.answered:
+                why = f"it answered {seen.describe()}; the exporter was still retrying"
+            else:
+                why = f"{seen.describe()}; the exporter was still retrying"
         _warn(f"otel_jax: {window.what} dropped {', '.join(parts)} that could not be exported "
               f"to {endpoint} ({why}); {window.what} waits at most {window.seconds:g} s for "
               "telemetry.")
 
 
-_UNITS = {"spans": "spans", "logs": "log records", "metrics": "metric points"}
+_UNITS = {"traces": "spans", "spans": "spans", "logs": "log records",
+          "metrics": "metric points"}
 
 
-# --- breaker ----------------------------------------------------------------------------------
+# --- per-signal breakers ------------------------------------------------------------------------
 
-_breakers: dict[str, Breaker] = {}
+class _Endpoint:
+    """What the signals sent to one endpoint share: its one warning about failures."""
+
+    def __init__(self) -> None:
+        self.warned = False
 
 
-def breaker_for(endpoint: str) -> Breaker:
+_endpoints: dict[str, _Endpoint] = {}
+_breakers: dict[tuple[str, str], Breaker] = {}
+
+
+def breaker_for(endpoint: str, signal: str) -> Breaker:
+    """The breaker of ``signal`` sent to ``endpoint`` (one per pair, for the process)."""
     with _state_lock:
-        return _breakers.setdefault(endpoint, Breaker(endpoint))
+        return _breakers.setdefault((endpoint, signal), Breaker(endpoint, signal))
+
+
+def _still_sent(signal: str) -> list[str]:
+    with _state_lock:
+        breakers = list(_breakers.values())
+    return [s for s in SIGNALS if s != signal
+            and any(b.signal == s and b.off is None for b in breakers)]
 
 
 class Breaker:
-    """Shared by the exporters of one endpoint: open after a failure, retried after a while."""
+    """One signal's health at one endpoint: open after a failure (batches dropped at once,
+    retried after ``open_seconds``), or off for good when the endpoint does not take the
+    signal. The other signals, at this endpoint or any other, are not affected."""
 
-    def __init__(self, endpoint: str, open_seconds: float = OPEN_SECONDS) -> None:
+    def __init__(self, endpoint: str, signal: str = "traces",
+                 open_seconds: float = OPEN_SECONDS) -> None:
         self.endpoint = endpoint
+        self.signal = signal
         self.open_seconds = open_seconds
         self.failures = 0
+        #: Why the endpoint does not take this signal (``HTTP 404``), once it said so.
+        self.off: str | None = None
         self._open_until = 0.0
-        self._warned = False
-        self._warned_at = 0.0
         self._lock = threading.Lock()
+        self._shared = _endpoints.setdefault(endpoint, _Endpoint())  # atomic
 
     def allows(self) -> bool:
-        return time.monotonic() >= self._open_until
+        return self.off is None and time.monotonic() >= self._open_until
 
-    def failed(self, signal: str, detail: str) -> None:
+    def failed(self, health: Health, detail: str, answer: Answer | None = None,
+               window: _Window | None = None) -> None:
+        """An export of this signal failed: ``health`` says what that tells of the endpoint.
+        ``window``: the bounded window the export ran in, which says it when it closes."""
+        if health is Health.NOT_ACCEPTED:
+            self._turn_off(answer.describe(short=True) if answer is not None else detail)
+            return
         with self._lock:
             self.failures += 1
             self._open_until = time.monotonic() + self.open_seconds
-            window = _window
             if window is not None:
                 # Said once, with what was dropped, when the window closes.
-                window.details.setdefault(self.endpoint, detail)
+                window.details.setdefault(self.endpoint, f"{self.signal}: {detail}")
                 return
-            first, self._warned = not self._warned, True
-            if first:
-                self._warned_at = time.monotonic()
-        if first:
-            _warn(f"otel_jax: cannot export {signal} to {self.endpoint} ({detail}); "
-                  "telemetry is dropped while the collector is unreachable (retried every "
-                  f"{self.open_seconds:.0f} s). The training loop is not affected.")
+            first, self._shared.warned = not self._shared.warned, True
+        if not first:
+            return
+        retry = (f"retried every {self.open_seconds:.0f} s; the training loop is not "
+                 "affected")
+        if health is Health.UNREACHABLE:
+            _warn(f"otel_jax: cannot export {self.signal} to {self.endpoint}: the collector "
+                  f"is unreachable ({detail}). Telemetry is dropped while it is ({retry}).")
+        elif health is Health.REJECTED:
+            _warn(f"otel_jax: cannot export {self.signal} to {self.endpoint}: the endpoint "
+                  f"answered {detail}. {self.signal.capitalize()} are dropped while it does "
+                  f"({retry}).")
+        else:
+            _warn(f"otel_jax: cannot export {self.signal} to {self.endpoint} ({detail}). "
+                  f"{self.signal.capitalize()} are dropped while exports fail ({retry}).")
+
+    def _turn_off(self, status: str) -> None:
+        with self._lock:
+            if self.off is not None:
+                return
+            self.off = status
+        others = _still_sent(self.signal)
+        flows = (f"{' and '.join(others)} still sent" if others
+                 else "nothing else is sent there")
+        _warn(f"otel_jax: the OTLP endpoint does not accept {self.signal} ({status}): "
+              f"{self.signal} off, {flows} (endpoint {self.endpoint}).")
 
     def succeeded(self) -> None:
         self._open_until = 0.0
-
-    def warned_before(self, window: _Window) -> bool:
-        return self._warned
-
-    def mark_warned(self) -> None:
-        self._warned = True
 
 
 # --- log noise --------------------------------------------------------------------------------
@@ -201,7 +453,7 @@ class _QuietExportNoise(logging.Filter):
                 text = text[:300] + "..."
             _warn(f"otel_jax: an OpenTelemetry exporter reports: {text}. Its further retry and "
                   "export-failure messages are not printed (one warning instead of one line "
-                  "per attempt); its telemetry is dropped while the collector is unreachable.")
+                  "per attempt); its telemetry is dropped while its exports fail.")
         return False
 
 
@@ -355,16 +607,29 @@ class _Call:
         self.fn, self.args, self.kwargs = fn, args, kwargs
         self.result: Any = None
         self.error: BaseException | None = None
+        #: What the last request of the call met (set by the observing session/interceptor).
+        self.answer: Answer | None = None
         self.done = threading.Event()
+
+    def failure_answer(self) -> Answer | None:
+        """What the last request met, unless it succeeded (then it says nothing of a
+        failure)."""
+        answer = self.answer
+        if answer is not None and answer.http_status is not None \
+                and 200 <= answer.http_status < 400:
+            return None
+        return answer
 
     def run(self) -> None:
         _inside_our_export.active = True
+        _inside_our_export.call = self
         try:
             self.result = self.fn(*self.args, **self.kwargs)
         except BaseException as exc:  # reported to the waiting thread
             self.error = exc
         finally:
             _inside_our_export.active = False
+            _inside_our_export.call = None
             self.done.set()
 
 
@@ -380,6 +645,20 @@ def run_bounded(fn: Callable[..., Any], timeout: float, *args: Any,
     return call if call.done.wait(max(0.0, timeout)) else None
 
 
+def run_all_bounded(calls: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]],
+                    deadline: float, name: str = "otel_jax-bounded") -> None:
+    """Run each ``(fn, args)`` on its own daemon thread, side by side, and wait for them at
+    most until ``deadline`` (``time.monotonic()``); those still running are left to finish,
+    or to die with the process, on their own."""
+    started = []
+    for fn, args in calls:
+        call = _Call(fn, args, {})
+        _start(call, name)
+        started.append(call)
+    for call in started:
+        call.done.wait(max(0.0, deadline - time.monotonic()))
+
+
 def _start(call: _Call, name: str) -> None:
     try:
         threading.Thread(target=call.run, name=name, daemon=True).start()
@@ -387,23 +666,48 @@ def _start(call: _Call, name: str) -> None:
         call.run()
 
 
-class _Guard:
-    """What the three wrappers share: breaker, bounded wait, one call in flight."""
+_unsent_warned = False
 
-    def __init__(self, inner: Any, breaker: Breaker, signal: str, timeout: float) -> None:
+
+def _unsent(signal: str, n: int) -> None:
+    """The exporter failed a batch without sending a request: the batch, not the endpoint."""
+    global _unsent_warned
+    with _state_lock:
+        first, _unsent_warned = not _unsent_warned, True
+    if first:
+        _warn(f"otel_jax: the OTLP exporter did not send a batch of {n} "
+              f"{_UNITS.get(signal, signal)} (it could not be encoded or is over the "
+              "exporter's size limit); it is dropped and the rest of the telemetry is "
+              "exported. Later such batches are dropped without a warning.")
+
+
+class _Guard:
+    """What the three wrappers share: breaker, bounded wait, one call in flight.
+
+    ``observed``: the inner exporter's requests are recorded (:class:`Answer`), so a
+    failure with no request at all is the batch's, not the endpoint's.
+    """
+
+    def __init__(self, inner: Any, breaker: Breaker, signal: str, timeout: float,
+                 observed: bool = False) -> None:
         self._inner, self._breaker, self._signal = inner, breaker, signal
         self._timeout = timeout
+        self._observed = observed
         self._in_flight: _Call | None = None
 
     def _drop(self, n: int, window: _Window | None) -> None:
         if window is not None:
             key = (self._breaker.endpoint, self._signal)
-            window.dropped[key] = window.dropped.get(key, 0) + n
+            with _state_lock:  # the signals shut down side by side
+                window.dropped[key] = window.dropped.get(key, 0) + n
 
     def run(self, export: Callable[..., Any], batch: Any, n: int, ok: Any, failure: Any,
             **kwargs: Any) -> Any:
         window = _window
-        if not self._breaker.allows():
+        breaker = self._breaker
+        if breaker.off is not None:
+            return failure  # the endpoint does not take this signal: said once, when found
+        if not breaker.allows():
             self._drop(n, window)
             return failure
         in_flight = self._in_flight
@@ -416,12 +720,28 @@ class _Guard:
             wait = min(wait, window.remaining())
         call = _Call(export, (batch,), kwargs)
         self._in_flight = call
+        if window is not None:
+            window.begin(call, breaker.endpoint, self._signal, n)
         _start(call, f"otel_jax-export-{self._signal}")
-        if not call.done.wait(wait):
+        finished = call.done.wait(wait)
+        answer = call.failure_answer()
+        if window is not None and not window.end(call):
+            finished = False  # the window closed first: it counted the batch as cut
+        elif not finished:
             self._drop(n, window)
-            if window is not None and window.remaining() <= 0:
-                window.cut.add(self._breaker.endpoint)
-            self._breaker.failed(self._signal, f"no answer within {wait:.3g} s")
+            if window is not None:
+                with _state_lock:
+                    window.cut.setdefault(breaker.endpoint, answer)
+        if not finished:
+            if answer is not None and answer.answered:
+                breaker.failed(answer.health, answer.describe(), answer, window)
+            elif answer is not None:
+                breaker.failed(Health.UNREACHABLE,
+                               f"{answer.describe()}; still retrying after {wait:.3g} s",
+                               answer, window)
+            else:
+                breaker.failed(Health.UNREACHABLE, f"no answer within {wait:.3g} s",
+                               None, window)
             return failure
         if call.error is not None:
             exc = call.error
@@ -431,13 +751,20 @@ class _Guard:
                 _bad_records(self._signal, n, f"; {type(exc).__name__}")
                 return failure
             self._drop(n, window)
-            self._breaker.failed(self._signal, f"{type(exc).__name__}: {exc}")
+            seen = answer if answer is not None else answer_from_error(exc)
+            breaker.failed(seen.health, seen.describe(), seen, window)
             return failure
         if call.result == ok:
-            self._breaker.succeeded()
+            breaker.succeeded()
+            return call.result
+        if answer is None and self._observed:
+            _unsent(self._signal, n)
+            return call.result
+        self._drop(n, window)
+        if answer is None:
+            breaker.failed(Health.FAILED, "export failed", None, window)
         else:
-            self._drop(n, window)
-            self._breaker.failed(self._signal, "export failed")
+            breaker.failed(answer.health, answer.describe(), answer, window)
         return call.result
 
     def shutdown(self, **kwargs: Any) -> None:
@@ -451,9 +778,10 @@ class _Delegating:
 
     _signal = ""
 
-    def __init__(self, inner: Any, breaker: Breaker, timeout: float = 10.0) -> None:
+    def __init__(self, inner: Any, breaker: Breaker, timeout: float = 10.0,
+                 observed: bool = False) -> None:
         self._inner, self._breaker = inner, breaker
-        self._guard = _Guard(inner, breaker, self._signal, timeout)
+        self._guard = _Guard(inner, breaker, self._signal, timeout, observed)
 
     def _export_records(self, batch: Sequence[Any], ok: Any, failure: Any) -> Any:
         good, bad = _split_bad(batch)
@@ -475,7 +803,7 @@ class _Delegating:
 
 
 class FailOpenSpanExporter(_Delegating, SpanExporter):
-    _signal = "spans"
+    _signal = "traces"
 
     def export(self, spans: Sequence[Any]) -> SpanExportResult:
         result = self._export_records(spans, SpanExportResult.SUCCESS, SpanExportResult.FAILURE)
@@ -492,11 +820,12 @@ class FailOpenLogExporter(_Delegating, LogRecordExporter):
 
 
 class FailOpenMetricExporter(MetricExporter):
-    def __init__(self, inner: MetricExporter, breaker: Breaker, timeout: float = 10.0) -> None:
+    def __init__(self, inner: MetricExporter, breaker: Breaker, timeout: float = 10.0,
+                 observed: bool = False) -> None:
         super().__init__(preferred_temporality=inner._preferred_temporality,
                          preferred_aggregation=inner._preferred_aggregation)
         self._inner, self._breaker = inner, breaker
-        self._guard = _Guard(inner, breaker, "metrics", timeout)
+        self._guard = _Guard(inner, breaker, "metrics", timeout, observed)
 
     def export(self, metrics_data: Any, timeout_millis: float = 10_000,
                **kwargs: Any) -> MetricExportResult:

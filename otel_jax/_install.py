@@ -26,7 +26,7 @@ from ._logs import (
 )
 from ._metrics import MetricsEmitter
 from ._ranks import ON_DIVERGENCE
-from ._spans import SpanEmitter
+from ._spans import EAGER_OP_SPANS, SpanEmitter
 from ._steps import STEPS, StepTelemetry
 from ._version import __version__
 from ._vocab import INSTRUMENTATION_SCOPE
@@ -77,6 +77,7 @@ def install(
     divergence_timeout_s: float = 30.0,
     rank_local: Sequence[str] = (),
     ledger_path: str | os.PathLike[str] | bool | None = None,
+    eager_op_spans: Literal["nested", "always"] = "nested",
 ) -> Installation:
     """Report every JAX compilation as a span, metrics and a JSON log line, with its cause.
 
@@ -142,6 +143,12 @@ def install(
             ``None`` (default) ``OTEL_JAX_LEDGER`` when set (a path, or ``off``), else
             ``<cache dir>.otel_jax-ledger.jsonl`` beside the cache directory; a path;
             or ``False`` for none. Off whenever the persistent cache is off.
+        eager_op_spans: JAX's eager op-by-op compiles (``x + 1`` outside jit):
+            ``"nested"`` (default) gives them a span only inside a span of the
+            application's (a step, an epoch); outside any, each would be a trace of
+            its own that buries the application's traces in Jaeger's trace list, so
+            it is counted in the metrics and logged at DEBUG only. ``"always"``: a
+            span for each, a root span outside any other.
 
     Raises:
         ValueError: for an invalid argument passed here (``log_level="verbose"``,
@@ -161,7 +168,7 @@ def install(
                          on_recompile=on_recompile, scrub=scrub,
                          on_divergence=on_divergence,
                          divergence_timeout_s=divergence_timeout_s, rank_local=rank_local,
-                         ledger_path=ledger_path)
+                         ledger_path=ledger_path, eager_op_spans=eager_op_spans)
     with _lock:
         if _current is not None:
             _warn_ignored(_current._options, options)
@@ -197,7 +204,7 @@ def install(
         ENGINE.set_storm_sink(json_log.storm if json_log is not None else None)
         # The span emitter hands each record's span ids to every sink: the
         # order in which sinks run does not matter.
-        span_emitter = SpanEmitter(tracer)
+        span_emitter = SpanEmitter(tracer, eager_op_spans)
         ENGINE.set_span_emitter(span_emitter)
         STEPS.telemetry = StepTelemetry(tracer, providers.meter_provider.get_meter(
             scope, __version__))
@@ -224,7 +231,7 @@ _DEFAULTS: dict[str, Any] = {
     "log_output": "stderr", "log_level": "info", "prometheus_port": None,
     "storm_threshold": 8, "warmup_steps": None, "on_recompile": "log", "scrub": None,
     "on_divergence": "log", "divergence_timeout_s": 30.0, "rank_local": (),
-    "ledger_path": None,
+    "ledger_path": None, "eager_op_spans": "nested",
 }
 _LOG_LEVELS = ("debug", "info", "warning")
 _BY_IDENTITY = ("tracer_provider", "meter_provider", "logger_provider", "log_output")
@@ -282,6 +289,9 @@ def _validated(**options: Any) -> dict[str, Any]:
     if not (ledger is None or isinstance(ledger, (bool, str, os.PathLike))) or ledger is True \
             or (isinstance(ledger, str) and not ledger.strip()):
         raise ValueError(f"ledger_path must be None, False or a file path, not {ledger!r}")
+    if options["eager_op_spans"] not in EAGER_OP_SPANS:
+        raise ValueError(f"eager_op_spans must be one of {EAGER_OP_SPANS}, "
+                         f"not {options['eager_op_spans']!r}")
     port = options["prometheus_port"]
     if port is not None and (not _is_int(port) or not 0 <= port <= 65535):
         raise ValueError(f"prometheus_port must be None or an int port number 0-65535, "

@@ -22,6 +22,7 @@ import math
 import os
 import sys
 import threading
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -179,6 +180,7 @@ def _exporter(signal: str) -> Any:
     module, cls = names[signal].split(".")
     timeout = export_timeout(signal)
     inner = None
+    observed = False
     if _protocol(signal) == "grpc":
         try:
             mod = __import__(f"opentelemetry.exporter.otlp.proto.grpc.{module}",
@@ -191,12 +193,30 @@ def _exporter(signal: str) -> Any:
                              "http/protobuf")
         else:
             inner = getattr(mod, cls)(timeout=timeout)
+            observed = _export.observe_grpc(inner)
     if inner is None:
         mod = __import__(f"opentelemetry.exporter.otlp.proto.http.{module}", fromlist=[cls])
-        inner = getattr(mod, cls)(timeout=timeout)
+        # The session records each request's status or error, so that a signal the
+        # endpoint does not take is told from an endpoint that cannot be reached. A
+        # credential provider (OTEL_PYTHON_EXPORTER_OTLP_HTTP_*CREDENTIAL_PROVIDER) brings
+        # its own session: then failures are told apart less finely.
+        if not _credential_provider(signal):
+            try:
+                inner = getattr(mod, cls)(timeout=timeout, session=_export.observing_session())
+                observed = True
+            except (ImportError, TypeError):  # no requests, or an exporter without session=
+                inner = None
+        if inner is None:
+            inner = getattr(mod, cls)(timeout=timeout)
     endpoint = otlp_endpoint(signal) or "the OTLP endpoint"
     _export.quiet_exporter_logs()
-    return wrappers[signal](inner, _export.breaker_for(endpoint), timeout)
+    return wrappers[signal](inner, _export.breaker_for(endpoint, signal), timeout, observed)
+
+
+def _credential_provider(signal: str) -> bool:
+    return bool(os.environ.get("OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER")
+                or os.environ.get(
+                    f"OTEL_PYTHON_EXPORTER_OTLP_HTTP_{signal.upper()}_CREDENTIAL_PROVIDER"))
 
 
 def _resource() -> Any:
@@ -427,12 +447,11 @@ def flush(providers: Providers) -> None:
 
     window = _export.open_window(_export.UNINSTALL_SECONDS, "uninstall()")
     try:
-        for provider in providers.owned:
-            force_flush = getattr(provider, "force_flush", None)
-            if force_flush is not None:
-                remaining = window.remaining()
-                _export.run_bounded(force_flush, max(remaining, 0.1),
-                                    max(1, int(remaining * 1000)))
+        millis = max(1, int(window.remaining() * 1000))
+        flushes = [getattr(p, "force_flush", None) for p in providers.owned]
+        # Side by side: one signal's collector that does not answer costs no other its time.
+        _export.run_all_bounded([(f, (millis,)) for f in flushes if f is not None],
+                                window.deadline, name="otel_jax-flush")
     finally:
         _export.close_window(window)
 
@@ -464,8 +483,9 @@ def shutdown_at_exit() -> None:
     _export = sys.modules["otel_jax._export"]
     window = _export.open_window(_export.EXIT_SECONDS, "exit")
     try:
-        for provider in owned:
-            _export.run_bounded(provider.shutdown, max(window.remaining(), 0.2),
+        # Side by side: one signal's collector that does not answer costs no other its time.
+        _export.run_all_bounded([(p.shutdown, ()) for p in owned],
+                                max(window.deadline, time.monotonic() + 0.2),
                                 name="otel_jax-shutdown")
     finally:
         _export.close_window(window)

@@ -16,6 +16,14 @@ def _ns(seconds: float) -> int:
     return int(seconds * _NS)
 
 
+#: ``install(eager_op_spans=...)``: ``"nested"`` (default) gives JAX's eager op compiles a
+#: span only inside a span of the application's (a step, an epoch), where they add to what
+#: it cost; outside any, where each would be a trace of its own and bury the application's
+#: traces in Jaeger's trace list, they are counted and logged (at DEBUG) only. ``"always"``
+#: gives each its span, a root span outside any other.
+EAGER_OP_SPANS = ("nested", "always")
+
+
 class SpanEmitter:
     """Emits the span of each compile; returns its ids for the other emitters.
 
@@ -24,10 +32,14 @@ class SpanEmitter:
     ``train_step`` span without any propagation work.
     """
 
-    def __init__(self, tracer: Tracer) -> None:
+    def __init__(self, tracer: Tracer, eager_op_spans: str = "nested") -> None:
         self._tracer = tracer
+        self._eager_roots = eager_op_spans == "always"
 
     def __call__(self, record: CompileRecord) -> SpanLink | None:
+        if record.eager_op and not self._eager_roots \
+                and not trace.get_current_span().get_span_context().is_valid:
+            return None  # it would start a trace of its own: metrics and log line only
         span = self._tracer.start_span(
             SPAN_COMPILE_PREFIX + record.function.qualname,
             kind=SpanKind.INTERNAL,

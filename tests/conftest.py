@@ -80,8 +80,10 @@ def telemetry():
     otel_jax.uninstall()
     t = Telemetry()
     errors_before = ENGINE.internal_errors
+    # Every compile a span, JAX's eager op compiles outside any span included: the tests
+    # read each compile's facts from its span (the default leaves those out).
     otel_jax.install(tracer_provider=t.tracer_provider, meter_provider=t.meter_provider,
-                     log_output=t.log)
+                     log_output=t.log, eager_op_spans="always")
     try:
         yield t
     finally:

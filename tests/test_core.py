@@ -106,6 +106,58 @@ def test_eager_op_compiles_are_marked(telemetry):
     assert telemetry.compiles() == []  # no user function compiled
 
 
+@pytest.mark.parametrize("eager_op_spans", [None, "always"], ids=["default", "always"])
+def test_eager_op_compiles_outside_any_span_start_no_trace(eager_op_spans):
+    # Outside any span each eager op compile would be a trace of its own: by default it
+    # makes none (it is counted and logged at DEBUG), inside the application's span it is
+    # a child span, and eager_op_spans="always" makes a root span of it too.
+    from conftest import Telemetry
+
+    otel_jax.uninstall()
+    t = Telemetry()
+    options = {} if eager_op_spans is None else {"eager_op_spans": eager_op_spans}
+    otel_jax.install(tracer_provider=t.tracer_provider, meter_provider=t.meter_provider,
+                     log_output=t.log, log_level="debug", **options)
+    try:
+        x = jnp.ones((3, 17 if eager_op_spans is None else 19, 2))  # not compiled before
+        jnp.cos(x)  # outside any span
+        with t.tracer.start_as_current_span("user-span"):
+            jnp.tan(x)
+
+        @jax.jit
+        def user_fn(v):
+            return v + 1
+
+        user_fn(x)  # a user function outside any span: a root span, as ever
+        lines = t.log_lines()
+        points = t.metric_points("jax.compilations")
+    finally:
+        otel_jax.uninstall()
+    eager = {s.attributes["code.function.name"]: s for s in t.spans()
+             if s.attributes["jax.compile.eager_op"]}
+    user_span = next(s for s in t.exporter.get_finished_spans() if s.name == "user-span")
+    assert eager["tan"].parent.span_id == user_span.context.span_id
+    if eager_op_spans is None:
+        assert "cos" not in eager
+    else:
+        assert eager["cos"].parent is None
+    (user_compile,) = [s for s in t.spans() if s.attributes["code.function.name"].endswith(
+        "user_fn")]
+    assert user_compile.parent is None
+    cos_line = next(ln for ln in lines if ln["function"] == "cos")
+    assert cos_line["level"] == "debug" and cos_line["eager_op"] is True
+    assert (cos_line.get("trace_id") is None) == (eager_op_spans is None)
+    assert any(p.attributes.get("code.function.name") == "cos"
+               and p.attributes.get("jax.compile.eager_op") is True for p in points)
+
+
+def test_eager_op_spans_option_is_checked():
+    otel_jax.uninstall()
+    with pytest.raises(ValueError, match="eager_op_spans"):
+        otel_jax.install(eager_op_spans="sometimes")  # type: ignore[arg-type]
+    assert otel_jax.installation() is None
+
+
 def test_log_line_per_compile_with_trace_ids(telemetry):
     @jax.jit
     def logged(x):

@@ -403,8 +403,9 @@ def test_a_hung_export_is_cut_and_not_piled_up(fresh_warnings):
 
 def test_a_window_bounds_exports_and_says_what_it_dropped(fresh_warnings):
     endpoint = "http://window-test:4318"
-    _export._breakers.pop(endpoint, None)
-    breaker = _export.breaker_for(endpoint)
+    _export._breakers.pop((endpoint, "traces"), None)
+    _export._endpoints.pop(endpoint, None)
+    breaker = _export.breaker_for(endpoint, "traces")
     exporter = _export.FailOpenSpanExporter(FakeExporter(delay=30.0), breaker, 600.0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -616,7 +617,7 @@ class Answering:
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
+            def do_POST(self):
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
@@ -662,3 +663,73 @@ def test_collector_faults_cost_one_warning_and_a_bounded_exit(collector):
     assert len(said) == 1, proc.stderr[-3000:]
     others = [ln for ln in proc.stderr.splitlines() if ln.strip() and ln not in said]
     assert not others, others  # no retry lines, no traceback
+
+
+class Answers:
+    """An inner exporter whose every export meets ``answer`` (as the SDK's would, through
+    the observing session) and fails; counts its calls."""
+
+    def __init__(self, answer) -> None:
+        self.answer = answer
+        self.calls = 0
+
+    def export(self, batch, **kwargs):
+        self.calls += 1
+        _export._observe(self.answer)
+        return _export.LogRecordExportResult.FAILURE
+
+    def shutdown(self):
+        pass
+
+
+@pytest.mark.parametrize("answer", [
+    _export.Answer(http_status=404, reason="Not Found"),
+    _export.Answer(grpc_code="UNIMPLEMENTED"),
+    _export.Answer(http_status=503, reason="Service Unavailable"),
+    _export.answer_from_error(ConnectionRefusedError(111, "Connection refused")),
+], ids=["404", "UNIMPLEMENTED", "503", "refused"])
+def test_one_signals_failure_never_stops_another(fresh_warnings, answer):
+    endpoint = f"http://health-{answer.describe(short=True).replace(' ', '-')}:4318"
+    for signal in ("traces", "logs"):
+        _export._breakers.pop((endpoint, signal), None)
+    _export._endpoints.pop(endpoint, None)
+    inner_logs, inner_traces = Answers(answer), FakeExporter()
+    logs = _export.FailOpenLogExporter(inner_logs, _export.breaker_for(endpoint, "logs"), 5.0,
+                                       observed=True)
+    traces = _export.FailOpenSpanExporter(inner_traces, _export.breaker_for(endpoint, "traces"),
+                                          5.0, observed=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(3):
+            assert logs.export([f"record {i}"]) == _export.LogRecordExportResult.FAILURE
+            assert traces.export(finished_spans(f"span {i}")) == _export.SpanExportResult.SUCCESS
+    assert len(inner_traces.exported) == 3  # every span, whatever happened to the logs
+    assert inner_logs.calls == 1  # off, or its breaker open: not retried batch after batch
+    ours = [str(w.message) for w in caught if issubclass(w.category, OtelJaxWarning)]
+    assert len(ours) == 1, ours
+    if answer.health is _export.Health.NOT_ACCEPTED:
+        assert (f"the OTLP endpoint does not accept logs ({answer.describe(short=True)}): "
+                "logs off, traces" in ours[0])
+        assert _export.breaker_for(endpoint, "logs").off == answer.describe(short=True)
+    elif answer.health is _export.Health.UNREACHABLE:
+        assert "unreachable (ConnectionRefusedError" in ours[0]
+    else:
+        assert "answered HTTP 503 Service Unavailable" in ours[0]
+        assert "unreachable" not in ours[0]
+    assert _export.breaker_for(endpoint, "traces").allows()
+
+
+def test_a_window_does_not_count_what_a_signal_turned_off_dropped(fresh_warnings):
+    endpoint = "http://window-off:4318"
+    _export._breakers.pop((endpoint, "logs"), None)
+    _export._endpoints.pop(endpoint, None)
+    logs = _export.FailOpenLogExporter(Answers(_export.Answer(http_status=404)),
+                                       _export.breaker_for(endpoint, "logs"), 5.0, observed=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        window = _export.open_window(2.0, "exit")
+        logs.export(["a"])
+        logs.export(["b"])
+        _export.close_window(window)
+    ours = [str(w.message) for w in caught if issubclass(w.category, OtelJaxWarning)]
+    assert len(ours) == 1 and "does not accept logs (HTTP 404)" in ours[0], ours

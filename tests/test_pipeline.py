@@ -718,3 +718,166 @@ def test_metrics_alerts_and_dashboard_through_the_pipeline(pipeline, prometheus,
         expr = q["query"].replace("$$", "$").replace("$__tags", ", ".join(labels))
         result = prometheus.query_range(expr, started, end)
         assert result, f"{q['name']}: no data for {expr}"
+
+
+# ------------------------------------------------- Jaeger as it ships: no configuration
+
+# Where Jaeger v2 all-in-one listens with its defaults (its embedded all-in-one.yaml):
+# the --set key of each endpoint, and its default port.
+JAEGER_DEFAULT_ENDPOINTS = {
+    "receivers::otlp::protocols::grpc::endpoint": 4317,
+    "receivers::otlp::protocols::http::endpoint": 4318,
+    "extensions::jaeger_query::grpc::endpoint": 16685,
+    "extensions::jaeger_query::http::endpoint": 16686,
+    "receivers::jaeger::protocols::grpc::endpoint": 14250,
+    "receivers::jaeger::protocols::thrift_http::endpoint": 14268,
+    "receivers::jaeger::protocols::thrift_binary::endpoint": 6832,  # UDP
+    "receivers::jaeger::protocols::thrift_compact::endpoint": 6831,  # UDP
+    "receivers::zipkin::endpoint": 9411,
+    "extensions::remote_sampling::http::endpoint": 5778,
+    "extensions::remote_sampling::grpc::endpoint": 5779,
+    "extensions::healthcheckv2::http::endpoint": 13133,
+    "extensions::healthcheckv2::grpc::endpoint": 13132,
+    "extensions::expvar::endpoint": 27777,
+    "extensions::zpages::endpoint": 27778,
+}
+JAEGER_UDP = {6831, 6832}
+JAEGER_SELF_METRICS_PORT = 8888  # its own Prometheus endpoint, a telemetry reader
+
+
+def _port_free(port: int, udp: bool = False) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM if udp else socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+        return True
+
+
+@dataclass
+class JaegerAsShipped:
+    server: Server
+    otlp_grpc: int
+    otlp_http: int
+    query: str
+    mode: str  # "defaults" or "defaults, ports moved"
+
+
+def start_jaeger_as_shipped(binary: str, tmp_path: Path) -> JaegerAsShipped:
+    """Jaeger v2 all-in-one with no configuration file: its own receivers, storage and
+    query. With every default port free, it runs exactly as shipped (no argument at all);
+    where one is taken (another test, another program on this machine), the same embedded
+    configuration runs with only its listening ports moved to free ones (``--set``), and
+    its own metrics reader off (it has a fixed port and no --set path to move it)."""
+    default_ports = [*JAEGER_DEFAULT_ENDPOINTS.values(), JAEGER_SELF_METRICS_PORT]
+    if all(_port_free(p, p in JAEGER_UDP) for p in default_ports):
+        server = Server([binary], tmp_path / "jaeger-defaults.log")
+        ports = dict(JAEGER_DEFAULT_ENDPOINTS)
+        try:
+            wait_until(lambda: (server.check_running(), port_open(4318) and port_open(4317)
+                                and port_open(16686))[1], bool, 90,
+                       "Jaeger with its defaults to listen")
+            return JaegerAsShipped(server, 4317, 4318, "http://127.0.0.1:16686", "defaults")
+        except AssertionError:  # a port was taken after all, meanwhile: move them
+            server.stop()
+    ports = {key: free_port() for key in JAEGER_DEFAULT_ENDPOINTS}
+    args = [f"--set={key}=127.0.0.1:{port}" for key, port in ports.items()]
+    args.append("--set=service::telemetry::metrics::level=none")
+    server = Server([binary, *args], tmp_path / "jaeger-moved.log")
+    grpc, http = (ports["receivers::otlp::protocols::grpc::endpoint"],
+                  ports["receivers::otlp::protocols::http::endpoint"])
+    query = ports["extensions::jaeger_query::http::endpoint"]
+    wait_until(lambda: (server.check_running(),
+                        port_open(grpc) and port_open(http) and port_open(query))[1],
+               bool, 90, "Jaeger with its defaults (ports moved) to listen")
+    return JaegerAsShipped(server, grpc, http, f"http://127.0.0.1:{query}",
+                           "defaults, ports moved")
+
+
+@pytest.fixture
+def jaeger_as_shipped(jaeger_binary, tmp_path):
+    jaeger = start_jaeger_as_shipped(jaeger_binary, tmp_path)
+    print(f"Jaeger as shipped: {jaeger.mode}")
+    try:
+        yield jaeger
+    finally:
+        jaeger.server.stop()
+
+
+def default_search(jaeger: JaegerAsShipped) -> list[dict]:
+    """The Jaeger UI's default search: service train, the last hour, limit 20."""
+    now_us = int(time.time() * 1e6)
+    query = {"service": "train", "limit": 20, "lookback": "1h",
+             "start": now_us - 3600 * 10**6, "end": now_us}
+    body = get_json(f"{jaeger.query}/api/traces?" + urllib.parse.urlencode(query))
+    assert not body.get("errors"), body["errors"]
+    return body["data"] or []
+
+
+def epochs_in(traces: list[dict]) -> dict[int, dict]:
+    """The traces whose root span is the demo's ``epoch``, by epoch number."""
+    out = {}
+    for trace in traces:
+        for span in trace["spans"]:
+            if span["operationName"] == "epoch" and not [
+                    r for r in span.get("references") or [] if r["refType"] == "CHILD_OF"]:
+                out[tag_map(span["tags"])["epoch"][1]] = trace
+    return out
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_demo_to_jaeger_as_shipped_shows_the_whole_trace_tree(jaeger_as_shipped, protocol):
+    # Jaeger with its defaults takes OTLP traces only: metrics and logs are refused
+    # (HTTP 404, gRPC UNIMPLEMENTED). Only the endpoint and the service name are set.
+    jaeger = jaeger_as_shipped
+    port = jaeger.otlp_grpc if protocol == "grpc" else jaeger.otlp_http
+    env = clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+                    OTEL_SERVICE_NAME="train")
+    if protocol == "grpc":
+        env["OTEL_EXPORTER_OTLP_PROTOCOL"] = "grpc"
+    result = subprocess.run([sys.executable, str(EXAMPLE)], cwd=ROOT, capture_output=True,
+                            text=True, timeout=420, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    demo = Demo(result, [json.loads(ln) for ln in result.stderr.splitlines()
+                         if ln.startswith('{"') and '"event": "jax.compile"' in ln])
+    assert [c["cause_kind"] for c in demo.of("train_step")] == DEMO_TRAIN_STEP_CAUSES
+
+    # One warning per refused signal, naming it, its status and what still flows.
+    said = [ln for ln in result.stderr.splitlines() if "OtelJaxWarning" in ln]
+    status = "gRPC UNIMPLEMENTED" if protocol == "grpc" else "HTTP 404"
+    assert len(said) == 2, said
+    for signal in ("logs", "metrics"):
+        assert any(f"the OTLP endpoint does not accept {signal} ({status}): {signal} off, "
+                   "traces" in w for w in said), said
+    assert not any("unreachable" in w or "cannot export" in w for w in said), said
+
+    # The final state: every compile of the log stored, train_step's inside its step span
+    # inside its epoch, with its phases and its cause.
+    stored = wait_until(lambda: Stored.from_traces(search_jaeger(jaeger)),
+                        lambda s: complete(s, demo), 120,
+                        f"all {len(demo.compiles)} compile spans of the demo in Jaeger")
+    train = {sid: s for sid, s in stored.compile_spans().items()
+             if s["operationName"] == "jax.compile train_step"}
+    by_span = {int(c["span_id"], 16): c for c in demo.of("train_step")}
+    assert set(train) == set(by_span)
+    for sid, span in train.items():
+        step = stored.parent(span)
+        assert step["operationName"] == "train_step"
+        assert stored.parent(step)["operationName"] == "epoch"
+        assert {c["operationName"] for c in stored.children(span)} == PHASES
+        tags = tag_map(span["tags"])
+        assert tags["jax.compile.cause.kind"] == ("string", by_span[sid]["cause_kind"])
+        assert tags["jax.compile.cause"] == ("string", by_span[sid]["cause"])
+        assert json.loads(tags["jax.compile.cause.diff"][1]) == by_span[sid]["diff"]
+    # JAX's eager op compiles outside any span made no trace of their own.
+    assert not [s for s in stored.spans.values()
+                if tag_map(s["tags"]).get("jax.compile.eager_op") == ("bool", True)
+                and stored.parent(s) is None]
+
+    # The UI's default search (service only, limit 20) lists the epoch traces, and only them.
+    found = default_search(jaeger)
+    epochs = epochs_in(found)
+    assert sorted(epochs) == [1, 2, 3], [t["spans"][0]["operationName"] for t in found]
+    assert len(found) == 3
+    first_compile = next(c for c in demo.of("train_step") if c["count"] == 1)
+    assert int(epochs[1]["traceID"], 16) == int(first_compile["trace_id"], 16)
