@@ -481,6 +481,98 @@ def render_diff(diff: Any, total: Any = None) -> str | None:
     return _text("; ".join(parts), _MAX_DIFF)
 
 
+#: Bytes kept of each JSON string of an over-long line (the report keeps far less).
+MAX_FIELD_BYTES = 16 * 1024
+_STRING_STOP = re.compile(rb'["\\]')
+_ELLIPSIS = b"..."
+
+
+_HIGH_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}")
+
+
+def _drop_high_surrogate(out: list[bytes]) -> int:
+    """Drop the escape of a surrogate pair's first half kept just before a cut (alone it is
+    no character); the bytes dropped."""
+    if out and len(out[-1]) == 6 and _HIGH_SURROGATE.fullmatch(out[-1]):
+        return len(out.pop())
+    return 0
+
+
+def _condense(first: bytes, readline: Any, limit: int) -> bytes | None:
+    """The over-long line that starts with ``first``, read on with ``readline(limit)`` to its
+    end, with every JSON string longer than :data:`MAX_FIELD_BYTES` cut short (at a character
+    boundary, never inside an escape, marked ``...``).  ``None`` when even that is longer
+    than ``limit`` (a huge array, not text).  Memory stays within about ``2 * limit``."""
+    out: list[bytes] = []
+    size = 0
+    in_str = skipping = False
+    kept = 0
+    carry = b""
+    chunk: bytes = first
+    while True:
+        last = not chunk or chunk.endswith(b"\n")
+        buf = carry + chunk if carry else chunk
+        carry = b""
+        pos, end = 0, len(buf)
+        while pos < end:
+            if not in_str:
+                j = buf.find(b'"', pos)
+                piece = buf[pos:] if j < 0 else buf[pos:j + 1]
+                out.append(piece)
+                size += len(piece)
+                if j < 0:
+                    break
+                in_str, skipping, kept, pos = True, False, 0, j + 1
+                continue
+            m = _STRING_STOP.search(buf, pos)
+            stop = end if m is None else m.start()
+            if not skipping and stop > pos:
+                room = MAX_FIELD_BYTES - kept
+                if stop - pos > room:
+                    cut = pos + room
+                    while cut > pos and buf[cut] & 0xC0 == 0x80:  # inside a UTF-8 sequence
+                        cut -= 1
+                    if cut == pos:
+                        size -= _drop_high_surrogate(out)
+                    out += (buf[pos:cut], _ELLIPSIS)
+                    size += cut - pos + 3
+                    skipping = True
+                else:
+                    out.append(buf[pos:stop])
+                    size += stop - pos
+                    kept += stop - pos
+            if m is None:
+                break
+            if buf[stop] == 0x22:  # the closing quote
+                out.append(b'"')
+                size += 1
+                in_str, pos = False, stop + 1
+                continue
+            need = 6 if buf[stop + 1:stop + 2] == b"u" else 2
+            if stop + need > end and not last:  # an escape split across chunks
+                carry = buf[stop:]
+                break
+            if not skipping:
+                if kept + need > MAX_FIELD_BYTES:
+                    size -= _drop_high_surrogate(out)
+                    out.append(_ELLIPSIS)
+                    size += 3
+                    skipping = True
+                else:
+                    out.append(buf[stop:stop + need])
+                    size += need
+                    kept += need
+            pos = stop + need
+        if size > limit:  # not text that cutting strings can shrink: drain, then give up
+            while not last:
+                chunk = readline(limit)
+                last = not chunk or chunk.endswith(b"\n")
+            return None
+        if last:
+            return b"".join(out)
+        chunk = readline(limit)
+
+
 class Report:
     """Streaming aggregator of ``jax.compile`` events.
 
@@ -532,13 +624,13 @@ class Report:
             if not line:
                 break
             if len(line) >= limit and not line.endswith(b"\n"):
-                # Over-long line: drain the rest of it chunk by chunk.
-                while True:
-                    rest = readline(limit)
-                    if not rest or rest.endswith(b"\n"):
-                        break
-                skipped += 1
-                continue
+                # Over-long line: read on chunk by chunk, every JSON string cut short, so
+                # an event with one huge field still counts, in bounded memory.
+                condensed = _condense(line, readline, limit)
+                if condensed is None:
+                    skipped += 1
+                    continue
+                line = condensed
             if marker not in line:
                 if _DIVERGENCE_MARKER in line:
                     try:
