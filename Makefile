@@ -10,7 +10,7 @@ OLDEST_VENV := .venv-oldest
 # The lower bound of "jax>=..." in pyproject.toml (tests/test_packaging.py checks they agree).
 JAX_OLDEST := 0.8.0
 
-.PHONY: demo test test-newest test-oldest lint tools bench clean
+.PHONY: demo test test-newest test-oldest lint tools browser bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,9 +32,14 @@ demo: $(VENV)/.installed
 tools:
 	@scripts/ensure-tools
 
+# Headless Chromium for tests/test_report_html.py: Debian's package, installed where this
+# runs as root with apt-get; elsewhere one line says so and that test is skipped.
+browser:
+	@scripts/ensure-chromium
+
 # Both suites run even when the first fails; one line per suite says how each went, and
 # the exit status is non-zero when either failed.
-test: tools $(VENV)/.installed $(OLDEST_VENV)/.installed
+test: tools browser $(VENV)/.installed $(OLDEST_VENV)/.installed
 	@lint=0; newest=0; oldest=0; \
 	$(MAKE) --no-print-directory lint || lint=$$?; \
 	$(MAKE) --no-print-directory test-newest || newest=$$?; \

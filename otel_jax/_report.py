@@ -637,7 +637,7 @@ class Report:
                         self.add_divergence(loads(line))
                     except Exception:  # bad JSON, or a value no check foresaw
                         skipped += 1
-                elif line.strip():
+                elif line.strip() and not self.add_other(line):
                     skipped += 1
                 continue
             try:
@@ -711,28 +711,40 @@ class Report:
         if type(hit) is bool and not eager:
             self._cache.add(hit, ev.get(Field.PERSISTENT_CACHE_MISS_REASON),
                             ev.get(Field.PERSISTENT_CACHE_MISS_DETAIL))
-        if not rec:
-            return
+        if rec:
+            row.recompiles += 1
+            if per_rank is not None:
+                per_rank[1] += 1
+            if secs is not None:
+                row.recompile_s += secs
+            if ev.get("after_warmup") is True:
+                row.after_warmup += 1
+            if type(cause_kind) is not str or not cause_kind:
+                cause_kind = UNKNOWN_CAUSE
+            elif len(cause_kind) > _MAX_NAME:
+                cause_kind = _text(cause_kind, _MAX_NAME) or UNKNOWN_CAUSE
+            c = row.cause(cause_kind)
+            c.count += 1
+            if secs is not None:
+                c.seconds += secs
+            key = (render_diff(ev.get("diff"), ev.get("diff_total"))
+                   or _text(ev.get("cause"), _MAX_DIFF))
+            if key is not None:
+                c.diffs.add(key, _text(ev.get("hint"), _MAX_HINT))
+        else:
+            cause_kind = FIRST_COMPILE
+        self._compiled(ev, row, function, rec, cause_kind, secs)
 
-        row.recompiles += 1
-        if per_rank is not None:
-            per_rank[1] += 1
-        if secs is not None:
-            row.recompile_s += secs
-        if ev.get("after_warmup") is True:
-            row.after_warmup += 1
-        if type(cause_kind) is not str or not cause_kind:
-            cause_kind = UNKNOWN_CAUSE
-        elif len(cause_kind) > _MAX_NAME:
-            cause_kind = _text(cause_kind, _MAX_NAME) or UNKNOWN_CAUSE
-        c = row.cause(cause_kind)
-        c.count += 1
-        if secs is not None:
-            c.seconds += secs
-        key = (render_diff(ev.get("diff"), ev.get("diff_total"))
-               or _text(ev.get("cause"), _MAX_DIFF))
-        if key is not None:
-            c.diffs.add(key, _text(ev.get("hint"), _MAX_HINT))
+    def _compiled(self, ev: dict[str, Any], row: _Row, function: str, recompile: bool,
+                  cause_kind: str, seconds: float | None) -> None:
+        """Called once per aggregated compile event, with what :meth:`add` made of it (the
+        row it went to, the checked function name, recompile or not, cause kind, seconds):
+        a subclass that keeps more (the HTML report) reads the same facts."""
+
+    def add_other(self, line: bytes) -> bool:
+        """A line that is no compile or divergence event: ``True`` when a subclass used it
+        (the HTML report reads storm warnings); else it counts as skipped."""
+        return False
 
     def add_divergence(self, ev: Any) -> None:
         """Aggregate one ``jax.compile.divergence`` event: every rank that saw a divergence
@@ -1098,8 +1110,13 @@ def _parser() -> argparse.ArgumentParser:
                      help="log file ('.gz' is decompressed); '-' or omitted reads stdin. "
                           "Several files (the logs of the ranks of a multi-process job) "
                           "are summarised together, divergences between ranks first")
-    rep.add_argument("--format", choices=("table", "json", "markdown"), default="table",
-                     help="output format (default: table)")
+    rep.add_argument("--format", choices=("table", "json", "markdown", "html"),
+                     default="table",
+                     help="output format (default: table); html is one self-contained page "
+                          "(timeline, tables, every kept compile's diff; charts need the "
+                          "extra otel_jax[report])")
+    rep.add_argument("-o", "--output", metavar="PATH",
+                     help="write the report to PATH instead of stdout")
     rep.add_argument("--top", type=_positive_int, metavar="N",
                      help="show only the N functions with the most compile seconds "
                           "(the (other)/(eager ops) aggregate rows are still shown)")
@@ -1133,8 +1150,13 @@ def _read_errors() -> tuple[type[BaseException], ...]:
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    report = Report(include_eager=args.include_eager, functions=args.functions,
-                    max_functions=args.max_functions)
+    kind: type[Report] = Report
+    if args.format == "html":
+        from ._report_html import HtmlReport
+
+        kind = HtmlReport
+    report = kind(include_eager=args.include_eager, functions=args.functions,
+                  max_functions=args.max_functions)
     status = 0
     for path in args.files or ["-"]:
         status = max(status, _feed(report, path))
@@ -1144,17 +1166,34 @@ def _run_report(args: argparse.Namespace) -> int:
         return 1
 
     rows = report.rows(args.top)
-    width = None
-    if args.format == "table" and sys.stdout.isatty():
-        import shutil
+    out: IO[str] = sys.stdout
+    if args.output:
+        try:
+            out = open(args.output, "w", encoding="utf-8", errors="replace")
+        except OSError as exc:
+            print(f"otel-jax report: cannot write {printable(args.output)}: "
+                  f"{exc.strerror or exc}", file=sys.stderr)
+            return 1
+    try:
+        if args.format == "html":
+            from ._report_html import render_html
 
-        width = shutil.get_terminal_size().columns
-    if args.format != "json":
-        sys.stdout.write(render_ranks(report, args.format))
-    sys.stdout.write(render(rows, args.format, width))
-    if args.format != "json":  # the JSON output stays a list of rows
-        sys.stdout.write(render_persistent_cache(report.persistent_cache(), args.format))
-    sys.stdout.flush()
+            out.write(render_html(report, rows, sources=args.files))  # type: ignore[arg-type]
+        else:
+            width = None
+            if args.format == "table" and out.isatty():
+                import shutil
+
+                width = shutil.get_terminal_size().columns
+            if args.format != "json":
+                out.write(render_ranks(report, args.format))
+            out.write(render(rows, args.format, width))
+            if args.format != "json":  # the JSON output stays a list of rows
+                out.write(render_persistent_cache(report.persistent_cache(), args.format))
+        out.flush()
+    finally:
+        if out is not sys.stdout:
+            out.close()
 
     note = f"otel-jax report: {report.events} jax.compile events"
     if report.divergence_events:
