@@ -109,8 +109,8 @@ class HtmlReport(Report):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.seq = 0
-        self.first_start: float | None = None
-        self.last_end: float | None = None
+        self._first_stamp: tuple[str, float] | None = None
+        self._last_stamp: str | None = None
         self._ts_cache: dict[str, float] = {}
         self.timeline: list[tuple[float, int, float, _Row, str, bool]] = []
         self.timed = 0  # compiles with a timestamp and a duration
@@ -121,6 +121,22 @@ class HtmlReport(Report):
         self.storms: list[dict[str, Any]] = []
         self.storm_events = 0
         self.after_warmup = 0
+        self.recompiles = 0
+        self.total_s = 0.0
+        self.recompile_s = 0.0
+
+    @property
+    def first_start(self) -> float | None:
+        """When the first compile of the log started (seconds since the epoch)."""
+        if self._first_stamp is None:
+            return None
+        end = _epoch(self._first_stamp[0], {})
+        return None if end is None else end - self._first_stamp[1]
+
+    @property
+    def last_end(self) -> float | None:
+        """When the last compile of the log ended."""
+        return None if self._last_stamp is None else _epoch(self._last_stamp, {})
 
     # -- input ---------------------------------------------------------------
 
@@ -130,26 +146,38 @@ class HtmlReport(Report):
         seq = self.seq
         secs = seconds if seconds is not None else 0.0
         after = ev.get(Field.AFTER_WARMUP) is True
-        if after and recompile:
-            self.after_warmup += 1
-        end = _epoch(ev.get(Field.TIMESTAMP), self._ts_cache)
+        if recompile:
+            self.recompiles += 1
+            self.recompile_s += secs
+            if after:
+                self.after_warmup += 1
+        self.total_s += secs
+        # ISO timestamps of one format order as text: only the first and last seen are
+        # parsed, and those of the compiles that make it onto the timeline or into detail.
+        stamp = ev.get(Field.TIMESTAMP)
         start = None
-        if end is not None:
-            start = end - secs
-            if self.first_start is None or start < self.first_start:
-                self.first_start = start
-            if self.last_end is None or end > self.last_end:
-                self.last_end = end
+        if type(stamp) is str:
+            if self._first_stamp is None or stamp < self._first_stamp[0]:
+                self._first_stamp = (stamp, secs)
+            if self._last_stamp is None or stamp > self._last_stamp:
+                self._last_stamp = stamp
+            timeline = self.timeline
             self.timed += 1
-            item = (secs, -seq, start, row, cause_kind, after)
-            if len(self.timeline) < MAX_TIMELINE:
-                heapq.heappush(self.timeline, item)
-            elif item > self.timeline[0]:
-                heapq.heapreplace(self.timeline, item)
+            # a later compile of equal length never displaces a kept one (seq only grows)
+            if len(timeline) < MAX_TIMELINE or secs > timeline[0][0]:
+                end = _epoch(stamp, self._ts_cache)
+                if end is not None:
+                    start = end - secs
+                    item = (secs, -seq, start, row, cause_kind, after)
+                    if len(timeline) < MAX_TIMELINE:
+                        heapq.heappush(timeline, item)
+                    else:
+                        heapq.heapreplace(timeline, item)
 
         rank = ev.get(Field.PROCESS_INDEX)
-        rank = rank if _report._is_rank(rank) else None
-        if rank is not None:
+        if type(rank) is not int or rank < 0:
+            rank = None
+        else:
             key = (row.function, rank)
             cell = self.rank_cells.get(key)
             if cell is None and len(self.rank_cells) < MAX_RANK_CELLS:
@@ -158,7 +186,11 @@ class HtmlReport(Report):
                 cell[0] += 1
                 cell[1] += recompile
 
-        site = _text(ev.get(Field.CALLSITE), _report._MAX_FILE) or "(no call site)"
+        site = ev.get(Field.CALLSITE)
+        if type(site) is not str or not site:
+            site = "(no call site)"
+        elif len(site) > _report._MAX_FILE:
+            site = site[:_report._MAX_FILE - 3] + "..."
         ckey = (site, function)
         counted = self.callsites.get(ckey)
         if counted is None:
@@ -172,8 +204,11 @@ class HtmlReport(Report):
         counted[2] += recompile
 
         details = self.details
-        if len(details) >= MAX_DETAILS and (secs, -seq) <= details[0][:2]:
+        if len(details) >= MAX_DETAILS and secs <= details[0][0]:
             return
+        if start is None and type(stamp) is str:
+            end = _epoch(stamp, self._ts_cache)
+            start = end - secs if end is not None else None
         detail = self._detail(ev, row, function, recompile, cause_kind, seconds, start,
                               rank, after, seq)
         if len(details) < MAX_DETAILS:
@@ -429,7 +464,7 @@ def render_html(report: HtmlReport, rows: list[dict[str, Any]],
     links.append(("compiles", "Compiles"))
     add("<nav>" + "".join(f'<a href="#{a}">{t}</a>' for a, t in links) + "</nav><main>")
 
-    _summary(add, report, report.rows())
+    _summary(add, report)
     _timeline(add, report, rows, row_index)
     if multi:
         _ranks(add, report, rows)
@@ -441,11 +476,9 @@ def render_html(report: HtmlReport, rows: list[dict[str, Any]],
     return "".join(parts)
 
 
-def _summary(add: Any, report: HtmlReport, rows: list[dict[str, Any]]) -> None:
-    compiles = sum(r["compiles"] for r in rows)
-    recompiles = sum(r["recompiles"] for r in rows)
-    seconds = sum(r["total_s"] or 0.0 for r in rows)
-    recompile_s = sum(r["recompile_s"] or 0.0 for r in rows)
+def _summary(add: Any, report: HtmlReport) -> None:
+    compiles, recompiles = report.events, report.recompiles
+    seconds, recompile_s = report.total_s, report.recompile_s
     cards = [
         ("compiles", str(compiles), False),
         ("recompiles", str(recompiles), False),
@@ -558,15 +591,16 @@ def _timeline_chart(report: HtmlReport, items: list[tuple[float, int, float, _Ro
         fig = Figure(figsize=(13, max(2.4, height)), dpi=100)
         ax = fig.subplots()
         min_w = span * 0.0025
-        xs, ws, ys, cs, es = [], [], [], [], []
+        per_lane: dict[int, tuple[list[tuple[float, float]], list[str], list[str]]] = {}
         for it in items:
             secs, _, start, _, kind, after = it
-            xs.append(start - t0)
-            ws.append(max(secs, min_w))
-            ys.append(lane_of[id(it)])
+            bars, cs, es = per_lane.setdefault(lane_of[id(it)], ([], [], []))
+            bars.append((start - t0, max(secs, min_w)))
             cs.append(_colour(kind))
             es.append(_AFTER_WARMUP if after and kind != "first_compile" else "none")
-        ax.barh(ys, ws, left=xs, height=0.62, color=cs, edgecolor=es, linewidth=1.4)
+        for y, (bars, cs, es) in per_lane.items():  # one collection per lane: small, fast
+            ax.broken_barh(bars, (y - 0.31, 0.62), facecolors=cs, edgecolors=es,
+                           linewidth=1.4)
         storms = [s for s in report.storms if s["time"] is not None]
         if storms:
             sx = [float(s["time"]) - t0 for s in storms]
@@ -596,7 +630,12 @@ def _timeline_chart(report: HtmlReport, items: list[tuple[float, int, float, _Ro
                                   label="recompile storm"))
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0),
                   frameon=False, fontsize=8)
-        fig.tight_layout()
+        # margins set from the longest label and the legend: tight_layout would draw the
+        # whole figure once more
+        label_pt = 9 * 0.6 * max(len(_clip(printable(n), 42)) for n in lanes) + 16
+        fig_h = max(2.4, height)
+        fig.subplots_adjust(left=min(0.4, label_pt / (13 * 72)), right=0.85,
+                            bottom=0.5 / fig_h, top=1 - 0.12 / fig_h)
         buf = io.BytesIO()
         fig.savefig(buf, format="svg", metadata={"Date": None})
     return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode()
