@@ -10,6 +10,7 @@ a Content Security Policy violation) and every network request it made, and answ
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import select
@@ -42,16 +43,17 @@ class Browser:
         self._profile = tempfile.TemporaryDirectory(prefix="otel_jax-chromium-")
         to_chrome_r, self._to_chrome = os.pipe()
         self._from_chrome, from_chrome_w = os.pipe()
-
-        def wire() -> None:  # in the child: the protocol's fds 3 and 4
-            # via fresh copies: either pipe end may itself be fd 3 or 4
-            read_end, write_end = os.dup(to_chrome_r), os.dup(from_chrome_w)
-            os.dup2(read_end, 3)
-            os.dup2(write_end, 4)
-            os.set_inheritable(3, True)
-            os.set_inheritable(4, True)
-
-        args = [binary, "--headless", "--no-sandbox", "--disable-gpu",
+        # Chromium's ends, moved to fds >= 10 so that the shell below can put them on 3 and
+        # 4 in either order; a shell does the wiring because a preexec_fn would run Python
+        # in a forked child of a multithreaded process (JAX's), which can deadlock.
+        theirs = []
+        for fd in (to_chrome_r, from_chrome_w):
+            theirs.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10))
+            os.close(fd)
+        read_end, write_end = theirs
+        args = [shutil.which("bash") or "/bin/bash", "-c",  # dash reads only fds 0-9
+                f'exec "$@" 3<&{read_end} 4>&{write_end} {read_end}<&- {write_end}>&-', "sh",
+                binary, "--headless", "--no-sandbox", "--disable-gpu",
                 "--remote-debugging-pipe", f"--user-data-dir={self._profile.name}",
                 "--no-first-run", "--no-default-browser-check", "--disable-extensions",
                 "--disable-background-networking", "--disable-component-update",
@@ -59,13 +61,10 @@ class Browser:
                 "--hide-scrollbars", "about:blank"]
         # stderr to a file: Chromium logs plenty, and a full pipe would block it
         self._stderr = open(os.path.join(self._profile.name, "stderr.log"), "w+b")
-        self.proc = subprocess.Popen(args, preexec_fn=wire, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=self._stderr,
-                                     # os.pipe() fds are not inherited; the dup2'd
-                                     # copies are, and closing fds would close them
-                                     close_fds=False)
-        os.close(to_chrome_r)
-        os.close(from_chrome_w)
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=self._stderr, pass_fds=tuple(theirs))
+        for fd in theirs:
+            os.close(fd)
         self._buf = b""
         self._id = 0
         self.events: list[dict[str, Any]] = []

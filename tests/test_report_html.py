@@ -279,3 +279,56 @@ def test_the_demo_report_in_headless_chromium(chromium: str, tmp_path: Path) -> 
     # the table sorts by a column, both ways
     assert descending == sorted(descending, reverse=True) and ascending == sorted(descending)
     assert len(set(descending)) > 1
+
+
+# -- notebooks ------------------------------------------------------------------------
+
+EVIL = '<img src=x onerror="window.__owned=3"><script>window.__owned=4</script>'
+
+
+def notebook_history(telemetry: Any) -> tuple[Any, Any]:
+    import jax
+    import jax.numpy as jnp
+
+    import otel_jax
+
+    def step(x: Any, tag: str) -> Any:
+        return x * 2
+
+    step.__qualname__ = step.__name__ = "step" + EVIL
+    jitted = jax.jit(step, static_argnames="tag")
+    jitted(jnp.ones(3), tag=EVIL)
+    jitted(jnp.ones(4), tag=EVIL)
+    history = otel_jax.compile_history(jitted)
+    return history, history[-1]
+
+
+def test_compile_history_and_an_entry_are_escaped_html_tables(telemetry: Any) -> None:
+    history, entry = notebook_history(telemetry)
+    assert [e.count for e in history] == [1, 2] and isinstance(history, list)
+    table, one = history._repr_html_(), entry._repr_html_()
+    for page in (table, one):
+        assert "<script" not in page and "<img" not in page
+        assert "&lt;img src=x onerror=&quot;window.__owned=3&quot;&gt;" in page
+        assert page.count("<table>") == (1 if page is table else 2)
+    assert table.count("<tr>") == 3 and "#2" in table and "shape" in table
+    assert "f32[3]" in one and "f32[4]" in one and "static = " in one
+
+
+@pytest.mark.slow
+def test_notebook_tables_in_headless_chromium(chromium: str, telemetry: Any,
+                                              tmp_path: Path) -> None:
+    from _browser import Browser
+
+    history, entry = notebook_history(telemetry)
+    page = tmp_path / "notebook.html"
+    page.write_text("<!DOCTYPE html><html><head><meta charset=\"utf-8\"></head><body>"
+                    + history._repr_html_() + entry._repr_html_() + "</body></html>")
+    with Browser(chromium) as browser:
+        browser.open(page)
+        found = browser.evaluate("({owned: typeof window.__owned, "
+                                 "tables: document.querySelectorAll('table').length, "
+                                 "shown: document.body.textContent.includes('onerror=')})")
+        console, requests = list(browser.console), list(browser.requests)
+    assert found == {"owned": "undefined", "tables": 3, "shown": True}
+    assert console == [] and requests == [page.resolve().as_uri()]
