@@ -43,7 +43,7 @@ MAX_TIMELINE = 3000
 #: Compiles whose full detail is on the page (the longest; the others are counted).
 MAX_DETAILS = 200
 #: Changes of one compile's diff shown in its before/after table (``diff_total`` counts all).
-MAX_DIFF_ROWS = 25
+MAX_DIFF_ROWS = 16
 #: Characters kept of a path, a before or an after value.
 MAX_VALUE = 160
 #: Functions listed in the table and on the timeline's lanes.
@@ -54,6 +54,9 @@ MAX_CALLSITES = 5000
 #: Distinct (function, rank) pairs counted for the side-by-side rank table.
 MAX_RANK_CELLS = 50_000
 MAX_RANK_COLUMNS = 64
+#: What the page lists at most: causes per function row, and call-site tree entries.
+MAX_CAUSES_SHOWN = 6
+MAX_TREE_FILES, MAX_TREE_LINES, MAX_TREE_FUNCTIONS, MAX_TREE_LEAVES = 100, 50, 20, 1500
 MAX_STORMS = 1000
 
 _STORM_MARKER = ('"' + EVENT_STORM + '"').encode()
@@ -660,7 +663,10 @@ def _functions(add: Any, report: HtmlReport, rows: list[dict[str, Any]]) -> None
         causes = "".join(
             f'<div class="cause">{_chip(c["cause"])} ×{c["count"]} ({_s(c["seconds"])} s)'
             + (f' <code>{_e(c["top_diff"])}</code>' if c["top_diff"] else "") + "</div>"
-            for c in r["causes"])
+            for c in r["causes"][:MAX_CAUSES_SHOWN])
+        if len(r["causes"]) > MAX_CAUSES_SHOWN:
+            causes += (f'<div class="muted">{len(r["causes"]) - MAX_CAUSES_SHOWN} more cause '
+                       "kinds</div>")
         phases = " / ".join(_s(r[k]) for k in ("trace_s", "lower_s", "backend_compile_s"))
         aw = r["recompiles_after_warmup"]
         add(f'<tr id="row-{i}"><td><a href="#{_row_id(i)}">{_e(r["function"])}</a></td>'
@@ -703,21 +709,30 @@ def _callsites(add: Any, report: HtmlReport) -> None:
     by_file = sorted(files.items(), key=lambda kv: -sum(
         total(e)[0] for e in kv[1].values()))
     add('<ul class="tree" id="callsite-tree">')
-    for n, (path, lines) in enumerate(by_file[:200]):
+    leaves = left_out = 0
+    for n, (path, lines) in enumerate(by_file[:MAX_TREE_FILES]):
         flat = [x for e in lines.values() for x in e]
         add(f'<li><details{" open" if n < 5 else ""}><summary><code>{_e(path)}</code>'
             f"{fig(total(flat))}</summary><ul class=\"tree\">")
-        for line, entries in sorted(lines.items(), key=lambda kv: -total(kv[1])[0])[:200]:
+        by_line = sorted(lines.items(), key=lambda kv: -total(kv[1])[0])
+        left_out += sum(len(e) for _, e in by_line[MAX_TREE_LINES:])
+        for line, entries in by_line[:MAX_TREE_LINES]:
             label = f"line {line}" if line else "(no line)"
             add(f"<li>{_e(label)}{fig(total(entries))}<ul class=\"tree\">")
-            for function, c in sorted(entries, key=lambda e: -e[1][1])[:50]:
+            shown = sorted(entries, key=lambda e: -e[1][1])[:MAX_TREE_FUNCTIONS]
+            shown = shown[:max(0, MAX_TREE_LEAVES - leaves)]
+            left_out += len(entries) - len(shown)
+            leaves += len(shown)
+            for function, c in shown:
                 add(f"<li><code>{_e(function)}</code>"
                     f"{fig((c[1], int(c[0]), int(c[2])))}</li>")
             add("</ul></li>")
         add("</ul></details></li>")
     add("</ul>")
-    if len(by_file) > 200:
-        add(f'<p class="muted">{len(by_file) - 200} more files not listed.</p>')
+    left_out += sum(len(e) for _, lines in by_file[MAX_TREE_FILES:] for e in lines.values())
+    if left_out:
+        add(f'<p class="muted">{left_out} more (call site, function) pairs with fewer '
+            "seconds are not listed.</p>")
     add("</section>")
 
 

@@ -174,14 +174,19 @@ def test_detail_is_kept_for_the_longest_compiles_and_the_page_stays_bounded(
     lines = []
     big_diff = [{"path": f"p{i}" * 40, "kind": "shape", "before": "b" * 500, "after": "a" * 500}
                 for i in range(50)]
+    kinds = sorted(_report_html._COLOURS) + [f"kind{k}" for k in range(30)]
     for i in range(20_000):
-        lines.append(event(f"fn{i % 3000}", 2 + i // 3000, 0.001 * (i % 997), 1 + i * 1e-3,
-                           diff=big_diff, diff_total=80))
+        name = f"fn{i % 3000}_" + "n" * 180
+        lines.append(event(name, 2 + i // 3000, 0.001 * (i % 997), 1 + i * 1e-3,
+                           diff=big_diff, diff_total=80, cause_kind=kinds[i % len(kinds)],
+                           callsite=f"/src/{'d' * 300}{i % 400}.py:{i % 97}",
+                           cause="c" * 1000, hint="h" * 1000))
     page, _ = html_report(capsys, tmp_path, "\n".join(lines) + "\n")
     assert page.count('<details class="compile') == _report_html.MAX_DETAILS
     assert f"{_report_html.MAX_DETAILS} of 20000 compiles in detail" in page
     assert "more changes not shown" in page
-    assert len(page.encode()) < 5_000_000
+    assert len(page.encode()) < 5_000_000, len(page.encode())
+    assert "more cause kinds" in page and "more (call site, function) pairs" in page
     # the longest compile (0.996 s) is among those kept
     assert "0.996 s" in page
 
