@@ -45,9 +45,9 @@ MAX_DETAILS = 200
 #: Changes of one compile's diff shown in its before/after table (``diff_total`` counts all).
 MAX_DIFF_ROWS = 16
 #: Characters kept of a path, a before or an after value.
-MAX_VALUE = 160
+MAX_VALUE = 120
 #: Functions listed in the table and on the timeline's lanes.
-MAX_TABLE_ROWS = 500
+MAX_TABLE_ROWS = 250
 MAX_LANES = 24
 #: Distinct (call site, function) pairs counted; the rest go to one "(other call sites)".
 MAX_CALLSITES = 5000
@@ -648,6 +648,10 @@ def _clip(s: str, n: int) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
+def _hint_title(hint: str | None) -> str:
+    return f' title="hint: {_e(hint)}"' if hint else ""
+
+
 def _functions(add: Any, report: HtmlReport, rows: list[dict[str, Any]]) -> None:
     add('<section id="functions"><h2>Functions</h2>')
     if not rows:
@@ -661,7 +665,8 @@ def _functions(add: Any, report: HtmlReport, rows: list[dict[str, Any]]) -> None
         "<th>Recompile causes</th></tr></thead><tbody>")
     for i, r in enumerate(rows):
         causes = "".join(
-            f'<div class="cause">{_chip(c["cause"])} ×{c["count"]} ({_s(c["seconds"])} s)'
+            f'<div class="cause"{_hint_title(c["hint"])}>{_chip(c["cause"])} ×{c["count"]} '
+            f'({_s(c["seconds"])} s)'
             + (f' <code>{_e(c["top_diff"])}</code>' if c["top_diff"] else "") + "</div>"
             for c in r["causes"][:MAX_CAUSES_SHOWN])
         if len(r["causes"]) > MAX_CAUSES_SHOWN:
