@@ -115,7 +115,8 @@ class HtmlReport(Report):
         self._first_stamp: tuple[str, float] | None = None
         self._last_stamp: str | None = None
         self._ts_cache: dict[str, float] = {}
-        self.timeline: list[tuple[float, int, float, _Row, str, bool]] = []
+        #: (seconds, -seq, start, row, cause kind, after warm-up, rank)
+        self.timeline: list[tuple[float, int, float, _Row, str, bool, int | None]] = []
         self.timed = 0  # compiles with a timestamp and a duration
         self.details: list[tuple[float, int, dict[str, Any]]] = []
         self.kept_per_row: dict[int, int] = {}
@@ -155,6 +156,9 @@ class HtmlReport(Report):
             if after:
                 self.after_warmup += 1
         self.total_s += secs
+        rank = ev.get(Field.PROCESS_INDEX)
+        if type(rank) is not int or rank < 0:
+            rank = None
         # ISO timestamps of one format order as text: only the first and last seen are
         # parsed, and those of the compiles that make it onto the timeline or into detail.
         stamp = ev.get(Field.TIMESTAMP)
@@ -171,16 +175,13 @@ class HtmlReport(Report):
                 end = _epoch(stamp, self._ts_cache)
                 if end is not None:
                     start = end - secs
-                    item = (secs, -seq, start, row, cause_kind, after)
+                    item = (secs, -seq, start, row, cause_kind, after, rank)
                     if len(timeline) < MAX_TIMELINE:
                         heapq.heappush(timeline, item)
                     else:
                         heapq.heapreplace(timeline, item)
 
-        rank = ev.get(Field.PROCESS_INDEX)
-        if type(rank) is not int or rank < 0:
-            rank = None
-        else:
+        if rank is not None:
             key = (row.function, rank)
             cell = self.rank_cells.get(key)
             if cell is None and len(self.rank_cells) < MAX_RANK_CELLS:
@@ -458,9 +459,10 @@ def render_html(report: HtmlReport, rows: list[dict[str, Any]],
         add(f'<div class="src">{_e(", ".join(sources))}</div>')
     add("</header>")
     multi = len(report.ranks) > 1 or bool(report.divergences)
-    links = [("summary", "Summary"), ("timeline", "Timeline")]
+    links = [("summary", "Summary")]
     if multi:
         links += [("divergences", "Ranks")]
+    links += [("timeline", "Timeline")]
     links += [("functions", "Functions"), ("callsites", "Call sites")]
     if report.persistent_cache():
         links.append(("cache", "Persistent cache"))
@@ -468,9 +470,9 @@ def render_html(report: HtmlReport, rows: list[dict[str, Any]],
     add("<nav>" + "".join(f'<a href="#{a}">{t}</a>' for a, t in links) + "</nav><main>")
 
     _summary(add, report)
-    _timeline(add, report, rows, row_index)
-    if multi:
+    if multi:  # what differs between ranks comes first
         _ranks(add, report, rows)
+    _timeline(add, report, rows, row_index)
     _functions(add, report, rows)
     _callsites(add, report)
     _cache(add, report)
@@ -547,7 +549,8 @@ def _timeline(add: Any, report: HtmlReport, rows: list[dict[str, Any]],
     add('<p class="legend muted">Each bar is one compile, from its start to its end, on '
         "its function's lane, coloured by cause kind: "
         + " ".join(_chip(k) for k in kinds)
-        + ' · <span class="aw">after warm-up</span> outlined in red'
+        + (' · <span class="aw">after warm-up</span> outlined in red'
+           if any(t[5] and t[4] != "first_compile" for t in items) else "")
         + (' · <span class="storm">storm</span> marked where the warning fired'
            if report.storms else "") + ".")
     if report.timed > len(items):
@@ -555,7 +558,8 @@ def _timeline(add: Any, report: HtmlReport, rows: list[dict[str, Any]],
     add("</p></section>")
 
 
-def _timeline_chart(report: HtmlReport, items: list[tuple[float, int, float, _Row, str, bool]],
+def _timeline_chart(report: HtmlReport,
+                    items: list[tuple[float, int, float, _Row, str, bool, int | None]],
                     row_index: Any, rows: list[dict[str, Any]]) -> str:
     import matplotlib
     from matplotlib.figure import Figure
@@ -564,28 +568,40 @@ def _timeline_chart(report: HtmlReport, items: list[tuple[float, int, float, _Ro
 
     t0 = report.first_start or 0.0
     span = max((report.last_end or t0) - t0, 1e-3)
-    lanes: list[str] = []
-    lane_of: dict[int, int] = {}
+    # one lane per function (per function and rank for several ranks' logs), the
+    # functions in the table's order; the rest share one lane
+    per_rank = len(report.ranks) > 1
     row_names = [r["function"] for r in rows[:MAX_LANES]]
-    for r in rows[:MAX_LANES]:  # a name two rows share gets its location
-        where = _location(r["file"], r["line"])
-        lanes.append(f"{r['function']} ({where})" if row_names.count(r["function"]) > 1 and where
-                     else r["function"])
-    other_lane = None
-    named = len(lanes)
 
-    def lane(row: _Row) -> int:
-        nonlocal other_lane
+    def key_of(row: _Row, rank: int | None) -> tuple[int, int] | None:
         i = row_index(row)
-        if i is not None and i < named:
-            return int(i)
+        if i is None or i >= MAX_LANES:
+            return None
+        return (int(i), rank if per_rank and rank is not None else -1)
+
+    keys = sorted({k for it in items if (k := key_of(it[3], it[6])) is not None})
+    keys = keys[:MAX_LANES]
+    lane_index = {k: n for n, k in enumerate(keys)}
+    lanes: list[str] = []
+    for i, rank in keys:  # a name two rows share gets its location
+        r = rows[i]
+        where = _location(r["file"], r["line"])
+        label = (f"{r['function']} ({where})" if row_names.count(r["function"]) > 1 and where
+                 else r["function"])
+        lanes.append(label + (f" · rank {rank}" if rank >= 0 else ""))
+    other_lane = None
+
+    def lane(key: tuple[int, int] | None) -> int:
+        nonlocal other_lane
+        n = lane_index.get(key) if key is not None else None
+        if n is not None:
+            return n
         if other_lane is None:
             lanes.append("(other functions)")
             other_lane = len(lanes) - 1
         return other_lane
 
-    for it in items:
-        lane_of[id(it)] = lane(it[3])
+    lane_of = {id(it): lane(key_of(it[3], it[6])) for it in items}
     rc: dict[str, Any] = {"svg.fonttype": "none", "svg.hashsalt": "otel_jax", "font.size": 9}
     if "text.parse_math" in matplotlib.rcParams:
         rc["text.parse_math"] = False
@@ -596,7 +612,7 @@ def _timeline_chart(report: HtmlReport, items: list[tuple[float, int, float, _Ro
         min_w = span * 0.0025
         per_lane: dict[int, tuple[list[tuple[float, float]], list[str], list[str]]] = {}
         for it in items:
-            secs, _, start, _, kind, after = it
+            secs, _, start, _, kind, after, _ = it
             bars, cs, es = per_lane.setdefault(lane_of[id(it)], ([], [], []))
             bars.append((start - t0, max(secs, min_w)))
             cs.append(_colour(kind))
@@ -607,11 +623,18 @@ def _timeline_chart(report: HtmlReport, items: list[tuple[float, int, float, _Ro
         storms = [s for s in report.storms if s["time"] is not None]
         if storms:
             sx = [float(s["time"]) - t0 for s in storms]
-            by_name = {r["function"]: i for i, r in reversed(list(enumerate(rows[:named])))}
+            by_name = {r["function"]: i for i, r in reversed(list(enumerate(rows[:MAX_LANES])))}
             by_place = {(r["function"], r["file"], r["line"]): i
-                        for i, r in enumerate(rows[:named])}
-            sy = [by_place.get((s["function"], s["file"], s["line"]),
-                               by_name.get(s["function"], other_lane or 0)) for s in storms]
+                        for i, r in enumerate(rows[:MAX_LANES])}
+            sy = []
+            for st in storms:
+                si = by_place.get((st["function"], st["file"], st["line"]),
+                                  by_name.get(st["function"]))
+                srank = int(st["rank"]) if per_rank and st["rank"] is not None else -1
+                n = lane_index.get((si, srank)) if si is not None else None
+                if n is None and si is not None:  # the storm's rank drew no compile
+                    n = next((m for (j, _), m in lane_index.items() if j == si), None)
+                sy.append(n if n is not None else lane(None))
             ax.scatter(sx, [y - 0.42 for y in sy], marker="v", s=46, color="#7b1fa2",
                        zorder=3)
         ax.set_yticks(range(len(lanes)))

@@ -149,7 +149,7 @@ def test_ranks_divergences_first_then_counts_side_by_side(
                        event("total_loss", 2, 0.4, 2.0, process_index=1),
                        json.dumps({**divergence, "process_index": 1})]) + "\n"
     page, _ = html_report(capsys, tmp_path, rank0, rank1)
-    assert page.index('id="divergences"') < page.index('id="functions"')
+    assert page.index('id="divergences"') < page.index('id="timeline"')
     table = page[page.index('id="divergence-table"'):page.index('id="rank-table"')]
     assert "total_loss" in table and "#1" in table and "signature" in table
     assert "[0] vs [1]" in table and "0, 1" in table  # both ranks reported it
@@ -337,3 +337,42 @@ def test_notebook_tables_in_headless_chromium(chromium: str, telemetry: Any,
         console, requests = list(browser.console), list(browser.requests)
     assert found == {"owned": "undefined", "tables": 3, "shown": True}
     assert console == [] and requests == [page.resolve().as_uri()]
+
+
+@pytest.mark.slow
+def test_real_rank_logs_in_headless_chromium(chromium: str, tmp_path: Path) -> None:
+    """Both ranks' logs of a real two-process JAX job (examples/multiprocess.py: rank 1 gets
+    one more row): the divergence is listed first, with its ranks, then the counts per rank
+    side by side."""
+    from _browser import Browser
+
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "multiprocess.py")],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT),
+                               "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none",
+                               "OTEL_LOGS_EXPORTER": "none"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    command = next(line for line in proc.stdout.splitlines()
+                   if line.startswith("$ otel-jax report "))
+    logs = command.split()[3:]
+    assert len(logs) == 2
+    page = tmp_path / "ranks.html"
+    assert _report.main(["report", "--format", "html", "-o", str(page), *logs]) == 0
+    text = page.read_text()
+    assert text.index('id="divergences"') < text.index('id="timeline"')
+    OUTPUT.mkdir(exist_ok=True)
+    with Browser(chromium) as browser:
+        browser.open(page)
+        found = browser.evaluate("""(() => {
+            const rows = Array.from(document.querySelectorAll("#divergence-table tbody tr"));
+            const head = Array.from(document.querySelectorAll("#rank-table thead th"));
+            return {divergences: rows.map(r => Array.from(r.cells).map(c => c.textContent)),
+                    ranks: head.map(h => h.textContent)};
+        })()""")
+        browser.screenshot(OUTPUT / "report_html_ranks.png")
+        console = list(browser.console)
+    assert console == []
+    assert any(d[0].endswith("total_loss") and d[1] == "#1" and d[2] == "signature"
+               and "f32[4,3] (rank 0) vs f32[5,3] (rank 1)" in d[3] and d[4] == "[0] vs [1]"
+               and d[6] == "0, 1" for d in found["divergences"]), found
+    assert found["ranks"] == ["Function", "rank 0", "rank 1"]
