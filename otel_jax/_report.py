@@ -13,6 +13,7 @@ Usage::
     otel-jax report app.log                 # readable table
     otel-jax report --format json app.log   # list of per-function objects
     otel-jax report --format markdown -     # GitHub table, log on stdin
+    otel-jax report --format html -o report.html rank*.log   # one page (_report_html)
     python -m otel_jax._report report app.log.gz --top 5 --function train_step
 
 Design constraints, and how they are met:
@@ -29,7 +30,9 @@ Design constraints, and how they are met:
   length of the log.
 * **Tolerant input.**  Lines that are not JSON, not objects, or not
   ``jax.compile`` events are skipped and counted (the count goes to stderr);
-  missing or mistyped fields fall back to sensible defaults.
+  missing or mistyped fields fall back to sensible defaults.  A line longer than
+  :data:`MAX_LINE_BYTES` is read on in chunks with each JSON string cut to
+  :data:`MAX_FIELD_BYTES` (:func:`_condense`), so one huge field does not cost the event.
 * **Fast import.**  Standard library only; importing this module must not pull
   in jax or opentelemetry, because the command runs on machines (CI, laptops)
   where only the log is available.
