@@ -576,6 +576,27 @@ def _condense(first: bytes, readline: Any, limit: int) -> bytes | None:
         chunk = readline(limit)
 
 
+def _loads() -> Any:
+    """``json.loads``, or with orjson installed (the extra ``otel_jax[report]``) orjson's,
+    three times faster, falling back to ``json.loads`` for what orjson refuses (``NaN``,
+    ``Infinity``, invalid text).  One difference is left: orjson reads an integer past 64
+    bits as a float, which the report then rejects as mistyped (a count, a line number)
+    where the standard library's int would be used."""
+    try:
+        import orjson
+    except ImportError:
+        return json.loads
+    fast, error, slow = orjson.loads, orjson.JSONDecodeError, json.loads
+
+    def loads(line: bytes) -> Any:
+        try:
+            return fast(line)
+        except error:
+            return slow(line)
+
+    return loads
+
+
 class Report:
     """Streaming aggregator of ``jax.compile`` events.
 
@@ -617,7 +638,7 @@ class Report:
         gigantic line is processed in bounded memory.
         """
         readline = stream.readline
-        loads = json.loads
+        loads = _loads()
         marker = _COMPILE_MARKER
         limit = MAX_LINE_BYTES
         add = self.add

@@ -222,3 +222,22 @@ def test_a_huge_line_that_is_not_text_is_skipped(tmp_path: Path,
     rc, out, err = run(capsys, "report", "--format", "json", str(path))
     assert rc == 0 and [r["function"] for r in strict_json(out)] == ["g"]
     assert "skipped 1 lines" in err
+
+
+def test_the_fast_json_reader_reads_what_the_standard_one_reads(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With orjson (the extra otel_jax[report]) or without it, the same report: what orjson
+    refuses (NaN, Infinity, deep nesting) falls back to the standard reader."""
+    pytest.importorskip("orjson")
+    path = tmp_path / "mixed.log"
+    path.write_text("".join(text for case, (text, _) in HOSTILE.items()
+                            if not case.startswith("oversized integer"))
+                    + '{"event": "jax.compile", "function": "n", "compile_s": NaN}\n'
+                    + '{"event": "jax.compile", "function": "big", "compile_s": Infinity}\n'
+                    + '{"event": "jax.compile", "x": ' + "[" * 3000 + "]" * 3000 + "}\n")
+    fast = run(capsys, "report", "--format", "json", str(path))
+    monkeypatch.setitem(sys.modules, "orjson", None)
+    slow = run(capsys, "report", "--format", "json", str(path))
+    assert fast == slow and fast[0] == 0
+    assert {"n", "big"} <= {r["function"] for r in strict_json(fast[1])}
