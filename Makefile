@@ -14,7 +14,7 @@ JAX_OLDEST := 0.8.0
 # block; that one warning is silenced, any other still shows.
 PIP_QUIET := PYTHONWARNINGS="$${PYTHONWARNINGS:+$$PYTHONWARNINGS,}ignore:Editable installation"
 
-.PHONY: demo test test-newest test-oldest lint tools bench clean
+.PHONY: demo test test-newest test-oldest lint tools browser bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,9 +36,14 @@ demo: $(VENV)/.installed
 tools:
 	@scripts/ensure-tools
 
+# Headless Chromium for tests/test_report_html.py: Debian's package, installed where this
+# runs as root with apt-get; elsewhere one line says so and that test is skipped.
+browser:
+	@scripts/ensure-chromium
+
 # Both suites run even when the first fails; one line per suite says how each went, and
 # the exit status is non-zero when either failed.
-test: tools $(VENV)/.installed $(OLDEST_VENV)/.installed
+test: tools browser $(VENV)/.installed $(OLDEST_VENV)/.installed
 	@lint=0; newest=0; oldest=0; \
 	$(MAKE) --no-print-directory lint || lint=$$?; \
 	$(MAKE) --no-print-directory test-newest || newest=$$?; \

@@ -56,6 +56,32 @@ class CompileEntry:
             raise KeyError(key)
         return getattr(self, key)
 
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the cause, the diff as a before/after table, the durations and
+        the signature, every text escaped."""
+        e = _html_text
+        ms = [f"{name} {v * 1e3:.1f} ms" for name, v in (
+            ("compile", self.compile_s), ("trace", self.trace_s), ("lower", self.lower_s),
+            ("backend", self.backend_compile_s)) if v is not None]
+        out = [f"<div><b>#{self.count}</b> <code>{e(self.cause_kind)}</code>: "
+               f"{e(self.cause or '-')}<br><small>{e(' · '.join(ms))}"
+               + (f" · at <code>{e(self.callsite)}</code>" if self.callsite else "")
+               + (f" · persistent cache {'hit' if self.persistent_cache_hit else 'miss'}"
+                  if self.persistent_cache_hit is not None else "") + "</small>"]
+        if self.diff:
+            out.append(_html_table(("path", "kind", "before", "after"), [
+                [d.get(k, "") for k in ("path", "kind", "before", "after")]
+                for d in self.diff]))
+        signature = self.signature
+        arguments = signature.get("arguments", {})
+        statics = signature.get("static_arguments", {})
+        if arguments or statics:
+            rows = [[path, arg.get("type", ""), arg.get("placement", "")]
+                    for path, arg in arguments.items()]
+            rows += [[name, f"static = {value}", ""] for name, value in statics.items()]
+            out.append(_html_table(("argument", "type", "placement"), rows))
+        return "".join(out) + "</div>"
+
     def __str__(self) -> str:
         lines = [f"#{self.count} {self.cause_kind}: {self.cause or '-'}"
                  f"  ({self.compile_s * 1e3:.1f} ms, at {self.callsite or '?'})"]
@@ -66,6 +92,46 @@ class CompileEntry:
         for name, value in self.signature.get("static_arguments", {}).items():
             lines.append(f"    {name} (static) = {value}")
         return "\n".join(lines)
+
+
+def _html_text(value: Any) -> str:
+    """Text for an HTML page: control characters and bidirectional overrides shown as
+    escapes, markup escaped (names and reprs come from user code)."""
+    import html
+
+    from ._report import printable
+
+    return html.escape(printable(str(value)), quote=True)
+
+
+def _html_table(header: tuple[str, ...], rows: list[list[Any]]) -> str:
+    head = "".join(f"<th style=\"text-align:left\">{_html_text(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td style=\"text-align:left\"><code>{_html_text(c)}"
+                                    "</code></td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+class CompileHistory(list[CompileEntry]):
+    """The compiles of a function, oldest first (``otel_jax.compile_history``): a list,
+    shown in Jupyter as one table row per compile."""
+
+    def _repr_html_(self) -> str:
+        if not self:
+            return "<p>no compiles recorded</p>"
+        rows = []
+        for entry in self:
+            diff = "; ".join(f"{d.get('path', '')}: {d.get('before', '')} -> {d.get('after', '')}"
+                             for d in entry.diff[:4])
+            if len(entry.diff) > 4:
+                diff += f"; +{len(entry.diff) - 4} more"
+            phases = " / ".join("-" if v is None else f"{v * 1e3:.1f}"
+                                for v in (entry.trace_s, entry.lower_s, entry.backend_compile_s))
+            rows.append([f"#{entry.count}", entry.cause_kind, entry.cause or "-", diff,
+                         f"{entry.compile_s * 1e3:.1f}", phases, entry.callsite or "",
+                         {None: "", True: "hit", False: "miss"}[entry.persistent_cache_hit]])
+        return _html_table(("compile", "cause kind", "cause", "diff", "ms",
+                            "trace / lower / backend ms", "call site", "persistent cache"),
+                           rows)
 
 
 @dataclass
@@ -159,7 +225,7 @@ class History:
     def entries(self, info: FunctionInfo) -> list[CompileEntry]:
         with self._lock:
             fh = self._functions.get(info.key)
-            return list(fh.entries) if fh is not None else []
+            return CompileHistory(fh.entries) if fh is not None else CompileHistory()
 
     def entries_by_name(self, qualname: str) -> list[CompileEntry]:
         with self._lock:
@@ -167,7 +233,7 @@ class History:
             for key, fh in self._functions.items():
                 if key[0] == qualname:
                     out.extend(fh.entries)
-            return sorted(out, key=lambda e: e.timestamp)
+            return CompileHistory(sorted(out, key=lambda e: e.timestamp))
 
     def count(self, info: FunctionInfo) -> int:
         with self._lock:

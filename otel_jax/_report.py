@@ -13,6 +13,7 @@ Usage::
     otel-jax report app.log                 # readable table
     otel-jax report --format json app.log   # list of per-function objects
     otel-jax report --format markdown -     # GitHub table, log on stdin
+    otel-jax report --format html -o report.html rank*.log   # one page (_report_html)
     python -m otel_jax._report report app.log.gz --top 5 --function train_step
 
 Design constraints, and how they are met:
@@ -29,7 +30,9 @@ Design constraints, and how they are met:
   length of the log.
 * **Tolerant input.**  Lines that are not JSON, not objects, or not
   ``jax.compile`` events are skipped and counted (the count goes to stderr);
-  missing or mistyped fields fall back to sensible defaults.
+  missing or mistyped fields fall back to sensible defaults.  A line longer than
+  :data:`MAX_LINE_BYTES` is read on in chunks with each JSON string cut to
+  :data:`MAX_FIELD_BYTES` (:func:`_condense`), so one huge field does not cost the event.
 * **Fast import.**  Standard library only; importing this module must not pull
   in jax or opentelemetry, because the command runs on machines (CI, laptops)
   where only the log is available.
@@ -481,6 +484,119 @@ def render_diff(diff: Any, total: Any = None) -> str | None:
     return _text("; ".join(parts), _MAX_DIFF)
 
 
+#: Bytes kept of each JSON string of an over-long line (the report keeps far less).
+MAX_FIELD_BYTES = 16 * 1024
+_STRING_STOP = re.compile(rb'["\\]')
+_ELLIPSIS = b"..."
+
+
+_HIGH_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}")
+
+
+def _drop_high_surrogate(out: list[bytes]) -> int:
+    """Drop the escape of a surrogate pair's first half kept just before a cut (alone it is
+    no character); the bytes dropped."""
+    if out and len(out[-1]) == 6 and _HIGH_SURROGATE.fullmatch(out[-1]):
+        return len(out.pop())
+    return 0
+
+
+def _condense(first: bytes, readline: Any, limit: int) -> bytes | None:
+    """The over-long line that starts with ``first``, read on with ``readline(limit)`` to its
+    end, with every JSON string longer than :data:`MAX_FIELD_BYTES` cut short (at a character
+    boundary, never inside an escape, marked ``...``).  ``None`` when even that is longer
+    than ``limit`` (a huge array, not text).  Memory stays within about ``2 * limit``."""
+    out: list[bytes] = []
+    size = 0
+    in_str = skipping = False
+    kept = 0
+    carry = b""
+    chunk: bytes = first
+    while True:
+        last = not chunk or chunk.endswith(b"\n")
+        buf = carry + chunk if carry else chunk
+        carry = b""
+        pos, end = 0, len(buf)
+        while pos < end:
+            if not in_str:
+                j = buf.find(b'"', pos)
+                piece = buf[pos:] if j < 0 else buf[pos:j + 1]
+                out.append(piece)
+                size += len(piece)
+                if j < 0:
+                    break
+                in_str, skipping, kept, pos = True, False, 0, j + 1
+                continue
+            m = _STRING_STOP.search(buf, pos)
+            stop = end if m is None else m.start()
+            if not skipping and stop > pos:
+                room = MAX_FIELD_BYTES - kept
+                if stop - pos > room:
+                    cut = pos + room
+                    while cut > pos and buf[cut] & 0xC0 == 0x80:  # inside a UTF-8 sequence
+                        cut -= 1
+                    if cut == pos:
+                        size -= _drop_high_surrogate(out)
+                    out += (buf[pos:cut], _ELLIPSIS)
+                    size += cut - pos + 3
+                    skipping = True
+                else:
+                    out.append(buf[pos:stop])
+                    size += stop - pos
+                    kept += stop - pos
+            if m is None:
+                break
+            if buf[stop] == 0x22:  # the closing quote
+                out.append(b'"')
+                size += 1
+                in_str, pos = False, stop + 1
+                continue
+            need = 6 if buf[stop + 1:stop + 2] == b"u" else 2
+            if stop + need > end and not last:  # an escape split across chunks
+                carry = buf[stop:]
+                break
+            if not skipping:
+                if kept + need > MAX_FIELD_BYTES:
+                    size -= _drop_high_surrogate(out)
+                    out.append(_ELLIPSIS)
+                    size += 3
+                    skipping = True
+                else:
+                    out.append(buf[stop:stop + need])
+                    size += need
+                    kept += need
+            pos = stop + need
+        if size > limit:  # not text that cutting strings can shrink: drain, then give up
+            while not last:
+                chunk = readline(limit)
+                last = not chunk or chunk.endswith(b"\n")
+            return None
+        if last:
+            return b"".join(out)
+        chunk = readline(limit)
+
+
+def _loads() -> Any:
+    """``json.loads``, or with orjson installed (the extra ``otel_jax[report]``) orjson's,
+    three times faster, falling back to ``json.loads`` for what orjson refuses (``NaN``,
+    ``Infinity``, invalid text).  One difference is left: orjson reads an integer past 64
+    bits as a float, which the report then rejects as mistyped (a count, a line number)
+    where the standard library's int would be used."""
+    try:
+        import orjson
+    except ImportError:
+        return json.loads
+    fast, error, slow = orjson.loads, orjson.JSONDecodeError, json.loads
+
+    def loads(line: bytes) -> Any:
+        try:
+            return fast(line)
+        except error:
+            return slow(line)
+
+    return loads
+
+
 class Report:
     """Streaming aggregator of ``jax.compile`` events.
 
@@ -522,7 +638,7 @@ class Report:
         gigantic line is processed in bounded memory.
         """
         readline = stream.readline
-        loads = json.loads
+        loads = _loads()
         marker = _COMPILE_MARKER
         limit = MAX_LINE_BYTES
         add = self.add
@@ -532,20 +648,20 @@ class Report:
             if not line:
                 break
             if len(line) >= limit and not line.endswith(b"\n"):
-                # Over-long line: drain the rest of it chunk by chunk.
-                while True:
-                    rest = readline(limit)
-                    if not rest or rest.endswith(b"\n"):
-                        break
-                skipped += 1
-                continue
+                # Over-long line: read on chunk by chunk, every JSON string cut short, so
+                # an event with one huge field still counts, in bounded memory.
+                condensed = _condense(line, readline, limit)
+                if condensed is None:
+                    skipped += 1
+                    continue
+                line = condensed
             if marker not in line:
                 if _DIVERGENCE_MARKER in line:
                     try:
                         self.add_divergence(loads(line))
                     except Exception:  # bad JSON, or a value no check foresaw
                         skipped += 1
-                elif line.strip():
+                elif line.strip() and not self.add_other(line):
                     skipped += 1
                 continue
             try:
@@ -619,28 +735,40 @@ class Report:
         if type(hit) is bool and not eager:
             self._cache.add(hit, ev.get(Field.PERSISTENT_CACHE_MISS_REASON),
                             ev.get(Field.PERSISTENT_CACHE_MISS_DETAIL))
-        if not rec:
-            return
+        if rec:
+            row.recompiles += 1
+            if per_rank is not None:
+                per_rank[1] += 1
+            if secs is not None:
+                row.recompile_s += secs
+            if ev.get("after_warmup") is True:
+                row.after_warmup += 1
+            if type(cause_kind) is not str or not cause_kind:
+                cause_kind = UNKNOWN_CAUSE
+            elif len(cause_kind) > _MAX_NAME:
+                cause_kind = _text(cause_kind, _MAX_NAME) or UNKNOWN_CAUSE
+            c = row.cause(cause_kind)
+            c.count += 1
+            if secs is not None:
+                c.seconds += secs
+            key = (render_diff(ev.get("diff"), ev.get("diff_total"))
+                   or _text(ev.get("cause"), _MAX_DIFF))
+            if key is not None:
+                c.diffs.add(key, _text(ev.get("hint"), _MAX_HINT))
+        else:
+            cause_kind = FIRST_COMPILE
+        self._compiled(ev, row, function, rec, cause_kind, secs)
 
-        row.recompiles += 1
-        if per_rank is not None:
-            per_rank[1] += 1
-        if secs is not None:
-            row.recompile_s += secs
-        if ev.get("after_warmup") is True:
-            row.after_warmup += 1
-        if type(cause_kind) is not str or not cause_kind:
-            cause_kind = UNKNOWN_CAUSE
-        elif len(cause_kind) > _MAX_NAME:
-            cause_kind = _text(cause_kind, _MAX_NAME) or UNKNOWN_CAUSE
-        c = row.cause(cause_kind)
-        c.count += 1
-        if secs is not None:
-            c.seconds += secs
-        key = (render_diff(ev.get("diff"), ev.get("diff_total"))
-               or _text(ev.get("cause"), _MAX_DIFF))
-        if key is not None:
-            c.diffs.add(key, _text(ev.get("hint"), _MAX_HINT))
+    def _compiled(self, ev: dict[str, Any], row: _Row, function: str, recompile: bool,
+                  cause_kind: str, seconds: float | None) -> None:
+        """Called once per aggregated compile event, with what :meth:`add` made of it (the
+        row it went to, the checked function name, recompile or not, cause kind, seconds):
+        a subclass that keeps more (the HTML report) reads the same facts."""
+
+    def add_other(self, line: bytes) -> bool:
+        """A line that is no compile or divergence event: ``True`` when a subclass used it
+        (the HTML report reads storm warnings); else it counts as skipped."""
+        return False
 
     def add_divergence(self, ev: Any) -> None:
         """Aggregate one ``jax.compile.divergence`` event: every rank that saw a divergence
@@ -1006,8 +1134,13 @@ def _parser() -> argparse.ArgumentParser:
                      help="log file ('.gz' is decompressed); '-' or omitted reads stdin. "
                           "Several files (the logs of the ranks of a multi-process job) "
                           "are summarised together, divergences between ranks first")
-    rep.add_argument("--format", choices=("table", "json", "markdown"), default="table",
-                     help="output format (default: table)")
+    rep.add_argument("--format", choices=("table", "json", "markdown", "html"),
+                     default="table",
+                     help="output format (default: table); html is one self-contained page "
+                          "(timeline, tables, every kept compile's diff; charts need the "
+                          "extra otel_jax[report])")
+    rep.add_argument("-o", "--output", metavar="PATH",
+                     help="write the report to PATH instead of stdout")
     rep.add_argument("--top", type=_positive_int, metavar="N",
                      help="show only the N functions with the most compile seconds "
                           "(the (other)/(eager ops) aggregate rows are still shown)")
@@ -1041,8 +1174,13 @@ def _read_errors() -> tuple[type[BaseException], ...]:
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    report = Report(include_eager=args.include_eager, functions=args.functions,
-                    max_functions=args.max_functions)
+    kind: type[Report] = Report
+    if args.format == "html":
+        from ._report_html import HtmlReport
+
+        kind = HtmlReport
+    report = kind(include_eager=args.include_eager, functions=args.functions,
+                  max_functions=args.max_functions)
     status = 0
     for path in args.files or ["-"]:
         status = max(status, _feed(report, path))
@@ -1052,17 +1190,34 @@ def _run_report(args: argparse.Namespace) -> int:
         return 1
 
     rows = report.rows(args.top)
-    width = None
-    if args.format == "table" and sys.stdout.isatty():
-        import shutil
+    out: IO[str] = sys.stdout
+    if args.output:
+        try:
+            out = open(args.output, "w", encoding="utf-8", errors="replace")
+        except OSError as exc:
+            print(f"otel-jax report: cannot write {printable(args.output)}: "
+                  f"{exc.strerror or exc}", file=sys.stderr)
+            return 1
+    try:
+        if args.format == "html":
+            from ._report_html import render_html
 
-        width = shutil.get_terminal_size().columns
-    if args.format != "json":
-        sys.stdout.write(render_ranks(report, args.format))
-    sys.stdout.write(render(rows, args.format, width))
-    if args.format != "json":  # the JSON output stays a list of rows
-        sys.stdout.write(render_persistent_cache(report.persistent_cache(), args.format))
-    sys.stdout.flush()
+            out.write(render_html(report, rows, sources=args.files))  # type: ignore[arg-type]
+        else:
+            width = None
+            if args.format == "table" and out.isatty():
+                import shutil
+
+                width = shutil.get_terminal_size().columns
+            if args.format != "json":
+                out.write(render_ranks(report, args.format))
+            out.write(render(rows, args.format, width))
+            if args.format != "json":  # the JSON output stays a list of rows
+                out.write(render_persistent_cache(report.persistent_cache(), args.format))
+        out.flush()
+    finally:
+        if out is not sys.stdout:
+            out.close()
 
     note = f"otel-jax report: {report.events} jax.compile events"
     if report.divergence_events:

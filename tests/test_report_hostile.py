@@ -50,7 +50,7 @@ HOSTILE = {
         .replace("Infinity", "1e999") + "\n", {"g": 4}),
     "escape codes and newlines in names": (
         line(function=f"evil{ESC}\nFAKE 9 9 9.000 9.000 9.000", is_recompile=True,
-             cause_kind=f"shape{ESC}", cause=f"x\r\n{ESC}", hint=f"\x07\u202eh") + "\n",
+             cause_kind=f"shape{ESC}", cause=f"x\r\n{ESC}", hint="\x07\u202eh") + "\n",
         {"evil": 1}),
 }
 
@@ -167,3 +167,77 @@ def test_divergence_lines_with_missing_fields_or_negative_ranks_are_skipped(
     assert "(unknown)" not in out and "-1" not in out
     assert "reported by 0)" in out
     assert "skipped 4 lines" in err  # no function, no kind, no count, count 0
+
+
+def test_an_event_with_a_huge_field_counts(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A valid ``jax.compile`` line with a 50 MB field is an event, its fields after the
+    huge one read; only the huge string is cut."""
+    huge = "x" * 50_000_000
+    path = tmp_path / "huge.log"
+    path.write_text(line(hint=huge, is_recompile=True, cause_kind="shape", compile_s=2.0,
+                         diff=[{"path": "a", "before": "f32[1]", "after": "f32[2]"}])
+                    + "\n" + line(function="g") + "\n")
+    rc, out, err = run(capsys, "report", "--format", "json", str(path))
+    rows = {r["function"]: r for r in strict_json(out)}
+    assert rc == 0 and set(rows) == {"f", "g"}, err
+    f = rows["f"]
+    assert f["compiles"] == 1 and f["recompiles"] == 1 and f["total_s"] == 2.0
+    assert f["causes"][0]["top_diff"] == "a: f32[1] -> f32[2]"
+    assert f["causes"][0]["hint"].startswith("xxx") and len(f["causes"][0]["hint"]) <= 400
+    assert "skipped" not in err
+
+
+@pytest.mark.parametrize("text", [
+    "é" * 5000, "\\" * 3000 + "\"" * 3000, "\u00e9\U0001f600\n\t\x01" * 900,
+    "a" * 4093 + "é" * 10, "𝄞" * 2000,
+])
+def test_huge_strings_are_cut_on_character_and_escape_boundaries(
+        text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cut in small chunks, escapes and multi-byte characters straddle every boundary:
+    the condensed line is still the same event, each long string a prefix of the original."""
+    monkeypatch.setattr(_report, "MAX_LINE_BYTES", 4096)
+    monkeypatch.setattr(_report, "MAX_FIELD_BYTES", 100)
+    for ensure_ascii in (True, False):
+        event = {"event": "jax.compile", "function": "f", "cause": text, "hint": text,
+                 "compile_s": 0.25, "diff": [{"path": text, "before": 1, "after": 2}]}
+        raw = json.dumps(event, ensure_ascii=ensure_ascii).encode()
+        stream = io.BytesIO(raw + b"\n")
+        first = stream.readline(4096)
+        condensed = _report._condense(first, stream.readline, 4096)
+        assert condensed is not None
+        parsed = json.loads(condensed)
+        assert parsed["compile_s"] == 0.25 and parsed["function"] == "f"
+        for got in (parsed["cause"], parsed["hint"], parsed["diff"][0]["path"]):
+            assert got.endswith("...") and text.startswith(got[:-3])
+        report = _report.Report()
+        report.feed_lines(io.BytesIO(raw + b"\n" + raw))  # the last line has no newline
+        assert report.events == 2 and report.skipped == 0
+
+
+def test_a_huge_line_that_is_not_text_is_skipped(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "array.log"
+    path.write_text(line(diff=[1] * 2_000_000) + "\n" + line(function="g") + "\n")
+    rc, out, err = run(capsys, "report", "--format", "json", str(path))
+    assert rc == 0 and [r["function"] for r in strict_json(out)] == ["g"]
+    assert "skipped 1 lines" in err
+
+
+def test_the_fast_json_reader_reads_what_the_standard_one_reads(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With orjson (the extra otel_jax[report]) or without it, the same report: what orjson
+    refuses (NaN, Infinity, deep nesting) falls back to the standard reader."""
+    pytest.importorskip("orjson")
+    path = tmp_path / "mixed.log"
+    path.write_text("".join(text for case, (text, _) in HOSTILE.items()
+                            if not case.startswith("oversized integer"))
+                    + '{"event": "jax.compile", "function": "n", "compile_s": NaN}\n'
+                    + '{"event": "jax.compile", "function": "big", "compile_s": Infinity}\n'
+                    + '{"event": "jax.compile", "x": ' + "[" * 3000 + "]" * 3000 + "}\n")
+    fast = run(capsys, "report", "--format", "json", str(path))
+    monkeypatch.setitem(sys.modules, "orjson", None)
+    slow = run(capsys, "report", "--format", "json", str(path))
+    assert fast == slow and fast[0] == 0
+    assert {"n", "big"} <= {r["function"] for r in strict_json(fast[1])}
