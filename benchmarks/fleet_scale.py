@@ -1,6 +1,6 @@
 """The cross-rank check at fleet scale: what each compile costs JAX's coordination service.
 
-Drives the real checker (``otel_jax._ranks.Checker``: its publication, comparison,
+Drives the real checker (``otel_jax._fleet._ranks.Checker``: its publication, comparison,
 verdicts, takeover and clean-up) for N = 64 to 1,024 simulated ranks against an
 in-process key-value store with the coordination service's semantics (set, increment,
 directory read, directory delete, blocking read with a timeout), on a simulated clock:
@@ -40,9 +40,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from otel_jax import _jax_read, _ranks
-from otel_jax._failopen import FailOpen
-from otel_jax._record import CompileRecord, Divergence
+from otel_jax._capture import _jax_read
+from otel_jax._core._failopen import FailOpen
+from otel_jax._fleet import _ranks
+from otel_jax._pipeline._record import CompileRecord, Divergence
 
 # --- the coordination service, in one process ------------------------------------------
 

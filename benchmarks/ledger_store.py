@@ -1,6 +1,6 @@
 """The compile ledger on a remote store at scale: objects, bytes and requests.
 
-Drives the real store code (``otel_jax._ledger_remote.RemoteStore``) against moto's S3
+Drives the real store code (``otel_jax._fleet._ledger_remote.RemoteStore``) against moto's S3
 server (started here on 127.0.0.1) through ``etils.epath`` and ``s3fs``, as a job on S3
 reaches it: process 0 records FUNCTIONS x SIGNATURES compiles of a long job (each entry
 the size of a real ledger line), then a replacement process reads back the objects of
@@ -57,8 +57,9 @@ def main() -> None:
 def run(functions: int, signatures: int) -> None:
     import boto3
 
-    from otel_jax import _jax_read, _ledger, _ledger_remote
-    from otel_jax._failopen import FailOpen
+    from otel_jax._capture import _jax_read
+    from otel_jax._core._failopen import FailOpen
+    from otel_jax._fleet import _ledger, _ledger_remote
 
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket="bench")

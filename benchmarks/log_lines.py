@@ -41,8 +41,8 @@ import jax.numpy as jnp
 import structlog
 
 import otel_jax
-from otel_jax import _logs
-from otel_jax._vocab import LOGGER_NAME, Field
+from otel_jax._core._vocab import LOGGER_NAME, Field
+from otel_jax._emit import _logs
 
 _LEVEL_NAMES = {10: "debug", 20: "info", 30: "warning", 40: "error"}
 

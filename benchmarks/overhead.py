@@ -49,8 +49,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 import otel_jax
-from otel_jax import _diff
-from otel_jax._engine import ENGINE
+from otel_jax._explain import _diff
+from otel_jax._pipeline._engine import ENGINE
 
 
 class _Discard(SpanExporter):
@@ -440,7 +440,8 @@ def bench_slow_repr(shapes: int, rounds: int) -> tuple[float, float, int]:
 def bench_fingerprints(ops: int, compiles: int) -> tuple[float, float, float]:
     """Median ms of the signature fingerprint, of the program fingerprint, and of the
     compile, for a program of about ``ops`` operations."""
-    from otel_jax import _assemble, _fingerprint, _jax_read
+    from otel_jax._capture import _fingerprint, _jax_read
+    from otel_jax._pipeline import _assemble
 
     spent: dict[str, list[float]] = {"sig": [], "prog": []}
     real_sig, real_prog = _fingerprint.of_signature, _jax_read.program_digest
@@ -486,7 +487,7 @@ _CROSS_RANK_WORKER = textwrap.dedent("""
                                process_id=rank)
     import jax.numpy as jnp
     import otel_jax
-    from otel_jax._engine import ENGINE
+    from otel_jax._pipeline._engine import ENGINE
     from jax._src import distributed
 
     own = []
@@ -498,7 +499,7 @@ _CROSS_RANK_WORKER = textwrap.dedent("""
         finally:
             own.append(time.perf_counter() - t)
     ENGINE.cross_rank.on_compile = on_compile
-    from otel_jax import _ranks
+    from otel_jax._fleet import _ranks
     background = [0.0]
     def timed(fn):
         def wrapper(*args, **kwargs):
@@ -574,7 +575,7 @@ def bench_ledger(compiles: int, rounds: int) -> tuple[float, float, float, int, 
 
     from jax._src import compilation_cache
 
-    from otel_jax import _ledger
+    from otel_jax._fleet import _ledger
 
     root = tempfile.mkdtemp(prefix="otel-jax-bench-")
     saved = {name: getattr(jax.config, name) for name in (
@@ -709,7 +710,7 @@ def main() -> None:
 
 
 def _ledger_mib() -> int:
-    from otel_jax import _ledger
+    from otel_jax._fleet import _ledger
 
     return _ledger.MAX_BYTES >> 20
 

@@ -55,7 +55,7 @@ def rank_main(rank: int, port: int, log_path: str, same: bool) -> None:
     # Wait until this rank has compared its compile with the other's, then together leave.
     import time
 
-    from otel_jax._engine import ENGINE
+    from otel_jax._pipeline._engine import ENGINE
 
     checker = ENGINE.cross_rank.checker
     deadline = time.monotonic() + 30

@@ -12,26 +12,26 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from . import _steps
-from ._engine import ENGINE as _ENGINE
-from ._engine import RecompileError
-from ._failopen import OtelJaxWarning
-from ._hints import hint_for
-from ._history import CompileEntry
-from ._install import Installation, install, installation, uninstall
-from ._jax_hooks import Capability
-from ._logs import add_otel_context
-from ._ranks import DivergenceError
-from ._scrub import ScrubRules
-from ._source import function_info as _function_info
-from ._steps import StepScope
+from ._capture._jax_hooks import Capability
+from ._capture._source import function_info as _function_info
+from ._core._failopen import OtelJaxWarning
+from ._core._scrub import ScrubRules
+from ._core._vocab import CAUSE_KINDS, CauseKind
+from ._emit._logs import add_otel_context
+from ._explain._hints import hint_for
+from ._fleet._ranks import DivergenceError
+from ._pipeline import _steps
+from ._pipeline._engine import ENGINE as _ENGINE
+from ._pipeline._engine import RecompileError
+from ._pipeline._history import CompileEntry
+from ._pipeline._steps import StepScope
+from ._setup._install import Installation, install, installation, uninstall
 from ._version import __version__
-from ._vocab import CAUSE_KINDS, CauseKind
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:
-    from ._instrumentor import JaxInstrumentor
+    from ._setup._instrumentor import JaxInstrumentor
 
 __all__ = [
     "CAUSE_KINDS",
@@ -128,7 +128,7 @@ def __getattr__(name: str) -> Any:
     # The instrumentor pulls in opentelemetry-instrumentation and the testing
     # kit is only for tests: keep ``import otel_jax`` light.
     if name == "JaxInstrumentor":
-        from ._instrumentor import JaxInstrumentor
+        from ._setup._instrumentor import JaxInstrumentor
 
         return JaxInstrumentor
     if name == "testing":

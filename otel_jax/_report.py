@@ -57,12 +57,12 @@ from collections.abc import Iterable, Sequence
 from typing import IO, Any
 
 try:  # the vocabulary (standard library only)
-    from . import _vocab
-except ImportError:  # loaded by path, outside its package: its sibling, by path too
+    from ._core import _vocab
+except ImportError:  # loaded by path, outside its package: the vocabulary, by path too
     import importlib.util as _import_util
 
     _spec = _import_util.spec_from_file_location(
-        "_otel_jax_report_vocab", os.path.join(os.path.dirname(__file__), "_vocab.py"))
+        "_otel_jax_report_vocab", os.path.join(os.path.dirname(__file__), "_core", "_vocab.py"))
     assert _spec is not None and _spec.loader is not None
     _vocab = _import_util.module_from_spec(_spec)
     sys.modules[_spec.name] = _vocab

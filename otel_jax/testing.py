@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from contextlib import ContextDecorator
 from typing import Any
 
-from ._engine import ENGINE
-from ._record import CompileRecord, SpanLink
-from ._source import FunctionInfo, function_info
-from ._vocab import CauseKind
+from ._capture._source import FunctionInfo, function_info
+from ._core._vocab import CauseKind
+from ._pipeline._engine import ENGINE
+from ._pipeline._record import CompileRecord, SpanLink
 
 __all__ = ["CompileRecorder", "assert_max_compiles", "record_compiles"]
 

@@ -71,7 +71,7 @@ if SCENARIO == "fleet":
     distributed.global_state.client = COUNTER
 
 import otel_jax  # noqa: E402
-from otel_jax._engine import ENGINE  # noqa: E402
+from otel_jax._pipeline._engine import ENGINE  # noqa: E402
 
 log = open(LOG, "w", encoding="utf-8")
 RANK_LOCAL = tuple(p for p in os.environ.get("OTEL_JAX_TEST_RANK_LOCAL", "").split(",") if p)

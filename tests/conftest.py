@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 )
 
 import otel_jax  # noqa: E402
-from otel_jax._engine import ENGINE  # noqa: E402
+from otel_jax._pipeline._engine import ENGINE  # noqa: E402
 
 
 class Telemetry:
@@ -56,7 +56,7 @@ class Telemetry:
         return spans[-1]
 
     def log_lines(self) -> list[dict]:
-        from otel_jax import _logs
+        from otel_jax._emit import _logs
 
         _logs.flush_all()  # lines are written off the compiling thread (at once for a StringIO)
         return [json.loads(line) for line in self.log.getvalue().splitlines() if line.strip()]
@@ -106,7 +106,7 @@ def library_module(tmp_path, monkeypatch):
     """``make(name, source)``: a module in a file otel_jax treats as a wrapper library's."""
     import importlib.util
 
-    from otel_jax import _source
+    from otel_jax._capture import _source
 
     files: set[str] = set()
     real = _source.is_library_file

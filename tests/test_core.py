@@ -15,8 +15,8 @@ from jax._src import monitoring, pjit
 from opentelemetry import trace
 
 import otel_jax
-from otel_jax import _jax_hooks, _signature
-from otel_jax._engine import ENGINE
+from otel_jax._capture import _jax_hooks, _signature
+from otel_jax._pipeline._engine import ENGINE
 from conftest import diff_of
 
 HERE = __file__
@@ -301,7 +301,7 @@ def test_exception_in_signature_capture_does_not_reach_user(telemetry, monkeypat
 
 @pytest.mark.injects_errors
 def test_exception_in_the_trace_only_read_does_not_reach_user(telemetry, monkeypatch):
-    from otel_jax import _assemble
+    from otel_jax._pipeline import _assemble
 
     def broken(*args):
         raise RuntimeError("injected")
@@ -546,7 +546,7 @@ def test_eager_primitive_recompile_names_its_parameters(telemetry):
 
 
 def test_wrapper_library_function_is_named_by_the_users_function():
-    from otel_jax._source import find_user_function, function_info, is_library_file
+    from otel_jax._capture._source import find_user_function, function_info, is_library_file
 
     def user_loss(model, x):
         return x
@@ -561,7 +561,7 @@ def test_wrapper_library_function_is_named_by_the_users_function():
 
 
 def test_memory_stays_bounded_over_many_compiles(telemetry):
-    from otel_jax._history import (
+    from otel_jax._pipeline._history import (
         DEFAULT_ENTRIES_PER_FUNCTION,
         DEFAULT_SIGNATURES_PER_FUNCTION,
     )
@@ -620,7 +620,7 @@ def test_no_array_values_in_telemetry(telemetry):
 
 def test_library_method_bound_to_a_users_class_is_named_by_the_class(
         telemetry, library_module):
-    from otel_jax import _source
+    from otel_jax._capture import _source
 
     # A stand-in for flax.linen.Module, in a file treated as library code.
     fake_nn = library_module(
@@ -704,7 +704,7 @@ def test_several_lowerings_pending_are_named_but_never_given_another_s_signature
 
 @pytest.mark.injects_errors
 def test_a_failing_history_still_reports_the_compile(telemetry, monkeypatch):
-    from otel_jax._history import History
+    from otel_jax._pipeline._history import History
 
     def broken(self, info):
         raise RuntimeError("history down")

@@ -296,7 +296,7 @@ def test_recreated_closure_names_the_captured_values_that_changed(telemetry):
 def test_bound_values_never_run_user_code_or_show_array_values():
     import numpy as np
 
-    from otel_jax._signature import bound_values
+    from otel_jax._capture._signature import bound_values
 
     class Loud:
         def __repr__(self):
@@ -411,7 +411,8 @@ def test_a_sharding_is_closer_to_a_sharding_than_to_one_device(telemetry):
 def test_reprs_of_named_values_pass_their_names_on(monkeypatch):
     """Field, parameter and bound-value reprs go through ``safe_repr(..., name=...)``,
     where values of sensitive-looking names can be kept out of telemetry."""
-    from otel_jax import _signature, _text
+    from otel_jax._capture import _signature
+    from otel_jax._core import _text
 
     seen: list[str | None] = []
     real = _text.safe_repr
@@ -429,7 +430,7 @@ def test_reprs_of_named_values_pass_their_names_on(monkeypatch):
 
 
 def test_attrs_like_classes_are_read_field_by_field():
-    from otel_jax._signature import static_fields
+    from otel_jax._capture._signature import static_fields
 
     class Attribute:  # what attrs keeps per field
         def __init__(self, name, eq=True, repr=True):
@@ -577,7 +578,7 @@ def _dense_change(telemetry, f) -> dict:
 
 
 def test_register_dataclass_meta_fields_are_named(telemetry, monkeypatch):
-    from otel_jax import _jax_read
+    from otel_jax._capture import _jax_read
 
     @jax.jit
     def named(layer):

@@ -25,8 +25,9 @@ import pytest
 from conftest import PLAIN_SCRIPT, clean_env, free_port
 
 import otel_jax
-from otel_jax import _export, _providers, _text
-from otel_jax._engine import OtelJaxWarning
+from otel_jax._core import _text
+from otel_jax._emit import _export, _providers
+from otel_jax._pipeline._engine import OtelJaxWarning
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -146,7 +147,7 @@ FAILED_SETUP_SCRIPT = textwrap.dedent("""
     import json, warnings
     from opentelemetry import trace
     import otel_jax
-    from otel_jax import _providers
+    from otel_jax._emit import _providers
 
     def broken(build):
         raise RuntimeError("injected")
@@ -563,7 +564,7 @@ def test_application_exporter_noise_is_announced_not_hidden(monkeypatch):
 
 
 def test_readme_states_the_history_bounds_precisely():
-    from otel_jax import _history
+    from otel_jax._pipeline import _history
 
     readme = (ROOT / "README.md").read_text()
     assert (f"among the last {_history.DEFAULT_SIGNATURES_PER_FUNCTION} signatures"

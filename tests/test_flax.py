@@ -130,7 +130,7 @@ def test_nnx_shape_of_an_input_still_reads_plainly(telemetry):
 
 def test_nnx_graphdef_this_reader_does_not_know_falls_back(telemetry, monkeypatch):
     forward = make_forward()
-    from otel_jax import _wrappers
+    from otel_jax._capture import _wrappers
 
     def unknown(*args, **kwargs):
         raise _wrappers._Unreadable("a layout from another flax version")
@@ -147,7 +147,7 @@ def test_nnx_graphdef_this_reader_does_not_know_falls_back(telemetry, monkeypatc
 
 
 def test_read_graphdef_rejects_anything_it_does_not_know():
-    from otel_jax._wrappers import read_graphdef
+    from otel_jax._capture._wrappers import read_graphdef
 
     class Odd:
         nodes = [object()]

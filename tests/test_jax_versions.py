@@ -257,7 +257,7 @@ def test_every_capability_says_what_is_lost(capability):
 
 
 def test_a_miss_path_that_cannot_be_wrapped_whole_is_not_wrapped_at_all(monkeypatch):
-    from otel_jax import _jax_hooks
+    from otel_jax._capture import _jax_hooks
 
     otel_jax.uninstall()
 

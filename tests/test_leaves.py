@@ -6,8 +6,8 @@ import jax
 import jax.numpy as jnp
 
 import otel_jax
-from otel_jax._engine import ENGINE
-from otel_jax._leaves import CHUNK, Leaves, differing
+from otel_jax._capture._leaves import CHUNK, Leaves, differing
+from otel_jax._pipeline._engine import ENGINE
 
 
 def test_leaves_read_like_a_tuple():
@@ -78,7 +78,7 @@ def test_identity_cache_answers_for_the_same_object_only_and_stays_bounded():
     import gc
     import weakref
 
-    from otel_jax._idcache import IdentityCache
+    from otel_jax._core._idcache import IdentityCache
 
     class Key:
         pass

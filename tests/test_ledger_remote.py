@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from conftest import PERSISTENT_CACHE_PREAMBLE, clean_env, free_port
 
-from otel_jax import _ledger, _ledger_remote
-from otel_jax._failopen import FailOpen
+from otel_jax._core._failopen import FailOpen
+from otel_jax._fleet import _ledger, _ledger_remote
 
 pytest.importorskip("moto")
 pytest.importorskip("s3fs")
@@ -469,7 +469,7 @@ def test_remote_ledger_without_a_file_system_layer_costs_one_warning(monkeypatch
 def test_the_store_is_reached_through_jax_path_layer():
     from etils import epath
 
-    from otel_jax import _jax_read
+    from otel_jax._capture import _jax_read
 
     path = _jax_read.cache_path("s3://bucket/prefix")
     assert isinstance(path, epath.Path) and str(path) == "s3://bucket/prefix"

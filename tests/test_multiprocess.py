@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_jax._vocab import RankWire as W
+from otel_jax._core._vocab import RankWire as W
 
 pytestmark = pytest.mark.slow
 

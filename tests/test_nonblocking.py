@@ -24,7 +24,8 @@ import jax.numpy as jnp
 import pytest
 
 import otel_jax
-from otel_jax import OtelJaxWarning, _logs
+from otel_jax import OtelJaxWarning
+from otel_jax._emit import _logs
 
 HANG = 120.0  # seconds: far beyond any honest run, short of a hang
 
@@ -33,7 +34,7 @@ CHILD = textwrap.dedent("""
     import os, sys
     import jax, jax.numpy as jnp
     import otel_jax
-    from otel_jax import _logs
+    from otel_jax._emit import _logs
     if len(sys.argv) > 1:
         _logs.QUEUE_SIZE = int(sys.argv[1])
     otel_jax.install()  # JSON lines on stderr, which nobody reads

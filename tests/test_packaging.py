@@ -123,6 +123,38 @@ def test_readme_layout_names_every_module():
     readme = (ROOT / "README.md").read_text()
     layout = readme[readme.index("## Layout"):]
     layout = layout[:layout.index("```", layout.index("```") + 3)]
-    missing = [p.name for p in sorted((ROOT / "otel_jax").glob("*.py"))
-               if p.name != "__init__.py" and p.name not in layout]
+    lines = layout.splitlines()
+
+    def entry(package: str) -> str:
+        """A subpackage's entry: its line of the tree and the lines continuing it."""
+        head = next((i for i, line in enumerate(lines)
+                     if line.strip().startswith(f"{package}/")), None)
+        if head is None:
+            return ""
+        indent = len(lines[head]) - len(lines[head].lstrip())
+        tail = head + 1
+        while tail < len(lines) and (len(lines[tail]) - len(lines[tail].lstrip())) > indent:
+            tail += 1
+        return "\n".join(lines[head:tail])
+
+    package = ROOT / "otel_jax"
+    modules = sorted(p.relative_to(package) for p in package.rglob("*.py"))
+    assert any(len(m.parts) > 1 for m in modules)  # subpackages are walked
+    missing = [str(m) for m in modules if m.name != "__init__.py" and m.name not in (
+        layout if len(m.parts) == 1 else entry("/".join(m.parts[:-1])))]
     assert not missing, f"README's Layout does not name {missing}"
+
+
+def test_the_core_imports_only_the_standard_library_and_itself():
+    import ast
+
+    for path in sorted((ROOT / "otel_jax" / "_core").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                    if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and node.level == 0}
+        outside = {node.module for node in ast.walk(tree)
+                   if isinstance(node, ast.ImportFrom) and node.level > 1}
+        assert imported <= set(sys.stdlib_module_names) | {"__future__"}, path.name
+        assert not outside, f"{path.name} imports {outside} outside the core"

@@ -17,9 +17,10 @@ import warnings
 import pytest
 from conftest import run_persistent_cache_program
 
-from otel_jax import _jax_read, _ledger
-from otel_jax._failopen import FailOpen, OtelJaxWarning
-from otel_jax._vocab import MissReason
+from otel_jax._capture import _jax_read
+from otel_jax._core._failopen import FailOpen, OtelJaxWarning
+from otel_jax._core._vocab import MissReason
+from otel_jax._fleet import _ledger
 
 TIMEOUT_S = 180
 
@@ -210,8 +211,8 @@ def test_process_lines_explain_other_processes_misses():
 
 WRITER = textwrap.dedent("""
     import sys
-    from otel_jax import _ledger
-    from otel_jax._failopen import FailOpen
+    from otel_jax._fleet import _ledger
+    from otel_jax._core._failopen import FailOpen
     ledger = _ledger.Ledger(FailOpen())
     who, n = sys.argv[2], int(sys.argv[3])
     for i in range(n):
@@ -433,7 +434,7 @@ def _compile_inputs(fn, *args):
     import jax
     from jax._src import compiler
 
-    from otel_jax import _jax_hooks
+    from otel_jax._capture import _jax_hooks
 
     original = compiler.compile_or_get_cached
     compiler.compile_or_get_cached = _jax_hooks._wrap_compile_or_get_cached(original)
@@ -469,11 +470,16 @@ def test_every_key_part_is_read_with_jax_own_hash_functions_each_compile(monkeyp
 
 
 def test_the_miss_reason_is_on_the_span_and_the_log_line():
-    from otel_jax._diff import Diff
-    from otel_jax._record import CompileRecord, PersistentCache, log_fields, span_attributes
-    from otel_jax._signature import uncaptured
-    from otel_jax._source import FunctionInfo
-    from otel_jax._vocab import Attr, CauseKind, Field
+    from otel_jax._capture._signature import uncaptured
+    from otel_jax._capture._source import FunctionInfo
+    from otel_jax._core._vocab import Attr, CauseKind, Field
+    from otel_jax._explain._diff import Diff
+    from otel_jax._pipeline._record import (
+        CompileRecord,
+        PersistentCache,
+        log_fields,
+        span_attributes,
+    )
 
     cache = PersistentCache(False, True, None, MissReason.KEY_CHANGED, "jaxlib 0.10.1 -> 0.10.2")
     record = CompileRecord(function=FunctionInfo("step", "train.py", 3), count=1,
@@ -496,7 +502,7 @@ def test_the_miss_reason_is_on_the_span_and_the_log_line():
 @pytest.mark.slow
 def test_a_failing_ledger_fails_open(tmp_path):
     boom = """
-    from otel_jax import _jax_read
+    from otel_jax._capture import _jax_read
     def boom(*a, **k):
         raise RuntimeError('boom')
     _jax_read.cache_key_parts = boom

@@ -22,11 +22,12 @@ try:
 except ImportError:  # older SDKs
     from opentelemetry.sdk._logs.export import InMemoryLogExporter
 
-import otel_jax
-from otel_jax import ScrubRules, _report, _scrub
-from otel_jax._text import safe_repr
-
 from conftest import Telemetry, diff_of
+
+import otel_jax
+from otel_jax import ScrubRules, _report
+from otel_jax._core import _scrub
+from otel_jax._core._text import safe_repr
 
 SECRET = "sk-live-51HqT2eLxkWq9Zp0aB3cD4eF5gH6iJ7k"
 

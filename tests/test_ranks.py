@@ -19,11 +19,12 @@ import pytest
 import otel_jax
 import otel_jax.testing
 from benchmarks.fleet_scale import Fleet
-from otel_jax import _jax_read, _ranks
-from otel_jax._engine import ENGINE
-from otel_jax._failopen import FailOpen, OtelJaxWarning
-from otel_jax._record import Divergence, SpanLink
-from otel_jax._vocab import DivergenceKind
+from otel_jax._capture import _jax_read
+from otel_jax._core._failopen import FailOpen, OtelJaxWarning
+from otel_jax._core._vocab import DivergenceKind
+from otel_jax._fleet import _ranks
+from otel_jax._pipeline._engine import ENGINE
+from otel_jax._pipeline._record import Divergence, SpanLink
 
 
 def _entry(fp: str, pf: str, leaves: list[list[str]], statics=()) -> dict:

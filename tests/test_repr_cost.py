@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from otel_jax import _signature
+from otel_jax._capture import _signature
 
 
 def _counting(name: str, delay: float = 0.0, hashed_by: str = "value"):

@@ -86,7 +86,7 @@ def test_default_argument_arrays_die_with_their_jitted_function(telemetry):
 
 
 def test_the_cache_of_option_texts_holds_no_jit_wrapper(telemetry):
-    from otel_jax import _signature
+    from otel_jax._capture import _signature
 
     def scaled(x, scale=jnp.ones(2)):
         return x * scale[0]

@@ -9,7 +9,7 @@ import pytest
 from opentelemetry.trace import StatusCode
 
 import otel_jax
-from otel_jax._engine import ENGINE
+from otel_jax._pipeline._engine import ENGINE
 
 
 def _step_points(telemetry):

@@ -23,11 +23,12 @@ from conftest import Telemetry
 from opentelemetry import trace
 
 import otel_jax
-from otel_jax import _logs, _report
-from otel_jax._engine import ENGINE
-from otel_jax._failopen import OtelJaxWarning
-from otel_jax._record import Divergence, SpanLink
-from otel_jax._vocab import DivergenceKind
+from otel_jax import _report
+from otel_jax._core._failopen import OtelJaxWarning
+from otel_jax._core._vocab import DivergenceKind
+from otel_jax._emit import _logs
+from otel_jax._pipeline._engine import ENGINE
+from otel_jax._pipeline._record import Divergence, SpanLink
 
 # The default line's fields, in order, for a jitted function's compile inside a span.
 DEFAULT_FIELDS = [

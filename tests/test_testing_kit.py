@@ -10,7 +10,7 @@ import pytest
 
 import otel_jax
 from otel_jax import CAUSE_KINDS, hint_for
-from otel_jax._hints import HINTS
+from otel_jax._explain._hints import HINTS
 from otel_jax.testing import assert_max_compiles, record_compiles
 
 pytest_plugins = ["pytester"]

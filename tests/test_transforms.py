@@ -9,9 +9,9 @@ import traceback
 import jax
 import jax.numpy as jnp
 import pytest
+from conftest import diff_of
 
 import otel_jax
-from conftest import diff_of
 
 
 def causes(spans) -> list[str]:
@@ -192,7 +192,8 @@ def test_compile_budget_counts_a_functions_transformed_programs(telemetry):
 
 
 def test_eager_shard_map_ops_are_eager_not_the_users(telemetry):
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     mesh = jax.make_mesh((jax.device_count(),), ("d",))
     shard_map = getattr(jax, "shard_map", None)
@@ -210,7 +211,7 @@ def test_eager_shard_map_ops_are_eager_not_the_users(telemetry):
 
 
 def test_qualified_name_is_read_from_the_source():
-    from otel_jax._source import qualname_at
+    from otel_jax._capture._source import qualname_at
 
     class Model:
         @staticmethod

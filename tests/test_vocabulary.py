@@ -1,4 +1,4 @@
-"""docs/telemetry.md is the contract and ``otel_jax._vocab`` its code: they must agree."""
+"""docs/telemetry.md is the contract and ``otel_jax._core._vocab`` its code: they must agree."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 import otel_jax
-from otel_jax import _vocab
-from otel_jax._vocab import Attr, CauseKind, Field, Metric
+from otel_jax._core import _vocab
+from otel_jax._core._vocab import Attr, CauseKind, Field, Metric
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = (ROOT / "docs" / "telemetry.md").read_text()
@@ -76,7 +76,7 @@ def test_span_names_are_documented():
 def test_the_vocabulary_imports_nothing_but_the_standard_library():
     import ast
 
-    tree = ast.parse((ROOT / "otel_jax" / "_vocab.py").read_text())
+    tree = ast.parse((ROOT / "otel_jax" / "_core" / "_vocab.py").read_text())
     imported = {alias.name.split(".")[0] for node in ast.walk(tree)
                 if isinstance(node, ast.Import) for alias in node.names}
     imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree)

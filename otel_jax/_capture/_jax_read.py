@@ -14,7 +14,7 @@ import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ._vocab import NotWrittenReason
+from .._core._vocab import NotWrittenReason
 
 if TYPE_CHECKING:
     from ._jax_hooks import Miss, Unavailable

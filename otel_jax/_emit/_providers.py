@@ -30,7 +30,7 @@ from typing import Any
 from opentelemetry import _logs as otel_logs
 from opentelemetry import metrics, trace
 
-from ._engine import OtelJaxWarning
+from .._pipeline._engine import OtelJaxWarning
 
 _log = logging.getLogger("otel_jax")
 
@@ -104,7 +104,9 @@ def warn_once(key: str, message: str) -> None:
     emit_warning(message)
 
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# otel_jax's own directory (this module sits one subpackage below it): every frame
+# under it is ours, skipped on the way to the user's.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _library_dirs() -> tuple[str, ...]:
@@ -122,8 +124,8 @@ def emit_warning(message: str) -> None:
     try:
         frame: Any = sys._getframe(0)
         level = 1
-        while frame is not None and os.path.dirname(
-                os.path.abspath(frame.f_code.co_filename)) == _PACKAGE_DIR:
+        while frame is not None and os.path.abspath(
+                frame.f_code.co_filename).startswith(_PACKAGE_DIR):
             frame = frame.f_back
             level += 1
         if frame is None or os.path.abspath(frame.f_code.co_filename).startswith(
@@ -480,7 +482,7 @@ def shutdown_at_exit() -> None:
         owned, _exit_owned[:] = list(_exit_owned), []
     if not owned:
         return
-    _export = sys.modules["otel_jax._export"]
+    _export = sys.modules["otel_jax._emit._export"]
     window = _export.open_window(_export.EXIT_SECONDS, "exit")
     try:
         # Side by side: one signal's collector that does not answer costs no other its time.

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from opentelemetry.metrics import Meter
 
-from ._record import CompileRecord, Divergence, SpanLink
+from .._core._vocab import Attr, Metric
+from .._pipeline._record import CompileRecord, Divergence, SpanLink
 from ._spans import link_context
-from ._vocab import Attr, Metric
 
 # Compile times span 1 ms (a small CPU program) to 10 minutes (a large model on TPU/GPU).
 DURATION_BUCKETS: tuple[float, ...] = (

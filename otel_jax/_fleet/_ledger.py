@@ -49,14 +49,14 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from . import _jax_read
-from ._failopen import FailOpen
-from ._fingerprint import function_identity, of_signature
-from ._record import PersistentCache
-from ._scrub import without_digests
-from ._source import FunctionInfo
-from ._text import emitted, safe_repr, truncate
-from ._vocab import LEDGER_ENV, MissReason
+from .._capture import _jax_read
+from .._capture._fingerprint import function_identity, of_signature
+from .._capture._source import FunctionInfo
+from .._core._failopen import FailOpen
+from .._core._scrub import without_digests
+from .._core._text import emitted, safe_repr, truncate
+from .._core._vocab import LEDGER_ENV, MissReason
+from .._pipeline._record import PersistentCache
 
 #: Default location: beside the cache directory, never inside it (JAX owns that one).
 SUFFIX = ".otel_jax-ledger.jsonl"

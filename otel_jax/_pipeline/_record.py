@@ -12,11 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ._diff import Diff
-from ._signature import Signature
-from ._source import FunctionInfo
-from ._text import clean_text
-from ._vocab import (
+from .._capture._signature import Signature
+from .._capture._source import FunctionInfo
+from .._core._text import clean_text
+from .._core._vocab import (
     LOG_DIFF_LIMIT,
     Attr,
     CauseKind,
@@ -26,6 +25,7 @@ from ._vocab import (
     NotWrittenReason,
     Phase,
 )
+from .._explain._diff import Diff
 
 #: Attribute values as OpenTelemetry accepts them.
 AttributeValue = str | bool | int | float

@@ -2,7 +2,7 @@
 
 One entry point, :func:`explain`. The structured diff (``_diff``) decides
 *what* differs; this module only words it, from the diff's structure
-(:class:`~otel_jax._diff.Detail`), never from the diff's own texts.
+(:class:`~otel_jax._explain._diff.Detail`), never from the diff's own texts.
 """
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .._capture._signature import Signature
+from .._capture._source import FunctionInfo
+from .._core._vocab import CauseKind
 from . import _diff
 from ._diff import Change, Detail, Diff
 from ._hints import hint_for
-from ._signature import Signature
-from ._source import FunctionInfo
-from ._vocab import CauseKind
 
 NO_DIFF = Diff((), 0)
 

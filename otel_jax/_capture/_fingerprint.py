@@ -21,12 +21,12 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from ._idcache import IdentityCache
+from .._core._idcache import IdentityCache
+from .._core._scrub import without_digests
+from .._core._text import safe_repr
 from ._leaves import Leaves
-from ._scrub import without_digests
 from ._signature import Placement, Signature
 from ._source import FunctionInfo
-from ._text import safe_repr
 
 #: Hex digits of a fingerprint: 64 bits, plenty to tell a job's compiles apart.
 DIGITS = 16

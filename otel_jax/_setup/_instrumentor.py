@@ -10,8 +10,8 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
     BaseInstrumentor,  # defined there; the module declares no __all__
 )
 
+from .._version import JAX_MINIMUM
 from . import _install
-from ._version import JAX_MINIMUM
 
 #: ``install()``'s options (``log_output="structlog"`` among them), from the one list of
 #: them and their defaults in ``_install``.
@@ -53,7 +53,7 @@ class JaxInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def _instrument(self, **kwargs: Any) -> None:
         _install.install(**{k: v for k, v in kwargs.items() if k in _INSTALL_OPTIONS})
         if _called_by_auto_instrumentation():
-            from . import _export
+            from .._emit import _export
 
             _export.quiet_exporter_logs()
 

@@ -20,14 +20,16 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Literal
 
-from . import _assemble, _jax_hooks, _jax_read, _naming, _ranks
-from ._failopen import FailOpen, OtelJaxWarning
+from .._capture import _jax_hooks, _jax_read, _naming
+from .._capture._source import user_stacklevel
+from .._core._failopen import FailOpen, OtelJaxWarning
+from .._core._vocab import CauseKind, Field, Phase
+from .._fleet import _ranks
+from .._fleet._ledger import Ledger
+from . import _assemble
 from ._history import History
-from ._ledger import Ledger
 from ._record import CompileRecord, Devices, PhaseTiming, SpanLink
-from ._source import user_stacklevel
 from ._steps import STEPS
-from ._vocab import CauseKind, Field, Phase
 
 __all__ = ["ENGINE", "Engine", "OtelJaxWarning", "RecompileError", "Sink", "SpanEmitter"]
 

@@ -7,8 +7,8 @@ from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._signature import Signature
-from ._source import FunctionInfo
+from .._capture._signature import Signature
+from .._capture._source import FunctionInfo
 
 DEFAULT_SIGNATURES_PER_FUNCTION = 16
 DEFAULT_ENTRIES_PER_FUNCTION = 64

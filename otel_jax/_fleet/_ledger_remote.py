@@ -37,7 +37,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._failopen import FailOpen
+from .._core._failopen import FailOpen
 
 Entry = dict[str, Any]
 

@@ -74,15 +74,15 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, NamedTuple
 
-from . import _fingerprint, _jax_read
-from ._diff import ABSENT
-from ._failopen import FailOpen
-from ._record import CompileRecord, Divergence, SpanLink
-from ._scrub import without_digests
-from ._signature import Signature
-from ._text import safe_repr
-from ._vocab import CauseKind, DiffKey, DivergenceKind
-from ._vocab import RankWire as W
+from .._capture import _fingerprint, _jax_read
+from .._capture._signature import Signature
+from .._core._failopen import FailOpen
+from .._core._scrub import without_digests
+from .._core._text import safe_repr
+from .._core._vocab import CauseKind, DiffKey, DivergenceKind
+from .._core._vocab import RankWire as W
+from .._explain._diff import ABSENT
+from .._pipeline._record import CompileRecord, Divergence, SpanLink
 
 PREFIX = W.PREFIX
 #: Compiles waiting to be published or settled; past this they are not compared (and

@@ -17,10 +17,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import _jax_read, _scrub, _wrappers
-from ._idcache import IdentityCache
+from .._core import _scrub
+from .._core._idcache import IdentityCache
+from .._core._text import REPR_LIMIT, emitted, raw_repr, safe_repr, truncate, type_name
+from . import _jax_read, _wrappers
 from ._leaves import Leaves
-from ._text import REPR_LIMIT, emitted, raw_repr, safe_repr, truncate, type_name
 
 if TYPE_CHECKING:
     from ._jax_hooks import Miss

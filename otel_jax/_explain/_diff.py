@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import _jax_read, _wrappers
-from ._leaves import differing
-from ._signature import (
+from .._capture import _jax_read, _wrappers
+from .._capture._leaves import differing
+from .._capture._signature import (
     EXPORTED_PROGRAM,
     GRAPH_NODE,
     Placement,
@@ -29,8 +29,8 @@ from ._signature import (
     field_names,
     one_line_repr,
 )
-from ._text import safe_repr, truncate, type_name
-from ._vocab import DIFF_TRUNCATED, DIFFERENCE_KINDS, CauseKind, DiffKey
+from .._core._text import safe_repr, truncate, type_name
+from .._core._vocab import DIFF_TRUNCATED, DIFFERENCE_KINDS, CauseKind, DiffKey
 
 _RANK = {k: i for i, k in enumerate(DIFFERENCE_KINDS)}
 ABSENT = "<absent>"

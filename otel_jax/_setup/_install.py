@@ -11,10 +11,11 @@ from typing import IO, Any, Literal
 
 from opentelemetry import trace
 
-from . import _providers, _scrub
-from ._engine import ENGINE, ON_RECOMPILE, Sink
-from ._jax_hooks import Capability
-from ._logs import (
+from .._capture._jax_hooks import Capability
+from .._core import _scrub
+from .._core._vocab import INSTRUMENTATION_SCOPE
+from .._emit import _providers
+from .._emit._logs import (
     LOG_OUTPUTS,
     STDERR,
     STRUCTLOG,
@@ -24,12 +25,12 @@ from ._logs import (
     OtelLogEmitter,
     StructlogEmitter,
 )
-from ._metrics import MetricsEmitter
-from ._ranks import ON_DIVERGENCE
-from ._spans import EAGER_OP_SPANS, SpanEmitter
-from ._steps import STEPS, StepTelemetry
-from ._version import __version__
-from ._vocab import INSTRUMENTATION_SCOPE
+from .._emit._metrics import MetricsEmitter
+from .._emit._spans import EAGER_OP_SPANS, SpanEmitter
+from .._fleet._ranks import ON_DIVERGENCE
+from .._pipeline._engine import ENGINE, ON_RECOMPILE, Sink
+from .._pipeline._steps import STEPS, StepTelemetry
+from .._version import __version__
 
 _lock = threading.Lock()
 
@@ -343,7 +344,7 @@ def _warn_ignored(active: dict[str, Any], asked: dict[str, Any]) -> None:
 
 
 def _short(value: Any) -> str:
-    from ._text import safe_repr
+    from .._core._text import safe_repr
 
     return safe_repr(value, 60)
 

@@ -42,8 +42,10 @@ from opentelemetry import trace
 from opentelemetry._logs import Logger as OtelLogger
 from opentelemetry._logs import LogRecord, SeverityNumber
 
-from ._failopen import FailOpen
-from ._record import (
+from .._core._failopen import FailOpen
+from .._core._text import safe_repr
+from .._core._vocab import EVENT_COMPILE, EVENT_DIVERGENCE, EVENT_STORM, LOGGER_NAME, Attr, Field
+from .._pipeline._record import (
     CompileRecord,
     Divergence,
     SpanLink,
@@ -53,8 +55,6 @@ from ._record import (
     span_attributes,
 )
 from ._spans import link_context
-from ._text import safe_repr
-from ._vocab import EVENT_COMPILE, EVENT_DIVERGENCE, EVENT_STORM, LOGGER_NAME, Attr, Field
 
 #: ``install(log_output=...)``'s named outputs (any other value is a text stream or None):
 #: ``"stderr"`` the JSON lines on the process's stderr, ``"structlog"`` the application's

@@ -6,8 +6,14 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Tracer
 
-from ._record import CompileRecord, Divergence, SpanLink, divergence_attributes, span_attributes
-from ._vocab import SPAN_COMPILE_PREFIX, SPAN_DIVERGENCE
+from .._core._vocab import SPAN_COMPILE_PREFIX, SPAN_DIVERGENCE
+from .._pipeline._record import (
+    CompileRecord,
+    Divergence,
+    SpanLink,
+    divergence_attributes,
+    span_attributes,
+)
 
 _NS = 1_000_000_000
 

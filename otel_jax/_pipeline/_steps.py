@@ -30,7 +30,7 @@ from opentelemetry import trace
 from opentelemetry.metrics import Meter
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
-from ._vocab import Attr, Metric
+from .._core._vocab import Attr, Metric
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -18,14 +18,15 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import _causes, _fingerprint, _jax_read, _naming, _signature
-from ._failopen import FailOpen
+from .._capture import _fingerprint, _jax_read, _naming, _signature
+from .._capture._jax_hooks import CompileInputs, Miss
+from .._capture._source import user_callsite
+from .._core._failopen import FailOpen
+from .._core._vocab import Phase
+from .._explain import _causes
+from .._fleet._ledger import Ledger
 from ._history import CompileEntry, History
-from ._jax_hooks import CompileInputs, Miss
-from ._ledger import Ledger
 from ._record import CompileRecord, Devices, PersistentCache, PhaseTiming
-from ._source import user_callsite
-from ._vocab import Phase
 
 #: The devices a compile's arguments live on (the engine caches the process's default).
 DevicesOf = Callable[[Miss | None], Devices]

@@ -1,0 +1,4 @@
+"""The fail-open core: the vocabulary, bounded and scrubbed text, the one guard
+and OtelJaxWarning, small caches. Standard library only.
+
+Modules are imported where used, not here, so ``import otel_jax`` stays light."""
