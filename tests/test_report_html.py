@@ -199,7 +199,7 @@ def test_import_otel_jax_does_not_import_matplotlib() -> None:
 
 
 def test_every_cause_kind_has_a_colour() -> None:
-    from otel_jax._vocab import CAUSE_KINDS
+    from otel_jax._core._vocab import CAUSE_KINDS
 
     assert set(CAUSE_KINDS) <= set(_report_html._COLOURS)
 
