@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import re
+import subprocess
+import sys
+import textwrap
 import warnings
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import pytest
-from conftest import Telemetry
+from conftest import Telemetry, clean_env
 
 import otel_jax
 from otel_jax import OtelJaxWarning
@@ -193,6 +197,38 @@ def test_install_with_a_bad_variable_warns_and_goes_on(monkeypatch):
     assert not [s for s in handle.sinks if isinstance(s, _logs.LogEmitter)]  # none: no lines
 
 
+def test_the_variables_configure_an_instrumentor_called_with_nothing(tmp_path):
+    """What ``opentelemetry-instrument`` does: ``instrument()`` with no argument, in a fresh
+    process whose environment says what it wants."""
+    script = tmp_path / "zero_code.py"
+    script.write_text(textwrap.dedent("""
+        import jax, jax.numpy as jnp
+        from otel_jax import JaxInstrumentor
+        from otel_jax._pipeline._engine import ENGINE
+
+        JaxInstrumentor().instrument()
+
+        @jax.jit
+        def step(x):
+            return x.sum()
+
+        for n in (1, 2, 3):
+            step(jnp.ones(n))
+        print("rank_local", ",".join(ENGINE.cross_rank.rank_local))
+    """))
+    env = clean_env(OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none",
+                    OTEL_LOGS_EXPORTER="none", OTEL_JAX_STORM_THRESHOLD="2",
+                    OTEL_JAX_RANK_LOCAL="evaluate,*.log_images", PYTHONPATH=str(ROOT))
+    result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                            text=True, timeout=240, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [json.loads(ln) for ln in result.stderr.splitlines() if ln.startswith("{")]
+    storms = [ln for ln in lines if ln.get("event") == _vocab.EVENT_STORM]
+    field = _vocab.Field
+    assert [(s[field.FUNCTION], s[field.THRESHOLD]) for s in storms] == [("step", 2)]
+    assert "rank_local evaluate,*.log_images" in result.stdout
+
+
 # --- the docs ----------------------------------------------------------------------------------
 
 def _shown(value: object) -> str:
@@ -217,3 +253,10 @@ def test_telemetry_md_lists_every_option_its_default_and_variable():
         default, variable = rows[f.name]
         assert default == _shown(f.default), f.name
         assert variable == (f"`{env_variable(f.name)}`" if env_variable(f.name) else "–"), f.name
+
+
+def test_install_docstring_describes_every_option():
+    doc = inspect.getdoc(otel_jax.install) or ""
+    args = doc[doc.index("Args:"):doc.index("Raises:")]
+    described = set(re.findall(r"^    (\w+(?:, \w+)*):", args, re.M))
+    assert {n for entry in described for n in entry.split(", ")} == set(OPTION_NAMES)

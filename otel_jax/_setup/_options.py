@@ -16,22 +16,22 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Literal
 
 from .._core import _scrub
-from .._core._vocab import LEDGER_ENV
+from .._core._vocab import LEDGER_ENV, SCRUB_ENV
 from .._emit._logs import LOG_OUTPUTS, LogOutput
 from .._emit._spans import EAGER_OP_SPANS
 from .._fleet._ranks import DEFAULT_TIMEOUT_S, ON_DIVERGENCE
 from .._pipeline._engine import ON_RECOMPILE, STORM_THRESHOLD
 
-__all__ = ["ENV_PREFIX", "InstallOptions", "OPTION_NAMES", "SCRUB_ENV", "env_variable"]
+__all__ = ["InstallOptions", "OPTION_NAMES", "env_variable"]
 
-ENV_PREFIX = "OTEL_JAX_"
-#: Read by ``_scrub`` itself whenever ``scrub`` is None (the testing kit and the report
-#: scrub without install() too).
-SCRUB_ENV = "OTEL_JAX_SCRUB"
 #: The Prometheus port's variable is OpenTelemetry's own, read with the default providers.
 PROMETHEUS_PORT_ENV = "OTEL_EXPORTER_PROMETHEUS_PORT"
 _LOG_LEVELS = ("debug", "info", "warning")
 
+
+# ``SCRUB_ENV`` and ``LEDGER_ENV`` are read where they are used, whenever the option is None
+# (the testing kit and the report scrub without install(); the ledger's place is resolved at
+# each compile); the others are read here, by install().
 
 # --- checks: a clear error for a mistake in the program, said at once ------------------------
 
