@@ -36,6 +36,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._vocab import SCRUB_ENV
+
 #: Names (of arguments, fields, keys, keywords) whose values are scrubbed;
 #: regular expressions searched in the lower-cased name.
 DEFAULT_NAMES: tuple[str, ...] = (
@@ -213,7 +215,7 @@ DEFAULT_RULES = ScrubRules()
 def _from_environment() -> ScrubRules | None:
     """``OTEL_JAX_SCRUB``: ``off`` (no scrubbing), ``hidden`` (no static values), else the
     defaults."""
-    value = os.environ.get("OTEL_JAX_SCRUB", "").strip().lower()
+    value = os.environ.get(SCRUB_ENV, "").strip().lower()
     if value in ("off", "false", "0", "no", "none"):
         return None
     if value in ("hidden", "hide", "hide_values"):

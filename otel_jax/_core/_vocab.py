@@ -257,6 +257,8 @@ class MissReason(str, enum.Enum):
 
 #: Environment variable: the compile ledger's path, or ``off``.
 LEDGER_ENV: Final = "OTEL_JAX_LEDGER"
+#: Environment variable: what is scrubbed while ``install(scrub=...)`` is left ``None``.
+SCRUB_ENV: Final = "OTEL_JAX_SCRUB"
 
 
 class RankWire:

@@ -41,6 +41,9 @@ StormEvent = dict[str, Any]
 OnRecompile = Literal["log", "warn", "raise"]
 
 ON_RECOMPILE: tuple[OnRecompile, ...] = ("log", "warn", "raise")
+#: Recompiles of one function before the storm warning: ``install()``'s default
+#: (``InstallOptions.storm_threshold``) and the engine's own until then.
+STORM_THRESHOLD = 8
 _MAX_PENDING_PHASES = 64
 _MAX_TRACED = 8  # trace-only reads kept per thread for an ahead-of-time compile
 _PHASE_OF_EVENT = {_jax_hooks.TRACE_EVENT: Phase.TRACE, _jax_hooks.LOWER_EVENT: Phase.LOWER}
@@ -66,7 +69,7 @@ class Engine:
     def __init__(self, failopen: FailOpen | None = None) -> None:
         self.history = History()
         self.failopen = failopen or FailOpen()
-        self.storm_threshold = 8
+        self.storm_threshold = STORM_THRESHOLD
         self.on_recompile: OnRecompile = "log"
         self._warmup_marked = False  # mark_warmup_done() was called
         self._warmup_steps: int | None = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 import os
 import threading
 from collections.abc import Sequence
@@ -16,7 +15,6 @@ from .._core import _scrub
 from .._core._vocab import INSTRUMENTATION_SCOPE
 from .._emit import _providers
 from .._emit._logs import (
-    LOG_OUTPUTS,
     STDERR,
     STRUCTLOG,
     JsonLogEmitter,
@@ -26,11 +24,11 @@ from .._emit._logs import (
     StructlogEmitter,
 )
 from .._emit._metrics import MetricsEmitter
-from .._emit._spans import EAGER_OP_SPANS, SpanEmitter
-from .._fleet._ranks import ON_DIVERGENCE
-from .._pipeline._engine import ENGINE, ON_RECOMPILE, Sink
+from .._emit._spans import SpanEmitter
+from .._pipeline._engine import ENGINE, Sink
 from .._pipeline._steps import STEPS, StepTelemetry
 from .._version import __version__
+from ._options import InstallOptions
 
 _lock = threading.Lock()
 
@@ -48,7 +46,7 @@ class Installation:
     #: those facts fall back, as install()'s one ``OtelJaxWarning`` said.
     unavailable: frozenset[Capability] = frozenset()
     _providers: _providers.Providers | None = None
-    _options: dict[str, Any] = field(default_factory=dict, repr=False)
+    _options: InstallOptions = field(default_factory=InstallOptions, repr=False)
 
     @property
     def active(self) -> bool:
@@ -151,6 +149,14 @@ def install(
             it is counted in the metrics and logged at DEBUG only. ``"always"``: a
             span for each, a root span outside any other.
 
+    Environment: an option left at its default takes its ``OTEL_JAX_*`` variable when
+    that is set (``OTEL_JAX_STORM_THRESHOLD=4``, ``OTEL_JAX_LOG_OUTPUT=none``,
+    ``OTEL_JAX_RANK_LOCAL=evaluate,*.log_images``): the way to configure the zero-code
+    path. Each option's variable is its name upper-cased after ``OTEL_JAX_``
+    (``OTEL_JAX_LEDGER`` for ``ledger_path``); the providers have none and
+    ``prometheus_port`` reads ``OTEL_EXPORTER_PROMETHEUS_PORT``. A value a variable cannot
+    give costs one ``OtelJaxWarning`` and the default is kept.
+
     Raises:
         ValueError: for an invalid argument passed here (``log_level="verbose"``,
             ``storm_threshold=-1``, ``warmup_steps=2.5``, ``prometheus_port="abc"``):
@@ -162,18 +168,23 @@ def install(
     ``OtelJaxWarning`` naming them: ``uninstall()`` first to change them.
     """
     global _current
-    options = _validated(tracer_provider=tracer_provider, meter_provider=meter_provider,
-                         logger_provider=logger_provider, log_output=log_output,
-                         log_level=log_level, prometheus_port=prometheus_port,
-                         storm_threshold=storm_threshold, warmup_steps=warmup_steps,
-                         on_recompile=on_recompile, scrub=scrub,
-                         on_divergence=on_divergence,
-                         divergence_timeout_s=divergence_timeout_s, rank_local=rank_local,
-                         ledger_path=ledger_path, eager_op_spans=eager_op_spans)
+    # The parameters above are InstallOptions' fields (a test keeps them the same):
+    # checked here, at the caller's line, before anything is set up.
+    options = InstallOptions(**locals()).with_environment(warn=_providers.warn_once)
     with _lock:
         if _current is not None:
             _warn_ignored(_current._options, options)
             return _current
+        # What is set up below is the checked options' (the environment's included).
+        o = options
+        tracer_provider, meter_provider, logger_provider = (
+            o.tracer_provider, o.meter_provider, o.logger_provider)
+        log_output, log_level, prometheus_port = o.log_output, o.log_level, o.prometheus_port
+        storm_threshold, warmup_steps, on_recompile = (
+            o.storm_threshold, o.warmup_steps, o.on_recompile)
+        scrub, on_divergence, divergence_timeout_s = (
+            o.scrub, o.on_divergence, o.divergence_timeout_s)
+        rank_local, ledger_path, eager_op_spans = o.rank_local, o.ledger_path, o.eager_op_spans
         _scrub.configure(scrub)
         try:
             providers = _providers.resolve(tracer_provider, meter_provider, logger_provider,
@@ -227,77 +238,10 @@ def install(
         return _current
 
 
-_DEFAULTS: dict[str, Any] = {
-    "tracer_provider": None, "meter_provider": None, "logger_provider": None,
-    "log_output": "stderr", "log_level": "info", "prometheus_port": None,
-    "storm_threshold": 8, "warmup_steps": None, "on_recompile": "log", "scrub": None,
-    "on_divergence": "log", "divergence_timeout_s": 30.0, "rank_local": (),
-    "ledger_path": None, "eager_op_spans": "nested",
-}
-_LOG_LEVELS = ("debug", "info", "warning")
-_BY_IDENTITY = ("tracer_provider", "meter_provider", "logger_provider", "log_output")
-
-
 def _metrics_api() -> Any:
     from opentelemetry import metrics
 
     return metrics
-
-
-def _is_int(value: Any) -> bool:
-    import numbers
-
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _validated(**options: Any) -> dict[str, Any]:
-    """install()'s arguments, checked: a clear ValueError for a programming mistake."""
-    if options["on_recompile"] not in ON_RECOMPILE:
-        raise ValueError(f"on_recompile must be one of {ON_RECOMPILE}, "
-                         f"not {options['on_recompile']!r}")
-    if options["log_level"] not in _LOG_LEVELS:
-        raise ValueError(f"log_level must be one of {_LOG_LEVELS}, not {options['log_level']!r}")
-    out = options["log_output"]
-    if not (out is None or (isinstance(out, str) and out in LOG_OUTPUTS)
-            or (not isinstance(out, str) and callable(getattr(out, "write", None)))):
-        raise ValueError(f"log_output must be one of {LOG_OUTPUTS}, None or a text stream "
-                         f"with a write() method, not {out!r}")
-    threshold = options["storm_threshold"]
-    if not _is_int(threshold) or threshold < 1:
-        raise ValueError(f"storm_threshold must be an int >= 1 (recompiles of one function "
-                         f"before the storm warning), not {threshold!r}")
-    warmup = options["warmup_steps"]
-    if warmup is not None and (not _is_int(warmup) or warmup < 0):
-        raise ValueError(f"warmup_steps must be None or an int >= 0 (otel_jax.step() calls), "
-                         f"not {warmup!r}")
-    scrub = options["scrub"]
-    if not (scrub is None or isinstance(scrub, (bool, _scrub.ScrubRules))):
-        raise TypeError(f"scrub must be None, a bool or an otel_jax.ScrubRules, not {scrub!r}")
-    if options["on_divergence"] not in ON_DIVERGENCE:
-        raise ValueError(f"on_divergence must be one of {ON_DIVERGENCE}, "
-                         f"not {options['on_divergence']!r}")
-    local = options["rank_local"]
-    if isinstance(local, str) or not all(isinstance(p, str) and p for p in local):
-        raise ValueError("rank_local must be a sequence of function-name patterns "
-                         f"(e.g. ('evaluate', '*.log_images')), not {local!r}")
-    options["rank_local"] = tuple(local)
-    timeout = options["divergence_timeout_s"]
-    if (isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
-            or not 0 < float(timeout) <= 3600):
-        raise ValueError(f"divergence_timeout_s must be seconds, > 0 and <= 3600, "
-                         f"not {timeout!r}")
-    ledger = options["ledger_path"]
-    if not (ledger is None or isinstance(ledger, (bool, str, os.PathLike))) or ledger is True \
-            or (isinstance(ledger, str) and not ledger.strip()):
-        raise ValueError(f"ledger_path must be None, False or a file path, not {ledger!r}")
-    if options["eager_op_spans"] not in EAGER_OP_SPANS:
-        raise ValueError(f"eager_op_spans must be one of {EAGER_OP_SPANS}, "
-                         f"not {options['eager_op_spans']!r}")
-    port = options["prometheus_port"]
-    if port is not None and (not _is_int(port) or not 0 <= port <= 65535):
-        raise ValueError(f"prometheus_port must be None or an int port number 0-65535, "
-                         f"not {port!r}")
-    return options
 
 
 def _divergence_reporter(targets: list[Any]) -> Any:
@@ -320,24 +264,13 @@ def _divergence_reporter(targets: list[Any]) -> Any:
     return report
 
 
-def _same(name: str, a: Any, b: Any) -> bool:
-    if name in _BY_IDENTITY and not (isinstance(a, str) and isinstance(b, str)):
-        return a is b
-    try:
-        return bool(a == b)
-    except Exception:
-        return False
-
-
-def _warn_ignored(active: dict[str, Any], asked: dict[str, Any]) -> None:
+def _warn_ignored(active: InstallOptions, asked: InstallOptions) -> None:
     """A repeated install() asking for something else: say what is ignored, once."""
-    ignored = [name for name, value in asked.items()
-               if not _same(name, value, _DEFAULTS[name]) and name in active
-               and not _same(name, value, active[name])]
+    ignored = active.differing(asked)
     if not ignored:
         return
-    described = ", ".join(f"{name}={_short(asked[name])} (active: {_short(active[name])})"
-                          for name in ignored)
+    described = ", ".join(f"{name}={_short(getattr(asked, name))} "
+                          f"(active: {_short(getattr(active, name))})" for name in ignored)
     _providers.warn_once(f"install-ignored:{','.join(ignored)}", (
         f"otel_jax is already installed; install() ignored {described}. Call "
         "otel_jax.uninstall() first to install with other arguments."))

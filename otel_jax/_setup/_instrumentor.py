@@ -12,10 +12,8 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
 
 from .._version import JAX_MINIMUM
 from . import _install
+from ._options import OPTION_NAMES
 
-#: ``install()``'s options (``log_output="structlog"`` among them), from the one list of
-#: them and their defaults in ``_install``.
-_INSTALL_OPTIONS = frozenset(_install._DEFAULTS)
 _AUTO_INSTRUMENTATION = "opentelemetry.instrumentation.auto_instrumentation"
 
 
@@ -35,7 +33,10 @@ class JaxInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     Registered under the ``opentelemetry_instrumentor`` entry point as ``jax``,
     so ``opentelemetry-instrument`` picks it up with no code change and
     ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=jax`` turns it off.
-    ``instrument(**kwargs)`` accepts ``otel_jax.install``'s options.
+    ``instrument(**kwargs)`` takes every one of ``otel_jax.install``'s options, checked as
+    there (an unknown one is a ``TypeError``, a bad value a ``ValueError``), and reads the
+    same ``OTEL_JAX_*`` variables: under ``opentelemetry-instrument``, which passes none,
+    they are how it is configured.
 
     Under ``opentelemetry-instrument`` the exporters are the distro's, not
     otel_jax's: they cannot be wrapped, but their per-attempt retry and failure
@@ -51,7 +52,12 @@ class JaxInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return (f"jax >= {JAX_MINIMUM}",)
 
     def _instrument(self, **kwargs: Any) -> None:
-        _install.install(**{k: v for k, v in kwargs.items() if k in _INSTALL_OPTIONS})
+        unknown = sorted(set(kwargs) - set(OPTION_NAMES))
+        if unknown:
+            raise TypeError(f"JaxInstrumentor.instrument() got unknown option(s) "
+                            f"{', '.join(unknown)}; install()'s options are: "
+                            f"{', '.join(OPTION_NAMES)}")
+        _install.install(**kwargs)
         if _called_by_auto_instrumentation():
             from .._emit import _export
 
