@@ -8,6 +8,7 @@ reprs and hashes, and a weak reference to the function object.
 
 from __future__ import annotations
 
+import enum
 import functools
 import threading
 import time
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .._core import _scrub
 from .._core._idcache import IdentityCache
 from .._core._text import REPR_LIMIT, emitted, raw_repr, safe_repr, truncate, type_name
+from .._core._vocab import CauseKind
 from . import _jax_read, _wrappers
 from ._leaves import Leaves
 
@@ -111,6 +113,20 @@ def _rebuilt(kind: type, items: list[Callable[[], Any]]) -> Any | None:
         return None
 
 
+class StaticKind(enum.Enum):
+    """What an entry among a signature's statics stands for; the diff words each kind
+    apart. The values are the texts a signature's fingerprint hashes: never renamed."""
+
+    #: a static argument of the call (``static_argnums``/``static_argnames``, a wrapper
+    #: library's static leaf), compared by hash and ``==``
+    STATIC_ARGUMENT = CauseKind.STATIC_ARGUMENT.value
+    #: not an argument but part of the arguments' structure: a treedef a wrapper passes
+    #: as a static value, a static attribute of a library's graph node, a whole structure
+    PYTREE_STRUCTURE = CauseKind.PYTREE_STRUCTURE.value
+    #: a node of a library's argument graph (an nnx sub-module): its type and item count
+    GRAPH_NODE = "graph_node"
+
+
 @dataclass(frozen=True, slots=True)
 class StaticArg:
     """A static argument as JAX's cache compares it: by hash and equality."""
@@ -123,7 +139,7 @@ class StaticArg:
     obj_id: int = field(default=0, compare=False)  # identity-hashed only
     # pytree_structure: not an argument but the shape of the argument trees,
     # which a wrapper library passes as a static value.
-    kind: str = "static_argument"
+    kind: StaticKind = StaticKind.STATIC_ARGUMENT
     # pytree_structure only: the treedef itself (no array in it), walked by the diff
     tree: Any = field(default=None, compare=False)
     # passed by keyword rather than positionally: JAX keys the two apart
@@ -199,7 +215,7 @@ class Signature:
                           for p, t, pl in zip(self.paths, self.types, self.placements)},
             "static_arguments": {s.name: s.repr + (" (hashed by identity)"
                                                    if s.identity_hashed else "")
-                                 for s in self.statics if s.kind == "static_argument"},
+                                 for s in self.statics if s.kind is StaticKind.STATIC_ARGUMENT},
             "pytree_structure": safe_repr(self.treedef, 400),
             "jit_options": {k: v for k, v in self.options if v not in ("()", "None", "False")},
         }
@@ -622,7 +638,7 @@ def _static_text(name: str, value: Any, h: int | None, identity: bool,
     return emitted(text, limit, name, label)
 
 
-def _static_arg(name: str, value: Any, kind: str = "static_argument",
+def _static_arg(name: str, value: Any, kind: StaticKind = StaticKind.STATIC_ARGUMENT,
                 keyword: bool = False) -> StaticArg:
     t = type(value)
     identity = getattr(t, "__hash__", None) is object.__hash__
@@ -638,10 +654,10 @@ def _static_arg(name: str, value: Any, kind: str = "static_argument",
         hash=h, identity_hashed=identity,
         obj_id=id(value) if identity else 0,
         kind=kind,
-        tree=value if kind == "pytree_structure" else None,
+        tree=value if kind is StaticKind.PYTREE_STRUCTURE else None,
         keyword=keyword,
-        fields=_readable_fields(value, identity) if kind == "static_argument" else (),
-        value=StaticValue(value) if identity or kind == "static_argument" else None,
+        fields=_readable_fields(value, identity) if kind is StaticKind.STATIC_ARGUMENT else (),
+        value=StaticValue(value) if identity or kind is StaticKind.STATIC_ARGUMENT else None,
         interned=identity and _jax_read.interned_by_jax(value),
     )
 
@@ -663,7 +679,6 @@ def _readable_fields(value: Any, identity: bool) -> tuple[tuple[str, str], ...]:
                  for k, v in list(state.items())[:_MAX_FIELDS] if isinstance(k, str))
 
 
-GRAPH_NODE = "graph_node"  # the ``kind`` of a graph node's entry among the statics
 #: The name of the program an ``exported.call`` runs, among that compile's statics.
 EXPORTED_PROGRAM = "<exported program>"
 
@@ -671,7 +686,7 @@ EXPORTED_PROGRAM = "<exported program>"
 def _node_arg(path: str, node_type: str, description: str) -> StaticArg:
     """A node of a library's argument graph (an nnx sub-module): its type, its item count."""
     return StaticArg(name=path, type=node_type, repr=description, hash=hash(description),
-                     identity_hashed=False, kind=GRAPH_NODE)
+                     identity_hashed=False, kind=StaticKind.GRAPH_NODE)
 
 
 def _attribute_arg(path: str, value: Any) -> StaticArg:
@@ -684,7 +699,7 @@ def _attribute_arg(path: str, value: Any) -> StaticArg:
     return StaticArg(name=path, type=type_name(value),
                      repr=f"static {one_line_repr(value, name=path.rpartition('.')[2])}",
                      hash=h, identity_hashed=identity,
-                     obj_id=id(value) if identity else 0, kind="pytree_structure",
+                     obj_id=id(value) if identity else 0, kind=StaticKind.PYTREE_STRUCTURE,
                      value=StaticValue(value))
 
 
@@ -708,7 +723,7 @@ def _fallback_arg(name: str, tree: Any) -> StaticArg:
     """A library's whole argument structure, compared (by ``==``, at diff time) only
     when nothing else differs: no hash or repr of a large structure per compile."""
     return StaticArg(name=name, type="structure", repr="", hash=None, identity_hashed=False,
-                     kind="pytree_structure", tree=tree, fallback=True)
+                     kind=StaticKind.PYTREE_STRUCTURE, tree=tree, fallback=True)
 
 
 def from_miss(miss: Miss, stands_for: Any | None = None,
@@ -751,7 +766,7 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
         treedef, tree_hash = _reuse_tree(treedef, earlier)
         own = [_static_arg(n, v) for n, v in layout.statics]
         statics = statics + own if layout.keeps_statics else own
-        statics.extend(_static_arg(name, tree, kind="pytree_structure")
+        statics.extend(_static_arg(name, tree, kind=StaticKind.PYTREE_STRUCTURE)
                        for name, tree in layout.structure)
         for graph in layout.graphs:
             statics.extend(_graph_args(graph))
