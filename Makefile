@@ -85,6 +85,7 @@ LIBRARY_TESTS := tests/test_causes.py tests/test_core.py tests/test_testing_kit.
 	tests/unit/explain/test_causes.py \
 	tests/unit/explain/test_hints.py \
 	tests/unit/capture/test_signature.py \
+	tests/unit/capture/test_reprs.py \
 	tests/unit/capture/test_naming.py \
 	tests/unit/capture/test_fingerprint.py
 

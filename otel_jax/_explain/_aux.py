@@ -9,9 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._capture import _jax_read, _wrappers
-from .._capture._signature import (
-    one_line_repr,
-)
+from .._capture._reprs import one_line_repr
 from .._core._text import safe_repr
 from .._core._vocab import CauseKind
 from ._model import AddChange, Change, Detail, added, removed

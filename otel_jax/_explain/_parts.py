@@ -9,11 +9,8 @@ import types
 from typing import Any
 
 from .._capture import _jax_read
-from .._capture._signature import (
-    Placement,
-    field_names,
-    one_line_repr,
-)
+from .._capture._reprs import field_names, one_line_repr
+from .._capture._signature import Placement
 from .._core._text import truncate, type_name
 from .._core._vocab import CauseKind
 from ._model import AddChange, Change, Detail

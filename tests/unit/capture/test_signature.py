@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -43,20 +42,6 @@ class Optim:
     secret: str = dataclasses.field(default="s3cr3t", repr=False)
 
 
-class Hparams(NamedTuple):
-    optim: Optim
-    steps: int
-
-
-def test_static_fields_of_dataclass_likes_nested_and_hidden():
-    assert _signature.static_fields(Hparams(Optim(0.1), 10)) == (
-        ("optim.lr", "0.1"), ("optim.name", "'adam'"), ("optim.secret", "<str>"),
-        ("steps", "10"))
-    assert _signature.static_fields(3) == ()
-    assert _signature.field_names(Optim(0.1)) == [("lr", True), ("name", True),
-                                                  ("secret", False)]
-
-
 def test_a_static_argument_as_recorded():
     cfg = Optim(0.1)  # held: a static value is referenced weakly
     s = _signature._static_arg("cfg", cfg)
@@ -83,34 +68,6 @@ def test_an_identity_hashed_static_is_told_apart_by_object():
 def test_static_kinds_keep_the_texts_fingerprints_hash():
     assert [k.value for k in StaticKind] == ["static_argument", "pytree_structure",
                                              "graph_node"]
-
-
-def scaled_power(x, k, scale):
-    return scale * x ** k
-
-
-def test_what_a_function_binds():
-    assert _signature.bound_values(functools.partial(scaled_power, k=2, scale=0.5)) == (
-        ("k", "2"), ("scale", "0.5"))
-    assert _signature.bound_values(functools.partial(scaled_power, jnp.ones(3))) == (
-        ("x", "f32[3]"),)
-    n = 4
-    assert _signature.bound_values(lambda x: x * n) == (("n", "4"),)
-
-
-class Module:
-    def __init__(self, lines):
-        self.lines = lines
-
-    def __repr__(self):
-        return "Module(\n" + "".join(f"  layer{i}=Dense(8),\n" for i in range(self.lines)) + ")"
-
-
-def test_one_line_repr_is_one_bounded_line():
-    assert _signature.one_line_repr(Module(1)) == "Module( layer0=Dense(8), )"
-    text = _signature.one_line_repr(Module(40), limit=50)
-    # cut to about the limit: the note of what was cut may run a character or two over
-    assert "\n" not in text and len(text) <= 55 and text.startswith("Module( layer0=")
 
 
 def test_a_compile_s_signature_built_from_its_miss(telemetry):
