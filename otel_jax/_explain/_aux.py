@@ -43,6 +43,8 @@ def _static_field_names(node_type: Any, n: int) -> list[str] | None:
 
 
 def aux_changes(path: str, node_type: Any, before: Any, after: Any, add: AddChange) -> None:
+    """The static data of a node at ``path`` changed: each static field, nnx attribute or
+    graph-definition entry that differs, by name; else the static data whole."""
     name = getattr(node_type, "__name__", "node")
     nnx_a = _wrappers.nnx_pytree_aux(node_type, before)
     nnx_b = _wrappers.nnx_pytree_aux(node_type, after) if nnx_a is not None else None

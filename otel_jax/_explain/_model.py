@@ -15,17 +15,10 @@ from dataclasses import dataclass
 from .._core._vocab import DIFF_TRUNCATED, DIFFERENCE_KINDS, CauseKind, DiffKey
 
 _RANK = {k: i for i, k in enumerate(DIFFERENCE_KINDS)}
-
-
 ABSENT = "<absent>"
 
-
 TRANSFORMATION_PATH = "<transformation>"
-
-
 MAX_CHANGES = 1000  # kept per compile; the total is always reported
-
-
 DIFF_JSON_LIMIT = 16_384  # characters of the `jax.compile.cause.diff` attribute
 
 
@@ -122,8 +115,10 @@ def _truncated(rest: int) -> str:
 
 
 def added(path: str, kind: CauseKind, after: str) -> Change:
+    """Something at ``path`` that the earlier signature did not have."""
     return Change(path, kind, ABSENT, after, Detail.ADDED)
 
 
 def removed(path: str, kind: CauseKind, before: str) -> Change:
+    """Something at ``path`` that the earlier signature had and this one has not."""
     return Change(path, kind, before, ABSENT, Detail.REMOVED)

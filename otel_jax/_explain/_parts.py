@@ -18,6 +18,7 @@ from ._same import safe_ne
 
 
 def passed(keyword: bool) -> str:
+    """How an argument was passed, in the words of a change."""
     return "passed by keyword" if keyword else "passed positionally"
 
 
@@ -49,6 +50,7 @@ def leaf_change(path: str, old_aval: Any, new_aval: Any, before: str, after: str
 
 
 def placement_change(path: str, before: Placement, after: Placement) -> Change:
+    """An argument placed otherwise: a sharding when either side is sharded, else a device."""
     kind = (CauseKind.SHARDING if before.sharded or after.sharded
             else CauseKind.DEVICE_PLACEMENT)
     return Change(path, kind, before.text, after.text)

@@ -198,6 +198,7 @@ def _child_names(t: Any, path: str, data: Any) -> list[str]:
 
 
 def type_name_of(node_type: Any) -> str:
+    """A node class as a user names it: qualified by its module unless a builtin or main."""
     module = getattr(node_type, "__module__", "") or ""
     qual = getattr(node_type, "__qualname__", None) or getattr(node_type, "__name__", "node")
     return str(qual) if module in ("builtins", "__main__", "") else f"{module}.{qual}"
