@@ -411,7 +411,7 @@ def test_a_sharding_is_closer_to_a_sharding_than_to_one_device(telemetry):
 def test_reprs_of_named_values_pass_their_names_on(monkeypatch):
     """Field, parameter and bound-value reprs go through ``safe_repr(..., name=...)``,
     where values of sensitive-looking names can be kept out of telemetry."""
-    from otel_jax._capture import _signature
+    from otel_jax._capture import _reprs, _signature
     from otel_jax._core import _text
 
     seen: list[str | None] = []
@@ -421,7 +421,7 @@ def test_reprs_of_named_values_pass_their_names_on(monkeypatch):
         seen.append(name)
         return real(obj, limit, name=name)
 
-    monkeypatch.setattr(_signature, "safe_repr", recording)
+    monkeypatch.setattr(_reprs, "safe_repr", recording)
     _signature.static_fields(TrainConfig(0.1, 2, "secret"))
     _signature.bound_values(functools.partial(scaled_power, k=2, scale=0.5))
     assert {"lr", "depth", "name", "k", "scale"} <= set(seen)

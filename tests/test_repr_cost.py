@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from otel_jax._capture import _signature
+from otel_jax._capture import _reprs, _signature
 
 
 def _counting(name: str, delay: float = 0.0, hashed_by: str = "value"):
@@ -69,7 +69,7 @@ def test_an_identity_hashed_static_is_repr_d_once_per_object(telemetry):
 
 
 def test_a_slow_repr_is_taken_once_per_type(telemetry, monkeypatch):
-    monkeypatch.setattr(_signature, "SLOW_REPR_S", 0.01)
+    monkeypatch.setattr(_reprs, "SLOW_REPR_S", 0.01)
     _signature.STATIC_REPRS.clear()
     Config, calls = _counting("SlowConfig", delay=0.05)
     f = jax.jit(_scaled, static_argnums=1)

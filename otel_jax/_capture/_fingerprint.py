@@ -141,7 +141,7 @@ def of_signature(info: FunctionInfo, signature: Signature) -> Fingerprint:
         # An identity-hashed value is a new object in every process: its type is
         # what two processes can agree on.
         value = f"<{static.type}>" if static.identity_hashed else without_digests(static.repr)
-        h.update(f"|{static.kind}:{static.name}={value}".encode("utf-8", "backslashreplace"))
+        h.update(f"|{static.kind.value}:{static.name}={value}".encode("utf-8", "backslashreplace"))
     h.update(_context_digest(signature.context))
     for name, option in signature.options:
         h.update(f"|jit({name})={option}".encode("utf-8", "backslashreplace"))

@@ -1,0 +1,325 @@
+"""The per-part diff of two signatures: function, jit options, tracing context,
+static arguments, leaves (types and placements), and the argument trees.
+
+:func:`diff` is the entry point; the pytree walk is in ``_trees``, the passes
+that merge related changes into one are in ``_merge``.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any
+
+from .._capture._leaves import differing
+from .._capture._signature import (
+    EXPORTED_PROGRAM,
+    Signature,
+    StaticArg,
+    StaticKind,
+    aval_text,
+)
+from .._core._text import safe_repr, truncate
+from .._core._vocab import CauseKind
+from ._merge import drop_implied, merge_gone_and_back, merge_traced_and_static
+from ._model import (
+    ABSENT,
+    MAX_CHANGES,
+    TRANSFORMATION_PATH,
+    AddChange,
+    Change,
+    Detail,
+    Diff,
+    added,
+    removed,
+)
+from ._parts import (
+    function_site,
+    leaf_change,
+    passed,
+    placement_change,
+    static_value_change,
+    where_texts_differ,
+)
+from ._same import (
+    is_bound_method,
+    safe_ne,
+    same_function,
+    static_changed,
+    static_value_changed,
+    treedef_equal,
+)
+from ._trees import structure_changes, tree_changes
+
+#: Where the static-argument pass sets aside a wrapper library's whole structure
+#: ``(name, before, after)``, walked only when nothing more precise differs.
+AddFallback = Callable[[tuple[str, Any, Any]], None]
+
+CALLED_DIRECTLY = "called directly"
+
+
+def diff(old: Signature, new: Signature) -> Diff:
+    """Every difference between two signatures of the same function."""
+    out: list[Change] = []
+    total = 0
+
+    def add(change: Change) -> None:
+        nonlocal total
+        total += 1
+        if len(out) < MAX_CHANGES:
+            out.append(change)
+
+    if old.transform != new.transform:
+        # Arguments of two different programs (f, and grad's jvp of f) do not
+        # line up: the transformation is the whole story.
+        add(Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY,
+                   old.transform or CALLED_DIRECTLY, new.transform or CALLED_DIRECTLY,
+                   Detail.TRANSFORMATION))
+        return Diff(tuple(out), total)
+    if old.program != new.program:
+        add(Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY,
+                   f"transformed program ({old.program})",
+                   f"another transformed program of the same function ({new.program}): "
+                   "grad's forward and backward passes and each vmap are programs of their "
+                   "own", Detail.OTHER_PROGRAM))
+        return Diff(tuple(out), total)
+    if not same_function(old, new):
+        alive = old.function_ref is not None and old.function_ref() is not None
+        before = "earlier function object" + ("" if alive else " (garbage-collected)")
+        if is_bound_method(new):
+            add(Change("<function>", CauseKind.FUNCTION_IDENTITY, before,
+                       "new bound method object, same method", Detail.BOUND_METHOD))
+        else:
+            add(Change("<function>", CauseKind.FUNCTION_IDENTITY, before,
+                       "new function object, same source", Detail.NEW_FUNCTION))
+            _bound_changes(old.bound, new.bound, add)
+    for (name, a), (_, b) in zip(old.options, new.options):
+        if a != b:
+            add(Change(f"jit({name})", CauseKind.JIT_OPTIONS, a, b))
+    if safe_ne(old.context, new.context):
+        for (name, a), (_, b) in zip(old.context, new.context):
+            if safe_ne(a, b):
+                add(Change(name, CauseKind.TRACING_CONTEXT, _config_text(a), _config_text(b)))
+    structure: list[Change] = []
+    fallback: list[tuple[str, Any, Any]] = []
+    _static_changes(old, new, add, structure.append, fallback.append)
+    if treedef_equal(old, new):
+        _leaf_changes(old, new, add)
+    else:
+        structure_changes(old, new, add)
+    # A wrapper library's whole argument structure, passed as a static value,
+    # says less than a path that appeared or went: only when nothing else does.
+    if structure and not any(c.kind == CauseKind.PYTREE_STRUCTURE for c in out):
+        for change in structure:
+            add(change)
+    if fallback and not out:
+        for name, before, after in fallback:
+            if safe_ne(before, after):
+                tree_changes(name, before, after, add)
+    merged = drop_implied(merge_gone_and_back(merge_traced_and_static(out)))
+    return Diff(tuple(merged), total - (len(out) - len(merged)))
+
+
+def _live_values(prev: StaticArg, new: StaticArg) -> tuple[Any, Any] | None:
+    """Both static values, while JAX's cache still holds them."""
+    if prev.value is None or new.value is None:
+        return None
+    x, y = prev.value.get(), new.value.get()
+    return None if x is None or y is None else (x, y)
+
+
+def _exported_inputs(static: StaticArg) -> str:
+    """``(f32[3,2], f32[b,3])``: the argument types an exported program was made for."""
+    exported = static.value.get() if static.value is not None else None
+    try:
+        texts = [aval_text(a) for a in exported.in_avals]  # type: ignore[union-attr]
+    except Exception:  # gone, or not readable: the field's text
+        return dict(static.fields).get("in_avals", static.repr)
+    return truncate("(" + ", ".join(texts) + ")")
+
+
+def _functions(prev: StaticArg, new: StaticArg) -> tuple[Any, Any] | None:
+    """Both static values when both are plain functions still alive."""
+    live = _live_values(prev, new)
+    if live is None or not all(type(v) is types.FunctionType for v in live):
+        return None
+    return live
+
+
+def _graph_change(name: str, prev: StaticArg, new: StaticArg) -> Change:
+    """A static attribute of a graph node that changed (``model.n: static 2 -> static 3``)."""
+    detail = Detail.STATIC_FIELD
+    if prev.repr != new.repr:
+        return Change(name, CauseKind.PYTREE_STRUCTURE, prev.repr, new.repr, detail)
+    if new.identity_hashed and prev.type == new.type:
+        return Change(name, CauseKind.PYTREE_STRUCTURE,
+                      f"{prev.repr} (a {prev.type} compared by identity)",
+                      f"new {new.type} instance", Detail.IDENTITY_HASHED, new.type)
+    return Change(name, CauseKind.PYTREE_STRUCTURE, prev.repr,
+                  f"{new.repr} (looks the same but is not == to it or hashes differently)",
+                  Detail.LOOKS_EQUAL)
+
+
+def _bound_changes(before: tuple[tuple[str, str], ...], after: tuple[tuple[str, str], ...],
+                   add: AddChange) -> None:
+    """What a re-created partial or closure binds differently: ``bound k: 2 -> 3``."""
+    if before == after:
+        return
+    old, new = dict(before), dict(after)
+    for name, text in after:
+        prev = old.get(name, ABSENT)
+        if prev != text:
+            add(Change(f"<function>.{name}", CauseKind.FUNCTION_IDENTITY, prev, text,
+                       Detail.BOUND_VALUE, name))
+    for name, text in before:
+        if name not in new:
+            add(Change(f"<function>.{name}", CauseKind.FUNCTION_IDENTITY, text, ABSENT,
+                       Detail.BOUND_VALUE, name))
+
+
+def _config_text(value: Any) -> str:
+    """A config value as a user sets it: ``'strict'``, not ``<NumpyDtypePromotion.STRICT: ...>``."""
+    import enum
+
+    if isinstance(value, enum.Enum):
+        return safe_repr(value.value)
+    return safe_repr(value)
+
+
+def _static_changes(old: Signature, new: Signature, add: AddChange, add_structure: AddChange,
+                    add_fallback: AddFallback) -> None:
+    # Keyed by kind too: a wrapper's argument ``n`` has a value and a structure.
+    olds = {(s.kind, s.name): s for s in old.statics}
+    news = {(s.kind, s.name): s for s in new.statics}
+    for key, s in news.items():
+        name = s.name
+        prev = olds.get(key)
+        if s.kind is StaticKind.GRAPH_NODE:  # a node of a library's graph (an nnx sub-module)
+            if prev is None:
+                add(added(name, CauseKind.PYTREE_STRUCTURE, s.repr))
+            elif prev.type != s.type:
+                add(Change(name, CauseKind.PYTREE_STRUCTURE, prev.repr, s.repr, Detail.REPLACED))
+            elif prev.repr != s.repr:
+                add(Change(name, CauseKind.PYTREE_STRUCTURE, prev.repr, s.repr))
+            continue
+        if s.kind is StaticKind.PYTREE_STRUCTURE:
+            if s.fallback:
+                if prev is not None:
+                    add_fallback((name, prev.tree, s.tree))
+            elif s.tree is None:  # a static attribute of a library's graph node (nnx)
+                if prev is None:
+                    add(added(name, CauseKind.PYTREE_STRUCTURE, s.repr))
+                elif static_changed(prev, s):
+                    live = _live_values(prev, s) if prev.repr == s.repr else None
+                    if live is not None:  # read field by field from the values themselves
+                        static_value_change(name, *live, add)
+                    else:
+                        add(_graph_change(name, prev, s))
+            elif prev is None:
+                add_structure(added(name, CauseKind.PYTREE_STRUCTURE, s.repr))
+            elif static_changed(prev, s):
+                tree_changes(name, prev.tree, s.tree, add_structure)
+            continue
+        if prev is None:
+            add(added(name, CauseKind.STATIC_ARGUMENT, s.repr))
+        elif name == EXPORTED_PROGRAM:
+            if static_changed(prev, s):  # exported again: named by its argument types
+                add(Change(name, CauseKind.STATIC_ARGUMENT,
+                           f"exported for {_exported_inputs(prev)}",
+                           f"another export, for {_exported_inputs(s)}", Detail.OTHER_EXPORT))
+        elif prev.keyword != s.keyword:
+            # JAX keys a static argument by how it was passed as well as by its value.
+            same = not static_value_changed(prev, s)
+            add(Change(name, CauseKind.STATIC_ARGUMENT,
+                       passed(prev.keyword) + ("" if same else f" ({prev.repr})"),
+                       passed(s.keyword) + ("" if same else f" ({s.repr})"), Detail.MOVED))
+        elif static_changed(prev, s):
+            if prev.type == s.type and s.type.endswith("Jaxpr"):
+                # An eager scan/cond/while_loop: its body was traced again.
+                add(Change(name, CauseKind.STATIC_ARGUMENT, "the earlier traced body",
+                           "a newly traced body (a new function object, e.g. a lambda or "
+                           "closure defined in the loop, or a body that traced differently)",
+                           Detail.RETRACED_BODY))
+            elif s.interned and prev.type == s.type:
+                # JAX keeps one object per distinct value of this type: another object
+                # is another value, named by what differs
+                differs: list[Change] = []
+                if not _field_changes(name, prev.fields, s.fields, differs.append):
+                    differs.append(Change(
+                        name, CauseKind.STATIC_ARGUMENT, prev.repr,
+                        s.repr if s.repr != prev.repr else
+                        f"another {s.type} object (JAX keeps one per distinct value: it "
+                        "differs in something its text does not show)"))
+                for change in differs:
+                    add(Change(change.path, change.kind, change.before, change.after,
+                               Detail.INTERNED, s.type))
+            elif s.identity_hashed and prev.type == s.type and (
+                    funcs := _functions(prev, s)) is not None:
+                x, y = funcs
+                add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
+                           "new function object, same source" if x.__code__ is y.__code__
+                           else f"another function ({function_site(y)})",
+                           Detail.STATIC_FUNCTION))
+            elif s.identity_hashed and prev.type == s.type:
+                add(Change(name, CauseKind.STATIC_ARGUMENT,
+                           f"{prev.repr} (a {prev.type} hashed by identity)",
+                           f"new {s.type} instance (hashed by identity)",
+                           Detail.IDENTITY_HASHED, s.type))
+                # what else differs, read off both values: the fields that changed
+                _field_changes(name, prev.fields, s.fields, lambda c: add(Change(
+                    c.path, c.kind, c.before, c.after, Detail.FIELD_OF_IDENTITY)))
+            elif prev.type == s.type and _field_changes(name, prev.fields, s.fields, add):
+                pass  # a dataclass-like value: one change per field that differs
+            elif prev.repr == s.repr and prev.detail and s.detail and prev.detail != s.detail:
+                # texts that part after the cut: shown where they part
+                add(Change(name, CauseKind.STATIC_ARGUMENT,
+                           *where_texts_differ(prev.detail, s.detail, len(s.repr))))
+            elif prev.repr == s.repr:
+                add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
+                           f"{s.repr} (looks the same but is not == to it or hashes "
+                           "differently, e.g. a NaN)", Detail.LOOKS_EQUAL))
+            else:
+                add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr, s.repr))
+    for key in olds.keys() - news.keys():
+        gone = olds[key]
+        if gone.kind is StaticKind.GRAPH_NODE or (gone.kind is StaticKind.PYTREE_STRUCTURE
+                                                  and gone.tree is None and not gone.fallback):
+            add(removed(gone.name, CauseKind.PYTREE_STRUCTURE, gone.repr))
+        elif gone.kind is StaticKind.PYTREE_STRUCTURE:
+            add_structure(removed(gone.name, CauseKind.PYTREE_STRUCTURE, gone.repr))
+        else:
+            add(removed(gone.name, CauseKind.STATIC_ARGUMENT, gone.repr))
+
+
+def _field_changes(name: str, before: tuple[tuple[str, str], ...],
+                   after: tuple[tuple[str, str], ...], add: AddChange) -> bool:
+    """``cfg.lr: 0.1 -> 0.2`` for each field that differs; whether any did."""
+    if not (before and after) or before == after:
+        return False
+    old = dict(before)
+    new = dict(after)
+    found = False
+    for key, text in after:
+        prev = old.get(key)
+        if prev is None:
+            add(added(f"{name}.{key}", CauseKind.STATIC_ARGUMENT, text))
+        elif prev != text:
+            add(Change(f"{name}.{key}", CauseKind.STATIC_ARGUMENT, prev, text))
+        else:
+            continue
+        found = True
+    for key, text in before:
+        if key not in new:
+            add(removed(f"{name}.{key}", CauseKind.STATIC_ARGUMENT, text))
+            found = True
+    return found
+
+
+def _leaf_changes(old: Signature, new: Signature, add: AddChange) -> None:
+    ot, nt, op, np_ = old.types, new.types, old.placements, new.placements
+    changed = sorted({*differing(ot, nt), *differing(op, np_)})
+    for i in changed:
+        if ot[i] != nt[i]:
+            add(leaf_change(new.paths[i], old.avals[i], new.avals[i], ot[i], nt[i]))
+        else:
+            add(placement_change(new.paths[i], op[i], np_[i]))

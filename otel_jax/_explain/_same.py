@@ -1,0 +1,62 @@
+"""Whether two parts of two signatures are the same, as JAX's cache would decide.
+
+Shared by the search for the closest earlier signature and by the diff, so that
+both agree on what differs. A broken ``__eq__`` never raises out of here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._capture import _jax_read
+from .._capture._signature import Signature, StaticArg
+from .._core._text import safe_repr
+
+
+def safe_ne(a: Any, b: Any) -> bool:
+    """``a != b`` that never raises: values that cannot be compared are told apart by repr."""
+    if a is b:
+        return False
+    try:
+        return bool(a != b)
+    except Exception:  # a config value or mesh with a broken __eq__
+        return safe_repr(a) != safe_repr(b)
+
+
+def same_function(old: Signature, new: Signature) -> bool:
+    """One function object (JAX caches per object); by id once either is not referenced."""
+    if old.function_ref is not None and new.function_ref is not None:
+        previous = old.function_ref()
+        return previous is not None and previous is new.function_ref()
+    return old.function_id == new.function_id
+
+
+def is_bound_method(sig: Signature) -> bool:
+    """The signature's function is a bound method (``jax.jit(obj.method)``)."""
+    fun = sig.function_ref() if sig.function_ref is not None else None
+    return getattr(fun, "__self__", None) is not None and hasattr(fun, "__func__")
+
+
+def static_changed(old: StaticArg, new: StaticArg) -> bool:
+    """A static argument JAX's cache tells apart: another value or passed another way."""
+    return old.keyword != new.keyword or static_value_changed(old, new)
+
+
+def static_value_changed(old: StaticArg, new: StaticArg) -> bool:
+    """Another value: by type, then by object for identity-hashed ones, else by hash,
+    text and ``==`` while both values are alive."""
+    if old.type != new.type:
+        return True
+    if old.identity_hashed or new.identity_hashed:
+        same = old.same_object_as(new)
+        return not same if same is not None else old.repr != new.repr
+    return old.hash != new.hash or old.repr != new.repr or old.value != new.value
+
+
+def treedef_equal(old: Signature, new: Signature) -> bool:
+    """One argument structure, as JAX's cache compares treedefs (see ``trees_equal``)."""
+    a, b = old.treedef, new.treedef
+    try:
+        return _jax_read.trees_equal(a, b, old.tree_hash, new.tree_hash)
+    except Exception:  # a node JAX cannot compare
+        return safe_repr(a) == safe_repr(b)

@@ -1,0 +1,299 @@
+"""The pytree walk: two argument trees walked together, reported where they part.
+
+Children are named as a user writes them (dict keys, NamedTuple and dataclass
+fields, nnx attributes) and matched by name where nodes are keyed, so an added
+key is one change, not every later leaf shifted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .._capture import _wrappers
+from .._capture._signature import (
+    Signature,
+)
+from .._core._text import safe_repr, truncate
+from .._core._vocab import CauseKind
+from ._aux import aux_changes
+from ._merge import merge_moved_arguments
+from ._model import AddChange, Change, added, removed
+from ._parts import leaf_change, placement_change
+from ._same import safe_ne
+
+
+def structure_changes(old: Signature, new: Signature, add: AddChange) -> None:
+    """Walk both argument trees together and report where they part."""
+    found: list[Change] = []
+    positional: set[str] = set()
+    try:
+        positional = _walk_arguments(old, new, found.append)
+    except Exception:
+        found = [Change("<arguments>", CauseKind.PYTREE_STRUCTURE,
+                        safe_repr(old.treedef, 200), safe_repr(new.treedef, 200))]
+    for change in merge_moved_arguments(found, positional):
+        add(change)
+
+
+def _walk_arguments(old: Signature, new: Signature, add: AddChange) -> set[str]:
+    """Report where the argument trees part; returns the earlier call's positional names."""
+    a, b = old.treedef, new.treedef
+    # The root is ``(positional_args, kwargs)``: name the positional ones.
+    (pa, ka), (pb, kb) = a.children(), b.children()
+    names_a = list(old.top_names) + [f"args[{i}]" for i in range(
+        len(old.top_names), len(pa.children()))]
+    names_b = list(new.top_names) + [f"args[{i}]" for i in range(
+        len(new.top_names), len(pb.children()))]
+    ca, cb = pa.children(), pb.children()
+    offs_a, offs_b = _offsets(ca, 0), _offsets(cb, 0)
+    if len(ca) != len(cb):
+        common = min(len(ca), len(cb))
+        for i in range(common, len(ca)):
+            add(removed(names_a[i], CauseKind.PYTREE_STRUCTURE, _summary(ca[i], old, offs_a[i])))
+        for i in range(common, len(cb)):
+            add(added(names_b[i], CauseKind.PYTREE_STRUCTURE, _summary(cb[i], new, offs_b[i])))
+    for i in range(min(len(ca), len(cb))):
+        _walk(ca[i], cb[i], names_b[i], offs_a[i], offs_b[i], old, new, add)
+    _walk(ka, kb, "", pa.num_leaves, pb.num_leaves, old, new, add,
+          *_kwarg_names(ka, kb))
+    return set(names_a[:len(ca)])
+
+
+def _kwarg_names(ka: Any, kb: Any) -> tuple[list[str] | None, list[str] | None]:
+    def names(t: Any) -> list[str] | None:
+        data = None if _is_leaf(t) else t.node_data()
+        if data and data[0] is dict and data[1] is not None:
+            return [str(k) for k in data[1]]
+        return None
+    return names(ka), names(kb)
+
+
+def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Signature,
+          add: AddChange, names_a: list[str] | None = None,
+          names_b: list[str] | None = None) -> None:
+    if _is_leaf(a) and _is_leaf(b):
+        if oa < len(old.types) and ob < len(new.types):
+            if old.types[oa] != new.types[ob]:
+                add(leaf_change(path, old.avals[oa], new.avals[ob], old.types[oa],
+                                 new.types[ob]))
+            elif old.placements[oa] != new.placements[ob]:
+                add(placement_change(path, old.placements[oa], new.placements[ob]))
+        return
+    da = None if _is_leaf(a) else a.node_data()
+    db = None if _is_leaf(b) else b.node_data()
+    keyed = da is not None and db is not None and da[0] is db[0] and (
+        da[0] is dict or _wrappers.nnx_pytree_aux(da[0], da[1]) is not None)
+    if da is None or db is None or da[0] is not db[0] or (
+            not keyed and len(a.children()) != len(b.children())):
+        if da is not None and db is not None and _fields_changed(
+                a, b, path, oa, ob, da[0], db[0], old, new, add):
+            return
+        add(Change(path or "<arguments>", CauseKind.PYTREE_STRUCTURE,
+                   _summary(a, old, oa), _summary(b, new, ob)))
+        return
+    if da[0] is not dict and safe_ne(da[1], db[1]):
+        # Same node type and arity, other auxiliary data: the static fields of a
+        # dataclass-like node (flax.struct, equinox, register_dataclass) changed.
+        aux_changes(path or "<arguments>", da[0], da[1], db[1], add)
+    ca, cb = a.children(), b.children()
+    na = names_a or _child_names(a, path, da)
+    nb = names_b or _child_names(b, path, db)
+    offs_a, offs_b = _offsets(ca, oa), _offsets(cb, ob)
+    if keyed:  # children matched by key: a dict's, an nnx Module's attributes
+        index_b = {n: i for i, n in enumerate(nb)}
+        seen = set()
+        for i, n in enumerate(na):
+            j = index_b.get(n)
+            if j is None:
+                add(removed(n, CauseKind.PYTREE_STRUCTURE, _summary(ca[i], old, offs_a[i])))
+            else:
+                seen.add(j)
+                _walk(ca[i], cb[j], n, offs_a[i], offs_b[j], old, new, add)
+        for j, n in enumerate(nb):
+            if j not in seen:
+                add(added(n, CauseKind.PYTREE_STRUCTURE, _summary(cb[j], new, offs_b[j])))
+        return
+    for i, (x, y) in enumerate(zip(ca, cb)):
+        _walk(x, y, nb[i], offs_a[i], offs_b[i], old, new, add)
+
+
+def _fields_changed(a: Any, b: Any, path: str, oa: int, ob: int, type_a: Any, type_b: Any,
+                    old: Signature, new: Signature, add: AddChange) -> bool:
+    """A node with field names (a NamedTuple, a dataclass pytree) that gained or lost
+    fields, or a class of the same name defined again: named field by field.
+    ``False`` when the two nodes are not one class's versions (then summarised whole)."""
+    if type_a is not type_b and getattr(type_a, "__qualname__", None) != getattr(
+            type_b, "__qualname__", type_a):
+        return False
+    ca, cb = a.children(), b.children()
+    fa, fb = _node_fields(type_a, len(ca)), _node_fields(type_b, len(cb))
+    if fa is None or fb is None:
+        return False
+    head = path or "<arguments>"
+    if fa == fb:  # the same fields: only the class object differs
+        if type_a is type_b:
+            return False
+        add(Change(head, CauseKind.PYTREE_STRUCTURE, f"{type_name_of(type_a)} (a class)",
+                   f"another class {type_name_of(type_b)} with the same fields (the class "
+                   "was defined again: JAX keys a tree by its node classes)"))
+    offs_a, offs_b = _offsets(ca, oa), _offsets(cb, ob)
+    index_b = {f: j for j, f in enumerate(fb)}
+    for i, f in enumerate(fa):
+        j = index_b.get(f)
+        if j is None:
+            add(removed(f"{head}.{f}", CauseKind.PYTREE_STRUCTURE,
+                         _summary(ca[i], old, offs_a[i])))
+        else:
+            _walk(ca[i], cb[j], f"{head}.{f}", offs_a[i], offs_b[j], old, new, add)
+    known = set(fa)
+    for j, f in enumerate(fb):
+        if f not in known:
+            add(added(f"{head}.{f}", CauseKind.PYTREE_STRUCTURE,
+                       _summary(cb[j], new, offs_b[j])))
+    return True
+
+
+def _node_fields(node_type: Any, n: int) -> list[str] | None:
+    """The field name of each of a NamedTuple's or dataclass pytree's ``n`` children."""
+    fields = getattr(node_type, "_fields", None)
+    if isinstance(fields, tuple) and len(fields) == n and all(isinstance(f, str) for f in fields):
+        return list(fields)
+    return _data_field_names(node_type, n)
+
+
+def _data_field_names(node_type: Any, n: int) -> list[str] | None:
+    """Names of a dataclass pytree's children (flax.struct, equinox Modules,
+    register_dataclass): its fields that are not static, when they are ``n``."""
+    import dataclasses
+
+    if not (isinstance(node_type, type) and dataclasses.is_dataclass(node_type)):
+        return None
+    try:
+        names = [f.name for f in dataclasses.fields(node_type)
+                 if not (f.metadata.get("static") or f.metadata.get("pytree_node") is False)]
+    except Exception:
+        return None
+    return names if len(names) == n else None
+
+
+def _child_names(t: Any, path: str, data: Any) -> list[str]:
+    node_type, aux = data
+    n = len(t.children())
+    if node_type is dict and aux is not None:
+        return [f"{path}[{k!r}]" for k in aux]
+    if node_type is not dict and node_type is not tuple and node_type is not list:
+        nnx = _wrappers.nnx_pytree_aux(node_type, aux)
+        if nnx is not None and len(nnx[0]) == n:
+            return [_wrappers.child_path(path, k) for k in nnx[0]]
+        if n == 1 and _wrappers.is_nnx_variable(node_type):
+            return [f"{path}.value"]
+    fields = getattr(node_type, "_fields", None)
+    if isinstance(fields, tuple) and len(fields) == n:
+        return [f"{path}.{f}" for f in fields]
+    data_fields = _data_field_names(node_type, n)
+    if data_fields is not None:
+        return [f"{path}.{f}" for f in data_fields]
+    return [f"{path}[{i}]" for i in range(n)]
+
+
+def type_name_of(node_type: Any) -> str:
+    """A node class as a user names it: qualified by its module unless a builtin or main."""
+    module = getattr(node_type, "__module__", "") or ""
+    qual = getattr(node_type, "__qualname__", None) or getattr(node_type, "__name__", "node")
+    return str(qual) if module in ("builtins", "__main__", "") else f"{module}.{qual}"
+
+
+def _offsets(children: Sequence[Any], start: int) -> list[int]:
+    out = []
+    for c in children:
+        out.append(start)
+        start += c.num_leaves
+    return out
+
+
+def _is_leaf(t: Any) -> bool:
+    return bool(t.num_nodes == 1 and t.num_leaves == 1)
+
+
+def _summary(t: Any, sig: Signature, offset: int) -> str:
+    if _is_leaf(t):
+        return sig.types[offset] if offset < len(sig.types) else "leaf"
+    data = t.node_data()
+    node_type = data[0] if data else None
+    if node_type is type(None):
+        return "None"
+    name = getattr(node_type, "__name__", "node")
+    if node_type is dict:
+        return truncate(f"dict with keys {list(data[1])}")
+    return f"{name} with {t.num_leaves} leaves"
+
+
+def tree_changes(path: str, a: Any, b: Any, add: AddChange) -> None:
+    """Where two argument trees (treedefs a wrapper passed as static) part."""
+    if a is None or b is None or not hasattr(a, "node_data") or not hasattr(b, "node_data"):
+        add(Change(path, CauseKind.PYTREE_STRUCTURE, safe_repr(a), safe_repr(b)))
+        return
+    if not safe_ne(a, b):
+        return
+    da = None if _is_leaf(a) else a.node_data()
+    db = None if _is_leaf(b) else b.node_data()
+    if da is None or db is None or da[0] is not db[0] or (
+            da[0] is not dict and len(a.children()) != len(b.children())):
+        if da is not None and db is not None and _tree_fields_changed(path, a, b, da[0],
+                                                                      db[0], add):
+            return
+        add(Change(path, CauseKind.PYTREE_STRUCTURE, _tree_text(a, da), _tree_text(b, db)))
+        return
+    if da[0] is dict:
+        kb = dict(zip(db[1], b.children()))
+        ka = dict(zip(da[1], a.children()))
+        for k, child in ka.items():
+            if k not in kb:
+                add(removed(f"{path}[{k!r}]", CauseKind.PYTREE_STRUCTURE, _tree_text(child)))
+            else:
+                tree_changes(f"{path}[{k!r}]", child, kb[k], add)
+        for k, child in kb.items():
+            if k not in ka:
+                add(added(f"{path}[{k!r}]", CauseKind.PYTREE_STRUCTURE, _tree_text(child)))
+        return
+    if safe_ne(da[1], db[1]):
+        aux_changes(path, da[0], da[1], db[1], add)
+    for name, x, y in zip(_child_names(b, path, db), a.children(), b.children()):
+        tree_changes(name, x, y, add)
+
+
+def _tree_fields_changed(path: str, a: Any, b: Any, type_a: Any, type_b: Any,
+                         add: AddChange) -> bool:
+    """``_fields_changed`` for two bare treedefs (a wrapper's static structure)."""
+    if type_a is not type_b and getattr(type_a, "__qualname__", None) != getattr(
+            type_b, "__qualname__", type_a):
+        return False
+    ca, cb = a.children(), b.children()
+    fa, fb = _node_fields(type_a, len(ca)), _node_fields(type_b, len(cb))
+    if fa is None or fb is None or (fa == fb and type_a is type_b):
+        return False
+    if fa == fb:
+        add(Change(path, CauseKind.PYTREE_STRUCTURE, f"{type_name_of(type_a)} (a class)",
+                   f"another class {type_name_of(type_b)} with the same fields (the class "
+                   "was defined again: JAX keys a tree by its node classes)"))
+    by_field = dict(zip(fb, cb))
+    for f, child in zip(fa, ca):
+        if f in by_field:
+            tree_changes(f"{path}.{f}", child, by_field[f], add)
+        else:
+            add(removed(f"{path}.{f}", CauseKind.PYTREE_STRUCTURE, _tree_text(child)))
+    for f, child in zip(fb, cb):
+        if f not in set(fa):
+            add(added(f"{path}.{f}", CauseKind.PYTREE_STRUCTURE, _tree_text(child)))
+    return True
+
+
+def _tree_text(t: Any, data: Any = None) -> str:
+    if _is_leaf(t):
+        return "leaf"
+    data = data or t.node_data()
+    node_type = data[0] if data else None
+    if node_type is type(None):
+        return "None"
+    return f"{getattr(node_type, '__name__', 'node')} with {t.num_leaves} leaves"
