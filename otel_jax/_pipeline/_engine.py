@@ -1,9 +1,11 @@
 """From JAX's compile events to one ``CompileRecord`` per backend compile, delivered.
 
 Data flows one way: JAX event -> signature -> cause -> record -> emitters
-(span, metrics, log lines, test recorders). The engine owns listening (JAX's
-hooks while anything consumes records), the bounded history of signatures,
-delivery, and policy (storm warning, warm-up, ``on_recompile``). Assembling a
+(span, metrics, log lines, test recorders), delivered through one ``Route``
+(``_emitter``): the span emitter first, its span ids handed to the others. The
+engine owns listening (JAX's hooks while anything consumes records), the bounded
+history of signatures, delivery, and policy (storm warning, warm-up,
+``on_recompile``). Assembling a
 record (``_assemble``), naming (``_naming``), signatures (``_signature``) and
 cause wording (``_causes``) live in their own modules, each with one entry point.
 
@@ -17,27 +19,22 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Callable
 from typing import Any, Literal
 
 from .._capture import _jax_hooks, _jax_read, _naming
 from .._capture._source import user_stacklevel
 from .._core._failopen import FailOpen, OtelJaxWarning
-from .._core._vocab import CauseKind, Field, Phase
+from .._core._vocab import CauseKind, Phase
 from .._fleet import _ranks
 from .._fleet._ledger import Ledger
 from . import _assemble
+from ._emitter import STDLIB_WARNINGS, Emitter, Route
 from ._history import History
-from ._record import CompileRecord, Devices, PhaseTiming, SpanLink
+from ._record import CompileRecord, Devices, PhaseTiming, SpanLink, Storm
 from ._steps import STEPS
 
-__all__ = ["ENGINE", "Engine", "OtelJaxWarning", "RecompileError", "Sink", "SpanEmitter"]
+__all__ = ["ENGINE", "Engine", "OtelJaxWarning", "RecompileError"]
 
-#: Receives each record with the compile span's ids (``None`` without a span).
-Sink = Callable[[CompileRecord, "SpanLink | None"], None]
-#: Emits the compile span of a record and returns its ids.
-SpanEmitter = Callable[[CompileRecord], "SpanLink | None"]
-StormEvent = dict[str, Any]
 OnRecompile = Literal["log", "warn", "raise"]
 
 ON_RECOMPILE: tuple[OnRecompile, ...] = ("log", "warn", "raise")
@@ -72,9 +69,11 @@ class Engine:
         self._warmup_steps: int | None = None
         self._steps = 0  # the number of the latest step (bare calls and step scopes)
         self._steps_done = 0  # steps over: the latest, unless a step scope is still in it
-        self._sinks: tuple[Sink, ...] = ()
-        self._span_emitter: SpanEmitter | None = None
-        self._storm_sink: Callable[[StormEvent], None] | None = None
+        self._installed: Route | None = None  # install()'s emitters, the span emitter first
+        self._added: tuple[Emitter, ...] = ()  # recorders of the testing kit, and the like
+        #: What records and storms are delivered through: install()'s route (or, without
+        #: one, ``logging`` WARNINGs for storms), then the added emitters.
+        self._route = self._compose()
         self._lock = threading.RLock()
         self._tls = threading.local()
         self._hooks: _jax_hooks.Hooks | None = None
@@ -90,29 +89,37 @@ class Engine:
 
     # --- lifecycle -------------------------------------------------------------
 
-    def add_sink(self, sink: Sink) -> None:
-        """Start delivering records to ``sink``; hooks JAX on the first consumer."""
+    def connect(self, route: Route | None) -> None:
+        """Deliver through ``route`` (install()'s emitters) from now on, or, with ``None``,
+        stop; hooks JAX while anything consumes records."""
         with self._lock:
-            self._sinks = (*self._sinks, sink)
-            self._hook()
-
-    def remove_sink(self, sink: Sink) -> None:
-        """Stop delivering to ``sink``; unhooks JAX when no consumer is left."""
-        with self._lock:
-            self._sinks = tuple(s for s in self._sinks if s is not sink)
-            self._unhook_if_idle()
-
-    def set_span_emitter(self, emitter: SpanEmitter | None) -> None:
-        """The emitter of compile spans, whose ids every sink receives (one at a time)."""
-        with self._lock:
-            self._span_emitter = emitter
-            if emitter is not None:
+            self._installed = route
+            self._route = self._compose()
+            if route is not None:
                 self._hook()
             else:
                 self._unhook_if_idle()
 
-    def set_storm_sink(self, sink: Callable[[StormEvent], None] | None) -> None:
-        self._storm_sink = sink
+    def add_emitter(self, emitter: Emitter) -> None:
+        """Also deliver to ``emitter`` (a recorder); hooks JAX on the first consumer."""
+        with self._lock:
+            self._added = (*self._added, emitter)
+            self._route = self._compose()
+            self._hook()
+
+    def remove_emitter(self, emitter: Emitter) -> None:
+        """Stop delivering to ``emitter``; unhooks JAX when no consumer is left."""
+        with self._lock:
+            self._added = tuple(e for e in self._added if e is not emitter)
+            self._route = self._compose()
+            self._unhook_if_idle()
+
+    def _compose(self) -> Route:
+        installed = self._installed
+        if installed is None:
+            # Not installed: a storm (while a recorder listens) is still said, to logging.
+            installed = Route(self.failopen, None, (STDLIB_WARNINGS,))
+        return installed.joined(self._added)
 
     def _hook(self) -> None:
         if self._hooks is not None:
@@ -137,7 +144,7 @@ class Engine:
         return self._unavailable
 
     def _unhook_if_idle(self) -> None:
-        if not self._sinks and self._span_emitter is None and self._hooks is not None:
+        if not self._added and self._installed is None and self._hooks is not None:
             self._hooks.uninstall()
             self._hooks = None
 
@@ -214,7 +221,7 @@ class Engine:
     def _on_time_span(self, event: str, start: float, end: float, **kwargs: Any) -> None:
         if event not in _jax_hooks.PHASE_EVENTS:
             return
-        built: tuple[CompileRecord, StormEvent | None] | None = None
+        built: tuple[CompileRecord, Storm | None] | None = None
         with self.failopen.guard("compile listener"):
             name = str(kwargs.get("fun_name", "?"))
             if event != _jax_hooks.BACKEND_COMPILE_EVENT:
@@ -227,9 +234,10 @@ class Engine:
         if not record.eager_op:  # JAX's own op-by-op compiles are not the step's program
             with self.failopen.guard("step tally"):
                 STEPS.compiled(record.compile_s)
-        link = self._deliver(record)
+        route = self._route  # one route for this compile, however install() changes it
+        link = self._deliver(record, route)
         if storm is not None:
-            self._warn_storm(storm)
+            route.storm(storm)
         self._compare_ranks(record, link)
         self._enforce_policy(record)
 
@@ -301,7 +309,7 @@ class Engine:
                                 min(t.started for t in pending))
 
     def _build_record(self, name: str, start: float, end: float,
-                      ) -> tuple[CompileRecord, StormEvent | None]:
+                      ) -> tuple[CompileRecord, Storm | None]:
         """The record of one backend compile, and the storm warning it triggers, if any."""
         guard = self.failopen
         cache_hit = getattr(self._tls, "cache_hit", False)
@@ -324,7 +332,7 @@ class Engine:
         if (fh is not None and record.is_recompile and not record.eager_op
                 and not fh.storm_warned and fh.recompiles >= self.storm_threshold):
             fh.storm_warned = True
-            storm = self._storm_event(record, fh.recompiles, dict(fh.causes))
+            storm = self._storm(record, fh.recompiles, dict(fh.causes))
         return record, storm
 
     def _devices_of(self, miss: _jax_hooks.Miss | None) -> Devices:
@@ -340,45 +348,17 @@ class Engine:
 
     # --- delivery ---------------------------------------------------------------------
 
-    def _deliver(self, record: CompileRecord) -> SpanLink | None:
-        link: SpanLink | None = None
-        emitter = self._span_emitter
-        if emitter is not None:
-            link = self.failopen.call("span emitter", lambda: emitter(record), None)
-        for sink in self._sinks:
-            with self.failopen.guard(
-                    f"sink {getattr(sink, '__name__', type(sink).__name__)}"):
-                sink(record, link)
-        return link
+    def _deliver(self, record: CompileRecord, route: Route) -> SpanLink | None:
+        """The record to every emitter of ``route``; the compile span's ids."""
+        return route.compile(record)
 
     # --- policy -------------------------------------------------------------------------
 
-    def _storm_event(self, record: CompileRecord, recompiles: int,
-                     causes: dict[str, int]) -> StormEvent:
-        return {
-            Field.FUNCTION: record.function.qualname,
-            Field.FILE: record.function.file,
-            Field.LINE: record.function.line,
-            Field.RECOMPILES: recompiles,
-            Field.THRESHOLD: self.storm_threshold,
-            Field.CAUSES: {k: v for k, v in causes.items() if k != CauseKind.FIRST_COMPILE},
-            Field.LAST_CAUSE: record.cause,
-            Field.HINT: record.hint,
-        }
-
-    def _warn_storm(self, event: StormEvent) -> None:
-        """One WARNING naming the function and the causes seen so far (then keeps counting)."""
-        sink = self._storm_sink
-        if sink is not None:
-            with self.failopen.guard("storm warning"):
-                sink(event)
-                return
-        import logging
-
-        logging.getLogger("otel_jax").warning(
-            "%s recompiled %d times (threshold %d); causes so far: %s; last: %s",
-            event[Field.FUNCTION], event[Field.RECOMPILES], self.storm_threshold,
-            event[Field.CAUSES], event[Field.LAST_CAUSE])
+    def _storm(self, record: CompileRecord, recompiles: int,
+               causes: dict[str, int]) -> Storm:
+        return Storm(record.function, recompiles, self.storm_threshold,
+                     {k: v for k, v in causes.items() if k != CauseKind.FIRST_COMPILE},
+                     record.cause, record.hint)
 
     def _compare_ranks(self, record: CompileRecord, link: SpanLink | None) -> None:
         """Multi-process jobs: hand the compile to the cross-rank check (never blocks, unless
