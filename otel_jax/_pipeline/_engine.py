@@ -4,8 +4,8 @@ Data flows one way: JAX event -> signature -> cause -> record -> emitters
 (span, metrics, log lines, test recorders), delivered through one ``Route``
 (``_emitter``): the span emitter first, its span ids handed to the others. The
 engine owns listening (JAX's hooks while anything consumes records), the bounded
-history of signatures, delivery, and policy (storm warning, warm-up,
-``on_recompile``). Assembling a
+history of signatures and delivery; what a recompile means (storm warning,
+warm-up, ``on_recompile``) is the ``_policy``'s to say. Assembling a
 record (``_assemble``), naming (``_naming``), signatures (``_signature``) and
 cause wording (``_causes``) live in their own modules, each with one entry point.
 
@@ -18,26 +18,22 @@ degrades the explanation (``unknown`` at worst) and warns once.
 from __future__ import annotations
 
 import threading
-import warnings
-from typing import Any, Literal
+from typing import Any
 
 from .._capture import _jax_hooks, _jax_read, _naming
-from .._capture._source import user_stacklevel
 from .._core._failopen import FailOpen, OtelJaxWarning
-from .._core._vocab import CauseKind, Phase
+from .._core._vocab import Phase
 from .._fleet import _ranks
 from .._fleet._ledger import Ledger
 from . import _assemble
 from ._emitter import STDLIB_WARNINGS, Emitter, Route
 from ._history import History
+from ._policy import ON_RECOMPILE, OnRecompile, Policy, RecompileError
 from ._record import CompileRecord, Devices, PhaseTiming, SpanLink, Storm
 from ._steps import STEPS
 
-__all__ = ["ENGINE", "Engine", "OtelJaxWarning", "RecompileError"]
+__all__ = ["ENGINE", "ON_RECOMPILE", "Engine", "OtelJaxWarning", "RecompileError"]
 
-OnRecompile = Literal["log", "warn", "raise"]
-
-ON_RECOMPILE: tuple[OnRecompile, ...] = ("log", "warn", "raise")
 _MAX_PENDING_PHASES = 64
 _MAX_TRACED = 8  # trace-only reads kept per thread for an ahead-of-time compile
 _PHASE_OF_EVENT = {_jax_hooks.TRACE_EVENT: Phase.TRACE, _jax_hooks.LOWER_EVENT: Phase.LOWER}
@@ -46,29 +42,14 @@ _PHASE_OF_EVENT = {_jax_hooks.TRACE_EVENT: Phase.TRACE, _jax_hooks.LOWER_EVENT: 
 _UNMATCHED_PHASE_WINDOW_S = 60.0
 
 
-class RecompileError(RuntimeError):
-    """A recompile after warm-up, raised when installed with ``on_recompile="raise"``."""
-
-    def __init__(self, record: CompileRecord) -> None:
-        self.record = record
-        super().__init__(
-            f"{record.function.qualname} recompiled after warm-up (compile "
-            f"#{record.count}, cause {record.cause_kind.value}: {record.cause}). "
-            f"Hint: {record.hint}")
-
-
 class Engine:
     """Owns JAX's hooks while anything consumes compile records, and builds them."""
 
     def __init__(self, failopen: FailOpen | None = None) -> None:
         self.history = History()
         self.failopen = failopen or FailOpen()
-        self.storm_threshold = 8
-        self.on_recompile: OnRecompile = "log"
-        self._warmup_marked = False  # mark_warmup_done() was called
-        self._warmup_steps: int | None = None
-        self._steps = 0  # the number of the latest step (bare calls and step scopes)
-        self._steps_done = 0  # steps over: the latest, unless a step scope is still in it
+        #: Warm-up (``otel_jax.step()`` counts there), storm threshold, ``on_recompile``.
+        self.policy = Policy(self.history, self.failopen)
         self._installed: Route | None = None  # install()'s emitters, the span emitter first
         self._added: tuple[Emitter, ...] = ()  # recorders of the testing kit, and the like
         #: What records and storms are delivered through: install()'s route (or, without
@@ -148,49 +129,26 @@ class Engine:
             self._hooks.uninstall()
             self._hooks = None
 
-    # --- warm-up -----------------------------------------------------------------
+    # --- install()'s policy options -------------------------------------------------
 
     @property
-    def _warmup_done(self) -> bool:
-        """Whether ``warmup_steps`` steps are over (or ``mark_warmup_done()`` was called).
+    def storm_threshold(self) -> int:
+        return self.policy.storm_threshold
 
-        A bare ``otel_jax.step()`` call says a step is over; a step scope (``with
-        otel_jax.step():``, ``@otel_jax.step``) is in its step until the next one
-        begins, so what compiles in step N, and between steps N and N+1 (an evaluation
-        after the warm-up epoch), is still warm-up, and step N+1 is the first after.
-        """
-        steps = self._warmup_steps
-        return self._warmup_marked or (steps is not None and self._steps_done >= steps)
+    @storm_threshold.setter
+    def storm_threshold(self, threshold: int) -> None:
+        self.policy.storm_threshold = threshold
+
+    @property
+    def on_recompile(self) -> OnRecompile:
+        return self.policy.on_recompile
+
+    @on_recompile.setter
+    def on_recompile(self, action: OnRecompile) -> None:
+        self.policy.on_recompile = action
 
     def configure_warmup(self, steps: int | None) -> None:
-        with self._lock:
-            self._warmup_steps = steps
-            self._steps = self._steps_done = 0
-            self._warmup_marked = False
-
-    def step(self, n: int = 1) -> int:
-        """Count ``n`` more training steps, each over (``-1`` takes one back); returns the
-        step count."""
-        with self._lock:
-            self._steps = self._steps_done = max(0, self._steps + n)
-            return self._steps
-
-    def begin_step(self, counted: bool) -> int:
-        """An outermost step scope begins (``counted``: ``otel_jax.step(name)`` already
-        counted it as a bare call): it is in progress, not over. Returns its number."""
-        with self._lock:
-            if not counted:
-                self._steps += 1
-            self._steps_done = max(0, self._steps - 1)
-            return self._steps
-
-    @property
-    def steps(self) -> int:
-        """The number of the latest step."""
-        return self._steps
-
-    def mark_warmup_done(self) -> None:
-        self._warmup_marked = True
+        self.policy.configure_warmup(steps)
 
     # --- JAX listeners -----------------------------------------------------------
 
@@ -239,7 +197,7 @@ class Engine:
         if storm is not None:
             route.storm(storm)
         self._compare_ranks(record, link)
-        self._enforce_policy(record)
+        self.policy.enforce(record)
 
     def _remember_phase(self, event: str, name: str, start: float, end: float) -> None:
         pending = getattr(self._tls, "phases", None)
@@ -324,16 +282,11 @@ class Engine:
         taken = _assemble.Taken(name, start, end, phases, miss, compiled, cache_hit,
                                 cache_written, traced)
         record, entry = _assemble.assemble(taken, self.history, self.ledger, guard,
-                                           self._devices_of, self._warmup_done)
+                                           self._devices_of, self.policy.warmup_done)
         info, signature, count = record.function, record.signature, record.count
         fh = guard.call("history", lambda: self.history.finish(
             info, count, signature, entry, record.cause_kind.value, record.is_recompile), None)
-        storm = None
-        if (fh is not None and record.is_recompile and not record.eager_op
-                and not fh.storm_warned and fh.recompiles >= self.storm_threshold):
-            fh.storm_warned = True
-            storm = self._storm(record, fh.recompiles, dict(fh.causes))
-        return record, storm
+        return record, self.policy.storm(record, fh)
 
     def _devices_of(self, miss: _jax_hooks.Miss | None) -> Devices:
         devices = _jax_read.argument_devices(miss.args_flat) if miss is not None else set()
@@ -352,13 +305,7 @@ class Engine:
         """The record to every emitter of ``route``; the compile span's ids."""
         return route.compile(record)
 
-    # --- policy -------------------------------------------------------------------------
-
-    def _storm(self, record: CompileRecord, recompiles: int,
-               causes: dict[str, int]) -> Storm:
-        return Storm(record.function, recompiles, self.storm_threshold,
-                     {k: v for k, v in causes.items() if k != CauseKind.FIRST_COMPILE},
-                     record.cause, record.hint)
+    # --- the cross-rank check --------------------------------------------------------------
 
     def _compare_ranks(self, record: CompileRecord, link: SpanLink | None) -> None:
         """Multi-process jobs: hand the compile to the cross-rank check (never blocks, unless
@@ -367,20 +314,6 @@ class Engine:
             "rank comparison", lambda: self.cross_rank.on_compile(record, link), None)
         if divergence is not None:
             raise _ranks.DivergenceError(divergence)
-
-    def _enforce_policy(self, record: CompileRecord) -> None:
-        if not (record.after_warmup and record.is_recompile):
-            return
-        if self.on_recompile == "raise":
-            # The compile is refused: JAX will compile again when the user retries,
-            # which must read as this compile, not as a repeat of it.
-            with self.failopen.guard("history"):
-                self.history.forget(record.function, record.count)
-            raise RecompileError(record)
-        if self.on_recompile == "warn":
-            # Point at the user's jit call, not at this listener deep inside JAX.
-            warnings.warn(str(RecompileError(record)), OtelJaxWarning,
-                          stacklevel=user_stacklevel())
 
 
 def _jax_version() -> str:
