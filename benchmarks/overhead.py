@@ -276,10 +276,11 @@ def own_time(work: Callable[[], None], times: int) -> list[float]:
         spent.append(time.perf_counter() - t0)
         return built
 
-    def timed_deliver(record):  # type: ignore[no-untyped-def]
+    def timed_deliver(record, route):  # type: ignore[no-untyped-def]
         t0 = time.perf_counter()
-        deliver(record)
+        link = deliver(record, route)
         spent[-1] += time.perf_counter() - t0
+        return link
 
     ENGINE._build_record, ENGINE._deliver = timed_build, timed_deliver  # type: ignore[method-assign]
     try:
@@ -451,10 +452,9 @@ def bench_fingerprints(ops: int, compiles: int) -> tuple[float, float, float]:
             x = jnp.sin(x) * (1.0 + i * 1e-6)
         return x
 
-    records = []
     install()
-    sink = lambda record, link: records.append(record)  # noqa: E731
-    ENGINE.add_sink(sink)
+    sink = otel_jax.testing.CompileRecorder(include_eager=True)
+    ENGINE.add_emitter(sink)
     _assemble._fingerprint.of_signature = timing(real_sig, spent["sig"].append)  # type: ignore[assignment]
     _assemble._jax_read.program_digest = timing(real_prog, spent["prog"].append)  # type: ignore[assignment]
     # The program fingerprint is taken where something compares it (several ranks, a
@@ -472,10 +472,10 @@ def bench_fingerprints(ops: int, compiles: int) -> tuple[float, float, float]:
         _assemble._jax_read.program_digest = real_prog  # type: ignore[assignment]
         _assemble._jax_read.coordination = real_coordination  # type: ignore[assignment]
         ENGINE.cross_rank.on_divergence = cross_rank
-        ENGINE.remove_sink(sink)
+        ENGINE.remove_emitter(sink)
         otel_jax.uninstall()
     return (statistics.median(spent["sig"]) * 1e3, statistics.median(spent["prog"]) * 1e3,
-            statistics.median(r.compile_s for r in records) * 1e3)
+            statistics.median(r.compile_s for r in sink.records) * 1e3)
 
 
 _CROSS_RANK_WORKER = textwrap.dedent("""

@@ -108,11 +108,11 @@ def step(name: Any = None, /) -> Any:
     count; a compile inside it is charged to every step open around it.
     """
     if callable(name):
-        return _steps.decorate(name, _ENGINE)
+        return _steps.decorate(name, _ENGINE.policy)
     nested = _steps.STEPS.open_here()  # a part of the open step: not a step of its own
     if not nested:
-        _ENGINE.step()
-    return _steps.StepScope(name or _steps.DEFAULT_NAME, _ENGINE, counted=not nested)
+        _ENGINE.policy.step()
+    return _steps.StepScope(name or _steps.DEFAULT_NAME, _ENGINE.policy, counted=not nested)
 
 
 def mark_warmup_done() -> None:
@@ -121,7 +121,7 @@ def mark_warmup_done() -> None:
     With ``install(on_recompile="raise")`` a recompile after this point raises
     ``otel_jax.RecompileError`` from the jit call that caused it.
     """
-    _ENGINE.mark_warmup_done()
+    _ENGINE.policy.mark_warmup_done()
 
 
 def __getattr__(name: str) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 from ._capture._source import FunctionInfo, function_info
 from ._core._vocab import CauseKind
 from ._pipeline._engine import ENGINE
-from ._pipeline._record import CompileRecord, SpanLink
+from ._pipeline._record import CompileRecord, Divergence, SpanLink, Storm
 
 __all__ = ["CompileRecorder", "assert_max_compiles", "record_compiles"]
 
@@ -26,6 +26,8 @@ _MAX_KEPT = 10_000
 class CompileRecorder(ContextDecorator):
     """Collects the compile records that happen while it is active (any thread).
 
+    An emitter of the pipeline like the span, metrics and log emitters: the engine
+    delivers each record to it, with the compile span's ids when installed.
     ``fn`` narrows it to one function (the jitted function, the function it
     wraps, or a qualified name); eager op-by-op compiles of single primitives
     are left out unless ``include_eager`` is true.
@@ -49,24 +51,27 @@ class CompileRecorder(ContextDecorator):
             return record.function.qualname == target
         return record.function.key == target.key
 
-    def __call__(self, record_or_fn: Any, link: SpanLink | None = None) -> Any:
-        """As a sink: keep ``record_or_fn`` (a record) if it matches; else decorate it."""
-        if isinstance(record_or_fn, CompileRecord):
-            if self._matches(record_or_fn):
-                with self._lock:
-                    if len(self.records) < _MAX_KEPT:
-                        self.records.append(record_or_fn)
-                    else:
-                        self.dropped += 1
-            return None
-        return super().__call__(record_or_fn)  # used as a decorator
+    def compile(self, record: CompileRecord, link: SpanLink | None) -> None:
+        """Keep ``record`` if it matches (at most ``_MAX_KEPT``, then only counted)."""
+        if self._matches(record):
+            with self._lock:
+                if len(self.records) < _MAX_KEPT:
+                    self.records.append(record)
+                else:
+                    self.dropped += 1
+
+    def storm(self, storm: Storm) -> None:
+        """A budget counts compiles; the storm warning is the log's to say."""
+
+    def divergence(self, divergence: Divergence) -> None:
+        """Divergences between ranks are reported by ``install()``'s emitters."""
 
     def __enter__(self) -> CompileRecorder:
-        ENGINE.add_sink(self)
+        ENGINE.add_emitter(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        ENGINE.remove_sink(self)
+        ENGINE.remove_emitter(self)
 
     @property
     def count(self) -> int:

@@ -320,10 +320,18 @@ def test_exception_in_the_trace_only_read_does_not_reach_user(telemetry, monkeyp
 
 @pytest.mark.injects_errors
 def test_exception_in_a_sink_does_not_reach_user(telemetry, monkeypatch):
-    def broken_sink(record, link):
-        raise ValueError("sink down")
+    class BrokenSink:
+        def compile(self, record, link):
+            raise ValueError("sink down")
 
-    ENGINE.add_sink(broken_sink)
+        def storm(self, storm):
+            pass
+
+        def divergence(self, divergence):
+            pass
+
+    broken_sink = BrokenSink()
+    ENGINE.add_emitter(broken_sink)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -335,7 +343,7 @@ def test_exception_in_a_sink_does_not_reach_user(telemetry, monkeypatch):
             assert f(jnp.ones(2)).tolist() == [3.0, 3.0]
             f(jnp.ones(3))
     finally:
-        ENGINE.remove_sink(broken_sink)
+        ENGINE.remove_emitter(broken_sink)
     ours = [w for w in caught if issubclass(w.category, otel_jax.OtelJaxWarning)]
     assert len(ours) == 1 and "sink down" in str(ours[0].message)
     assert len(telemetry.compiles("test_exception_in_a_sink_does_not_reach_user"

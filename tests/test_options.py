@@ -23,7 +23,7 @@ from otel_jax import OtelJaxWarning
 from otel_jax._core import _vocab
 from otel_jax._emit import _logs, _providers
 from otel_jax._fleet import _ranks
-from otel_jax._pipeline import _engine
+from otel_jax._pipeline import _engine, _policy
 from otel_jax._pipeline._engine import ENGINE
 from otel_jax._setup._options import OPTION_NAMES, InstallOptions, env_variable
 
@@ -64,7 +64,7 @@ def test_install_parameters_are_the_option_fields_with_their_defaults_and_types(
 def test_the_engine_and_the_cross_rank_check_start_from_the_option_defaults():
     defaults = InstallOptions()
     fresh = _engine.Engine()
-    assert fresh.storm_threshold == defaults.storm_threshold == _engine.STORM_THRESHOLD
+    assert fresh.storm_threshold == defaults.storm_threshold == _policy.STORM_THRESHOLD
     assert fresh.on_recompile == defaults.on_recompile
     assert fresh.cross_rank.timeout_s == defaults.divergence_timeout_s == _ranks.DEFAULT_TIMEOUT_S
 

@@ -52,11 +52,11 @@ def test_decorated_function_is_one_step_per_call_and_counts_warmup(telemetry):
         return jax.jit(lambda v: v + 1)(x)
 
     train(jnp.ones(2))
-    assert not ENGINE._warmup_done
+    assert not ENGINE.policy.warmup_done
     train(jnp.ones(2))
-    assert not ENGINE._warmup_done  # step 2 is the last of warm-up until step 3 begins
+    assert not ENGINE.policy.warmup_done  # step 2 is the last of warm-up until step 3 begins
     train(jnp.ones(2))
-    assert ENGINE._warmup_done
+    assert ENGINE.policy.warmup_done
     steps = [s for s in telemetry.exporter.get_finished_spans()
              if s.name.endswith("<locals>.train")]
     assert len(steps) == 3
@@ -69,17 +69,17 @@ def test_bare_call_still_counts_and_decorator_factory_counts_per_call(telemetry)
                      warmup_steps=3)
     otel_jax.step()
     otel_jax.step()
-    assert not ENGINE._warmup_done
+    assert not ENGINE.policy.warmup_done
 
     @otel_jax.step("named")  # creating the decorator is not a step
     def work():
         return 1
 
-    assert not ENGINE._warmup_done
+    assert not ENGINE.policy.warmup_done
     work()  # step 3: the last of warm-up
-    assert not ENGINE._warmup_done
+    assert not ENGINE.policy.warmup_done
     work()
-    assert ENGINE._warmup_done
+    assert ENGINE.policy.warmup_done
 
 
 def test_a_step_that_raises_ends_its_span_as_an_error(telemetry):
@@ -166,10 +166,10 @@ def test_nested_steps_are_all_marked_and_count_once(telemetry):
             with otel_jax.step("train_step"):
                 forward(jnp.ones(2))
                 otel_jax.step()  # a bare call inside a step is a part of it too
-        first_done = ENGINE._warmup_done
+        first_done = ENGINE.policy.warmup_done
         with otel_jax.step("epoch"):  # step 2: the last of warm-up
             forward(jnp.ones(3))
-        second_done = ENGINE._warmup_done
+        second_done = ENGINE.policy.warmup_done
         with otel_jax.step("epoch"):  # step 3: after warm-up
             forward(jnp.ones(4))
     finally:
@@ -200,16 +200,16 @@ def test_bare_calls_end_warmup_at_the_nth_call(telemetry):
                      warmup_steps=2)
     try:
         otel_jax.step()
-        assert not ENGINE._warmup_done
+        assert not ENGINE.policy.warmup_done
         otel_jax.step()
-        assert ENGINE._warmup_done
+        assert ENGINE.policy.warmup_done
     finally:
         otel_jax.uninstall()
     otel_jax.install(tracer_provider=telemetry.tracer_provider,
                      meter_provider=telemetry.meter_provider, log_output=telemetry.log,
                      warmup_steps=0)
     try:
-        assert ENGINE._warmup_done  # no warm-up at all: from the first compile on
+        assert ENGINE.policy.warmup_done  # no warm-up at all: from the first compile on
     finally:
         otel_jax.uninstall()
 

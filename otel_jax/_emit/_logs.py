@@ -49,10 +49,12 @@ from .._pipeline._record import (
     CompileRecord,
     Divergence,
     SpanLink,
+    Storm,
     divergence_attributes,
     divergence_fields,
     log_fields,
     span_attributes,
+    storm_fields,
 )
 from ._spans import link_context
 
@@ -224,16 +226,16 @@ class LogEmitter:
 
     # --- the compiling thread's side -------------------------------------------------
 
-    def __call__(self, record: CompileRecord, link: SpanLink | None) -> None:
+    def compile(self, record: CompileRecord, link: SpanLink | None) -> None:
         level = 10 if record.eager_op else 20
         if level >= self._min_level:
             # The record is frozen: its fields are built on the writer thread.
             self._emit(level, EVENT_COMPILE, functools.partial(log_fields, record, link))
 
-    def storm(self, event: dict[str, Any]) -> None:
+    def storm(self, storm: Storm) -> None:
         """The recompile-storm WARNING: function, recompile count, causes so far."""
         if 30 >= self._min_level:
-            self._emit(30, EVENT_STORM, dict(event))
+            self._emit(30, EVENT_STORM, storm_fields(storm))
 
     def divergence(self, div: Divergence) -> None:
         """The WARNING of a divergence between ranks."""
@@ -426,7 +428,7 @@ class StructlogEmitter(LogEmitter):
     def _key(function: str, count: int, link: SpanLink | None) -> tuple[str, int, str | None]:
         return (function, count, link.span_id if link is not None else None)
 
-    def __call__(self, record: CompileRecord, link: SpanLink | None) -> None:
+    def compile(self, record: CompileRecord, link: SpanLink | None) -> None:
         context = contextvars.copy_context()
         if not record.eager_op:  # only user functions are compared across ranks
             with self._contexts_lock:
@@ -439,9 +441,9 @@ class StructlogEmitter(LogEmitter):
             self._emit(level, EVENT_COMPILE, functools.partial(log_fields, record, link),
                        context)
 
-    def storm(self, event: dict[str, Any]) -> None:
+    def storm(self, storm: Storm) -> None:
         if 30 >= self._min_level:
-            self._emit(30, EVENT_STORM, dict(event), contextvars.copy_context())
+            self._emit(30, EVENT_STORM, storm_fields(storm), contextvars.copy_context())
 
     def divergence(self, div: Divergence) -> None:
         if 30 >= self._min_level:
@@ -524,7 +526,7 @@ class OtelLogEmitter:
     def __init__(self, logger: OtelLogger) -> None:
         self._logger = logger
 
-    def __call__(self, record: CompileRecord, link: SpanLink | None) -> None:
+    def compile(self, record: CompileRecord, link: SpanLink | None) -> None:
         context = link_context(link)
         severity = SeverityNumber.DEBUG if record.eager_op else SeverityNumber.INFO
         self._logger.emit(LogRecord(
@@ -536,6 +538,9 @@ class OtelLogEmitter:
                  f"{record.cause}",
             attributes={Attr.EVENT_NAME: EVENT_COMPILE, **span_attributes(record)},
         ))
+
+    def storm(self, storm: Storm) -> None:
+        """The storm WARNING is the log lines' (JSON or structlog), as it always was."""
 
     def divergence(self, div: Divergence) -> None:
         """A divergence between ranks as a WARNING log record, in the compile span's trace."""

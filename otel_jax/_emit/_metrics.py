@@ -5,7 +5,7 @@ from __future__ import annotations
 from opentelemetry.metrics import Meter
 
 from .._core._vocab import Attr, Metric
-from .._pipeline._record import CompileRecord, Divergence, SpanLink
+from .._pipeline._record import CompileRecord, Divergence, SpanLink, Storm
 from ._spans import link_context
 
 # Compile times span 1 ms (a small CPU program) to 10 minutes (a large model on TPU/GPU).
@@ -55,12 +55,15 @@ class MetricsEmitter:
             description="Compiles for which the ranks of a multi-process job compiled "
                         "different programs, or some ranks none, as seen by this rank")
 
+    def storm(self, storm: Storm) -> None:
+        """Storms are read off ``jax.compilations`` (the alert rules), not counted apart."""
+
     def divergence(self, div: Divergence) -> None:
         """One divergence this rank detected."""
         self._divergences.add(1, {Attr.FUNCTION: div.function,
                                   Attr.DIVERGENCE_KIND: div.kind.value})
 
-    def __call__(self, record: CompileRecord, link: SpanLink | None) -> None:
+    def compile(self, record: CompileRecord, link: SpanLink | None) -> None:
         name = record.function.qualname
         recompile = record.is_recompile
         attributes: dict[str, str | bool] = {

@@ -11,6 +11,7 @@ from .._pipeline._record import (
     CompileRecord,
     Divergence,
     SpanLink,
+    Storm,
     divergence_attributes,
     span_attributes,
 )
@@ -31,7 +32,8 @@ EAGER_OP_SPANS = ("nested", "always")
 
 
 class SpanEmitter:
-    """Emits the span of each compile; returns its ids for the other emitters.
+    """Emits the span of each compile; returns its ids for the other emitters (the
+    pipeline's ``LinkEmitter``, called before them).
 
     Runs on the compiling thread, inside the user's call, so the current
     context there is the user's: the compile span becomes a child of their
@@ -42,7 +44,7 @@ class SpanEmitter:
         self._tracer = tracer
         self._eager_roots = eager_op_spans == "always"
 
-    def __call__(self, record: CompileRecord) -> SpanLink | None:
+    def compile(self, record: CompileRecord) -> SpanLink | None:
         if record.eager_op and not self._eager_roots \
                 and not trace.get_current_span().get_span_context().is_valid:
             return None  # it would start a trace of its own: metrics and log line only
@@ -67,6 +69,9 @@ class SpanEmitter:
             return None
         return SpanLink(trace.format_trace_id(span_context.trace_id),
                         trace.format_span_id(span_context.span_id))
+
+    def storm(self, storm: Storm) -> None:
+        """A storm is a log line (and a metric query), not a span of its own."""
 
     def divergence(self, div: Divergence) -> None:
         """The ``jax.compile.divergence`` span of a divergence between ranks."""

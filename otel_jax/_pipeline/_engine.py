@@ -1,9 +1,11 @@
 """From JAX's compile events to one ``CompileRecord`` per backend compile, delivered.
 
 Data flows one way: JAX event -> signature -> cause -> record -> emitters
-(span, metrics, log lines, test recorders). The engine owns listening (JAX's
-hooks while anything consumes records), the bounded history of signatures,
-delivery, and policy (storm warning, warm-up, ``on_recompile``). Assembling a
+(span, metrics, log lines, test recorders), delivered through one ``Route``
+(``_emitter``): the span emitter first, its span ids handed to the others. The
+engine owns listening (JAX's hooks while anything consumes records), the bounded
+history of signatures and delivery; what a recompile means (storm warning,
+warm-up, ``on_recompile``) is the ``_policy``'s to say. Assembling a
 record (``_assemble``), naming (``_naming``), signatures (``_signature``) and
 cause wording (``_causes``) live in their own modules, each with one entry point.
 
@@ -16,34 +18,22 @@ degrades the explanation (``unknown`` at worst) and warns once.
 from __future__ import annotations
 
 import threading
-import warnings
-from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from .._capture import _jax_hooks, _jax_read, _naming
-from .._capture._source import user_stacklevel
 from .._core._failopen import FailOpen, OtelJaxWarning
-from .._core._vocab import CauseKind, Field, Phase
+from .._core._vocab import Phase
 from .._fleet import _ranks
 from .._fleet._ledger import Ledger
 from . import _assemble
+from ._emitter import STDLIB_WARNINGS, Emitter, Route
 from ._history import History
-from ._record import CompileRecord, Devices, PhaseTiming, SpanLink
+from ._policy import ON_RECOMPILE, OnRecompile, Policy, RecompileError
+from ._record import CompileRecord, Devices, PhaseTiming, SpanLink, Storm
 from ._steps import STEPS
 
-__all__ = ["ENGINE", "Engine", "OtelJaxWarning", "RecompileError", "Sink", "SpanEmitter"]
+__all__ = ["ENGINE", "ON_RECOMPILE", "Engine", "OtelJaxWarning", "RecompileError"]
 
-#: Receives each record with the compile span's ids (``None`` without a span).
-Sink = Callable[[CompileRecord, "SpanLink | None"], None]
-#: Emits the compile span of a record and returns its ids.
-SpanEmitter = Callable[[CompileRecord], "SpanLink | None"]
-StormEvent = dict[str, Any]
-OnRecompile = Literal["log", "warn", "raise"]
-
-ON_RECOMPILE: tuple[OnRecompile, ...] = ("log", "warn", "raise")
-#: Recompiles of one function before the storm warning: ``install()``'s default
-#: (``InstallOptions.storm_threshold``) and the engine's own until then.
-STORM_THRESHOLD = 8
 _MAX_PENDING_PHASES = 64
 _MAX_TRACED = 8  # trace-only reads kept per thread for an ahead-of-time compile
 _PHASE_OF_EVENT = {_jax_hooks.TRACE_EVENT: Phase.TRACE, _jax_hooks.LOWER_EVENT: Phase.LOWER}
@@ -52,32 +42,19 @@ _PHASE_OF_EVENT = {_jax_hooks.TRACE_EVENT: Phase.TRACE, _jax_hooks.LOWER_EVENT: 
 _UNMATCHED_PHASE_WINDOW_S = 60.0
 
 
-class RecompileError(RuntimeError):
-    """A recompile after warm-up, raised when installed with ``on_recompile="raise"``."""
-
-    def __init__(self, record: CompileRecord) -> None:
-        self.record = record
-        super().__init__(
-            f"{record.function.qualname} recompiled after warm-up (compile "
-            f"#{record.count}, cause {record.cause_kind.value}: {record.cause}). "
-            f"Hint: {record.hint}")
-
-
 class Engine:
     """Owns JAX's hooks while anything consumes compile records, and builds them."""
 
     def __init__(self, failopen: FailOpen | None = None) -> None:
         self.history = History()
         self.failopen = failopen or FailOpen()
-        self.storm_threshold = STORM_THRESHOLD
-        self.on_recompile: OnRecompile = "log"
-        self._warmup_marked = False  # mark_warmup_done() was called
-        self._warmup_steps: int | None = None
-        self._steps = 0  # the number of the latest step (bare calls and step scopes)
-        self._steps_done = 0  # steps over: the latest, unless a step scope is still in it
-        self._sinks: tuple[Sink, ...] = ()
-        self._span_emitter: SpanEmitter | None = None
-        self._storm_sink: Callable[[StormEvent], None] | None = None
+        #: Warm-up (``otel_jax.step()`` counts there), storm threshold, ``on_recompile``.
+        self.policy = Policy(self.history, self.failopen)
+        self._installed: Route | None = None  # install()'s emitters, the span emitter first
+        self._added: tuple[Emitter, ...] = ()  # recorders of the testing kit, and the like
+        #: What records and storms are delivered through: install()'s route (or, without
+        #: one, ``logging`` WARNINGs for storms), then the added emitters.
+        self._route = self._compose()
         self._lock = threading.RLock()
         self._tls = threading.local()
         self._hooks: _jax_hooks.Hooks | None = None
@@ -93,29 +70,37 @@ class Engine:
 
     # --- lifecycle -------------------------------------------------------------
 
-    def add_sink(self, sink: Sink) -> None:
-        """Start delivering records to ``sink``; hooks JAX on the first consumer."""
+    def connect(self, route: Route | None) -> None:
+        """Deliver through ``route`` (install()'s emitters) from now on, or, with ``None``,
+        stop; hooks JAX while anything consumes records."""
         with self._lock:
-            self._sinks = (*self._sinks, sink)
-            self._hook()
-
-    def remove_sink(self, sink: Sink) -> None:
-        """Stop delivering to ``sink``; unhooks JAX when no consumer is left."""
-        with self._lock:
-            self._sinks = tuple(s for s in self._sinks if s is not sink)
-            self._unhook_if_idle()
-
-    def set_span_emitter(self, emitter: SpanEmitter | None) -> None:
-        """The emitter of compile spans, whose ids every sink receives (one at a time)."""
-        with self._lock:
-            self._span_emitter = emitter
-            if emitter is not None:
+            self._installed = route
+            self._route = self._compose()
+            if route is not None:
                 self._hook()
             else:
                 self._unhook_if_idle()
 
-    def set_storm_sink(self, sink: Callable[[StormEvent], None] | None) -> None:
-        self._storm_sink = sink
+    def add_emitter(self, emitter: Emitter) -> None:
+        """Also deliver to ``emitter`` (a recorder); hooks JAX on the first consumer."""
+        with self._lock:
+            self._added = (*self._added, emitter)
+            self._route = self._compose()
+            self._hook()
+
+    def remove_emitter(self, emitter: Emitter) -> None:
+        """Stop delivering to ``emitter``; unhooks JAX when no consumer is left."""
+        with self._lock:
+            self._added = tuple(e for e in self._added if e is not emitter)
+            self._route = self._compose()
+            self._unhook_if_idle()
+
+    def _compose(self) -> Route:
+        installed = self._installed
+        if installed is None:
+            # Not installed: a storm (while a recorder listens) is still said, to logging.
+            installed = Route(self.failopen, None, (STDLIB_WARNINGS,))
+        return installed.joined(self._added)
 
     def _hook(self) -> None:
         if self._hooks is not None:
@@ -140,53 +125,30 @@ class Engine:
         return self._unavailable
 
     def _unhook_if_idle(self) -> None:
-        if not self._sinks and self._span_emitter is None and self._hooks is not None:
+        if not self._added and self._installed is None and self._hooks is not None:
             self._hooks.uninstall()
             self._hooks = None
 
-    # --- warm-up -----------------------------------------------------------------
+    # --- install()'s policy options -------------------------------------------------
 
     @property
-    def _warmup_done(self) -> bool:
-        """Whether ``warmup_steps`` steps are over (or ``mark_warmup_done()`` was called).
+    def storm_threshold(self) -> int:
+        return self.policy.storm_threshold
 
-        A bare ``otel_jax.step()`` call says a step is over; a step scope (``with
-        otel_jax.step():``, ``@otel_jax.step``) is in its step until the next one
-        begins, so what compiles in step N, and between steps N and N+1 (an evaluation
-        after the warm-up epoch), is still warm-up, and step N+1 is the first after.
-        """
-        steps = self._warmup_steps
-        return self._warmup_marked or (steps is not None and self._steps_done >= steps)
+    @storm_threshold.setter
+    def storm_threshold(self, threshold: int) -> None:
+        self.policy.storm_threshold = threshold
+
+    @property
+    def on_recompile(self) -> OnRecompile:
+        return self.policy.on_recompile
+
+    @on_recompile.setter
+    def on_recompile(self, action: OnRecompile) -> None:
+        self.policy.on_recompile = action
 
     def configure_warmup(self, steps: int | None) -> None:
-        with self._lock:
-            self._warmup_steps = steps
-            self._steps = self._steps_done = 0
-            self._warmup_marked = False
-
-    def step(self, n: int = 1) -> int:
-        """Count ``n`` more training steps, each over (``-1`` takes one back); returns the
-        step count."""
-        with self._lock:
-            self._steps = self._steps_done = max(0, self._steps + n)
-            return self._steps
-
-    def begin_step(self, counted: bool) -> int:
-        """An outermost step scope begins (``counted``: ``otel_jax.step(name)`` already
-        counted it as a bare call): it is in progress, not over. Returns its number."""
-        with self._lock:
-            if not counted:
-                self._steps += 1
-            self._steps_done = max(0, self._steps - 1)
-            return self._steps
-
-    @property
-    def steps(self) -> int:
-        """The number of the latest step."""
-        return self._steps
-
-    def mark_warmup_done(self) -> None:
-        self._warmup_marked = True
+        self.policy.configure_warmup(steps)
 
     # --- JAX listeners -----------------------------------------------------------
 
@@ -217,7 +179,7 @@ class Engine:
     def _on_time_span(self, event: str, start: float, end: float, **kwargs: Any) -> None:
         if event not in _jax_hooks.PHASE_EVENTS:
             return
-        built: tuple[CompileRecord, StormEvent | None] | None = None
+        built: tuple[CompileRecord, Storm | None] | None = None
         with self.failopen.guard("compile listener"):
             name = str(kwargs.get("fun_name", "?"))
             if event != _jax_hooks.BACKEND_COMPILE_EVENT:
@@ -230,11 +192,12 @@ class Engine:
         if not record.eager_op:  # JAX's own op-by-op compiles are not the step's program
             with self.failopen.guard("step tally"):
                 STEPS.compiled(record.compile_s)
-        link = self._deliver(record)
+        route = self._route  # one route for this compile, however install() changes it
+        link = self._deliver(record, route)
         if storm is not None:
-            self._warn_storm(storm)
+            route.storm(storm)
         self._compare_ranks(record, link)
-        self._enforce_policy(record)
+        self.policy.enforce(record)
 
     def _remember_phase(self, event: str, name: str, start: float, end: float) -> None:
         pending = getattr(self._tls, "phases", None)
@@ -304,7 +267,7 @@ class Engine:
                                 min(t.started for t in pending))
 
     def _build_record(self, name: str, start: float, end: float,
-                      ) -> tuple[CompileRecord, StormEvent | None]:
+                      ) -> tuple[CompileRecord, Storm | None]:
         """The record of one backend compile, and the storm warning it triggers, if any."""
         guard = self.failopen
         cache_hit = getattr(self._tls, "cache_hit", False)
@@ -319,16 +282,11 @@ class Engine:
         taken = _assemble.Taken(name, start, end, phases, miss, compiled, cache_hit,
                                 cache_written, traced)
         record, entry = _assemble.assemble(taken, self.history, self.ledger, guard,
-                                           self._devices_of, self._warmup_done)
+                                           self._devices_of, self.policy.warmup_done)
         info, signature, count = record.function, record.signature, record.count
         fh = guard.call("history", lambda: self.history.finish(
             info, count, signature, entry, record.cause_kind.value, record.is_recompile), None)
-        storm = None
-        if (fh is not None and record.is_recompile and not record.eager_op
-                and not fh.storm_warned and fh.recompiles >= self.storm_threshold):
-            fh.storm_warned = True
-            storm = self._storm_event(record, fh.recompiles, dict(fh.causes))
-        return record, storm
+        return record, self.policy.storm(record, fh)
 
     def _devices_of(self, miss: _jax_hooks.Miss | None) -> Devices:
         devices = _jax_read.argument_devices(miss.args_flat) if miss is not None else set()
@@ -343,45 +301,11 @@ class Engine:
 
     # --- delivery ---------------------------------------------------------------------
 
-    def _deliver(self, record: CompileRecord) -> SpanLink | None:
-        link: SpanLink | None = None
-        emitter = self._span_emitter
-        if emitter is not None:
-            link = self.failopen.call("span emitter", lambda: emitter(record), None)
-        for sink in self._sinks:
-            with self.failopen.guard(
-                    f"sink {getattr(sink, '__name__', type(sink).__name__)}"):
-                sink(record, link)
-        return link
+    def _deliver(self, record: CompileRecord, route: Route) -> SpanLink | None:
+        """The record to every emitter of ``route``; the compile span's ids."""
+        return route.compile(record)
 
-    # --- policy -------------------------------------------------------------------------
-
-    def _storm_event(self, record: CompileRecord, recompiles: int,
-                     causes: dict[str, int]) -> StormEvent:
-        return {
-            Field.FUNCTION: record.function.qualname,
-            Field.FILE: record.function.file,
-            Field.LINE: record.function.line,
-            Field.RECOMPILES: recompiles,
-            Field.THRESHOLD: self.storm_threshold,
-            Field.CAUSES: {k: v for k, v in causes.items() if k != CauseKind.FIRST_COMPILE},
-            Field.LAST_CAUSE: record.cause,
-            Field.HINT: record.hint,
-        }
-
-    def _warn_storm(self, event: StormEvent) -> None:
-        """One WARNING naming the function and the causes seen so far (then keeps counting)."""
-        sink = self._storm_sink
-        if sink is not None:
-            with self.failopen.guard("storm warning"):
-                sink(event)
-                return
-        import logging
-
-        logging.getLogger("otel_jax").warning(
-            "%s recompiled %d times (threshold %d); causes so far: %s; last: %s",
-            event[Field.FUNCTION], event[Field.RECOMPILES], self.storm_threshold,
-            event[Field.CAUSES], event[Field.LAST_CAUSE])
+    # --- the cross-rank check --------------------------------------------------------------
 
     def _compare_ranks(self, record: CompileRecord, link: SpanLink | None) -> None:
         """Multi-process jobs: hand the compile to the cross-rank check (never blocks, unless
@@ -390,20 +314,6 @@ class Engine:
             "rank comparison", lambda: self.cross_rank.on_compile(record, link), None)
         if divergence is not None:
             raise _ranks.DivergenceError(divergence)
-
-    def _enforce_policy(self, record: CompileRecord) -> None:
-        if not (record.after_warmup and record.is_recompile):
-            return
-        if self.on_recompile == "raise":
-            # The compile is refused: JAX will compile again when the user retries,
-            # which must read as this compile, not as a repeat of it.
-            with self.failopen.guard("history"):
-                self.history.forget(record.function, record.count)
-            raise RecompileError(record)
-        if self.on_recompile == "warn":
-            # Point at the user's jit call, not at this listener deep inside JAX.
-            warnings.warn(str(RecompileError(record)), OtelJaxWarning,
-                          stacklevel=user_stacklevel())
 
 
 def _jax_version() -> str:

@@ -232,6 +232,33 @@ class Divergence:
     link: SpanLink | None = None  # this rank's compile span of that compile
 
 
+@dataclass(frozen=True, slots=True)
+class Storm:
+    """One function recompiling past ``install(storm_threshold=...)``: said once, with the
+    causes seen so far (first compiles left out)."""
+
+    function: FunctionInfo
+    recompiles: int
+    threshold: int
+    causes: dict[str, int]  # cause kind -> recompiles of that kind
+    last_cause: str
+    hint: str
+
+
+def storm_fields(storm: Storm) -> dict[str, Any]:
+    """Fields of the ``jax.recompile_storm`` log line (a WARNING)."""
+    return {
+        Field.FUNCTION: storm.function.qualname,
+        Field.FILE: storm.function.file,
+        Field.LINE: storm.function.line,
+        Field.RECOMPILES: storm.recompiles,
+        Field.THRESHOLD: storm.threshold,
+        Field.CAUSES: dict(storm.causes),
+        Field.LAST_CAUSE: storm.last_cause,
+        Field.HINT: storm.hint,
+    }
+
+
 def divergence_attributes(div: Divergence) -> dict[str, AttributeValue]:
     """Attributes of the ``jax.compile.divergence`` span (and its OpenTelemetry log record)."""
     import json

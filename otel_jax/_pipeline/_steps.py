@@ -43,7 +43,7 @@ DEFAULT_NAME = "step"
 
 
 class StepCounter(Protocol):
-    """What counts steps toward warm-up (the engine)."""
+    """What counts steps toward warm-up (the engine's policy)."""
 
     @property
     def steps(self) -> int: ...

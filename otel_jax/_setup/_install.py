@@ -25,7 +25,8 @@ from .._emit._logs import (
 )
 from .._emit._metrics import MetricsEmitter
 from .._emit._spans import SpanEmitter
-from .._pipeline._engine import ENGINE, Sink
+from .._pipeline._emitter import STDLIB_WARNINGS, Emitter, Route
+from .._pipeline._engine import ENGINE
 from .._pipeline._steps import STEPS, StepTelemetry
 from .._version import __version__
 from ._options import InstallOptions
@@ -41,11 +42,14 @@ class Installation:
     meter_provider: Any
     logger_provider: Any | None
     prometheus_address: tuple[str, int] | None
-    sinks: list[Sink] = field(default_factory=list)
+    #: The emitters that receive each record with its compile span's ids (the span
+    #: emitter, which makes those ids, is not among them).
+    sinks: list[Emitter] = field(default_factory=list)
     #: What this JAX version's internals do not give (empty on the tested versions):
     #: those facts fall back, as install()'s one ``OtelJaxWarning`` said.
     unavailable: frozenset[Capability] = frozenset()
     _providers: _providers.Providers | None = None
+    _log: LogEmitter | None = None  # the log-line emitter, flushed at uninstall()
     _options: InstallOptions = field(default_factory=InstallOptions, repr=False)
 
     @property
@@ -197,7 +201,7 @@ def install(
                                              _metrics_api().get_meter_provider(), None)
         scope = INSTRUMENTATION_SCOPE
         tracer = trace.get_tracer(scope, __version__, tracer_provider=providers.tracer_provider)
-        sinks: list[Sink] = [
+        sinks: list[Emitter] = [
             MetricsEmitter(providers.meter_provider.get_meter(scope, __version__))]
         json_log: LogEmitter | None = None
         if isinstance(log_output, str) and log_output == STRUCTLOG:
@@ -213,18 +217,17 @@ def install(
         ENGINE.on_recompile = on_recompile
         ENGINE.configure_warmup(warmup_steps)
         ENGINE.ledger.configure(ledger_path)
-        ENGINE.set_storm_sink(json_log.storm if json_log is not None else None)
-        # The span emitter hands each record's span ids to every sink: the
-        # order in which sinks run does not matter.
-        span_emitter = SpanEmitter(tracer, eager_op_spans)
-        ENGINE.set_span_emitter(span_emitter)
+        # The span emitter runs first and hands each record's span ids to every
+        # other emitter: the order in which those run does not matter. Without log
+        # lines, storms and divergences are WARNINGs on the ``logging`` logger.
+        route = Route(ENGINE.failopen, SpanEmitter(tracer, eager_op_spans),
+                      sinks if json_log is not None else [*sinks, STDLIB_WARNINGS])
         STEPS.telemetry = StepTelemetry(tracer, providers.meter_provider.get_meter(
             scope, __version__))
-        for sink in sinks:
-            ENGINE.add_sink(sink)
+        ENGINE.connect(route)
         ENGINE.cross_rank.rank_local = tuple(rank_local)
         ENGINE.cross_rank.configure(on_divergence, float(divergence_timeout_s),
-                                    _divergence_reporter([span_emitter, *sinks]))
+                                    route.divergence)
         _current = Installation(
             tracer_provider=providers.tracer_provider,
             meter_provider=providers.meter_provider,
@@ -233,6 +236,7 @@ def install(
             sinks=sinks,
             unavailable=ENGINE.unavailable,
             _providers=providers,
+            _log=json_log,
             _options=options,
         )
         return _current
@@ -242,26 +246,6 @@ def _metrics_api() -> Any:
     from opentelemetry import metrics
 
     return metrics
-
-
-def _divergence_reporter(targets: list[Any]) -> Any:
-    """What a divergence between ranks produces: each emitter's view of it (a span, a
-    counter, a WARNING log line and log record); a WARNING on the ``otel_jax`` logger
-    when no JSON log is written."""
-    emitters = [t for t in targets if callable(getattr(t, "divergence", None))]
-    json_log = any(isinstance(t, LogEmitter) for t in emitters)
-
-    def report(div: Any) -> None:
-        for emitter in emitters:
-            with ENGINE.failopen.guard("divergence report"):
-                emitter.divergence(div)
-        if not json_log:
-            import logging
-
-            logging.getLogger("otel_jax").warning("%s: ranks diverge at compile #%d (%s): %s",
-                                                  div.function, div.count, div.kind.value,
-                                                  div.text)
-    return report
 
 
 def _warn_ignored(active: InstallOptions, asked: InstallOptions) -> None:
@@ -296,18 +280,14 @@ def uninstall() -> None:
         current, _current = _current, None
         if current is None:
             return
-        ENGINE.set_span_emitter(None)
+        ENGINE.connect(None)
         STEPS.telemetry = None
-        for sink in current.sinks:
-            ENGINE.remove_sink(sink)
-        ENGINE.set_storm_sink(None)
         ENGINE.on_recompile = "log"
         ENGINE.cross_rank.configure("off", ENGINE.cross_rank.timeout_s, None)
         ENGINE.ledger.configure(None)
         _scrub.configure(None)
-        for sink in current.sinks:
-            if isinstance(sink, LogEmitter):
-                sink.close()  # bounded: waits for the stream at most UNINSTALL_FLUSH_S
+        if current._log is not None:
+            current._log.close()  # bounded: waits for the stream at most UNINSTALL_FLUSH_S
         if current._providers is not None:
             try:  # bounded: a hung collector costs at most _export.UNINSTALL_SECONDS
                 _providers.flush(current._providers)

@@ -20,7 +20,7 @@ from .._core._vocab import LEDGER_ENV, SCRUB_ENV
 from .._emit._logs import LOG_OUTPUTS, LogOutput
 from .._emit._spans import EAGER_OP_SPANS
 from .._fleet._ranks import DEFAULT_TIMEOUT_S, ON_DIVERGENCE
-from .._pipeline._engine import ON_RECOMPILE, STORM_THRESHOLD
+from .._pipeline._policy import ON_RECOMPILE, STORM_THRESHOLD
 
 __all__ = ["InstallOptions", "OPTION_NAMES", "env_variable"]
 

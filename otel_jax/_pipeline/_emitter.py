@@ -1,0 +1,122 @@
+"""The one contract between the pipeline and what it feeds: compiles, storms, divergences.
+
+Every output (the span, metrics, JSON / structlog / OpenTelemetry log emitters, the
+testing kit's recorders) is an :class:`Emitter`. The compile span is the one output
+others refer to: its emitter is the :class:`LinkEmitter`, called first, and the ids
+it returns (a :class:`SpanLink`) are handed to every other emitter as a value, so
+no emitter depends on another. A :class:`Route` is that order written down once:
+the engine delivers compiles and storm warnings through it, and the cross-rank
+check reports divergences through the same route.
+
+Each emitter runs under the fail-open guard on its own: one that raises costs one
+warning and its own output, never another emitter's nor the user's call.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+from .._core._failopen import FailOpen
+from .._core._vocab import LOGGER_NAME
+from ._record import CompileRecord, Divergence, SpanLink, Storm
+
+__all__ = ["STDLIB_WARNINGS", "Emitter", "LinkEmitter", "Route", "StdlibWarnings"]
+
+
+class Emitter(Protocol):
+    """An output of compile records, storm warnings and divergences between ranks."""
+
+    def compile(self, record: CompileRecord, link: SpanLink | None) -> None:
+        """One backend compile; ``link``: its compile span's ids (``None`` without one)."""
+
+    def storm(self, storm: Storm) -> None:
+        """One function recompiled past the storm threshold (said once per function)."""
+
+    def divergence(self, divergence: Divergence) -> None:
+        """Ranks of a multi-process job compiled different things for one compile."""
+
+
+class LinkEmitter(Protocol):
+    """The emitter called first: it emits the compile's span and returns the span's ids,
+    the link every :class:`Emitter` receives with the record."""
+
+    def compile(self, record: CompileRecord) -> SpanLink | None:
+        """Emit the compile span of ``record``; its ids, or ``None`` when there is none."""
+
+    def storm(self, storm: Storm) -> None: ...
+
+    def divergence(self, divergence: Divergence) -> None: ...
+
+
+class StdlibWarnings:
+    """Storms and divergences as WARNINGs on the ``otel_jax`` ``logging`` logger.
+
+    The voice of the policy and of the cross-rank check where no log emitter writes
+    their lines (``install(log_output=None)``, or a recorder without ``install()``):
+    a storm or a divergence is never silent. Compiles are the other emitters' to say.
+    """
+
+    def compile(self, record: CompileRecord, link: SpanLink | None) -> None:
+        pass
+
+    def storm(self, storm: Storm) -> None:
+        logging.getLogger(LOGGER_NAME).warning(
+            "%s recompiled %d times (threshold %d); causes so far: %s; last: %s",
+            storm.function.qualname, storm.recompiles, storm.threshold,
+            storm.causes, storm.last_cause)
+
+    def divergence(self, divergence: Divergence) -> None:
+        logging.getLogger(LOGGER_NAME).warning(
+            "%s: ranks diverge at compile #%d (%s): %s", divergence.function,
+            divergence.count, divergence.kind.value, divergence.text)
+
+
+STDLIB_WARNINGS = StdlibWarnings()
+
+
+class Route:
+    """Emitters in delivery order: the link emitter first, then every emitter with the
+    link it returned. Immutable: a route that changes is a new route, so a delivery in
+    progress on another thread finishes on the route it started with.
+
+    A route is itself a :class:`LinkEmitter`: ``compile(record)`` delivers to all and
+    returns the link (for the cross-rank check, which names the compile span).
+    """
+
+    __slots__ = ("emitters", "failopen", "link")
+
+    def __init__(self, failopen: FailOpen, link: LinkEmitter | None = None,
+                 emitters: Sequence[Emitter] = ()) -> None:
+        self.failopen = failopen
+        self.link = link
+        self.emitters: tuple[Emitter, ...] = tuple(emitters)
+
+    def joined(self, emitters: Sequence[Emitter]) -> Route:
+        """This route, followed by ``emitters``."""
+        return Route(self.failopen, self.link, (*self.emitters, *emitters))
+
+    def compile(self, record: CompileRecord) -> SpanLink | None:
+        link: SpanLink | None = None
+        span = self.link
+        if span is not None:
+            link = self.failopen.call("span emitter", lambda: span.compile(record), None)
+        for emitter in self.emitters:
+            with self.failopen.guard(f"sink {type(emitter).__name__}"):
+                emitter.compile(record, link)
+        return link
+
+    def storm(self, storm: Storm) -> None:
+        for emitter in self._all():
+            with self.failopen.guard("storm warning"):
+                emitter.storm(storm)
+
+    def divergence(self, divergence: Divergence) -> None:
+        for emitter in self._all():
+            with self.failopen.guard("divergence report"):
+                emitter.divergence(divergence)
+
+    def _all(self) -> tuple[Emitter | LinkEmitter, ...]:
+        return self.emitters if self.link is None else (self.link, *self.emitters)
+
