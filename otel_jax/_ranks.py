@@ -25,8 +25,9 @@ When the fingerprints differ in signature, the verdict asks one rank of each sid
 for its summary (bounded: ``MAX_LEAVES`` leaves), and the comparer publishes the
 difference, named from the two summaries, for every rank to read:
 ``batch['x']: f32[12,8] (ranks 0-6) vs f32[112,8] (rank 7)``. No rank reads N
-entries more than once and nobody polls: a straggler or a dead rank costs one
-longer blocking read per rank, not more calls.
+entries more than once and nobody polls: a straggler or a dead rank costs a longer
+wait per rank, made of blocking reads of at most ``WAIT_SLICE_S`` each (one read per
+second of waiting, no more calls when nothing is late).
 
 A rank that arrives after the verdict was written (later than ``timeout_s``) finds
 itself among the missing ranks; it compares its own fingerprints with the groups
@@ -46,9 +47,15 @@ compiling thread appends the record to a bounded queue; one daemon thread publis
 entries (it never waits, so no rank's entry waits behind another compile's
 verdict) and a second one waits for verdicts, one compile after the other in the
 order this rank arrived. Waits end at deadlines, so none outlives ``timeout_s``
-by more than a bounded margin. The comparer deletes the entries it read, and the
-keys of the ordinal ``KEEP`` compiles back; what stays at exit goes with the job's
-coordination service.
+by more than a bounded margin. No thread of ours is inside a call of JAX's client when
+the interpreter finalizes: a blocking read is never longer than ``WAIT_SLICE_S``, and
+exit (registered after ``jax.distributed.initialize``, so run before JAX's shutdown)
+stops new calls and joins the threads out of the one in flight. A thread still inside
+the client's C++ when finalization starts would take the GIL back after it and be
+ended by the interpreter mid-call, which aborts the process (``terminate called``
+... ``FATAL: exception not rethrown``) when the peer's exit ends the read. The
+comparer deletes the entries it read, and the keys of the ordinal ``KEEP`` compiles
+back; what stays at exit goes with the job's coordination service.
 
 With ``on_divergence="raise"`` the compiling thread publishes and waits itself, at
 most about ``timeout_s``, and raises :class:`DivergenceError` from the diverging
@@ -103,6 +110,9 @@ MAX_FUNCTIONS = 1024
 #: Beyond the comparer's own deadline, how long a rank waits for the verdict before
 #: another rank compares in its place (the comparer may have verdicts queued before).
 VERDICT_MARGIN_S = 5.0
+#: The longest one blocking read lasts: a longer wait is several reads. What a thread
+#: inside a read adds to exit at most (see the module doc: a read cannot be cancelled).
+WAIT_SLICE_S = 1.0
 #: Consecutive failures of the coordination service after which the check stops.
 MAX_FAILURES = 3
 DEFAULT_TIMEOUT_S = 30.0
@@ -381,6 +391,8 @@ class Checker:
         self._publisher: threading.Thread | None = None
         self._settler: threading.Thread | None = None
         self._closed = False
+        #: After this (``time.monotonic``), no new call of the client is made: closing.
+        self._calls_until = float("inf")
         self._failures = 0
         self.dropped = 0
         self.unresolved = 0  # compiles no verdict came for (no comparer, even a second)
@@ -706,7 +718,7 @@ class Checker:
         return self._call("publish", lambda: _jax_read.kv_set(self.client, key, text))
 
     def _call(self, what: str, fn: Callable[[], Any]) -> bool:
-        if self.off:
+        if self.off or time.monotonic() > self._calls_until:
             return False
         try:
             fn()
@@ -728,17 +740,23 @@ class Checker:
                 "process. The jit calls are unaffected.")
 
     def _wait(self, wait: Wait) -> str | None:
-        """One blocking read of the key, until the deadline (at least 1 ms)."""
-        if self.off:
-            return None
-        timeout_ms = max(1, int((wait.deadline - self.clock()) * 1000))
-        try:
-            value = _jax_read.kv_wait(self.client, wait.key, timeout_ms)
-        except Exception as exc:
-            self._failed("wait", exc)
-            return None
-        self._failures = 0
-        return value
+        """The key's value, or ``None`` at the deadline: blocking reads of at most
+        ``WAIT_SLICE_S`` (at least 1 ms) each, so that closing finds the thread out of the
+        client within one slice; none once closing. The main thread (``"raise"``) cannot
+        be inside a read at finalization: it waits in one read."""
+        sliced = threading.current_thread() is not threading.main_thread()
+        while not self.off and not self._closed:
+            left = wait.deadline - self.clock()
+            timeout_ms = max(1, int((min(left, WAIT_SLICE_S) if sliced else left) * 1000))
+            try:
+                value = _jax_read.kv_wait(self.client, wait.key, timeout_ms)
+            except Exception as exc:
+                self._failed("wait", exc)
+                return None
+            self._failures = 0
+            if value is not None or wait.deadline - self.clock() <= 0:
+                return value
+        return None
 
     def _drive(self, steps: Steps) -> Divergence | None:
         """Run the protocol's steps with the client's blocking reads."""
@@ -747,8 +765,8 @@ class Checker:
             while True:
                 value = self._wait(wait)
                 if self._closed:
-                    # Uninstalled (or exiting: JAX's shutdown cancels the read): what is
-                    # not settled is left to the peers, and the client is not called again.
+                    # Uninstalled or exiting: what is not settled is left to the peers,
+                    # and the client is not called again.
                     steps.close()
                     return None
                 wait = steps.send(value)
@@ -766,7 +784,8 @@ class Checker:
                 with self._cond:
                     while not self._queue and not self._closed and not self.off:
                         self._cond.wait(1.0)
-                    if self.off or not self._queue:
+                    if (self.off or not self._queue
+                            or time.monotonic() > self._calls_until):
                         return
                     item = self._queue.popleft()
                     self._busy += 1
@@ -810,19 +829,24 @@ class Checker:
         with self._cond:
             return not (self._queue or self._waiting or self._busy)
 
-    def close(self, timeout: float = 1.0) -> None:
-        """Stop the threads, publishing what is queued, waiting at most ``timeout``. A
-        settling thread inside a blocking read ends when the read does (the wait is
-        bounded; at exit JAX's shutdown cancels it)."""
+    def close(self, timeout: float = 1.0) -> bool:
+        """Stop the threads: what is queued is still published for ``timeout`` seconds
+        (the peers wait for those entries), then no new call is made; the call in flight
+        is waited for (a blocking read lasts ``WAIT_SLICE_S`` at most), so this returns
+        within ``timeout + WAIT_SLICE_S`` and, unless a call of the client outlasted that,
+        with no thread of ours inside the client. Returns whether the threads ended."""
         with self._cond:
             self._closed = True
             self._waiting.clear()
+            start = time.monotonic()
+            self._calls_until = min(self._calls_until, start + timeout)
             self._cond.notify_all()
-            threads = [t for t in (self._publisher, self._settler) if t is not None]
-        end = time.monotonic() + timeout
+            threads = [t for t in (self._publisher, self._settler)
+                       if t is not None and t is not threading.current_thread()]
+        end = start + timeout + WAIT_SLICE_S
         for thread in threads:
-            if thread is not threading.current_thread():
-                thread.join(max(0.0, end - time.monotonic()))
+            thread.join(max(0.0, end - time.monotonic()))
+        return not any(t.is_alive() for t in threads)
 
 
 def _loads(raw: str) -> dict[str, Any] | None:
@@ -906,9 +930,14 @@ class CrossRank:
 _live: list[Checker] = []
 
 
+#: At exit, how long queued entries are still published (the threads are then out of the
+#: client within ``WAIT_SLICE_S`` more): before JAX's own shutdown, which follows.
+EXIT_PUBLISH_S = 0.25
+
+
 def _at_exit() -> None:
     for checker in list(_live):
         try:
-            checker.close(1.0)
+            checker.close(EXIT_PUBLISH_S)
         except Exception:
             pass
