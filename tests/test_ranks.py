@@ -19,7 +19,7 @@ import pytest
 import otel_jax
 import otel_jax.testing
 from benchmarks.fleet_scale import Fleet
-from otel_jax import _jax_read, _ranks
+from otel_jax import _jax_read, _ranks, _vocab
 from otel_jax._engine import ENGINE
 from otel_jax._failopen import FailOpen, OtelJaxWarning
 from otel_jax._record import Divergence, SpanLink
@@ -370,3 +370,37 @@ def test_a_dead_coordinator_through_the_threads_is_one_warning_and_no_hang(recor
     checker.close(1.0)
     assert time.monotonic() - started < 1.5
     assert len([m for m in seen if "coordination service" in str(m)]) == 1
+
+
+def test_a_long_wait_is_one_read_that_closing_ends_at_once(records):
+    """A straggler keeps every other rank waiting: each waits in one read of a key only it
+    reads (after one slice of the shared verdict), and closing ends that read at once."""
+    service = _BlockingService()
+    reads: list[tuple[str, int]] = []
+    blocking = service.blocking_key_value_get
+
+    def counted(key, timeout_in_ms):
+        reads.append((key, timeout_in_ms))
+        return blocking(key, timeout_in_ms)
+
+    service.blocking_key_value_get = counted
+    checkers = {r: _ranks.Checker(_jax_read.Coordination(service, r, 3), 30.0,
+                                  lambda d: None, FailOpen()) for r in (0, 1)}
+    four = dataclasses.replace(records[4], count=1)
+    checkers[0].submit(four, None)
+    time.sleep(0.05)  # rank 0 arrives first: it compares; rank 2 never comes
+    checkers[1].submit(four, None)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not any(
+            f"/{_vocab.RankWire.DELIVERED}/1" in key for key, _ in reads):
+        time.sleep(0.01)
+    time.sleep(0.2)
+    started = time.monotonic()
+    for checker in checkers.values():
+        assert checker.close(1.0)
+    assert time.monotonic() - started < 0.5 * _ranks.WAIT_SLICE_S
+    # the comparer: one read of ``all``; rank 1: one slice of the verdict, one own read
+    assert sorted(key.rpartition("/1/")[2] for key, _ in reads) == sorted(
+        [f"{_vocab.RankWire.ENTRIES}/{_vocab.RankWire.ALL}",
+         _vocab.RankWire.VERDICT, f"{_vocab.RankWire.DELIVERED}/1"])
+    assert not any(c.off for c in checkers.values())
