@@ -302,8 +302,11 @@ def run_case(n: int, case: str, records: dict[str, CompileRecord], compiles: int
         # the rank that arrives first at the first compile dies right after it arrived
         fleet.ranks[0].dies_after_arrival = True
     period = 120.0  # one compile every 2 simulated minutes: the cases do not overlap
+    marks: list[int] = []  # the service's calls before each compile
+
     for c in range(1, compiles + 1):
         base = (c - 1) * period
+        fleet.at(base - period / 2, lambda: marks.append(fleet.service.calls))
         for r in range(n):
             if case == "dead" and r == odd:
                 continue
@@ -332,6 +335,9 @@ def run_case(n: int, case: str, records: dict[str, CompileRecord], compiles: int
         "n": n, "case": case,
         "service_bytes": fleet.service.bytes / compiles,
         "service_calls": fleet.service.calls / compiles,
+        # a rank that kept everyone waiting at the last compile asks for delivery at the
+        # next one: the last compile shows what a job pays from then on
+        "last_calls": fleet.service.calls - marks[-1],
         "rank_bytes_max": max(per_rank_bytes), "rank_bytes_median":
             statistics.median(per_rank_bytes),
         "rank_calls_max": max(per_rank_calls),
@@ -369,9 +375,11 @@ def main(argv: list[str] | None = None) -> int:
           "bytes are keys and values both ways.\nCPU is the checker's own (thread time): "
           "the 99th percentile of the ranks that only publish and wait, and the most a "
           "comparing rank spent on one compile it compared.\n"
-          "service: all calls and bytes at the coordination service; rank B: the median "
-          "rank's bytes; B max and rank calls: the most of any rank (a comparer).")
+          "service: all calls and bytes at the coordination service; last/N: the calls of the "
+          "last compile; rank B: the median rank's bytes; B max and rank calls: the most of "
+          "any rank (a comparer).")
     header = (f"{'N':>5} {'case':<15} {'service KB':>10} {'calls':>6} {'calls/N':>7} "
+              f"{'last/N':>6} "
               f"{'rank B':>7} {'B max':>7} {'rank calls':>10} {'cpu p99 ms':>11} "
               f"{'cpu cmp ms':>10}  reported")
     print(header)
@@ -381,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
             said = "; ".join(f"[{k}] {t[:70]}" for k, t in res["reports"]) or "-"
             print(f"{n:>5} {case:<15} {res['service_bytes'] / 1000:>10.1f} "
                   f"{res['service_calls']:>6.0f} {res['service_calls'] / n:>7.2f} "
+                  f"{res['last_calls'] / n:>6.2f} "
                   f"{res['rank_bytes_median']:>7.0f} {res['rank_bytes_max']:>7.0f} "
                   f"{res['rank_calls_max']:>10.1f} "
                   f"{res['cpu_wait_ms']:>11.3f} {res['cpu_compare_ms']:>10.2f}  "

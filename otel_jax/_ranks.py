@@ -13,7 +13,8 @@ ordinal is ``record.count``), with the names of ``_vocab.RankWire``::
     n         the arrival counter (key_value_increment; ``CLOSED`` added once compared)
     e/all     set by the rank whose arrival makes the count complete
     v         the verdict: the ranks grouped by program, the missing ones, the kind
-    p/<rank>  the verdict again, delivered to one rank when it came late for a first read
+    p/<rank>  the verdict again, delivered to one rank that asked for it in its entry
+              ("<fp> <pf> p"), or to each rank when it came late for a first read
     d         a signature divergence named with paths and both values
     s/<rank>  a signature summary, published only when a comparer asks for it
 
@@ -27,7 +28,10 @@ straggler or a dead rank keeps everyone waiting) makes one more read, of its own
 ``p/<rank>``; a comparer whose verdict came more than ``DELIVER_AFTER_S`` after its
 own arrival (before which no other rank's first read can have run out) sets the
 verdict into the ``p/<rank>`` of each rank it read an entry of: one call per rank,
-so a long wait costs each rank one call more, not one per second. A comparer that
+so a long wait costs each rank one call more, not one per second. A rank whose last
+verdict of the function came that late asks for delivery in its entry (``DELIVER``)
+and makes only the read of its own key: a straggler that is late at every step costs
+each rank 4 calls per compile from the second one on. A comparer that
 stops waiting before every rank arrived first adds ``CLOSED`` to the counter, before
 it reads the entries: a rank whose increment returns more is late (it has no entry
 in the verdict, and nothing is delivered to it) and reads the shared verdict.
@@ -360,7 +364,7 @@ class Compile:
     """One compile of this rank, from its publication to its verdict."""
 
     __slots__ = ("function", "count", "function_dir", "directory", "program", "signature",
-                 "link", "arrival", "arrived_at", "published_at")
+                 "link", "arrival", "arrived_at", "published_at", "deliver")
 
     def __init__(self, function: str, count: int, function_key: str, program: Program,
                  signature: Signature | None, link: SpanLink | None) -> None:
@@ -374,6 +378,7 @@ class Compile:
         self.arrival = 0  # what the arrival counter returned (1: this rank compares)
         self.arrived_at = 0.0
         self.published_at = 0.0  # before the arrival: no later rank's arrival is earlier
+        self.deliver = False  # the entry asks for the verdict to be delivered to this rank
 
 
 class _Seen:
@@ -381,16 +386,24 @@ class _Seen:
     ranks as ranges), and the first ordinal reported divergent. A rank that compiled one
     program more than another compiles the same programs under shifted ordinals after."""
 
-    __slots__ = ("groups", "diverged")
+    __slots__ = ("groups", "diverged", "slow")
 
     def __init__(self) -> None:
         self.groups: dict[int, list[tuple[Program, str]]] = {}
         self.diverged: int | None = None
+        #: The last verdict came later than a first read (a rank that is late every step):
+        #: the next compile asks for its verdict to be delivered, and reads only that.
+        self.slow = False
 
 
-def _parse_entry(value: str) -> Program:
-    fp, _, pf = str(value).partition(" ")
-    return fp, pf
+#: The last field of an entry that asks the comparer to deliver the verdict to its rank.
+DELIVER = "p"
+
+
+def _parse_entry(value: str) -> tuple[Program, bool]:
+    fp, _, rest = str(value).partition(" ")
+    pf, _, flag = rest.partition(" ")
+    return (fp, pf), flag == DELIVER
 
 
 class Checker:
@@ -470,8 +483,11 @@ class Checker:
         """Set this rank's entry and count its arrival (never waits)."""
         fp, pf = item.program
         client = self.client
+        with self._cond:
+            item.deliver = self._seen(item.function_dir).slow
+        entry = f"{fp} {pf} {DELIVER}" if item.deliver else f"{fp} {pf}"
         if not self._call("publish", lambda: _jax_read.kv_set(
-                client, f"{item.directory}{W.ENTRIES}/{self.rank}", f"{fp} {pf}")):
+                client, f"{item.directory}{W.ENTRIES}/{self.rank}", entry)):
             return False
         arrival: list[int] = []
         item.published_at = self.clock()
@@ -507,8 +523,10 @@ class Checker:
             late = item.arrival > CLOSED
             final = item.arrived_at + 2 * self.timeout_s + VERDICT_MARGIN_S
             shared = item.directory + W.VERDICT
-            raw = yield Wait(shared, final if late else min(
-                final, item.arrived_at + WAIT_SLICE_S))
+            raw = None
+            if late or not item.deliver:
+                raw = yield Wait(shared, final if late else min(
+                    final, item.arrived_at + WAIT_SLICE_S))
             if raw is None and not late and not self.off:
                 raw = yield Wait(self._delivered_key(item, self.rank), final, own=True)
             if raw is None and not self.off:
@@ -529,6 +547,9 @@ class Checker:
             if not self.off:
                 self.unresolved += 1
             return None
+        slow = self.clock() - item.published_at > DELIVER_AFTER_S
+        with self._cond:
+            self._seen(item.function_dir).slow = slow
         return (yield from self._conclude(item, verdict, named))
 
     def _compare(self, item: Compile, wait: bool,
@@ -551,13 +572,16 @@ class Checker:
                 _jax_read.kv_dir_get(self.client, f"{item.directory}{W.ENTRIES}/"))):
             return None, None
         entries: dict[int, Program] = {}
+        asked: list[int] = []  # ranks that read only the verdict delivered to them
         for key, value in found:
             try:
                 rank = int(key.rpartition("/")[2])
             except ValueError:
                 continue
             if 0 <= rank < self.count:
-                entries[rank] = _parse_entry(value)
+                entries[rank], deliver = _parse_entry(value)
+                if deliver:
+                    asked.append(rank)
         entries[self.rank] = item.program
         # Read once: the entries are not needed any more; the keys of an ordinal long
         # past go too (late ranks read the verdict of the recent ones).
@@ -598,11 +622,14 @@ class Checker:
             self._set(f"{item.directory}{W.SUMMARIES}/{self.rank}", mine)
         if not self._set(item.directory + W.VERDICT, verdict):
             return None, None
-        if not wait or self.clock() - item.published_at > DELIVER_AFTER_S:
-            # The first read of some ranks may have run out: each waits on its own key.
-            # Taking over, it is not known who waits: every rank is delivered to.
+        # The first read of some ranks may have run out: each waits on its own key.
+        # Taking over, it is not known who waits: every rank is delivered to.
+        targets: Iterable[int] = (
+            range(self.count) if not wait else entries
+            if self.clock() - item.published_at > DELIVER_AFTER_S else asked)
+        if targets:
             text = json.dumps(verdict, ensure_ascii=False, separators=(",", ":"))
-            for rank in entries if wait else range(self.count):
+            for rank in targets:
                 if rank != self.rank and not self._deliver(
                         self._delivered_key(item, rank), text):
                     break

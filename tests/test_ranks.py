@@ -404,3 +404,19 @@ def test_a_long_wait_is_one_read_that_closing_ends_at_once(records):
         [f"{_vocab.RankWire.ENTRIES}/{_vocab.RankWire.ALL}",
          _vocab.RankWire.VERDICT, f"{_vocab.RankWire.DELIVERED}/1"])
     assert not any(c.off for c in checkers.values())
+
+
+def test_a_rank_late_at_every_compile_costs_one_read_per_rank_from_the_second(records):
+    """A straggler that is late at every step: the first compile costs each rank a slice
+    of the shared verdict and a read of its own key; from the second on each rank asks
+    for delivery in its entry and makes that one read only."""
+    n = 16
+    one = _job({r: [records[4]] for r in range(n)}, late={n - 1: 20.0})
+    three = _job({r: [records[4]] * 3 for r in range(n)}, late={n - 1: 20.0})
+    assert one.service.calls <= 5 * n + 4
+    later = three.service.calls - one.service.calls
+    assert later <= 2 * (4 * n + 4), later
+    # every rank but the straggler (the last to arrive: it reads the shared verdict)
+    assert sorted(r.stats["calls"] - o.stats["calls"]
+                  for r, o in zip(three.ranks, one.ranks))[:n - 2] == [6] * (n - 2)
+    assert not any(r.reports for r in three.ranks)
