@@ -17,6 +17,27 @@ SCENARIO, RANK, COUNT, PORT, LOG = sys.argv[1], int(sys.argv[2]), int(sys.argv[3
 TIMEOUT_S = float(sys.argv[6]) if len(sys.argv) > 6 else 5.0
 ON_DIVERGENCE = sys.argv[7] if len(sys.argv) > 7 else "log"
 
+if SCENARIO == "exit_in_read":
+    import atexit
+    import threading
+
+    def _in_the_client_after_jax_shutdown() -> None:
+        """Registered before jax.distributed.initialize: runs after JAX's shutdown, right
+        before the interpreter finalizes. A thread of ours still inside the client's C++
+        then would take the GIL back during finalization and abort the process."""
+        frames = sys._current_frames()
+        inside = []
+        for thread in threading.enumerate():
+            frame = frames.get(thread.ident or -1)
+            if thread.name.startswith("otel_jax") and frame is not None \
+                    and frame.f_code.co_filename.endswith("_jax_read.py"):
+                inside.append(f"{thread.name} in {frame.f_code.co_name}")
+        elapsed = time.monotonic() - EXIT_STARTED[0] if EXIT_STARTED else -1.0
+        print("EXIT " + json.dumps({"inside_client": inside, "exit_s": elapsed}), flush=True)
+
+    EXIT_STARTED: list[float] = []
+    atexit.register(_in_the_client_after_jax_shutdown)
+
 import jax  # noqa: E402
 
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
@@ -203,6 +224,20 @@ elif SCENARIO == "killed":
         time.sleep(600)  # killed by the test
     time.sleep(1.0)
     call(total, {"x": np.ones(7, np.float32)})  # rank 1 is dead by now
+
+elif SCENARIO == "exit_in_read":
+    call(total, {"x": np.ones(4, np.float32)})
+    if RANK == 1:
+        # One compile more than rank 0, the last thing before exit: rank 1 compares it,
+        # its thread waiting (TIMEOUT_S) for rank 0's entry that never comes, and the
+        # program ends as a script does, with no uninstall.
+        call(total, {"x": np.ones(2, np.float32)})
+        time.sleep(0.5)
+    import atexit
+
+    atexit.register(lambda: EXIT_STARTED.append(time.monotonic()))  # the first to run
+    print("RESULT " + json.dumps(result), flush=True)
+    sys.exit(0)
 
 checker = ENGINE.cross_rank.checker
 deadline = time.monotonic() + 3 * TIMEOUT_S + 20

@@ -60,6 +60,7 @@ class Job:
             assert proc.returncode == 0 and lines, f"rank {r} failed:\n{out}\n{err[-4000:]}"
             results[r] = json.loads(lines[-1][len("RESULT "):])
             results[r]["stderr"] = err
+            results[r]["stdout"] = out
         return results
 
     def events(self, rank: int, event: str) -> list[dict]:
@@ -264,6 +265,22 @@ def test_on_divergence_raise_with_a_rank_that_never_arrives(job):
     assert results[0]["errors"] == []
     [error] = results[1]["errors"]
     assert "rank 0 did not compile total #2 within 2 s of rank 1" in error
+
+
+def test_no_thread_is_inside_the_client_when_the_interpreter_finalizes(job):
+    """A script that ends while its checker thread waits in a blocking read (rank 1 compiled
+    once more than rank 0, a 60 s timeout): after every exit handler, JAX's shutdown
+    included, no otel_jax thread is inside the coordination client (one that is takes the
+    GIL back during finalization when the peer's exit ends the read, and the process
+    aborts: "terminate called ... FATAL: exception not rethrown"); exit stays short."""
+    j = job("exit_in_read", 2, timeout_s=60.0)
+    results = j.wait()  # both exit with status 0
+    for rank in (0, 1):
+        [line] = [ln for ln in results[rank]["stdout"].splitlines() if ln.startswith("EXIT ")]
+        exit_ = json.loads(line[len("EXIT "):])
+        assert exit_["inside_client"] == [], (rank, exit_)
+        assert 0 <= exit_["exit_s"] < 20, (rank, exit_)  # JAX's shutdown barrier included
+        print(f"rank {rank}: exit handlers took {exit_['exit_s']:.2f} s")
 
 
 @pytest.mark.parametrize("count", [2, 4, 8])

@@ -20,6 +20,7 @@ import otel_jax
 import otel_jax.testing
 from benchmarks.fleet_scale import Fleet
 from otel_jax._capture import _jax_read
+from otel_jax._core import _vocab
 from otel_jax._core._failopen import FailOpen, OtelJaxWarning
 from otel_jax._core._vocab import DivergenceKind
 from otel_jax._fleet import _ranks
@@ -371,3 +372,53 @@ def test_a_dead_coordinator_through_the_threads_is_one_warning_and_no_hang(recor
     checker.close(1.0)
     assert time.monotonic() - started < 1.5
     assert len([m for m in seen if "coordination service" in str(m)]) == 1
+
+
+def test_a_long_wait_is_one_read_that_closing_ends_at_once(records):
+    """A straggler keeps every other rank waiting: each waits in one read of a key only it
+    reads (after one slice of the shared verdict), and closing ends that read at once."""
+    service = _BlockingService()
+    reads: list[tuple[str, int]] = []
+    blocking = service.blocking_key_value_get
+
+    def counted(key, timeout_in_ms):
+        reads.append((key, timeout_in_ms))
+        return blocking(key, timeout_in_ms)
+
+    service.blocking_key_value_get = counted
+    checkers = {r: _ranks.Checker(_jax_read.Coordination(service, r, 3), 30.0,
+                                  lambda d: None, FailOpen()) for r in (0, 1)}
+    four = dataclasses.replace(records[4], count=1)
+    checkers[0].submit(four, None)
+    time.sleep(0.05)  # rank 0 arrives first: it compares; rank 2 never comes
+    checkers[1].submit(four, None)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not any(
+            f"/{_vocab.RankWire.DELIVERED}/1" in key for key, _ in reads):
+        time.sleep(0.01)
+    time.sleep(0.2)
+    started = time.monotonic()
+    for checker in checkers.values():
+        assert checker.close(1.0)
+    assert time.monotonic() - started < 0.5 * _ranks.WAIT_SLICE_S
+    # the comparer: one read of ``all``; rank 1: one slice of the verdict, one own read
+    assert sorted(key.rpartition("/1/")[2] for key, _ in reads) == sorted(
+        [f"{_vocab.RankWire.ENTRIES}/{_vocab.RankWire.ALL}",
+         _vocab.RankWire.VERDICT, f"{_vocab.RankWire.DELIVERED}/1"])
+    assert not any(c.off for c in checkers.values())
+
+
+def test_a_rank_late_at_every_compile_costs_one_read_per_rank_from_the_second(records):
+    """A straggler that is late at every step: the first compile costs each rank a slice
+    of the shared verdict and a read of its own key; from the second on each rank asks
+    for delivery in its entry and makes that one read only."""
+    n = 16
+    one = _job({r: [records[4]] for r in range(n)}, late={n - 1: 20.0})
+    three = _job({r: [records[4]] * 3 for r in range(n)}, late={n - 1: 20.0})
+    assert one.service.calls <= 5 * n + 4
+    later = three.service.calls - one.service.calls
+    assert later <= 2 * (4 * n + 4), later
+    # every rank but the straggler (the last to arrive: it reads the shared verdict)
+    assert sorted(r.stats["calls"] - o.stats["calls"]
+                  for r, o in zip(three.ranks, one.ranks))[:n - 2] == [6] * (n - 2)
+    assert not any(r.reports for r in three.ranks)

@@ -850,9 +850,9 @@ def kv_delete(client: Any, key: str) -> None:
     client.key_value_delete(key)
 
 
-def kv_increment(client: Any, key: str) -> int:
-    """Adds 1 to the counter at ``key`` (made at 0 when absent): the value after it."""
-    return int(client.key_value_increment(key, 1))
+def kv_increment(client: Any, key: str, by: int = 1) -> int:
+    """Adds ``by`` to the counter at ``key`` (made at 0 when absent): the value after it."""
+    return int(client.key_value_increment(key, by))
 
 
 #: The status the client raises with when a blocking read's timeout passed.

@@ -276,6 +276,7 @@ class RankWire:
     NAMED: Final = "d"  # a signature divergence named with paths and values (JSON)
     SUMMARIES: Final = "s"  # .../s/<rank>: a signature summary, published on request
     TAKEOVER: Final = "t"  # counter: who compares when the comparer never answered
+    DELIVERED: Final = "p"  # .../p/<rank>: the verdict, for a rank whose first read ran out
     # fields of the verdict and of the named divergence
     GROUPS: Final = "g"  # [[signature fp, program fp, ranks as ranges], ...]
     MISSING: Final = "m"  # ranks as ranges

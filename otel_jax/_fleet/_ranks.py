@@ -10,23 +10,36 @@ and small: keys live under ``otel_jax/compiles/<function digest>/<ordinal>/``
 ordinal is ``record.count``), with the names of ``_vocab.RankWire``::
 
     e/<rank>  "<signature fingerprint> <program fingerprint>"  (about 100 bytes)
-    n         the arrival counter (key_value_increment)
+    n         the arrival counter (key_value_increment; ``CLOSED`` added once compared)
     e/all     set by the rank whose arrival makes the count complete
     v         the verdict: the ranks grouped by program, the missing ones, the kind
+    p/<rank>  the verdict again, delivered to one rank that asked for it in its entry
+              ("<fp> <pf> p"), or to each rank when it came late for a first read
     d         a signature divergence named with paths and both values
     s/<rank>  a signature summary, published only when a comparer asks for it
 
 Per compile, each rank sets its entry, increments the counter and makes one
-blocking read (with a timeout) of the verdict: three calls, about 300 bytes. The
-rank whose increment returned 1, the first to arrive (alive, and compiled this
-ordinal by definition), is the comparer: one blocking read of ``all`` (or until
-``timeout_s`` after it arrived), one directory read of the N entries, one verdict.
+blocking read of the verdict, of ``WAIT_SLICE_S`` at most: three calls, about 300
+bytes, when the ranks arrive within that time. The rank whose increment returned 1,
+the first to arrive (alive, and compiled this ordinal by definition), is the
+comparer: one blocking read of ``all`` (or until ``timeout_s`` after it arrived), one
+directory read of the N entries, one verdict. A rank whose first read ran out (a
+straggler or a dead rank keeps everyone waiting) makes one more read, of its own key
+``p/<rank>``; a comparer whose verdict came more than ``DELIVER_AFTER_S`` after its
+own arrival (before which no other rank's first read can have run out) sets the
+verdict into the ``p/<rank>`` of each rank it read an entry of: one call per rank,
+so a long wait costs each rank one call more, not one per second. A rank whose last
+verdict of the function came that late asks for delivery in its entry (``DELIVER``)
+and makes only the read of its own key: a straggler that is late at every step costs
+each rank 4 calls per compile from the second one on. A comparer that
+stops waiting before every rank arrived first adds ``CLOSED`` to the counter, before
+it reads the entries: a rank whose increment returns more is late (it has no entry
+in the verdict, and nothing is delivered to it) and reads the shared verdict.
 When the fingerprints differ in signature, the verdict asks one rank of each side
 for its summary (bounded: ``MAX_LEAVES`` leaves), and the comparer publishes the
 difference, named from the two summaries, for every rank to read:
 ``batch['x']: f32[12,8] (ranks 0-6) vs f32[112,8] (rank 7)``. No rank reads N
-entries more than once and nobody polls: a straggler or a dead rank costs one
-longer blocking read per rank, not more calls.
+entries more than once and nobody polls.
 
 A rank that arrives after the verdict was written (later than ``timeout_s``) finds
 itself among the missing ranks; it compares its own fingerprints with the groups
@@ -46,9 +59,18 @@ compiling thread appends the record to a bounded queue; one daemon thread publis
 entries (it never waits, so no rank's entry waits behind another compile's
 verdict) and a second one waits for verdicts, one compile after the other in the
 order this rank arrived. Waits end at deadlines, so none outlives ``timeout_s``
-by more than a bounded margin. The comparer deletes the entries it read, and the
-keys of the ordinal ``KEEP`` compiles back; what stays at exit goes with the job's
-coordination service.
+by more than a bounded margin. No thread of ours is inside a call of JAX's client when
+the interpreter finalizes: exit (registered after ``jax.distributed.initialize``, so
+run before JAX's shutdown) stops new calls, sets each key only this process waits for
+(``all`` for a comparer, ``p/<rank>``, a summary it asked for) to ``WAKE``, which ends
+that read at once, and joins the threads; a read of a key other ranks read too (the
+first read of a verdict, a named divergence) is never longer than ``WAIT_SLICE_S``.
+A thread still inside the client's C++ when finalization starts would take the GIL
+back after it and be ended by the interpreter mid-call, which aborts the process
+(``terminate called`` ... ``FATAL: exception not rethrown``) when the peer's exit
+ends the read. The comparer deletes the entries it read, and the keys of the ordinal
+``KEEP`` compiles back (delivered verdicts included, about 150 bytes per rank and
+ordinal); what stays at exit goes with the job's coordination service.
 
 With ``on_divergence="raise"`` the compiling thread publishes and waits itself, at
 most about ``timeout_s``, and raises :class:`DivergenceError` from the diverging
@@ -68,6 +90,7 @@ import atexit
 import fnmatch
 import hashlib
 import json
+import math
 import threading
 import time
 from collections import deque
@@ -103,6 +126,19 @@ MAX_FUNCTIONS = 1024
 #: Beyond the comparer's own deadline, how long a rank waits for the verdict before
 #: another rank compares in its place (the comparer may have verdicts queued before).
 VERDICT_MARGIN_S = 5.0
+#: The longest one blocking read of a key other ranks read too lasts: a longer wait is
+#: several reads. What a thread inside such a read adds to exit at most (a read cannot be
+#: cancelled; see the module doc). A rank's first read of the verdict is one such slice.
+WAIT_SLICE_S = 1.0
+#: A comparer whose verdict took longer than this after its arrival also delivers it into
+#: the key of each rank (``W.DELIVERED``): their first read (``WAIT_SLICE_S``) may have run
+#: out. The difference covers the time a read's timeout takes to reach the service.
+DELIVER_AFTER_S = WAIT_SLICE_S - 0.25
+#: Added to the arrival counter by a comparer that stops waiting for the others: a rank
+#: whose arrival returns more came after the comparer read the entries (it is late).
+CLOSED = 1 << 40
+#: What this process sets a key only it waits for to, to end its own read at once (exit).
+WAKE = "-"
 #: Consecutive failures of the coordination service after which the check stops.
 MAX_FAILURES = 3
 DEFAULT_TIMEOUT_S = 30.0
@@ -312,10 +348,13 @@ def _kind(first: Group, second: Group) -> DivergenceKind:
 
 class Wait(NamedTuple):
     """A step of the protocol waits for ``key`` until ``deadline`` (the checker's clock):
-    it is sent the key's value, or ``None`` when the deadline passed first."""
+    it is sent the key's value, or ``None`` when the deadline passed first. ``own``: no
+    other process waits for the key, so this one may set it (to ``WAKE``) to end its own
+    read: the wait is one read however long; other waits are read in slices."""
 
     key: str
     deadline: float
+    own: bool = False
 
 
 Steps = Generator[Wait, "str | None", "Divergence | None"]
@@ -325,7 +364,7 @@ class Compile:
     """One compile of this rank, from its publication to its verdict."""
 
     __slots__ = ("function", "count", "function_dir", "directory", "program", "signature",
-                 "link", "arrival", "arrived_at")
+                 "link", "arrival", "arrived_at", "published_at", "deliver")
 
     def __init__(self, function: str, count: int, function_key: str, program: Program,
                  signature: Signature | None, link: SpanLink | None) -> None:
@@ -338,6 +377,8 @@ class Compile:
         self.link = link
         self.arrival = 0  # what the arrival counter returned (1: this rank compares)
         self.arrived_at = 0.0
+        self.published_at = 0.0  # before the arrival: no later rank's arrival is earlier
+        self.deliver = False  # the entry asks for the verdict to be delivered to this rank
 
 
 class _Seen:
@@ -345,16 +386,24 @@ class _Seen:
     ranks as ranges), and the first ordinal reported divergent. A rank that compiled one
     program more than another compiles the same programs under shifted ordinals after."""
 
-    __slots__ = ("groups", "diverged")
+    __slots__ = ("groups", "diverged", "slow")
 
     def __init__(self) -> None:
         self.groups: dict[int, list[tuple[Program, str]]] = {}
         self.diverged: int | None = None
+        #: The last verdict came later than a first read (a rank that is late every step):
+        #: the next compile asks for its verdict to be delivered, and reads only that.
+        self.slow = False
 
 
-def _parse_entry(value: str) -> Program:
-    fp, _, pf = str(value).partition(" ")
-    return fp, pf
+#: The last field of an entry that asks the comparer to deliver the verdict to its rank.
+DELIVER = "p"
+
+
+def _parse_entry(value: str) -> tuple[Program, bool]:
+    fp, _, rest = str(value).partition(" ")
+    pf, _, flag = rest.partition(" ")
+    return (fp, pf), flag == DELIVER
 
 
 class Checker:
@@ -377,10 +426,13 @@ class Checker:
         self._cond = threading.Condition(threading.Lock())
         self._queue: deque[Compile] = deque()  # to publish
         self._waiting: deque[Compile] = deque()  # published, to settle
+        self._reading: list[str] = []  # the keys of the ``own`` reads in flight
         self._busy = 0  # taken off a queue, not done yet
         self._publisher: threading.Thread | None = None
         self._settler: threading.Thread | None = None
         self._closed = False
+        #: After this (``time.monotonic``), no new call of the client is made: closing.
+        self._calls_until = float("inf")
         self._failures = 0
         self.dropped = 0
         self.unresolved = 0  # compiles no verdict came for (no comparer, even a second)
@@ -431,10 +483,14 @@ class Checker:
         """Set this rank's entry and count its arrival (never waits)."""
         fp, pf = item.program
         client = self.client
+        with self._cond:
+            item.deliver = self._seen(item.function_dir).slow
+        entry = f"{fp} {pf} {DELIVER}" if item.deliver else f"{fp} {pf}"
         if not self._call("publish", lambda: _jax_read.kv_set(
-                client, f"{item.directory}{W.ENTRIES}/{self.rank}", f"{fp} {pf}")):
+                client, f"{item.directory}{W.ENTRIES}/{self.rank}", entry)):
             return False
         arrival: list[int] = []
+        item.published_at = self.clock()
         if not self._call("publish", lambda: arrival.append(
                 _jax_read.kv_increment(client, item.directory + W.ARRIVED))):
             return False
@@ -448,6 +504,9 @@ class Checker:
         # beside the entries: deleted with them once read
         return f"{item.directory}{W.ENTRIES}/{W.ALL}"
 
+    def _delivered_key(self, item: Compile, rank: int) -> str:
+        return f"{item.directory}{W.DELIVERED}/{rank}"
+
     def settle(self, item: Compile) -> Steps:
         """The verdict of a published compile: compare (the first to arrive) or read it,
         then report what this rank sees. Returns the first divergence reported."""
@@ -456,8 +515,20 @@ class Checker:
         if item.arrival == 1:
             verdict, named = yield from self._compare(item, wait=True)
         else:
-            raw = yield Wait(item.directory + W.VERDICT,
-                             item.arrived_at + 2 * self.timeout_s + VERDICT_MARGIN_S)
+            # One read of the shared verdict, of one slice at most: when every rank
+            # arrives within it, the verdict is there before it ends. A longer wait (a
+            # straggler, a dead rank) is one read of this rank's own key, into which the
+            # comparer delivers the verdict. A late rank (after the comparer stopped
+            # waiting) reads the shared verdict, written by then or about to be.
+            late = item.arrival > CLOSED
+            final = item.arrived_at + 2 * self.timeout_s + VERDICT_MARGIN_S
+            shared = item.directory + W.VERDICT
+            raw = None
+            if late or not item.deliver:
+                raw = yield Wait(shared, final if late else min(
+                    final, item.arrived_at + WAIT_SLICE_S))
+            if raw is None and not late and not self.off:
+                raw = yield Wait(self._delivered_key(item, self.rank), final, own=True)
             if raw is None and not self.off:
                 # No verdict: the comparer ended or died after it arrived. The first
                 # rank here compares in its place; the others wait for that verdict.
@@ -467,35 +538,50 @@ class Checker:
                 if took and took[0] == 1:
                     verdict, named = yield from self._compare(item, wait=False)
                 elif took:
-                    raw = yield Wait(item.directory + W.VERDICT,
-                                     self.clock() + self.timeout_s + VERDICT_MARGIN_S)
+                    again = self.clock() + self.timeout_s + VERDICT_MARGIN_S
+                    raw = yield (Wait(shared, again) if late else Wait(
+                        self._delivered_key(item, self.rank), again, own=True))
             if verdict is None and raw is not None:
                 verdict = _loads(raw)
         if verdict is None:
             if not self.off:
                 self.unresolved += 1
             return None
+        slow = self.clock() - item.published_at > DELIVER_AFTER_S
+        with self._cond:
+            self._seen(item.function_dir).slow = slow
         return (yield from self._conclude(item, verdict, named))
 
     def _compare(self, item: Compile, wait: bool,
                  ) -> Generator[Wait, str | None, tuple[dict[str, Any] | None,
                                                           dict[str, Any] | None]]:
         """The comparer: wait for every rank (or the deadline), read the entries once,
-        and write the verdict (and the named divergence, from the two sides' summaries)."""
-        if wait and item.arrival < self.count:
-            yield Wait(self._all_key(item), item.arrived_at + self.timeout_s)
+        and write the verdict (and the named divergence, from the two sides' summaries).
+        ``wait=False``: it takes over from a comparer that never answered."""
+        everyone = wait and item.arrival >= self.count
+        if wait and not everyone:
+            everyone = (yield Wait(self._all_key(item), item.arrived_at + self.timeout_s,
+                                   own=True)) is not None
+        if not everyone:
+            # Closed before the entries are read: a rank whose arrival comes after this
+            # is late, and reads the shared verdict (no delivery is made for it).
+            self._call("close", lambda: _jax_read.kv_increment(
+                self.client, item.directory + W.ARRIVED, CLOSED))
         found: list[tuple[str, str]] = []
         if not self._call("read", lambda: found.extend(
                 _jax_read.kv_dir_get(self.client, f"{item.directory}{W.ENTRIES}/"))):
             return None, None
         entries: dict[int, Program] = {}
+        asked: list[int] = []  # ranks that read only the verdict delivered to them
         for key, value in found:
             try:
                 rank = int(key.rpartition("/")[2])
             except ValueError:
                 continue
             if 0 <= rank < self.count:
-                entries[rank] = _parse_entry(value)
+                entries[rank], deliver = _parse_entry(value)
+                if deliver:
+                    asked.append(rank)
         entries[self.rank] = item.program
         # Read once: the entries are not needed any more; the keys of an ordinal long
         # past go too (late ranks read the verdict of the recent ones).
@@ -536,6 +622,17 @@ class Checker:
             self._set(f"{item.directory}{W.SUMMARIES}/{self.rank}", mine)
         if not self._set(item.directory + W.VERDICT, verdict):
             return None, None
+        # The first read of some ranks may have run out: each waits on its own key.
+        # Taking over, it is not known who waits: every rank is delivered to.
+        targets: Iterable[int] = (
+            range(self.count) if not wait else entries
+            if self.clock() - item.published_at > DELIVER_AFTER_S else asked)
+        if targets:
+            text = json.dumps(verdict, ensure_ascii=False, separators=(",", ":"))
+            for rank in targets:
+                if rank != self.rank and not self._deliver(
+                        self._delivered_key(item, rank), text):
+                    break
         named: dict[str, Any] | None = None
         if pair is not None and verdict[W.KIND] == DivergenceKind.SIGNATURE.value:
             sides: list[dict[str, Any] | None] = []
@@ -543,8 +640,9 @@ class Checker:
                 if self.rank in group.ranks:
                     sides.append(mine)
                     continue
+                # only the comparer reads a summary it asked for
                 raw = yield Wait(f"{item.directory}{W.SUMMARIES}/{group.ranks[0]}",
-                                 self.clock() + self.timeout_s)
+                                 self.clock() + self.timeout_s, own=True)
                 sides.append(_loads(raw) if raw is not None else None)
             first, second = pair
             if sides[0] is not None and sides[1] is not None:
@@ -701,12 +799,15 @@ class Checker:
             self._report(div)
         return div
 
+    def _deliver(self, key: str, text: str) -> bool:
+        return self._call("deliver", lambda: _jax_read.kv_set(self.client, key, text))
+
     def _set(self, key: str, value: dict[str, Any]) -> bool:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         return self._call("publish", lambda: _jax_read.kv_set(self.client, key, text))
 
     def _call(self, what: str, fn: Callable[[], Any]) -> bool:
-        if self.off:
+        if self.off or time.monotonic() > self._calls_until:
             return False
         try:
             fn()
@@ -728,17 +829,36 @@ class Checker:
                 "process. The jit calls are unaffected.")
 
     def _wait(self, wait: Wait) -> str | None:
-        """One blocking read of the key, until the deadline (at least 1 ms)."""
-        if self.off:
-            return None
-        timeout_ms = max(1, int((wait.deadline - self.clock()) * 1000))
-        try:
-            value = _jax_read.kv_wait(self.client, wait.key, timeout_ms)
-        except Exception as exc:
-            self._failed("wait", exc)
-            return None
-        self._failures = 0
-        return value
+        """The key's value, or ``None`` at the deadline; none once closing. A key only
+        this process waits for is one read, which closing ends by setting the key to
+        ``WAKE``. Other keys are read in slices of at most ``WAIT_SLICE_S`` (at least
+        1 ms), so that closing finds the thread out of the client within one slice. The
+        main thread (``"raise"``) cannot be inside a read at finalization: one read."""
+        sliced = not wait.own and threading.current_thread() is not threading.main_thread()
+        while True:
+            with self._cond:
+                if self.off or self._closed:
+                    return None
+                if wait.own:
+                    self._reading.append(wait.key)
+            left = wait.deadline - self.clock()
+            # rounded up: a read that ends just short of the deadline is not read again
+            timeout_ms = max(1, math.ceil((min(left, WAIT_SLICE_S) if sliced else left)
+                                          * 1000))
+            try:
+                value = _jax_read.kv_wait(self.client, wait.key, timeout_ms)
+            except Exception as exc:
+                self._failed("wait", exc)
+                return None
+            finally:
+                if wait.own:
+                    with self._cond:
+                        self._reading.remove(wait.key)
+            self._failures = 0
+            if wait.own and value == WAKE:
+                return None  # this process ended its own read (closing)
+            if value is not None or wait.deadline - self.clock() <= 0:
+                return value
 
     def _drive(self, steps: Steps) -> Divergence | None:
         """Run the protocol's steps with the client's blocking reads."""
@@ -747,8 +867,8 @@ class Checker:
             while True:
                 value = self._wait(wait)
                 if self._closed:
-                    # Uninstalled (or exiting: JAX's shutdown cancels the read): what is
-                    # not settled is left to the peers, and the client is not called again.
+                    # Uninstalled or exiting: what is not settled is left to the peers,
+                    # and the client is not called again.
                     steps.close()
                     return None
                 wait = steps.send(value)
@@ -766,7 +886,8 @@ class Checker:
                 with self._cond:
                     while not self._queue and not self._closed and not self.off:
                         self._cond.wait(1.0)
-                    if self.off or not self._queue:
+                    if (self.off or not self._queue
+                            or time.monotonic() > self._calls_until):
                         return
                     item = self._queue.popleft()
                     self._busy += 1
@@ -810,19 +931,31 @@ class Checker:
         with self._cond:
             return not (self._queue or self._waiting or self._busy)
 
-    def close(self, timeout: float = 1.0) -> None:
-        """Stop the threads, publishing what is queued, waiting at most ``timeout``. A
-        settling thread inside a blocking read ends when the read does (the wait is
-        bounded; at exit JAX's shutdown cancels it)."""
+    def close(self, timeout: float = 1.0) -> bool:
+        """Stop the threads: what is queued is still published for ``timeout`` seconds
+        (the peers wait for those entries), then no new call is made; the read in flight
+        ends at once (a key only this process waits for is set to ``WAKE``) or within
+        ``WAIT_SLICE_S`` (a slice of a shared key), so this returns within
+        ``timeout + WAIT_SLICE_S`` and, unless a call of the client outlasted that, with
+        no thread of ours inside the client. Returns whether the threads ended."""
         with self._cond:
             self._closed = True
             self._waiting.clear()
+            start = time.monotonic()
+            self._calls_until = min(self._calls_until, start + timeout)
             self._cond.notify_all()
-            threads = [t for t in (self._publisher, self._settler) if t is not None]
-        end = time.monotonic() + timeout
+            threads = [t for t in (self._publisher, self._settler)
+                       if t is not None and t is not threading.current_thread()]
+            reading = list(self._reading)
+        for key in reading:
+            try:
+                _jax_read.kv_set(self.client, key, WAKE)
+            except Exception:
+                pass  # the read ends at its deadline, or with the service
+        end = start + timeout + WAIT_SLICE_S
         for thread in threads:
-            if thread is not threading.current_thread():
-                thread.join(max(0.0, end - time.monotonic()))
+            thread.join(max(0.0, end - time.monotonic()))
+        return not any(t.is_alive() for t in threads)
 
 
 def _loads(raw: str) -> dict[str, Any] | None:
@@ -906,9 +1039,14 @@ class CrossRank:
 _live: list[Checker] = []
 
 
+#: At exit, how long queued entries are still published (the threads are then out of the
+#: client within ``WAIT_SLICE_S`` more): before JAX's own shutdown, which follows.
+EXIT_PUBLISH_S = 0.25
+
+
 def _at_exit() -> None:
     for checker in list(_live):
         try:
-            checker.close(1.0)
+            checker.close(EXIT_PUBLISH_S)
         except Exception:
             pass
