@@ -25,7 +25,7 @@ import pytest
 from conftest import PLAIN_SCRIPT, clean_env, free_port
 
 import otel_jax
-from otel_jax._core import _text
+from otel_jax._core import _failopen, _text
 from otel_jax._emit import _export, _providers
 from otel_jax._pipeline._engine import OtelJaxWarning
 
@@ -198,7 +198,7 @@ def test_invalid_arguments_raise_a_clear_value_error(kwargs):
 
 
 def test_a_second_install_names_what_it_ignores(telemetry, monkeypatch):
-    monkeypatch.setattr(_providers, "_said", set())
+    _failopen.reset_warnings()
     active = otel_jax.installation()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -332,9 +332,8 @@ def finished_spans(*attribute_values: str) -> list:
 
 
 @pytest.fixture
-def fresh_warnings(monkeypatch):
-    monkeypatch.setattr(_export, "_bad_records_warned", False)
-    monkeypatch.setattr(_providers, "_said", set())
+def fresh_warnings():
+    _failopen.reset_warnings()
 
 
 @pytest.mark.parametrize("bad", ["lone \udcff surrogate", "\ud800", "x" * 10 + "\udfff"])
@@ -518,7 +517,7 @@ def test_grpc_fallback_is_said_once(monkeypatch):
                  "opentelemetry.exporter.otlp.proto.grpc.metric_exporter",
                  "opentelemetry.exporter.otlp.proto.grpc._log_exporter"):
         monkeypatch.setitem(sys.modules, name, None)  # as if the extra were not installed
-    monkeypatch.setattr(_providers, "_grpc_fallback_said", False)
+    _failopen.reset_warnings()
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
     with warnings.catch_warnings(record=True) as caught:
@@ -551,7 +550,7 @@ def test_collector_down_under_opentelemetry_instrument_costs_one_warning(tmp_pat
 
 
 def test_application_exporter_noise_is_announced_not_hidden(monkeypatch):
-    monkeypatch.setattr(_export, "_foreign_announced", False)
+    _failopen.reset_warnings()
     _export.quiet_exporter_logs()
     log = logging.getLogger("opentelemetry.exporter.otlp.common.http")
     with warnings.catch_warnings(record=True) as caught:
@@ -582,7 +581,7 @@ def test_stream_of_warning_output_is_one_line_per_problem():
         original = warnings.showwarning
         warnings.showwarning = lambda *a, **k: buf.write(warnings.formatwarning(*a[:4]))
         try:
-            thread = threading.Thread(target=_providers.emit_warning, args=("otel_jax: test",))
+            thread = threading.Thread(target=_failopen.emit, args=("otel_jax: test",))
             thread.start()
             thread.join(30)
         finally:

@@ -13,6 +13,7 @@ from opentelemetry import trace
 
 from .._capture._jax_hooks import Capability
 from .._core import _scrub
+from .._core._failopen import Topic, WarnKey, warn_once
 from .._core._vocab import INSTRUMENTATION_SCOPE
 from .._emit import _providers
 from .._emit._logs import (
@@ -179,7 +180,7 @@ def install(
             providers = _providers.resolve(tracer_provider, meter_provider, logger_provider,
                                            prometheus_port)
         except Exception as exc:  # resolve() fails open itself; this is the last guard
-            _providers.warn_once("providers", (
+            warn_once(Topic.SETUP, (
                 f"otel_jax: cannot set up OpenTelemetry ({type(exc).__name__}: {exc}); "
                 "compiles are reported in the JSON log lines only."))
             providers = _providers.Providers(trace.get_tracer_provider(),
@@ -338,7 +339,7 @@ def _warn_ignored(active: dict[str, Any], asked: dict[str, Any]) -> None:
         return
     described = ", ".join(f"{name}={_short(asked[name])} (active: {_short(active[name])})"
                           for name in ignored)
-    _providers.warn_once(f"install-ignored:{','.join(ignored)}", (
+    warn_once(WarnKey(Topic.INSTALL_IGNORED, ",".join(ignored)), (
         f"otel_jax is already installed; install() ignored {described}. Call "
         "otel_jax.uninstall() first to install with other arguments."))
 
