@@ -33,8 +33,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from . import _report
+from ._core._vocab import EVENT_STORM, DiffKey, Field
 from ._report import Report, _Row, _seconds, _text, printable
-from ._vocab import EVENT_STORM, DiffKey, Field
 
 __all__ = ["HtmlReport", "render_html"]
 
