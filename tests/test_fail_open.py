@@ -572,6 +572,85 @@ def test_readme_states_the_history_bounds_precisely():
     assert "16 signatures and 64 entries per function" not in readme
 
 
+# --- the one warning path ---------------------------------------------------------------------
+
+def _ours(caught):
+    return [w for w in caught if issubclass(w.category, OtelJaxWarning)]
+
+
+def test_a_warning_points_at_the_users_line_and_is_given_once_per_kind():
+    key = _failopen.WarnKey(_failopen.Topic.LEDGER, "/tmp/a")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        assert _failopen.warn_once(key, "otel_jax: first")
+        assert not _failopen.warn_once(key, "otel_jax: again")
+        assert _failopen.warn_once(_failopen.WarnKey(_failopen.Topic.LEDGER, "/tmp/b"),
+                                   "otel_jax: another ledger")
+        assert _failopen.warn_once(_failopen.Topic.SETUP, "otel_jax: a topic alone")
+        assert not _failopen.warn_once(_failopen.WarnKey(_failopen.Topic.SETUP), "otel_jax: x")
+    ours = _ours(caught)
+    assert [str(w.message) for w in ours] == [
+        "otel_jax: first", "otel_jax: another ledger", "otel_jax: a topic alone"]
+    assert (ours[0].filename, ours[0].lineno) == (__file__, line)
+    _failopen.reset_warnings()  # the one reset: each kind may be said again
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert _failopen.warn_once(key, "otel_jax: first")
+    assert len(_ours(caught)) == 1
+
+
+def test_a_failopen_seam_and_the_process_share_one_registry():
+    seen: list[str] = []
+    failopen = _failopen.FailOpen(warn=seen.append)
+    other = _failopen.FailOpen(warn=seen.append)
+    for guard in (failopen, other, failopen):
+        with guard.guard("step"):
+            raise KeyError("boom")
+    assert len(seen) == 1 and "internal error in step (KeyError" in seen[0]
+    assert failopen.internal_errors == 2 and other.internal_errors == 1
+
+
+def test_warnings_turned_into_errors_are_logged_instead(caplog):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with caplog.at_level(logging.WARNING, logger="otel_jax"):
+            _failopen.emit("otel_jax: said on the logger")
+            assert _failopen.warn_once(_failopen.Topic.BAD_RECORDS, "otel_jax: once, logged")
+    assert [r.getMessage() for r in caplog.records if r.name == "otel_jax"] == [
+        "otel_jax: said on the logger", "otel_jax: once, logged"]
+
+
+def test_a_warning_from_an_installed_librarys_callback_points_at_otel_jax(tmp_path):
+    # Installed code past otel_jax's frames is another library calling back (the SDK's
+    # export thread, an event loop): its line is no place of the user's.
+    import importlib.util
+
+    installed = tmp_path / "site-packages" / "thirdparty.py"
+    installed.parent.mkdir()
+    installed.write_text("def call(fn, *args):\n    return fn(*args)\n")
+    spec = importlib.util.spec_from_file_location("thirdparty", installed)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module.call(_failopen.emit, "otel_jax: from a callback")
+    [warning] = _ours(caught)
+    assert (warning.filename, warning.lineno) == ("otel_jax", 0)
+
+
+def test_the_walk_skips_namespace_packages_and_the_standard_library():
+    import opentelemetry.sdk.trace
+
+    assert _failopen.is_library_file(opentelemetry.sdk.trace.__file__)  # a namespace package
+    assert _failopen.is_library_file(threading.__file__)
+    assert _failopen.is_library_file(_failopen.__file__)
+    assert not _failopen.is_library_file(__file__)
+    frame, level = _failopen.user_frame()
+    assert frame is sys._getframe() and level == 1
+    assert _failopen.user_stacklevel() == 1  # for a warnings.warn made right here
+
+
 def test_stream_of_warning_output_is_one_line_per_problem():
     # The warnings otel_jax emits from background threads and at exit point at
     # "otel_jax" itself: one line each, no source line of the SDK below them.
