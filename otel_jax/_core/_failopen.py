@@ -219,7 +219,14 @@ def emit(message: str) -> None:
             # OpenTelemetry SDK's export thread, an event loop): no line of the user's.
             warnings.warn_explicit(message, OtelJaxWarning, "otel_jax", 0, module="otel_jax")
         else:
-            warnings.warn(message, OtelJaxWarning, stacklevel=found[1])
+            # Said at the frame found, as ``warnings.warn`` would with its stacklevel, but
+            # with no second count of the frames between.
+            frame = found[0]
+            where = frame.f_globals
+            warnings.warn_explicit(message, OtelJaxWarning, frame.f_code.co_filename,
+                                   frame.f_lineno, module=where.get("__name__"),
+                                   registry=where.setdefault("__warningregistry__", {}),
+                                   module_globals=where)
     except Exception:  # warnings turned into errors must not reach JAX or the user
         _logger.warning(message)
 
