@@ -225,8 +225,7 @@ def emit(message: str) -> None:
             where = frame.f_globals
             warnings.warn_explicit(message, OtelJaxWarning, frame.f_code.co_filename,
                                    frame.f_lineno, module=where.get("__name__"),
-                                   registry=where.setdefault("__warningregistry__", {}),
-                                   module_globals=where)
+                                   registry=where.setdefault("__warningregistry__", {}))
     except Exception:  # warnings turned into errors must not reach JAX or the user
         _logger.warning(message)
 
