@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ._capture._jax_hooks import Capability
 from ._capture._source import function_info as _function_info
+from ._core import _failopen
 from ._core._failopen import OtelJaxWarning
 from ._core._scrub import ScrubRules
 from ._core._vocab import CAUSE_KINDS, CauseKind
@@ -72,10 +73,10 @@ def compile_history(fn: Any) -> list[CompileEntry]:
     """
     if getattr(_ENGINE, "_hooks", None) is None:
         _ENGINE.failopen.warn_once(
-            "compile_history-not-recording",
+            _failopen.Topic.NOT_RECORDING,
             "otel_jax.compile_history: otel_jax is not recording compiles (call "
             "otel_jax.install() or use an otel_jax.testing budget first); only compiles "
-            "recorded earlier are returned", stacklevel=3)
+            "recorded earlier are returned")
     if isinstance(fn, str):
         return _ENGINE.history.entries_by_name(fn)
     return _ENGINE.history.entries(_function_info(fn))

@@ -68,6 +68,7 @@ except ImportError:  # loaded by path, outside its package: the vocabulary, by p
     sys.modules[_spec.name] = _vocab
     _spec.loader.exec_module(_vocab)
 Field, MissReason = _vocab.Field, _vocab.MissReason
+CauseKind, DiffKey = _vocab.CauseKind, _vocab.DiffKey
 EVENT_COMPILE, EVENT_DIVERGENCE = _vocab.EVENT_COMPILE, _vocab.EVENT_DIVERGENCE
 
 __all__ = ["Report", "main", "render", "summarize"]
@@ -76,8 +77,8 @@ __all__ = ["Report", "main", "render", "summarize"]
 COMPILE_EVENT = EVENT_COMPILE
 #: Cheap substring test done before ``json.loads``: most lines of a mixed log
 #: are other events, and a substring search is far cheaper than parsing.
-_COMPILE_MARKER = b'"jax.compile"'
-_DIVERGENCE_MARKER = b'"jax.compile.divergence"'
+_COMPILE_MARKER = json.dumps(EVENT_COMPILE).encode()
+_DIVERGENCE_MARKER = json.dumps(EVENT_DIVERGENCE).encode()
 #: Multi-process logs: distinct ranks counted, and distinct divergences listed.
 MAX_RANKS = 4096
 MAX_DIVERGENCES = 1000
@@ -100,11 +101,9 @@ _MAX_DIFF = 240
 _MAX_HINT = 400
 _MAX_DIFF_ENTRIES = 4
 
-FIRST_COMPILE = "first_compile"
 EAGER_ROW = "(eager ops)"
 OTHER_ROW = "(other)"
 UNKNOWN_FUNCTION = "(unknown)"
-UNKNOWN_CAUSE = "unknown"
 
 
 # --------------------------------------------------------------------------
@@ -469,12 +468,12 @@ def render_diff(diff: Any, total: Any = None) -> str | None:
     parts = []
     for entry in diff[:_MAX_DIFF_ENTRIES]:
         if isinstance(entry, dict):
-            path = entry.get("path")
-            before, after = entry.get("before"), entry.get("after")
+            path = entry.get(DiffKey.PATH)
+            before, after = entry.get(DiffKey.BEFORE), entry.get(DiffKey.AFTER)
             if before is not None or after is not None:
                 change = f"{before} -> {after}"
             else:
-                change = str(entry.get("kind") or "changed")
+                change = str(entry.get(DiffKey.KIND) or "changed")
             parts.append(f"{path}: {change}" if path not in (None, "") else change)
         else:
             parts.append(str(entry))
@@ -669,7 +668,7 @@ class Report:
             except (ValueError, RecursionError):  # bad JSON/UTF-8, deep nesting
                 skipped += 1
                 continue
-            if type(event) is not dict or event.get("event") != COMPILE_EVENT:
+            if type(event) is not dict or event.get(Field.EVENT) != COMPILE_EVENT:
                 skipped += 1
                 continue
             try:
@@ -680,12 +679,12 @@ class Report:
 
     def add(self, ev: dict[str, Any]) -> None:
         """Aggregate one parsed ``jax.compile`` event."""
-        function = ev.get("function")
+        function = ev.get(Field.FUNCTION)
         if type(function) is not str or not function:
             function = _text(function, _MAX_NAME) or UNKNOWN_FUNCTION
         elif len(function) > _MAX_NAME:
             function = _text(function, _MAX_NAME) or UNKNOWN_FUNCTION
-        eager = ev.get("eager_op") is True
+        eager = ev.get(Field.EAGER_OP) is True
         if self.functions is not None and function not in self.functions and not (
             eager and EAGER_ROW in self.functions
         ):
@@ -703,19 +702,20 @@ class Report:
         # Recompile: trust ``is_recompile``; else ``count > 1`` unless the
         # persistent cache served it (otel_jax's own definition); else any
         # cause other than first_compile.
-        cause_kind = ev.get("cause_kind")
-        rec = ev.get("is_recompile")
+        cause_kind = ev.get(Field.CAUSE_KIND)
+        rec = ev.get(Field.IS_RECOMPILE)
         if type(rec) is not bool:
-            count = ev.get("count")
+            count = ev.get(Field.COUNT)
             if type(count) is int:
-                rec = count > 1 and ev.get("persistent_cache_hit") is not True
+                rec = count > 1 and ev.get(Field.PERSISTENT_CACHE_HIT) is not True
             else:
-                rec = isinstance(cause_kind, str) and cause_kind not in ("", FIRST_COMPILE)
+                rec = isinstance(cause_kind, str) and cause_kind not in (
+                    "", CauseKind.FIRST_COMPILE.value)
 
-        secs = _seconds(ev.get("compile_s"))
-        trace = _seconds(ev.get("trace_s"))
-        lower = _seconds(ev.get("lower_s"))
-        backend = _seconds(ev.get("backend_compile_s"))
+        secs = _seconds(ev.get(Field.COMPILE_S))
+        trace = _seconds(ev.get(Field.TRACE_S))
+        lower = _seconds(ev.get(Field.LOWER_S))
+        backend = _seconds(ev.get(Field.BACKEND_COMPILE_S))
         if secs is None and (trace is not None or lower is not None or backend is not None):
             secs = (trace or 0.0) + (lower or 0.0) + (backend or 0.0)
 
@@ -729,9 +729,9 @@ class Report:
             row.lower_s += lower
         if backend is not None:
             row.backend_s += backend
-        if ev.get("persistent_cache_hit") is True:
-            row.cache_hits += 1
         hit = ev.get(Field.PERSISTENT_CACHE_HIT)
+        if hit is True:
+            row.cache_hits += 1
         if type(hit) is bool and not eager:
             self._cache.add(hit, ev.get(Field.PERSISTENT_CACHE_MISS_REASON),
                             ev.get(Field.PERSISTENT_CACHE_MISS_DETAIL))
@@ -741,22 +741,22 @@ class Report:
                 per_rank[1] += 1
             if secs is not None:
                 row.recompile_s += secs
-            if ev.get("after_warmup") is True:
+            if ev.get(Field.AFTER_WARMUP) is True:
                 row.after_warmup += 1
             if type(cause_kind) is not str or not cause_kind:
-                cause_kind = UNKNOWN_CAUSE
+                cause_kind = CauseKind.UNKNOWN.value
             elif len(cause_kind) > _MAX_NAME:
-                cause_kind = _text(cause_kind, _MAX_NAME) or UNKNOWN_CAUSE
+                cause_kind = _text(cause_kind, _MAX_NAME) or CauseKind.UNKNOWN.value
             c = row.cause(cause_kind)
             c.count += 1
             if secs is not None:
                 c.seconds += secs
-            key = (render_diff(ev.get("diff"), ev.get("diff_total"))
-                   or _text(ev.get("cause"), _MAX_DIFF))
+            key = (render_diff(ev.get(Field.DIFF), ev.get(Field.DIFF_TOTAL))
+                   or _text(ev.get(Field.CAUSE), _MAX_DIFF))
             if key is not None:
-                c.diffs.add(key, _text(ev.get("hint"), _MAX_HINT))
+                c.diffs.add(key, _text(ev.get(Field.HINT), _MAX_HINT))
         else:
-            cause_kind = FIRST_COMPILE
+            cause_kind = CauseKind.FIRST_COMPILE.value
         self._compiled(ev, row, function, rec, cause_kind, secs)
 
     def _compiled(self, ev: dict[str, Any], row: _Row, function: str, recompile: bool,
@@ -773,7 +773,7 @@ class Report:
     def add_divergence(self, ev: Any) -> None:
         """Aggregate one ``jax.compile.divergence`` event: every rank that saw a divergence
         logs it, so one divergence is listed once, with the ranks that reported it."""
-        if type(ev) is not dict or ev.get("event") != EVENT_DIVERGENCE:
+        if type(ev) is not dict or ev.get(Field.EVENT) != EVENT_DIVERGENCE:
             raise ValueError("not a divergence event")
         function = _text(ev.get(Field.FUNCTION), _MAX_NAME)
         kind = _text(ev.get(Field.DIVERGENCE_KIND), _MAX_NAME)
@@ -811,9 +811,9 @@ class Report:
             if self._eager is None:
                 self._eager = _Row(EAGER_ROW, None, None, "eager_ops")
             return self._eager
-        file = ev.get("file")
+        file = ev.get(Field.FILE)
         file = _text(file, _MAX_FILE) if file is not None else None
-        line = ev.get("line")
+        line = ev.get(Field.LINE)
         if type(line) is not int:
             line = None
         key = (function, file, line, eager)

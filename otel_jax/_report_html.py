@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from . import _report
-from ._core._vocab import EVENT_STORM, DiffKey, Field
+from ._core._vocab import EVENT_STORM, CauseKind, DiffKey, Field
 from ._report import Report, _Row, _seconds, _text, printable
 
 __all__ = ["HtmlReport", "render_html"]
@@ -316,13 +316,16 @@ def _s(x: float | None) -> str:
 
 
 #: One colour per cause kind (matplotlib's tab10/tab20, so the page and the charts agree).
-_COLOURS = {
-    "first_compile": "#9aa5b1", "shape": "#1f77b4", "dtype": "#ff7f0e", "weak_type": "#2ca02c",
-    "pytree_structure": "#9467bd", "static_argument": "#8c564b", "function_identity": "#e377c2",
-    "tracing_context": "#bcbd22", "sharding": "#17becf", "device_placement": "#aec7e8",
-    "jit_options": "#ffbb78", "unknown": "#7f7f7f",
-}
+_COLOURS = {k.value: colour for k, colour in (
+    (CauseKind.FIRST_COMPILE, "#9aa5b1"), (CauseKind.SHAPE, "#1f77b4"),
+    (CauseKind.DTYPE, "#ff7f0e"), (CauseKind.WEAK_TYPE, "#2ca02c"),
+    (CauseKind.PYTREE_STRUCTURE, "#9467bd"), (CauseKind.STATIC_ARGUMENT, "#8c564b"),
+    (CauseKind.FUNCTION_IDENTITY, "#e377c2"), (CauseKind.TRACING_CONTEXT, "#bcbd22"),
+    (CauseKind.SHARDING, "#17becf"), (CauseKind.DEVICE_PLACEMENT, "#aec7e8"),
+    (CauseKind.JIT_OPTIONS, "#ffbb78"), (CauseKind.UNKNOWN, "#7f7f7f"),
+)}
 _AFTER_WARMUP = "#d62728"
+_FIRST = CauseKind.FIRST_COMPILE.value
 
 
 def _colour(kind: str) -> str:
@@ -545,12 +548,12 @@ def _timeline(add: Any, report: HtmlReport, rows: list[dict[str, Any]],
         return
     chart = _timeline_chart(report, items, row_index, rows)
     add(f'<img id="timeline-chart" class="chart" alt="compile timeline" src="{chart}">')
-    kinds = sorted({t[4] for t in items}, key=lambda k: (k != "first_compile", k))
+    kinds = sorted({t[4] for t in items}, key=lambda k: (k != _FIRST, k))
     add('<p class="legend muted">Each bar is one compile, from its start to its end, on '
         "its function's lane, coloured by cause kind: "
         + " ".join(_chip(k) for k in kinds)
         + (' · <span class="aw">after warm-up</span> outlined in red'
-           if any(t[5] and t[4] != "first_compile" for t in items) else "")
+           if any(t[5] and t[4] != _FIRST for t in items) else "")
         + (' · <span class="storm">storm</span> marked where the warning fired'
            if report.storms else "") + ".")
     if report.timed > len(items):
@@ -616,7 +619,7 @@ def _timeline_chart(report: HtmlReport,
             bars, cs, es = per_lane.setdefault(lane_of[id(it)], ([], [], []))
             bars.append((start - t0, max(secs, min_w)))
             cs.append(_colour(kind))
-            es.append(_AFTER_WARMUP if after and kind != "first_compile" else "none")
+            es.append(_AFTER_WARMUP if after and kind != _FIRST else "none")
         for y, (bars, cs, es) in per_lane.items():  # one collection per lane: small, fast
             ax.broken_barh(bars, (y - 0.31, 0.62), facecolors=cs, edgecolors=es,
                            linewidth=1.4)
@@ -646,9 +649,9 @@ def _timeline_chart(report: HtmlReport,
         ax.set_axisbelow(True)
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
-        kinds = sorted({it[4] for it in items}, key=lambda k: (k != "first_compile", k))
+        kinds = sorted({it[4] for it in items}, key=lambda k: (k != _FIRST, k))
         handles: list[Any] = [Patch(color=_colour(k), label=k) for k in kinds]
-        if any(it[5] and it[4] != "first_compile" for it in items):
+        if any(it[5] and it[4] != _FIRST for it in items):
             handles.append(Patch(facecolor="white", edgecolor=_AFTER_WARMUP, linewidth=1.4,
                                  label="after warm-up"))
         if storms:

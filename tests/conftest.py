@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 )
 
 import otel_jax  # noqa: E402
+from otel_jax._core import _failopen  # noqa: E402
 from otel_jax._pipeline._engine import ENGINE  # noqa: E402
 
 
@@ -95,7 +96,7 @@ def telemetry():
 def _no_internal_errors(request):
     """Any otel_jax internal error is a bug, unless the test injects one on purpose."""
     before = ENGINE.internal_errors
-    ENGINE.failopen.reset()
+    _failopen.reset_warnings()  # each test sees each warning afresh
     yield
     if "injects_errors" not in request.keywords:
         assert ENGINE.internal_errors == before, "otel_jax hit an internal error"

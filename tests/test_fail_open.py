@@ -25,7 +25,7 @@ import pytest
 from conftest import PLAIN_SCRIPT, clean_env, free_port
 
 import otel_jax
-from otel_jax._core import _text
+from otel_jax._core import _failopen, _text
 from otel_jax._emit import _export, _providers
 from otel_jax._pipeline._engine import OtelJaxWarning
 
@@ -198,7 +198,7 @@ def test_invalid_arguments_raise_a_clear_value_error(kwargs):
 
 
 def test_a_second_install_names_what_it_ignores(telemetry, monkeypatch):
-    monkeypatch.setattr(_providers, "_said", set())
+    _failopen.reset_warnings()
     active = otel_jax.installation()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -332,9 +332,8 @@ def finished_spans(*attribute_values: str) -> list:
 
 
 @pytest.fixture
-def fresh_warnings(monkeypatch):
-    monkeypatch.setattr(_export, "_bad_records_warned", False)
-    monkeypatch.setattr(_providers, "_said", set())
+def fresh_warnings():
+    _failopen.reset_warnings()
 
 
 @pytest.mark.parametrize("bad", ["lone \udcff surrogate", "\ud800", "x" * 10 + "\udfff"])
@@ -518,7 +517,7 @@ def test_grpc_fallback_is_said_once(monkeypatch):
                  "opentelemetry.exporter.otlp.proto.grpc.metric_exporter",
                  "opentelemetry.exporter.otlp.proto.grpc._log_exporter"):
         monkeypatch.setitem(sys.modules, name, None)  # as if the extra were not installed
-    monkeypatch.setattr(_providers, "_grpc_fallback_said", False)
+    _failopen.reset_warnings()
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
     with warnings.catch_warnings(record=True) as caught:
@@ -551,7 +550,7 @@ def test_collector_down_under_opentelemetry_instrument_costs_one_warning(tmp_pat
 
 
 def test_application_exporter_noise_is_announced_not_hidden(monkeypatch):
-    monkeypatch.setattr(_export, "_foreign_announced", False)
+    _failopen.reset_warnings()
     _export.quiet_exporter_logs()
     log = logging.getLogger("opentelemetry.exporter.otlp.common.http")
     with warnings.catch_warnings(record=True) as caught:
@@ -573,6 +572,85 @@ def test_readme_states_the_history_bounds_precisely():
     assert "16 signatures and 64 entries per function" not in readme
 
 
+# --- the one warning path ---------------------------------------------------------------------
+
+def _ours(caught):
+    return [w for w in caught if issubclass(w.category, OtelJaxWarning)]
+
+
+def test_a_warning_points_at_the_users_line_and_is_given_once_per_kind():
+    key = _failopen.WarnKey(_failopen.Topic.LEDGER, "/tmp/a")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        assert _failopen.warn_once(key, "otel_jax: first")
+        assert not _failopen.warn_once(key, "otel_jax: again")
+        assert _failopen.warn_once(_failopen.WarnKey(_failopen.Topic.LEDGER, "/tmp/b"),
+                                   "otel_jax: another ledger")
+        assert _failopen.warn_once(_failopen.Topic.SETUP, "otel_jax: a topic alone")
+        assert not _failopen.warn_once(_failopen.WarnKey(_failopen.Topic.SETUP), "otel_jax: x")
+    ours = _ours(caught)
+    assert [str(w.message) for w in ours] == [
+        "otel_jax: first", "otel_jax: another ledger", "otel_jax: a topic alone"]
+    assert (ours[0].filename, ours[0].lineno) == (__file__, line)
+    _failopen.reset_warnings()  # the one reset: each kind may be said again
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert _failopen.warn_once(key, "otel_jax: first")
+    assert len(_ours(caught)) == 1
+
+
+def test_a_failopen_seam_and_the_process_share_one_registry():
+    seen: list[str] = []
+    failopen = _failopen.FailOpen(warn=seen.append)
+    other = _failopen.FailOpen(warn=seen.append)
+    for guard in (failopen, other, failopen):
+        with guard.guard("step"):
+            raise KeyError("boom")
+    assert len(seen) == 1 and "internal error in step (KeyError" in seen[0]
+    assert failopen.internal_errors == 2 and other.internal_errors == 1
+
+
+def test_warnings_turned_into_errors_are_logged_instead(caplog):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with caplog.at_level(logging.WARNING, logger="otel_jax"):
+            _failopen.emit("otel_jax: said on the logger")
+            assert _failopen.warn_once(_failopen.Topic.BAD_RECORDS, "otel_jax: once, logged")
+    assert [r.getMessage() for r in caplog.records if r.name == "otel_jax"] == [
+        "otel_jax: said on the logger", "otel_jax: once, logged"]
+
+
+def test_a_warning_from_an_installed_librarys_callback_points_at_otel_jax(tmp_path):
+    # Installed code past otel_jax's frames is another library calling back (the SDK's
+    # export thread, an event loop): its line is no place of the user's.
+    import importlib.util
+
+    installed = tmp_path / "site-packages" / "thirdparty.py"
+    installed.parent.mkdir()
+    installed.write_text("def call(fn, *args):\n    return fn(*args)\n")
+    spec = importlib.util.spec_from_file_location("thirdparty", installed)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module.call(_failopen.emit, "otel_jax: from a callback")
+    [warning] = _ours(caught)
+    assert (warning.filename, warning.lineno) == ("otel_jax", 0)
+
+
+def test_the_walk_skips_namespace_packages_and_the_standard_library():
+    import opentelemetry.sdk.trace
+
+    assert _failopen.is_library_file(opentelemetry.sdk.trace.__file__)  # a namespace package
+    assert _failopen.is_library_file(threading.__file__)
+    assert _failopen.is_library_file(_failopen.__file__)
+    assert not _failopen.is_library_file(__file__)
+    frame, level = _failopen.user_frame()
+    assert frame is sys._getframe() and level == 1
+    assert _failopen.user_stacklevel() == 1  # for a warnings.warn made right here
+
+
 def test_stream_of_warning_output_is_one_line_per_problem():
     # The warnings otel_jax emits from background threads and at exit point at
     # "otel_jax" itself: one line each, no source line of the SDK below them.
@@ -582,7 +660,7 @@ def test_stream_of_warning_output_is_one_line_per_problem():
         original = warnings.showwarning
         warnings.showwarning = lambda *a, **k: buf.write(warnings.formatwarning(*a[:4]))
         try:
-            thread = threading.Thread(target=_providers.emit_warning, args=("otel_jax: test",))
+            thread = threading.Thread(target=_failopen.emit, args=("otel_jax: test",))
             thread.start()
             thread.join(30)
         finally:

@@ -186,6 +186,17 @@ def test_a_hint_for_every_cause_kind():
     assert hint_for("no-such-kind") == hint_for("unknown")
 
 
+def test_every_finer_hint_is_keyed_by_a_cause_kind_and_a_kind_of_change():
+    from otel_jax._core._vocab import CauseKind
+    from otel_jax._explain._diff import Detail
+    from otel_jax._explain._hints import DETAIL_HINTS
+
+    details = {d.value for d in Detail}
+    for kind, detail in DETAIL_HINTS:
+        assert isinstance(kind, CauseKind) and detail in details, (kind, detail)
+        assert hint_for(kind.value, detail=detail) == DETAIL_HINTS[kind, detail]
+
+
 def test_hint_in_log_line(telemetry):
     @jax.jit
     def w(x):

@@ -110,3 +110,17 @@ def test_version_is_written_once():
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert re.search(r'^version\s*=\s*"', pyproject, re.M) is None
     assert (ROOT / "otel_jax" / "py.typed").exists()
+
+
+def test_a_compile_history_entry_has_the_documented_keys():
+    from otel_jax._pipeline._history import CompileEntry
+
+    bullet = _section("Tests and inspection").split("`otel_jax.compile_history(fn)`")[1]
+    bullet = bullet.split("\n- ")[0].split("As plain data")[1]
+    documented = set(re.findall(r"`([a-z_]+)`", bullet))
+    entry = CompileEntry(count=1, cause_kind=CauseKind.FIRST_COMPILE.value, cause="", diff=(),
+                         compile_s=0.0, trace_s=None, lower_s=None, backend_compile_s=None,
+                         callsite=None, timestamp=0.0)
+    keys = set(entry.as_dict())
+    assert keys == documented
+    assert keys - {_vocab.ENTRY_SIGNATURE} <= _constants(Field)

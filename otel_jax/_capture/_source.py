@@ -5,18 +5,10 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import sysconfig
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any
 
-# Libraries whose frames are never "the user's callsite": JAX itself, otel_jax,
-# the usual wrappers around jax.jit, and the standard library (functools,
-# contextlib, threading).
-_WRAPPER_PACKAGES = (
-    "jax", "jaxlib", "otel_jax", "flax", "equinox", "optax", "haiku", "chex",
-    "orbax", "penzai", "pytest", "_pytest", "pluggy", "opentelemetry",
-)
+from .._core import _failopen
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,57 +98,6 @@ def _qualnames(file: str) -> dict[tuple[int, str], str]:
     return out
 
 
-@functools.lru_cache(maxsize=1)
-def _stdlib_dirs() -> tuple[str, ...]:
-    dirs = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib")}
-    return tuple(os.path.normcase(os.path.realpath(d)) + os.sep for d in dirs if d)
-
-
-_skip_dirs: dict[str, str] = {}
-
-
-_library_dirs_seen: tuple[int, tuple[str, ...]] = (-1, ())
-
-
-def _library_dirs() -> tuple[str, ...]:
-    # Only packages already imported can appear on the stack, so resolving
-    # their directories lazily keeps this free of imports; they are looked for
-    # again only when the set of imported modules grew.
-    global _library_dirs_seen
-    modules = len(sys.modules)
-    if _library_dirs_seen[0] == modules:
-        return _library_dirs_seen[1]
-    for name in _WRAPPER_PACKAGES:
-        if name not in _skip_dirs:
-            module = sys.modules.get(name)
-            path = getattr(module, "__file__", None)
-            if path:
-                _skip_dirs[name] = os.path.normcase(
-                    os.path.dirname(os.path.realpath(path))) + os.sep
-    dirs = tuple(_skip_dirs.values())
-    _library_dirs_seen = (modules, dirs)
-    return dirs
-
-
-_frame_verdict: dict[str, bool] = {}
-
-
-def _is_library_file(filename: str, package_dirs: tuple[str, ...]) -> bool:
-    verdict = _frame_verdict.get(filename)
-    if verdict is None:
-        if filename.startswith("<frozen"):
-            verdict = True
-        else:
-            real = os.path.normcase(os.path.realpath(filename))
-            in_stdlib = real.startswith(_stdlib_dirs()) and not any(
-                part in real for part in ("site-packages", "dist-packages"))
-            verdict = in_stdlib or real.startswith(package_dirs)
-        if len(_frame_verdict) > 4096:
-            _frame_verdict.clear()
-        _frame_verdict[filename] = verdict
-    return verdict
-
-
 def owner_info(fun: Any) -> FunctionInfo | None:
     """``MLP.apply`` for a library method bound to an instance of a user's class.
 
@@ -196,7 +137,7 @@ def _class_line(klass: type, fallback: int) -> int:
 
 def is_library_file(filename: str) -> bool:
     """Whether ``filename`` belongs to JAX, a wrapper library or the standard library."""
-    return _is_library_file(filename, _library_dirs())
+    return _failopen.is_library_file(filename)
 
 
 _jax_verdict: dict[str, bool] = {}
@@ -206,8 +147,8 @@ def is_jax_file(filename: str) -> bool:
     """Whether ``filename`` is part of JAX itself (its own jitted library functions)."""
     verdict = _jax_verdict.get(filename)
     if verdict is None:
-        _library_dirs()
-        jax_dirs = tuple(_skip_dirs[n] for n in ("jax", "jaxlib") if n in _skip_dirs)
+        dirs = _failopen.package_dirs()
+        jax_dirs = tuple(d for n in ("jax", "jaxlib") for d in dirs.get(n, ()))
         verdict = bool(jax_dirs) and os.path.normcase(
             os.path.realpath(filename)).startswith(jax_dirs)
         if len(_jax_verdict) > 4096:
@@ -297,38 +238,11 @@ def _collect_inner(value: Any, out: list[Any]) -> None:
             out.append(contents)
 
 
-def user_stacklevel(limit: int = 200) -> int:
-    """The ``stacklevel`` for ``warnings.warn`` called by this function's caller that
-    points at the user's own code: JAX, otel_jax and wrapper-library frames are
-    walked out of. 2 (the caller's caller) when no user frame is found.
-    """
-    dirs = _library_dirs()
-    try:
-        frame: FrameType | None = sys._getframe(1)
-    except ValueError:
-        return 2
-    level = 1
-    while frame is not None and level < limit:
-        if not _is_library_file(frame.f_code.co_filename, dirs):
-            return level
-        frame = frame.f_back
-        level += 1
-    return 2
-
-
 def user_callsite(skip: int = 1, limit: int = 200) -> str | None:
-    """``file:line`` of the innermost frame that is the user's own code."""
-    dirs = _library_dirs()
-    frame: FrameType | None
-    try:
-        frame = sys._getframe(skip)
-    except ValueError:
+    """``file:line`` of the innermost frame that is the user's own code, ``skip`` frames
+    out from this function (1: its caller)."""
+    found = _failopen.user_frame(skip=skip, limit=limit)
+    if found is None:
         return None
-    depth = 0
-    while frame is not None and depth < limit:
-        filename = frame.f_code.co_filename
-        if not _is_library_file(filename, dirs):
-            return f"{filename}:{frame.f_lineno}"
-        frame = frame.f_back
-        depth += 1
-    return None
+    frame = found[0]
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"

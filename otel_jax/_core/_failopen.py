@@ -5,15 +5,28 @@ listeners, on the compiling thread, where an exception would surface in the
 user's jit call. Each step runs under :meth:`FailOpen.guard`; a failure
 degrades the telemetry (an ``unknown`` cause, a missing attribute) and costs
 one warning per kind of problem, never an exception.
+
+Every warning otel_jax gives goes one way: :func:`once` (one process-wide
+registry, keyed by :class:`WarnKey`) decides whether it is the first of its
+kind, :func:`emit` gives it, pointing at the user's own frame found by
+:func:`user_frame` (the one walk out of otel_jax, JAX, wrapper libraries and
+the standard library), and logs it instead when warnings are errors.
+:func:`reset_warnings` forgets what was said (tests).
 """
 
 from __future__ import annotations
 
+import enum
 import logging
+import os
+import sys
+import sysconfig
 import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from types import FrameType
 from typing import TypeVar
 
 from ._text import safe_repr
@@ -27,29 +40,220 @@ class OtelJaxWarning(RuntimeWarning):
     """otel_jax could not do part of its work; the user's program is unaffected."""
 
 
-class FailOpen:
-    """Counts internal errors and warns once per kind of problem.
+# --- the user's frame -------------------------------------------------------------------------
 
-    ``warn`` is a test seam: by default Python's ``warnings.warn``.
+#: Packages whose frames are never the user's own code: JAX, otel_jax, the libraries
+#: that wrap jit or call the user's code (test runners, OpenTelemetry).
+NOT_USER_PACKAGES = (
+    "jax", "jaxlib", "otel_jax", "flax", "equinox", "optax", "haiku", "chex",
+    "orbax", "penzai", "pytest", "_pytest", "pluggy", "opentelemetry",
+)
+
+_package_dirs: dict[str, tuple[str, ...]] = {}
+_package_dirs_seen: tuple[int, tuple[str, ...]] = (-1, ())
+_frame_verdict: dict[str, bool] = {}
+_stdlib: tuple[str, ...] | None = None
+
+
+def _stdlib_dirs() -> tuple[str, ...]:
+    global _stdlib
+    if _stdlib is None:
+        dirs = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib")}
+        _stdlib = tuple(os.path.normcase(os.path.realpath(d)) + os.sep for d in dirs if d)
+    return _stdlib
+
+
+def package_dirs() -> dict[str, tuple[str, ...]]:
+    """The directories of each of :data:`NOT_USER_PACKAGES` imported so far, by name
+    (one, or a namespace package's several)."""
+    # Only packages already imported can appear on the stack, so resolving their
+    # directories lazily keeps this free of imports; they are looked for again
+    # only when the set of imported modules grew.
+    global _package_dirs_seen
+    modules = len(sys.modules)
+    if _package_dirs_seen[0] != modules:
+        for name in NOT_USER_PACKAGES:
+            if name not in _package_dirs and name in sys.modules:
+                module = sys.modules[name]
+                path = getattr(module, "__file__", None)
+                # A namespace package (opentelemetry) has no file, only its portions.
+                found = ([os.path.dirname(path)] if path
+                         else list(getattr(module, "__path__", None) or ()))
+                if found:
+                    _package_dirs[name] = tuple(
+                        os.path.normcase(os.path.realpath(d)) + os.sep for d in found)
+        _package_dirs_seen = (modules, tuple(
+            d for dirs in _package_dirs.values() for d in dirs))
+    return _package_dirs
+
+
+def is_library_file(filename: str) -> bool:
+    """Whether ``filename`` belongs to one of :data:`NOT_USER_PACKAGES` or to the
+    standard library (code installed in site-packages may be the user's)."""
+    package_dirs()
+    verdict = _frame_verdict.get(filename)
+    if verdict is None:
+        if filename.startswith("<frozen"):
+            verdict = True
+        else:
+            real = os.path.normcase(os.path.realpath(filename))
+            in_stdlib = real.startswith(_stdlib_dirs()) and not any(
+                part in real for part in ("site-packages", "dist-packages"))
+            verdict = in_stdlib or real.startswith(_package_dirs_seen[1])
+        if len(_frame_verdict) > 4096:  # bounded: code generated at run time has many names
+            _frame_verdict.clear()
+        _frame_verdict[filename] = verdict
+    return verdict
+
+
+def user_frame(skip: int = 0, limit: int = 200,
+               is_library: Callable[[str], bool] | None = None) -> tuple[FrameType, int] | None:
+    """The innermost frame of the user's own code on this thread's stack, and its
+    ``stacklevel`` for a ``warnings.warn`` made by the caller (1: the caller itself).
+
+    The walk starts ``skip`` frames out from the caller and looks at most ``limit``
+    frames; ``None`` when every frame is a library's (a background thread, exit).
+    ``is_library`` replaces :func:`is_library_file` as the judge of a frame's file.
+    """
+    judge = is_library if is_library is not None else is_library_file
+    try:
+        frame: FrameType | None = sys._getframe(skip + 1)
+    except ValueError:
+        return None
+    level = skip + 1
+    while frame is not None and level <= limit + skip:
+        if not judge(frame.f_code.co_filename):
+            return frame, level
+        frame = frame.f_back
+        level += 1
+    return None
+
+
+def user_stacklevel(default: int = 2) -> int:
+    """The ``stacklevel`` for a ``warnings.warn`` made by this function's caller that
+    points at the user's own code (:func:`user_frame`); ``default`` when none is found."""
+    found = user_frame(skip=1)
+    return default if found is None else found[1] - 1
+
+
+# --- one warning per kind of problem ----------------------------------------------------------
+
+class Topic(enum.Enum):
+    """What a once-only warning is about; with :class:`WarnKey`'s ``detail``, its kind."""
+
+    INTERNAL = "internal"                       # detail: step and exception type
+    JAX_UNAVAILABLE = "jax-unavailable"
+    NOT_RECORDING = "compile-history-not-recording"
+    SETUP = "setup"                             # OpenTelemetry providers not set up
+    INSTALL_IGNORED = "install-ignored"         # detail: the options ignored
+    EXPORT_TIMEOUT = "export-timeout"           # detail: the variable
+    PROMETHEUS_PORT = "prometheus-port"
+    PROMETHEUS_IGNORED = "prometheus-ignored"
+    GRPC_MISSING = "grpc-missing"
+    FOREIGN_EXPORTER = "foreign-exporter"       # another exporter's failure messages
+    BAD_RECORDS = "bad-records"
+    UNSENT_BATCH = "unsent-batch"
+    LOG_DROPPED = "log-dropped"
+    LOG_WRITE = "log-write"                     # detail: exception type
+    STRUCTLOG_LINE = "structlog-line"           # detail: exception type
+    RANKS_OFF = "ranks-off"
+    RANKS_METHODS = "ranks-methods"
+    LEDGER = "ledger"                           # detail: the ledger's path or URL
+    LEDGER_SKIPPED = "ledger-skipped"           # detail: the ledger's path
+    ENVIRONMENT = "environment"                 # detail: the OTEL_JAX_* variable
+
+
+@dataclass(frozen=True, slots=True)
+class WarnKey:
+    """One kind of problem: the topic and, where it has several, which one."""
+
+    topic: Topic
+    detail: str = ""
+
+
+class _Once:
+    """The process's set of kinds of problem already warned about."""
+
+    def __init__(self) -> None:
+        self._seen: set[WarnKey] = set()
+        self._lock = threading.Lock()
+
+    def claim(self, key: WarnKey) -> bool:
+        with self._lock:
+            if key in self._seen:
+                return False
+            self._seen.add(key)
+            return True
+
+    def clear(self) -> None:
+        with self._lock:
+            self._seen.clear()
+
+
+_ONCE = _Once()
+
+
+def once(key: Topic | WarnKey) -> bool:
+    """True the first time ``key`` is asked about in this process, False after."""
+    return _ONCE.claim(key if isinstance(key, WarnKey) else WarnKey(key))
+
+
+def reset_warnings() -> None:
+    """Forget every warning given, so that each may be given again (for tests)."""
+    _ONCE.clear()
+
+
+def _installed(filename: str) -> bool:
+    return any(part in filename for part in ("site-packages", "dist-packages"))
+
+
+def emit(message: str) -> None:
+    """An ``OtelJaxWarning`` pointing at the user's code that led to it (install(),
+    a jit call), or at ``otel_jax`` itself when no frame on the stack is the user's
+    (a background thread, exit) or the first one past otel_jax's is installed code.
+    Never raises: warnings turned into errors are logged on the ``otel_jax`` logger
+    instead."""
+    try:
+        found = user_frame()
+        if found is None or _installed(found[0].f_code.co_filename):
+            # Installed code past ours is another library's thread or callback (the
+            # OpenTelemetry SDK's export thread, an event loop): no line of the user's.
+            warnings.warn_explicit(message, OtelJaxWarning, "otel_jax", 0, module="otel_jax")
+        else:
+            # Said at the frame found, as ``warnings.warn`` would with its stacklevel, but
+            # with no second count of the frames between.
+            frame = found[0]
+            where = frame.f_globals
+            warnings.warn_explicit(message, OtelJaxWarning, frame.f_code.co_filename,
+                                   frame.f_lineno, module=where.get("__name__"),
+                                   registry=where.setdefault("__warningregistry__", {}))
+    except Exception:  # warnings turned into errors must not reach JAX or the user
+        _logger.warning(message)
+
+
+def warn_once(key: Topic | WarnKey, message: str,
+              warn: Callable[[str], None] = emit) -> bool:
+    """One warning per ``key`` (through ``warn``); returns whether this call warned."""
+    if not once(key):
+        return False
+    warn(message)
+    return True
+
+
+class FailOpen:
+    """Counts internal errors; each kind of problem costs one warning (:func:`warn_once`).
+
+    ``warn`` is a test seam: by default :func:`emit`.
     """
 
-    def __init__(self, warn: Callable[..., None] = warnings.warn) -> None:
+    def __init__(self, warn: Callable[[str], None] = emit) -> None:
         self.internal_errors = 0
-        self._warned: set[str] = set()
         self._lock = threading.Lock()
         self._warn = warn
 
-    def warn_once(self, key: str, message: str, stacklevel: int = 3) -> bool:
+    def warn_once(self, key: Topic | WarnKey, message: str) -> bool:
         """One clear warning per ``key``; returns whether this call warned."""
-        with self._lock:
-            if key in self._warned:
-                return False
-            self._warned.add(key)
-        try:
-            self._warn(message, OtelJaxWarning, stacklevel=stacklevel)
-        except Exception:  # warnings turned into errors must not reach JAX
-            _logger.warning(message)
-        return True
+        return warn_once(key, message, self._warn)
 
     def failed(self, where: str, exc: BaseException) -> None:
         """Record an internal error in step ``where``: counted, logged at DEBUG, warned once."""
@@ -57,10 +261,10 @@ class FailOpen:
             self.internal_errors += 1
         _logger.debug("otel_jax internal error in %s", where, exc_info=exc)
         self.warn_once(
-            f"internal:{where}:{type(exc).__name__}",
+            WarnKey(Topic.INTERNAL, f"{where}:{type(exc).__name__}"),
             f"otel_jax: internal error in {where} ({type(exc).__name__}: "
             f"{safe_repr(str(exc), 200)}); the jit call is unaffected and the compile is "
-            "reported with the best explanation available.", stacklevel=4)
+            "reported with the best explanation available.")
 
     @contextmanager
     def guard(self, where: str) -> Iterator[None]:
@@ -77,7 +281,3 @@ class FailOpen:
         except Exception as exc:
             self.failed(where, exc)
             return default
-
-    def reset(self) -> None:
-        with self._lock:
-            self._warned.clear()

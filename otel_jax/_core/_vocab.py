@@ -194,6 +194,9 @@ class DiffKey:
     AFTER: Final = "after"
 
 
+#: The key of a ``compile_history`` entry's signature (its other keys are log fields).
+ENTRY_SIGNATURE: Final = "signature"
+
 #: The ``kind`` of the last diff entry when the list was cut short.
 DIFF_TRUNCATED: Final = "truncated"
 #: How many changes a log line lists (``diff_total`` counts them all).

@@ -49,6 +49,8 @@ except ImportError:  # opentelemetry-sdk < 1.39
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from .._core._failopen import Topic, emit, once
+
 OPEN_SECONDS = 30.0
 #: The longest ``uninstall()`` waits for telemetry still to be exported.
 UNINSTALL_SECONDS = 2.0
@@ -81,11 +83,6 @@ _NOISE = ("Transient error", "Failed to export", "Shutdown in progress",
 _state_lock = threading.Lock()
 _inside_our_export = threading.local()
 
-
-def _warn(message: str) -> None:
-    from ._providers import emit_warning
-
-    emit_warning(message)
 
 
 def _bounded_text(text: str, limit: int = 200) -> str:
@@ -325,9 +322,9 @@ def close_window(window: _Window) -> None:
                 why = f"it answered {seen.describe()}; the exporter was still retrying"
             else:
                 why = f"{seen.describe()}; the exporter was still retrying"
-        _warn(f"otel_jax: {window.what} dropped {', '.join(parts)} that could not be exported "
-              f"to {endpoint} ({why}); {window.what} waits at most {window.seconds:g} s for "
-              "telemetry.")
+        emit(f"otel_jax: {window.what} dropped {', '.join(parts)} that could not be exported "
+             f"to {endpoint} ({why}); {window.what} waits at most {window.seconds:g} s for "
+             "telemetry.")
 
 
 _UNITS = {"traces": "spans", "spans": "spans", "logs": "log records",
@@ -400,15 +397,15 @@ class Breaker:
         retry = (f"retried every {self.open_seconds:.0f} s; the training loop is not "
                  "affected")
         if health is Health.UNREACHABLE:
-            _warn(f"otel_jax: cannot export {self.signal} to {self.endpoint}: the collector "
-                  f"is unreachable ({detail}). Telemetry is dropped while it is ({retry}).")
+            emit(f"otel_jax: cannot export {self.signal} to {self.endpoint}: the collector "
+                 f"is unreachable ({detail}). Telemetry is dropped while it is ({retry}).")
         elif health is Health.REJECTED:
-            _warn(f"otel_jax: cannot export {self.signal} to {self.endpoint}: the endpoint "
-                  f"answered {detail}. {self.signal.capitalize()} are dropped while it does "
-                  f"({retry}).")
+            emit(f"otel_jax: cannot export {self.signal} to {self.endpoint}: the endpoint "
+                 f"answered {detail}. {self.signal.capitalize()} are dropped while it does "
+                 f"({retry}).")
         else:
-            _warn(f"otel_jax: cannot export {self.signal} to {self.endpoint} ({detail}). "
-                  f"{self.signal.capitalize()} are dropped while exports fail ({retry}).")
+            emit(f"otel_jax: cannot export {self.signal} to {self.endpoint} ({detail}). "
+                 f"{self.signal.capitalize()} are dropped while exports fail ({retry}).")
 
     def _turn_off(self, status: str) -> None:
         with self._lock:
@@ -418,8 +415,8 @@ class Breaker:
         others = _still_sent(self.signal)
         flows = (f"{' and '.join(others)} still sent" if others
                  else "nothing else is sent there")
-        _warn(f"otel_jax: the OTLP endpoint does not accept {self.signal} ({status}): "
-              f"{self.signal} off, {flows} (endpoint {self.endpoint}).")
+        emit(f"otel_jax: the OTLP endpoint does not accept {self.signal} ({status}): "
+             f"{self.signal} off, {flows} (endpoint {self.endpoint}).")
 
     def succeeded(self) -> None:
         self._open_until = 0.0
@@ -441,24 +438,20 @@ class _QuietExportNoise(logging.Filter):
             return True
         if getattr(_inside_our_export, "active", False):
             return False
-        global _foreign_announced
-        with _state_lock:
-            first, _foreign_announced = not _foreign_announced, True
-        if first:
+        if once(Topic.FOREIGN_EXPORTER):
             try:
                 text = record.getMessage()
             except Exception:
                 text = str(record.msg)
             if len(text) > 300:
                 text = text[:300] + "..."
-            _warn(f"otel_jax: an OpenTelemetry exporter reports: {text}. Its further retry and "
-                  "export-failure messages are not printed (one warning instead of one line "
-                  "per attempt); its telemetry is dropped while its exports fail.")
+            emit(f"otel_jax: an OpenTelemetry exporter reports: {text}. Its further retry and "
+                 "export-failure messages are not printed (one warning instead of one line "
+                 "per attempt); its telemetry is dropped while its exports fail.")
         return False
 
 
 _filter_installed = False
-_foreign_announced = False
 
 
 def quiet_exporter_logs() -> None:
@@ -586,17 +579,11 @@ def metric_points(data: Any) -> int:
         return 1
 
 
-_bad_records_warned = False
-
-
 def _bad_records(signal: str, n: int, detail: str = "") -> None:
-    global _bad_records_warned
-    with _state_lock:
-        first, _bad_records_warned = not _bad_records_warned, True
-    if first:
-        _warn(f"otel_jax: dropped {n} {_UNITS.get(signal, signal)} whose text cannot be encoded "
-              f"(e.g. a lone surrogate in a string{detail}); the rest of the telemetry is "
-              "exported. Later bad records are dropped without a warning.")
+    if once(Topic.BAD_RECORDS):
+        emit(f"otel_jax: dropped {n} {_UNITS.get(signal, signal)} whose text cannot be encoded "
+             f"(e.g. a lone surrogate in a string{detail}); the rest of the telemetry is "
+             "exported. Later bad records are dropped without a warning.")
 
 
 # --- the bounded call -------------------------------------------------------------------------
@@ -666,19 +653,13 @@ def _start(call: _Call, name: str) -> None:
         call.run()
 
 
-_unsent_warned = False
-
-
 def _unsent(signal: str, n: int) -> None:
     """The exporter failed a batch without sending a request: the batch, not the endpoint."""
-    global _unsent_warned
-    with _state_lock:
-        first, _unsent_warned = not _unsent_warned, True
-    if first:
-        _warn(f"otel_jax: the OTLP exporter did not send a batch of {n} "
-              f"{_UNITS.get(signal, signal)} (it could not be encoded or is over the "
-              "exporter's size limit); it is dropped and the rest of the telemetry is "
-              "exported. Later such batches are dropped without a warning.")
+    if once(Topic.UNSENT_BATCH):
+        emit(f"otel_jax: the OTLP exporter did not send a batch of {n} "
+             f"{_UNITS.get(signal, signal)} (it could not be encoded or is over the "
+             "exporter's size limit); it is dropped and the rest of the telemetry is "
+             "exported. Later such batches are dropped without a warning.")
 
 
 class _Guard:

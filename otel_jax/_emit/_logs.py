@@ -42,7 +42,7 @@ from opentelemetry import trace
 from opentelemetry._logs import Logger as OtelLogger
 from opentelemetry._logs import LogRecord, SeverityNumber
 
-from .._core._failopen import FailOpen
+from .._core._failopen import FailOpen, Topic, WarnKey
 from .._core._text import safe_repr
 from .._core._vocab import EVENT_COMPILE, EVENT_DIVERGENCE, EVENT_STORM, LOGGER_NAME, Attr, Field
 from .._pipeline._record import (
@@ -273,12 +273,11 @@ class LogEmitter:
         # full: warn only when that cannot block (else at a later drop).
         if writable_now(sys.stderr):
             self._failopen.warn_once(
-                "json-log-dropped",
+                Topic.LOG_DROPPED,
                 f"otel_jax: the {self._output_name} is not keeping up (a full pipe nobody "
                 f"reads?): {dropped} compile log line(s) dropped so far, and lines are dropped "
                 "while it stays full; the jit calls are unaffected. The final count is given "
-                "at exit.",
-                stacklevel=2)
+                "at exit.")
 
     # --- the writer thread ----------------------------------------------------------
 
@@ -374,7 +373,7 @@ class JsonLogEmitter(LogEmitter):
             self._count_dropped(len(batch))
             if writable_now(sys.stderr):
                 self._failopen.warn_once(
-                    f"json-log-write:{type(exc).__name__}",
+                    WarnKey(Topic.LOG_WRITE, type(exc).__name__),
                     f"otel_jax: writing the JSON log failed ({type(exc).__name__}); "
                     f"{len(batch)} line(s) dropped; the jit calls are unaffected.")
 
@@ -460,7 +459,7 @@ class StructlogEmitter(LogEmitter):
                 self._count_dropped(1)
                 if writable_now(sys.stderr):
                     self._failopen.warn_once(
-                        f"structlog-line:{type(exc).__name__}",
+                        WarnKey(Topic.STRUCTLOG_LINE, type(exc).__name__),
                         f"otel_jax: the application's structlog configuration raised "
                         f"{type(exc).__name__} ({safe_repr(str(exc), 200)}) on a {line[2]} "
                         "line; that line is dropped, later lines are still sent, and the "

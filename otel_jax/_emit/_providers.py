@@ -17,22 +17,18 @@ otel_jax creates are shut down at exit within ``_export.EXIT_SECONDS``.
 from __future__ import annotations
 
 import atexit
-import logging
 import math
 import os
 import sys
 import threading
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import _logs as otel_logs
 from opentelemetry import metrics, trace
 
-from .._pipeline._engine import OtelJaxWarning
-
-_log = logging.getLogger("otel_jax")
+from .._core._failopen import Topic, WarnKey, emit, once, warn_once
 
 
 @dataclass
@@ -93,50 +89,6 @@ def _protocol(signal: str) -> str:
             or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip()
 
 
-_said: set[str] = set()
-
-
-def warn_once(key: str, message: str) -> None:
-    """One ``OtelJaxWarning`` per kind of set-up problem; never raises."""
-    if key in _said:
-        return
-    _said.add(key)
-    emit_warning(message)
-
-
-# otel_jax's own directory (this module sits one subpackage below it): every frame
-# under it is ours, skipped on the way to the user's.
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
-def _library_dirs() -> tuple[str, ...]:
-    import sysconfig
-
-    paths = sysconfig.get_paths()
-    return tuple({os.path.abspath(paths[k]) + os.sep for k in
-                  ("stdlib", "platstdlib", "purelib", "platlib") if k in paths})
-
-
-def emit_warning(message: str) -> None:
-    """An ``OtelJaxWarning`` pointing at the user's call that led to it (install(),
-    uninstall(), a jit call), or at ``otel_jax`` itself when it comes from a background
-    thread or from exit. Never raises (warnings turned into errors are logged)."""
-    try:
-        frame: Any = sys._getframe(0)
-        level = 1
-        while frame is not None and os.path.abspath(
-                frame.f_code.co_filename).startswith(_PACKAGE_DIR):
-            frame = frame.f_back
-            level += 1
-        if frame is None or os.path.abspath(frame.f_code.co_filename).startswith(
-                _library_dirs()):
-            warnings.warn_explicit(message, OtelJaxWarning, "otel_jax", 0, module="otel_jax")
-        else:
-            warnings.warn(message, OtelJaxWarning, stacklevel=level)
-    except Exception:
-        _log.warning(message)
-
-
 _DEFAULT_TIMEOUT_S = 10.0
 
 
@@ -157,20 +109,17 @@ def export_timeout(signal: str) -> float:
         except ValueError:
             value = math.nan
         if not math.isfinite(value) or value <= 0:
-            warn_once(f"timeout:{var}", f"otel_jax: {var}={raw!r} is not a positive number "
-                      f"of seconds; using {_DEFAULT_TIMEOUT_S:g} s")
+            warn_once(WarnKey(Topic.EXPORT_TIMEOUT, var),
+                      f"otel_jax: {var}={raw!r} is not a positive number of seconds; using "
+                      f"{_DEFAULT_TIMEOUT_S:g} s")
             return _DEFAULT_TIMEOUT_S
         return value / 1000 if value >= 1000 else value
     return _DEFAULT_TIMEOUT_S
 
 
-_grpc_fallback_said = False
-
-
 def _exporter(signal: str) -> Any:
     """The OTLP exporter for ``signal`` (gRPC when asked for and installed, else HTTP),
     wrapped so that an unreachable collector costs one warning, not the user's time."""
-    global _grpc_fallback_said
     from . import _export
 
     names = {"traces": "trace_exporter.OTLPSpanExporter",
@@ -188,9 +137,8 @@ def _exporter(signal: str) -> Any:
             mod = __import__(f"opentelemetry.exporter.otlp.proto.grpc.{module}",
                              fromlist=[cls])
         except ImportError:
-            if not _grpc_fallback_said:  # once, not once per signal
-                _grpc_fallback_said = True
-                emit_warning("otel_jax: OTEL_EXPORTER_OTLP_PROTOCOL=grpc but the gRPC exporter "
+            if once(Topic.GRPC_MISSING):  # once, not once per signal
+                emit("otel_jax: OTEL_EXPORTER_OTLP_PROTOCOL=grpc but the gRPC exporter "
                              "is not installed (pip install 'otel_jax[grpc]'); using "
                              "http/protobuf")
         else:
@@ -273,7 +221,7 @@ def _prometheus_request(port: int | None) -> tuple[str, int | None] | None:
         except ValueError:
             value = -1
         if not 0 <= value <= 65535:
-            warn_once("prometheus-port", (
+            warn_once(Topic.PROMETHEUS_PORT, (
                 f"otel_jax: OTEL_EXPORTER_PROMETHEUS_PORT={env_port!r} is not a port number "
                 "(0-65535); no Prometheus scrape endpoint is served. Metrics are still "
                 "recorded in this process."))
@@ -290,7 +238,7 @@ def _start_prometheus(build: _Build, host: str, port: int) -> None:
     try:
         started = start_http_server(port, addr=host)
     except Exception as exc:  # port in use, host unknown, ...
-        warn_once("prometheus-port", (
+        warn_once(Topic.PROMETHEUS_PORT, (
             f"otel_jax: cannot serve Prometheus metrics on {host}:{port} "
             f"({type(exc).__name__}: {exc}); no scrape endpoint in this process. Metrics are "
             f"still recorded in this process. {_PORT_HELP}"))
@@ -370,7 +318,7 @@ def resolve(tracer_provider: Any = None, meter_provider: Any = None,
                              prometheus_port)
     except Exception as exc:
         _discard(build)
-        warn_once("providers", (
+        warn_once(Topic.SETUP, (
             f"otel_jax: cannot set up OpenTelemetry export ({type(exc).__name__}: {exc}); "
             "compiles are still reported in the JSON log lines, and in the application's "
             "own providers if it sets them up."))
@@ -395,7 +343,7 @@ def _resolve(build: _Build, tracer_provider: Any, meter_provider: Any, logger_pr
         if meter_provider_configured():
             meter_provider = metrics.get_meter_provider()
             if prometheus is not None and prometheus_port is not None:
-                warn_once("prometheus-ignored", (
+                warn_once(Topic.PROMETHEUS_IGNORED, (
                     f"otel_jax: prometheus_port={prometheus_port} ignored: the application "
                     "configured its own MeterProvider; add a PrometheusMetricReader to it"))
         else:

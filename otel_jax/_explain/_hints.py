@@ -2,34 +2,45 @@
 
 from __future__ import annotations
 
+from .._core._vocab import CauseKind
+
 HINTS: dict[str, str] = {
-    "first_compile": "expected once per function and signature; warm up before timing",
-    "shape": ("pad or bucket inputs to a few fixed shapes (e.g. drop or pad the last partial "
-              "batch); every new shape compiles again"),
-    "dtype": ("cast inputs to one dtype before the call (e.g. jnp.asarray(x, jnp.float32)); "
-              "every new dtype compiles again"),
-    "weak_type": ("a Python scalar is weakly typed: build it with an explicit dtype "
-                  "(jnp.float32(lr)) or always pass the same kind of value"),
-    "pytree_structure": ("keep the argument tree fixed: same dict keys, no None-vs-array "
-                         "switches, the same positional/keyword calling convention"),
-    "static_argument": ("every new static value compiles again: make it a traced argument, or "
-                        "give its type value-based __eq__/__hash__ (or pass a tuple) instead of "
-                        "a fresh object compared by identity"),
-    "function_identity": ("hoist jax.jit out of the loop: jit a named function once and reuse "
-                          "it instead of re-creating jax.jit(lambda ...), "
-                          "jax.jit(functools.partial(...)) or jax.jit(obj.method) each call"),
-    "tracing_context": ("a config value or context manager in the cache key changed "
-                        "(enable_x64, default_matmul_precision, a mesh): enter it once around "
-                        "the whole loop"),
-    "sharding": ("keep each argument's sharding fixed across calls (device_put with the same "
-                 "NamedSharding, or set in_shardings on jax.jit)"),
-    "device_placement": ("an argument was committed to another device or its committed-ness "
-                         "changed: device_put inputs to the same device every call"),
-    "jit_options": ("another jax.jit wrapper of this function with different options "
-                    "(donate_argnums, shardings, compiler options): create one wrapper and "
-                    "reuse it"),
-    "unknown": ("no difference found in what otel_jax captures: a cache eviction "
-                "(jax.clear_caches(), jitted.clear_cache()) or a cache key otel_jax does not see"),
+    CauseKind.FIRST_COMPILE: "expected once per function and signature; warm up before timing",
+    CauseKind.SHAPE: (
+        "pad or bucket inputs to a few fixed shapes (e.g. drop or pad the last partial batch); "
+        "every new shape compiles again"),
+    CauseKind.DTYPE: (
+        "cast inputs to one dtype before the call (e.g. jnp.asarray(x, jnp.float32)); every new"
+        " dtype compiles again"),
+    CauseKind.WEAK_TYPE: (
+        "a Python scalar is weakly typed: build it with an explicit dtype (jnp.float32(lr)) or "
+        "always pass the same kind of value"),
+    CauseKind.PYTREE_STRUCTURE: (
+        "keep the argument tree fixed: same dict keys, no None-vs-array switches, the same "
+        "positional/keyword calling convention"),
+    CauseKind.STATIC_ARGUMENT: (
+        "every new static value compiles again: make it a traced argument, or give its type "
+        "value-based __eq__/__hash__ (or pass a tuple) instead of a fresh object compared by "
+        "identity"),
+    CauseKind.FUNCTION_IDENTITY: (
+        "hoist jax.jit out of the loop: jit a named function once and reuse it instead of "
+        "re-creating jax.jit(lambda ...), jax.jit(functools.partial(...)) or "
+        "jax.jit(obj.method) each call"),
+    CauseKind.TRACING_CONTEXT: (
+        "a config value or context manager in the cache key changed (enable_x64, "
+        "default_matmul_precision, a mesh): enter it once around the whole loop"),
+    CauseKind.SHARDING: (
+        "keep each argument's sharding fixed across calls (device_put with the same "
+        "NamedSharding, or set in_shardings on jax.jit)"),
+    CauseKind.DEVICE_PLACEMENT: (
+        "an argument was committed to another device or its committed-ness changed: device_put "
+        "inputs to the same device every call"),
+    CauseKind.JIT_OPTIONS: (
+        "another jax.jit wrapper of this function with different options (donate_argnums, "
+        "shardings, compiler options): create one wrapper and reuse it"),
+    CauseKind.UNKNOWN: (
+        "no difference found in what otel_jax captures: a cache eviction (jax.clear_caches(), "
+        "jitted.clear_cache()) or a cache key otel_jax does not see"),
 }
 
 
@@ -37,59 +48,59 @@ HINTS: dict[str, str] = {
 # value of ``_diff.Detail``): a hint must match what really happened, e.g. never
 # speak of identity hashing for a type that hashes by value.
 DETAIL_HINTS: dict[tuple[str, str], str] = {
-    ("static_argument", "value"): (
+    (CauseKind.STATIC_ARGUMENT, "value"): (
         "every distinct value of a static argument compiles once (later calls with an equal "
         "value hit the cache): keep it to a few values, or pass it as a traced argument (an "
         "array) if it changes every step"),
-    ("static_argument", "identity_hashed"): HINTS["static_argument"],
-    ("static_argument", "interned"): (
+    (CauseKind.STATIC_ARGUMENT, "identity_hashed"): HINTS[CauseKind.STATIC_ARGUMENT],
+    (CauseKind.STATIC_ARGUMENT, "interned"): (
         "JAX keeps one object per distinct value of this type (a Mesh built again with the "
         "same devices and axes is the same object, and hits the cache), so this is another "
         "value: each distinct one compiles once; build each once and keep to a few, or pass "
         "the sharding through the arguments (NamedSharding) instead of a static argument"),
-    ("static_argument", "static_function"): (
+    (CauseKind.STATIC_ARGUMENT, "static_function"): (
         "a function passed as a static argument compares by identity: a lambda, closure or "
         "functools.partial made in the loop is a new one every call; define it once outside "
         "the loop and pass that same function"),
-    ("static_argument", "other_export"): (
+    (CauseKind.STATIC_ARGUMENT, "other_export"): (
         "another jax.export program of this function (exported again, e.g. for a new input "
         "shape): each one compiles when first called; export once with symbolic dimensions "
         "(jax.export.symbolic_shape('b')) so one program serves every batch size"),
-    ("static_argument", "looks_equal"): (
+    (CauseKind.STATIC_ARGUMENT, "looks_equal"): (
         "this static value is not == to an equal-looking earlier one (a NaN, or a type whose "
         "__eq__/__hash__ is not value-based), so it never hits the cache: pass a value that "
         "equals itself, or make it a traced argument"),
-    ("static_argument", "moved"): (
+    (CauseKind.STATIC_ARGUMENT, "moved"): (
         "JAX keys a static argument by how it is passed as well as by its value: pass it the "
         "same way every call (always by keyword or always positionally)"),
-    ("static_argument", "traced_static"): (
+    (CauseKind.STATIC_ARGUMENT, "traced_static"): (
         "the same argument was a traced array in one call and a plain Python value (static) "
         "in the other: pass the same kind of value every call"),
-    ("pytree_structure", "static_field"): (
+    (CauseKind.PYTREE_STRUCTURE, "static_field"): (
         "a static (non-array) field of a module or dataclass pytree is part of the compiled "
         "program: each new value compiles once (switching model.train()/eval() compiles once "
         "per mode, then both are cached); if it changes every step, store it as an array "
         "(nnx.data / a Variable, a pytree field) instead"),
-    ("pytree_structure", "static_function"): (
+    (CauseKind.PYTREE_STRUCTURE, "static_function"): (
         "a static field holds a function or bound method, which compares by identity: a new "
         "one (an optax optimizer such as optax.adam(...) or a model's .apply re-created, a "
         "lambda) compiles again; create it once outside the loop and reuse it"),
-    ("dtype", "key_style"): (
+    (CauseKind.DTYPE, "key_style"): (
         "a typed PRNG key (jax.random.key, key<impl>[]) and a legacy uint32 one "
         "(jax.random.PRNGKey, u32[2]) are different types: use one key style everywhere "
         "(convert with jax.random.key_data / jax.random.wrap_key_data)"),
-    ("dtype", "key_impl"): (
+    (CauseKind.DTYPE, "key_impl"): (
         "PRNG keys of two implementations (jax_default_prng_impl, or impl= of "
         "jax.random.key) are different types: make every key with the same implementation"),
-    ("pytree_structure", "identity_hashed"): (
+    (CauseKind.PYTREE_STRUCTURE, "identity_hashed"): (
         "a static (non-array) part of this pytree node hashes by identity (no "
         "__eq__/__hash__), so every new instance compiles again: reuse one instance, or "
         "give its type value-based __eq__/__hash__"),
-    ("pytree_structure", "looks_equal"): (
+    (CauseKind.PYTREE_STRUCTURE, "looks_equal"): (
         "a static (non-array) part of this pytree node prints the same as before but is not "
         "== to it (a NaN, or an __eq__ that is not value-based): JAX compares it with ==, so "
         "it never hits the cache; make it equal itself, or store it as an array"),
-    ("pytree_structure", "moved"): (
+    (CauseKind.PYTREE_STRUCTURE, "moved"): (
         "an argument passed positionally in one call and by keyword in another changes the "
         "argument tree: pass it the same way every call"),
 }
@@ -109,10 +120,10 @@ def hint_for(kind: str, transformed: bool = False, detail: str | None = None) ->
     transformation itself. ``detail``: what sort of difference the top change
     is (``_diff.Detail`` values), for a hint that fits it.
     """
-    if transformed and kind == "function_identity":
+    if transformed and kind == CauseKind.FUNCTION_IDENTITY:
         return TRANSFORMED_HINT
     if detail is not None:
         fine = DETAIL_HINTS.get((str(kind), detail))
         if fine is not None:
             return fine
-    return HINTS.get(kind, HINTS["unknown"])
+    return HINTS.get(kind, HINTS[CauseKind.UNKNOWN])

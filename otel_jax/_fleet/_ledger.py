@@ -52,7 +52,7 @@ from typing import Any
 from .._capture import _jax_read
 from .._capture._fingerprint import function_identity, of_signature
 from .._capture._source import FunctionInfo
-from .._core._failopen import FailOpen
+from .._core._failopen import FailOpen, Topic, WarnKey
 from .._core._scrub import without_digests
 from .._core._text import emitted, safe_repr, truncate
 from .._core._vocab import LEDGER_ENV, MissReason
@@ -548,7 +548,7 @@ class Ledger:
     def _count_skipped(self, path: str, skipped: int) -> None:
         if skipped:
             self.skipped += skipped
-            self.failopen.warn_once(f"ledger-skipped:{path}", (
+            self.failopen.warn_once(WarnKey(Topic.LEDGER_SKIPPED, str(path)), (
                 f"otel_jax: skipped {skipped} unreadable entr(y/ies) of the compile ledger "
                 f"{path} (truncated, or not written by otel_jax); the others are used."))
 
@@ -561,7 +561,7 @@ class Ledger:
         store = None
         if root is None:
             self._off.add(url)
-            self.failopen.warn_once(f"ledger:{url}", (
+            self.failopen.warn_once(WarnKey(Topic.LEDGER, url), (
                 f"otel_jax: cannot reach the compile ledger {url}: install etils[epath] "
                 "(and gcsfs or s3fs), as JAX's cache on it needs; persistent-cache misses "
                 "are not explained. The program is unaffected."))
@@ -576,7 +576,7 @@ class Ledger:
         if os.path.isdir(path):
             # One problem, one warning: neither read nor written from here on.
             self._off.add(path)
-            self.failopen.warn_once(f"ledger:{path}", (
+            self.failopen.warn_once(WarnKey(Topic.LEDGER, str(path)), (
                 f"otel_jax: the compile ledger {path} is a directory, not a file; set "
                 "OTEL_JAX_LEDGER or install(ledger_path=...) to a file, or 'off'. "
                 "Persistent-cache misses are not explained; the program is unaffected."))
@@ -586,7 +586,7 @@ class Ledger:
             try:
                 lines, _missing = read_tail(name)
             except OSError as exc:
-                self.failopen.warn_once(f"ledger:{path}", (
+                self.failopen.warn_once(WarnKey(Topic.LEDGER, str(path)), (
                     f"otel_jax: cannot read the compile ledger {name} ({type(exc).__name__}: "
                     f"{exc}); persistent-cache misses are explained from this run only."))
                 continue
@@ -604,7 +604,7 @@ class Ledger:
                 self._remember(_key_of(entry), entry)
         if skipped:
             self.skipped += skipped
-            self.failopen.warn_once(f"ledger-skipped:{path}", (
+            self.failopen.warn_once(WarnKey(Topic.LEDGER_SKIPPED, str(path)), (
                 f"otel_jax: skipped {skipped} unreadable line(s) of the compile ledger "
                 f"{path} (truncated, or not written by otel_jax); the others are used."))
 
@@ -634,7 +634,7 @@ class Ledger:
         except OSError as exc:
             self.unwritten += 1
             self._broken.add(path)
-            self.failopen.warn_once(f"ledger:{path}", (
+            self.failopen.warn_once(WarnKey(Topic.LEDGER, str(path)), (
                 f"otel_jax: cannot write the compile ledger {path} ({type(exc).__name__}: "
                 f"{exc}); set OTEL_JAX_LEDGER or install(ledger_path=...) to a writable "
                 "file, or 'off'. The program is unaffected."))

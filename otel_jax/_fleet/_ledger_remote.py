@@ -37,7 +37,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .._core._failopen import FailOpen
+from .._core._failopen import FailOpen, Topic, WarnKey
 
 Entry = dict[str, Any]
 
@@ -310,7 +310,7 @@ class RemoteStore:
         self._warn(f"failed ({type(exc).__name__}{': ' + text if text else ''})")
 
     def _warn(self, what: str) -> None:
-        self._failopen.warn_once(f"ledger:{self.url}", (
+        self._failopen.warn_once(WarnKey(Topic.LEDGER, self.url), (
             f"otel_jax: the compile ledger's store {self.url} {what}; persistent-cache "
             "misses are explained from what is already known, and entries may go unrecorded "
             f"(tried again after {RETRY_AFTER_S:g} s). The program is unaffected."))

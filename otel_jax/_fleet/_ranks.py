@@ -99,7 +99,7 @@ from typing import Any, NamedTuple
 
 from .._capture import _fingerprint, _jax_read
 from .._capture._signature import Signature
-from .._core._failopen import FailOpen
+from .._core._failopen import FailOpen, Topic
 from .._core._scrub import without_digests
 from .._core._text import safe_repr
 from .._core._vocab import CauseKind, DiffKey, DivergenceKind
@@ -822,7 +822,7 @@ class Checker:
         if self._failures >= MAX_FAILURES:
             self.off = True
             self._failopen.warn_once(
-                "ranks-off",
+                Topic.RANKS_OFF,
                 "otel_jax: the coordination service of this multi-process job failed "
                 f"{self._failures} times ({what}: {type(exc).__name__}: "
                 f"{safe_repr(str(exc), 160)}); ranks are no longer compared in this "
@@ -1008,7 +1008,7 @@ class CrossRank:
             if lacking:
                 checker.off = True
                 self._failopen.warn_once(
-                    "ranks-methods",
+                    Topic.RANKS_METHODS,
                     "otel_jax: this JAX's distributed runtime client lacks "
                     f"{', '.join(lacking)}; ranks of this multi-process job are not "
                     "compared. The jit calls are unaffected.")

@@ -21,7 +21,7 @@ import threading
 from typing import Any
 
 from .._capture import _jax_hooks, _jax_read, _naming
-from .._core._failopen import FailOpen, OtelJaxWarning
+from .._core._failopen import FailOpen, OtelJaxWarning, Topic
 from .._core._vocab import Phase
 from .._fleet import _ranks
 from .._fleet._ledger import Ledger
@@ -114,7 +114,7 @@ class Engine:
                      if g.capability not in {h.capability for h in gaps}]
         self._unavailable = frozenset(g.capability for g in gaps)
         if gaps:
-            self.failopen.warn_once("jax-unavailable", _jax_hooks.unavailable_message(
+            self.failopen.warn_once(Topic.JAX_UNAVAILABLE, _jax_hooks.unavailable_message(
                 _jax_version(), sorted(gaps, key=lambda g: list(_jax_hooks.Capability).index(
                     g.capability))))
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from .._capture._signature import Signature
 from .._capture._source import FunctionInfo
+from .._core._vocab import ENTRY_SIGNATURE, DiffKey, Field
 
 DEFAULT_SIGNATURES_PER_FUNCTION = 16
 DEFAULT_ENTRIES_PER_FUNCTION = 64
@@ -43,11 +44,12 @@ class CompileEntry:
     def as_dict(self) -> dict[str, Any]:
         """Everything as plain data (JSON-serialisable)."""
         return {
-            "count": self.count, "cause_kind": self.cause_kind, "cause": self.cause,
-            "diff": list(self.diff), "signature": self.signature,
-            "compile_s": self.compile_s, "trace_s": self.trace_s, "lower_s": self.lower_s,
-            "backend_compile_s": self.backend_compile_s, "callsite": self.callsite,
-            "timestamp": self.timestamp, "persistent_cache_hit": self.persistent_cache_hit,
+            Field.COUNT: self.count, Field.CAUSE_KIND: self.cause_kind, Field.CAUSE: self.cause,
+            Field.DIFF: list(self.diff), ENTRY_SIGNATURE: self.signature,
+            Field.COMPILE_S: self.compile_s, Field.TRACE_S: self.trace_s,
+            Field.LOWER_S: self.lower_s, Field.BACKEND_COMPILE_S: self.backend_compile_s,
+            Field.CALLSITE: self.callsite, Field.TIMESTAMP: self.timestamp,
+            Field.PERSISTENT_CACHE_HIT: self.persistent_cache_hit,
         }
 
     def __getitem__(self, key: str) -> Any:
@@ -69,9 +71,8 @@ class CompileEntry:
                + (f" · persistent cache {'hit' if self.persistent_cache_hit else 'miss'}"
                   if self.persistent_cache_hit is not None else "") + "</small>"]
         if self.diff:
-            out.append(_html_table(("path", "kind", "before", "after"), [
-                [d.get(k, "") for k in ("path", "kind", "before", "after")]
-                for d in self.diff]))
+            keys = (DiffKey.PATH, DiffKey.KIND, DiffKey.BEFORE, DiffKey.AFTER)
+            out.append(_html_table(keys, [[d.get(k, "") for k in keys] for d in self.diff]))
         signature = self.signature
         arguments = signature.get("arguments", {})
         statics = signature.get("static_arguments", {})

@@ -15,8 +15,7 @@ import threading
 import warnings
 from typing import Literal
 
-from .._capture._source import user_stacklevel
-from .._core._failopen import FailOpen, OtelJaxWarning
+from .._core._failopen import FailOpen, OtelJaxWarning, user_stacklevel
 from .._core._vocab import CauseKind
 from ._history import FunctionHistory, History
 from ._record import CompileRecord, Storm

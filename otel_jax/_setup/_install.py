@@ -12,6 +12,7 @@ from opentelemetry import trace
 
 from .._capture._jax_hooks import Capability
 from .._core import _scrub
+from .._core._failopen import Topic, WarnKey, warn_once
 from .._core._vocab import INSTRUMENTATION_SCOPE
 from .._emit import _providers
 from .._emit._logs import (
@@ -174,7 +175,8 @@ def install(
     global _current
     # The parameters above are InstallOptions' fields (a test keeps them the same):
     # checked here, at the caller's line, before anything is set up.
-    options = InstallOptions(**locals()).with_environment(warn=_providers.warn_once)
+    options = InstallOptions(**locals()).with_environment(
+        warn=lambda key, message: warn_once(WarnKey(Topic.ENVIRONMENT, key), message))
     with _lock:
         if _current is not None:
             _warn_ignored(_current._options, options)
@@ -194,7 +196,7 @@ def install(
             providers = _providers.resolve(tracer_provider, meter_provider, logger_provider,
                                            prometheus_port)
         except Exception as exc:  # resolve() fails open itself; this is the last guard
-            _providers.warn_once("providers", (
+            warn_once(Topic.SETUP, (
                 f"otel_jax: cannot set up OpenTelemetry ({type(exc).__name__}: {exc}); "
                 "compiles are reported in the JSON log lines only."))
             providers = _providers.Providers(trace.get_tracer_provider(),
@@ -255,7 +257,7 @@ def _warn_ignored(active: InstallOptions, asked: InstallOptions) -> None:
         return
     described = ", ".join(f"{name}={_short(getattr(asked, name))} "
                           f"(active: {_short(getattr(active, name))})" for name in ignored)
-    _providers.warn_once(f"install-ignored:{','.join(ignored)}", (
+    warn_once(WarnKey(Topic.INSTALL_IGNORED, ",".join(ignored)), (
         f"otel_jax is already installed; install() ignored {described}. Call "
         "otel_jax.uninstall() first to install with other arguments."))
 

@@ -195,7 +195,7 @@ class InstallOptions:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def with_environment(self, environ: Mapping[str, str] | None = None,
-                         warn: Callable[[str, str], None] | None = None) -> InstallOptions:
+                         warn: Callable[[str, str], object] | None = None) -> InstallOptions:
         """These options, where left at their default, from their ``OTEL_JAX_*`` variable.
 
         A value a variable cannot give is reported through ``warn(key, message)`` (once
