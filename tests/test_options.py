@@ -20,8 +20,8 @@ from conftest import Telemetry, clean_env
 
 import otel_jax
 from otel_jax import OtelJaxWarning
-from otel_jax._core import _vocab
-from otel_jax._emit import _logs, _providers
+from otel_jax._core import _failopen, _vocab
+from otel_jax._emit import _logs
 from otel_jax._fleet import _ranks
 from otel_jax._pipeline import _engine, _policy
 from otel_jax._pipeline._engine import ENGINE
@@ -43,7 +43,7 @@ def _uninstalled(monkeypatch):
     for f in FIELDS:
         if env_variable(f.name):
             monkeypatch.delenv(env_variable(f.name), raising=False)
-    monkeypatch.setattr(_providers, "_said", set())
+    _failopen.reset_warnings()
     otel_jax.uninstall()
     yield
     otel_jax.uninstall()
