@@ -5,9 +5,9 @@ verdicts, takeover and clean-up) for N = 64 to 1,024 simulated ranks against an
 in-process key-value store with the coordination service's semantics (set, increment,
 directory read, directory delete, blocking read with a timeout), on a simulated clock:
 a 30 s straggler takes no 30 s. Each rank settles its compiles one after the other, as
-its settling thread does (a wait for a key only that rank waits for is one blocking
-read; a longer wait for a shared key is one read per ``WAIT_SLICE_S`` slice, as the
-thread reads: its exit is bounded). Every call and byte (keys and values,
+its settling thread does (a wait for a verdict, or for a key only that rank waits for, is
+one blocking read; a sliced wait is one read per ``WAIT_SLICE_S`` slice, as the thread
+reads). Every call and byte (keys and values,
 both ways) is counted at the service and per rank, and the checker's CPU per compile is
 measured per rank (the store's own work included, so an upper bound).
 
@@ -233,8 +233,8 @@ class Fleet:
 
     def _wait(self, r: Rank, wait: _ranks.Wait) -> None:
         """A wait: answered when the key is set, or ``None`` at the deadline. The checker's
-        threads read a key only their process waits for in one call, other keys in slices
-        of ``WAIT_SLICE_S`` (bounded exit), each one call."""
+        threads read an own or shared key in one call, a sliced one in slices of
+        ``WAIT_SLICE_S`` (bounded exit), each one call."""
         done = [False]
         started = self.now
 
@@ -243,7 +243,7 @@ class Fleet:
                 return
             done[0] = True
             self.service.forget(wait.key, wake)
-            slices = 1 if wait.own else max(
+            slices = 1 if wait.read is not _ranks.Read.SLICED else max(
                 1, math.ceil((self.now - started) / _ranks.WAIT_SLICE_S))
             for _ in range(slices - 1):  # the reads that timed out
                 r.client._count(len(wait.key))

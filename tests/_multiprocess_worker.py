@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 
 SCENARIO, RANK, COUNT, PORT, LOG = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
@@ -19,7 +20,6 @@ ON_DIVERGENCE = sys.argv[7] if len(sys.argv) > 7 else "log"
 
 if SCENARIO == "exit_in_read":
     import atexit
-    import threading
 
     def _in_the_client_after_jax_shutdown() -> None:
         """Registered before jax.distributed.initialize: runs after JAX's shutdown, right
@@ -207,16 +207,27 @@ elif SCENARIO == "fleet":
         while checker is not None and not checker.settled() and time.monotonic() < deadline:
             time.sleep(0.05)
 
+    def checker_cpu_s():
+        # the CPU of the check's own threads, the client's calls included (Linux)
+        return sum(time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+                   for t in threading.enumerate()
+                   if t.name == "otel_jax-ranks" and t.ident is not None and t.is_alive())
+
     compiles = 3 if COUNT < 8 else 2  # as tests/test_multiprocess.py expects
+    per_compile = []
     for n in range(compiles):
+        before = checker_cpu_s()
         call(train_step, params, {"x": np.ones((12 + n, 8), np.float32)})
-    settle()
-    result["same"] = {"compiles": compiles, "calls": COUNTER.calls, "bytes": COUNTER.bytes}
+        settle()
+        per_compile.append(checker_cpu_s() - before)
+    result["same"] = {"compiles": compiles, "calls": COUNTER.calls, "bytes": COUNTER.bytes,
+                      "cpu_s": checker_cpu_s(), "cpu_per_compile_s": per_compile}
     rows = 112 if RANK == COUNT - 1 else 12 + compiles
     call(train_step, params, {"x": np.ones((rows, 8), np.float32)})
     settle()
     result["diverged"] = {"calls": COUNTER.calls - result["same"]["calls"],
-                          "bytes": COUNTER.bytes - result["same"]["bytes"]}
+                          "bytes": COUNTER.bytes - result["same"]["bytes"],
+                          "cpu_s": checker_cpu_s() - result["same"]["cpu_s"]}
 elif SCENARIO == "killed":
     call(total, {"x": np.ones(4, np.float32)})
     if RANK == 1:
@@ -227,12 +238,20 @@ elif SCENARIO == "killed":
 
 elif SCENARIO == "exit_in_read":
     call(total, {"x": np.ones(4, np.float32)})
-    if RANK == 1:
+    if COUNT == 2 and RANK == 1:
         # One compile more than rank 0, the last thing before exit: rank 1 compares it,
         # its thread waiting (TIMEOUT_S) for rank 0's entry that never comes, and the
         # program ends as a script does, with no uninstall.
         call(total, {"x": np.ones(2, np.float32)})
         time.sleep(0.5)
+    elif COUNT == 3 and RANK < 2:
+        # Ranks 0 and 1 compile once more than rank 2: rank 0 arrives first and compares,
+        # waiting for rank 2; rank 1 waits in its read of the verdict, which every rank
+        # reads (not a key only it waits for), when its program ends.
+        if RANK == 1:
+            time.sleep(1.0)
+        call(total, {"x": np.ones(2, np.float32)})
+        time.sleep(1.0)
     import atexit
 
     atexit.register(lambda: EXIT_STARTED.append(time.monotonic()))  # the first to run

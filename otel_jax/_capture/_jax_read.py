@@ -841,6 +841,21 @@ def kv_set(client: Any, key: str, value: str) -> None:
     client.key_value_set(key, value, True)  # allow_overwrite: a re-published entry
 
 
+#: The status the client raises with when a key set without overwriting exists.
+_EXISTS = "ALREADY_EXISTS"
+
+
+def kv_create(client: Any, key: str, value: str) -> bool:
+    """Sets the key only if it is not set: ``False`` when it was (first writer wins)."""
+    try:
+        client.key_value_set(key, value, False)
+    except Exception as exc:
+        if str(exc).startswith(_EXISTS):
+            return False
+        raise
+    return True
+
+
 def kv_dir_get(client: Any, directory: str) -> list[tuple[str, str]]:
     return list(client.key_value_dir_get(directory))
 

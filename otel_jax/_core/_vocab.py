@@ -275,11 +275,11 @@ class RankWire:
     ENTRIES: Final = "e"  # .../e/<rank>: "<signature fingerprint> <program fingerprint>"
     ARRIVED: Final = "n"  # arrival counter (key_value_increment): 1 is the comparer
     ALL: Final = "all"  # e/all: set by the rank whose arrival completes the count
-    VERDICT: Final = "v"  # the comparer's verdict (JSON), read by every rank
+    VERDICT: Final = "v"  # the comparer's verdict (JSON), read by every rank in one read
     NAMED: Final = "d"  # a signature divergence named with paths and values (JSON)
     SUMMARIES: Final = "s"  # .../s/<rank>: a signature summary, published on request
     TAKEOVER: Final = "t"  # counter: who compares when the comparer never answered
-    DELIVERED: Final = "p"  # .../p/<rank>: the verdict, for a rank whose first read ran out
+    GENERATION: Final = "~"  # v~1, v~2: a shared key again, after a rank closed reading it
     # fields of the verdict and of the named divergence
     GROUPS: Final = "g"  # [[signature fp, program fp, ranks as ranges], ...]
     MISSING: Final = "m"  # ranks as ranges

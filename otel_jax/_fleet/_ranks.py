@@ -13,33 +13,24 @@ ordinal is ``record.count``), with the names of ``_vocab.RankWire``::
     n         the arrival counter (key_value_increment; ``CLOSED`` added once compared)
     e/all     set by the rank whose arrival makes the count complete
     v         the verdict: the ranks grouped by program, the missing ones, the kind
-    p/<rank>  the verdict again, delivered to one rank that asked for it in its entry
-              ("<fp> <pf> p"), or to each rank when it came late for a first read
     d         a signature divergence named with paths and both values
     s/<rank>  a signature summary, published only when a comparer asks for it
 
-Per compile, each rank sets its entry, increments the counter and makes one
-blocking read of the verdict, of ``WAIT_SLICE_S`` at most: three calls, about 300
-bytes, when the ranks arrive within that time. The rank whose increment returned 1,
-the first to arrive (alive, and compiled this ordinal by definition), is the
-comparer: one blocking read of ``all`` (or until ``timeout_s`` after it arrived), one
-directory read of the N entries, one verdict. A rank whose first read ran out (a
-straggler or a dead rank keeps everyone waiting) makes one more read, of its own key
-``p/<rank>``; a comparer whose verdict came more than ``DELIVER_AFTER_S`` after its
-own arrival (before which no other rank's first read can have run out) sets the
-verdict into the ``p/<rank>`` of each rank it read an entry of: one call per rank,
-so a long wait costs each rank one call more, not one per second. A rank whose last
-verdict of the function came that late asks for delivery in its entry (``DELIVER``)
-and makes only the read of its own key: a straggler that is late at every step costs
-each rank 4 calls per compile from the second one on. A comparer that
+Per compile, each rank sets its entry, increments the counter and makes one blocking
+read of the verdict, however long it waits (a straggler, a dead rank): three calls,
+about 300 bytes, whatever the wait. The service answers every rank's read when the
+verdict is set, so nobody polls and no one delivers to each rank. The rank whose
+increment returned 1, the first to arrive (alive, and compiled this ordinal by
+definition), is the comparer: one blocking read of ``all`` (or until ``timeout_s``
+after it arrived), one directory read of the N entries, one verdict. A comparer that
 stops waiting before every rank arrived first adds ``CLOSED`` to the counter, before
-it reads the entries: a rank whose increment returns more is late (it has no entry
-in the verdict, and nothing is delivered to it) and reads the shared verdict.
-When the fingerprints differ in signature, the verdict asks one rank of each side
-for its summary (bounded: ``MAX_LEAVES`` leaves), and the comparer publishes the
-difference, named from the two summaries, for every rank to read:
-``batch['x']: f32[12,8] (ranks 0-6) vs f32[112,8] (rank 7)``. No rank reads N
-entries more than once and nobody polls.
+it reads the entries: a rank whose increment returns more is late (it has no entry in
+the verdict) and reads the verdict as the others do. When the fingerprints differ in
+signature, the verdict asks one rank of each side for its summary (bounded:
+``MAX_LEAVES`` leaves), and the comparer publishes the difference, named from the two
+summaries, for every rank to read (a fourth call each):
+``batch['x']: f32[12,8] (ranks 0-6) vs f32[112,8] (rank 7)``. No rank reads N entries
+more than once.
 
 A rank that arrives after the verdict was written (later than ``timeout_s``) finds
 itself among the missing ranks; it compares its own fingerprints with the groups
@@ -61,16 +52,20 @@ verdict) and a second one waits for verdicts, one compile after the other in the
 order this rank arrived. Waits end at deadlines, so none outlives ``timeout_s``
 by more than a bounded margin. No thread of ours is inside a call of JAX's client when
 the interpreter finalizes: exit (registered after ``jax.distributed.initialize``, so
-run before JAX's shutdown) stops new calls, sets each key only this process waits for
-(``all`` for a comparer, ``p/<rank>``, a summary it asked for) to ``WAKE``, which ends
-that read at once, and joins the threads; a read of a key other ranks read too (the
-first read of a verdict, a named divergence) is never longer than ``WAIT_SLICE_S``.
-A thread still inside the client's C++ when finalization starts would take the GIL
+run before JAX's shutdown) stops new calls, ends each read in flight at once and joins
+the threads. A key only this process waits for (``all`` for a comparer, a summary it
+asked for) is set to ``WAKE``; a key every rank reads (the verdict, a named divergence)
+is created as ``WAKE`` only if it is not set (``key_value_set`` without overwrite: if
+it is set, the read is ending anyway). A peer that reads that ``WAKE`` without closing
+reads the key's next generation (``v~1``), and the writer, whose creation of ``v``
+failed, writes there: a rank that exits early costs each peer one read more, once. A
+thread still inside the client's C++ when finalization starts would take the GIL
 back after it and be ended by the interpreter mid-call, which aborts the process
 (``terminate called`` ... ``FATAL: exception not rethrown``) when the peer's exit
 ends the read. The comparer deletes the entries it read, and the keys of the ordinal
-``KEEP`` compiles back (delivered verdicts included, about 150 bytes per rank and
-ordinal); what stays at exit goes with the job's coordination service.
+``KEEP`` compiles back (the verdict and the counters: a few hundred bytes per ordinal
+whatever the rank count, and the summaries asked for); what stays at exit goes with the
+job's coordination service.
 
 With ``on_divergence="raise"`` the compiling thread publishes and waits itself, at
 most about ``timeout_s``, and raises :class:`DivergenceError` from the diverging
@@ -87,7 +82,9 @@ deadline: the threads drive them with the client's blocking reads, and
 from __future__ import annotations
 
 import atexit
+import enum
 import fnmatch
+import functools
 import hashlib
 import json
 import math
@@ -126,14 +123,13 @@ MAX_FUNCTIONS = 1024
 #: Beyond the comparer's own deadline, how long a rank waits for the verdict before
 #: another rank compares in its place (the comparer may have verdicts queued before).
 VERDICT_MARGIN_S = 5.0
-#: The longest one blocking read of a key other ranks read too lasts: a longer wait is
-#: several reads. What a thread inside such a read adds to exit at most (a read cannot be
-#: cancelled; see the module doc). A rank's first read of the verdict is one such slice.
+#: The longest one read of a ``Read.SLICED`` wait lasts: a longer wait is several reads.
+#: What a thread inside such a read adds to exit at most (closing cannot end it: a late
+#: rank's read of the comparer's summary, set before the verdict, so rarely a wait).
 WAIT_SLICE_S = 1.0
-#: A comparer whose verdict took longer than this after its arrival also delivers it into
-#: the key of each rank (``W.DELIVERED``): their first read (``WAIT_SLICE_S``) may have run
-#: out. The difference covers the time a read's timeout takes to reach the service.
-DELIVER_AFTER_S = WAIT_SLICE_S - 0.25
+#: Generations of a shared key (one more each time a rank closes while reading it) after
+#: which the readers and the writer give up on it.
+MAX_GENERATIONS = 8
 #: Added to the arrival counter by a comparer that stops waiting for the others: a rank
 #: whose arrival returns more came after the comparer read the entries (it is late).
 CLOSED = 1 << 40
@@ -346,15 +342,33 @@ def _kind(first: Group, second: Group) -> DivergenceKind:
 
 # --- the checker ----------------------------------------------------------------------
 
+class Read(enum.Enum):
+    """How a wait reads its key, so that closing can end the read at once."""
+
+    #: No other process reads the key: one read, however long; closing sets the key to
+    #: ``WAKE``.
+    OWN = "own"
+    #: Every rank reads the key (a verdict): one read, however long; closing creates the
+    #: key as ``WAKE`` if it is not set, and a rank that reads a ``WAKE`` it did not set
+    #: reads the key's next generation, which the writer then uses (``_publish_shared``).
+    SHARED = "shared"
+    #: Reads of ``WAIT_SLICE_S`` at most (a short wait of a key another process writes
+    #: first, such as a summary published before the verdict).
+    SLICED = "sliced"
+
+
 class Wait(NamedTuple):
     """A step of the protocol waits for ``key`` until ``deadline`` (the checker's clock):
-    it is sent the key's value, or ``None`` when the deadline passed first. ``own``: no
-    other process waits for the key, so this one may set it (to ``WAKE``) to end its own
-    read: the wait is one read however long; other waits are read in slices."""
+    it is sent the key's value, or ``None`` when the deadline passed first."""
 
     key: str
     deadline: float
-    own: bool = False
+    read: Read = Read.SLICED
+
+
+def generation(key: str, n: int) -> str:
+    """The ``n``-th generation of a shared key (``n`` ranks closed while reading it)."""
+    return key if n == 0 else f"{key}{W.GENERATION}{n}"
 
 
 Steps = Generator[Wait, "str | None", "Divergence | None"]
@@ -364,7 +378,7 @@ class Compile:
     """One compile of this rank, from its publication to its verdict."""
 
     __slots__ = ("function", "count", "function_dir", "directory", "program", "signature",
-                 "link", "arrival", "arrived_at", "published_at", "deliver")
+                 "link", "arrival", "arrived_at")
 
     def __init__(self, function: str, count: int, function_key: str, program: Program,
                  signature: Signature | None, link: SpanLink | None) -> None:
@@ -377,8 +391,6 @@ class Compile:
         self.link = link
         self.arrival = 0  # what the arrival counter returned (1: this rank compares)
         self.arrived_at = 0.0
-        self.published_at = 0.0  # before the arrival: no later rank's arrival is earlier
-        self.deliver = False  # the entry asks for the verdict to be delivered to this rank
 
 
 class _Seen:
@@ -386,24 +398,16 @@ class _Seen:
     ranks as ranges), and the first ordinal reported divergent. A rank that compiled one
     program more than another compiles the same programs under shifted ordinals after."""
 
-    __slots__ = ("groups", "diverged", "slow")
+    __slots__ = ("groups", "diverged")
 
     def __init__(self) -> None:
         self.groups: dict[int, list[tuple[Program, str]]] = {}
         self.diverged: int | None = None
-        #: The last verdict came later than a first read (a rank that is late every step):
-        #: the next compile asks for its verdict to be delivered, and reads only that.
-        self.slow = False
 
 
-#: The last field of an entry that asks the comparer to deliver the verdict to its rank.
-DELIVER = "p"
-
-
-def _parse_entry(value: str) -> tuple[Program, bool]:
+def _parse_entry(value: str) -> Program:
     fp, _, rest = str(value).partition(" ")
-    pf, _, flag = rest.partition(" ")
-    return (fp, pf), flag == DELIVER
+    return fp, rest.partition(" ")[0]
 
 
 class Checker:
@@ -426,7 +430,7 @@ class Checker:
         self._cond = threading.Condition(threading.Lock())
         self._queue: deque[Compile] = deque()  # to publish
         self._waiting: deque[Compile] = deque()  # published, to settle
-        self._reading: list[str] = []  # the keys of the ``own`` reads in flight
+        self._reading: list[tuple[str, Read]] = []  # the reads in flight (closing ends them)
         self._busy = 0  # taken off a queue, not done yet
         self._publisher: threading.Thread | None = None
         self._settler: threading.Thread | None = None
@@ -483,14 +487,10 @@ class Checker:
         """Set this rank's entry and count its arrival (never waits)."""
         fp, pf = item.program
         client = self.client
-        with self._cond:
-            item.deliver = self._seen(item.function_dir).slow
-        entry = f"{fp} {pf} {DELIVER}" if item.deliver else f"{fp} {pf}"
         if not self._call("publish", lambda: _jax_read.kv_set(
-                client, f"{item.directory}{W.ENTRIES}/{self.rank}", entry)):
+                client, f"{item.directory}{W.ENTRIES}/{self.rank}", f"{fp} {pf}")):
             return False
         arrival: list[int] = []
-        item.published_at = self.clock()
         if not self._call("publish", lambda: arrival.append(
                 _jax_read.kv_increment(client, item.directory + W.ARRIVED))):
             return False
@@ -504,9 +504,6 @@ class Checker:
         # beside the entries: deleted with them once read
         return f"{item.directory}{W.ENTRIES}/{W.ALL}"
 
-    def _delivered_key(self, item: Compile, rank: int) -> str:
-        return f"{item.directory}{W.DELIVERED}/{rank}"
-
     def settle(self, item: Compile) -> Steps:
         """The verdict of a published compile: compare (the first to arrive) or read it,
         then report what this rank sees. Returns the first divergence reported."""
@@ -515,20 +512,12 @@ class Checker:
         if item.arrival == 1:
             verdict, named = yield from self._compare(item, wait=True)
         else:
-            # One read of the shared verdict, of one slice at most: when every rank
-            # arrives within it, the verdict is there before it ends. A longer wait (a
-            # straggler, a dead rank) is one read of this rank's own key, into which the
-            # comparer delivers the verdict. A late rank (after the comparer stopped
-            # waiting) reads the shared verdict, written by then or about to be.
-            late = item.arrival > CLOSED
+            # One read of the verdict, however long the wait (a straggler, a dead rank):
+            # every rank reads the same key, the service answers them all when it is set.
+            # A late rank (after the comparer stopped waiting) reads it too.
             final = item.arrived_at + 2 * self.timeout_s + VERDICT_MARGIN_S
             shared = item.directory + W.VERDICT
-            raw = None
-            if late or not item.deliver:
-                raw = yield Wait(shared, final if late else min(
-                    final, item.arrived_at + WAIT_SLICE_S))
-            if raw is None and not late and not self.off:
-                raw = yield Wait(self._delivered_key(item, self.rank), final, own=True)
+            raw = yield Wait(shared, final, Read.SHARED)
             if raw is None and not self.off:
                 # No verdict: the comparer ended or died after it arrived. The first
                 # rank here compares in its place; the others wait for that verdict.
@@ -539,17 +528,13 @@ class Checker:
                     verdict, named = yield from self._compare(item, wait=False)
                 elif took:
                     again = self.clock() + self.timeout_s + VERDICT_MARGIN_S
-                    raw = yield (Wait(shared, again) if late else Wait(
-                        self._delivered_key(item, self.rank), again, own=True))
+                    raw = yield Wait(shared, again, Read.SHARED)
             if verdict is None and raw is not None:
                 verdict = _loads(raw)
         if verdict is None:
             if not self.off:
                 self.unresolved += 1
             return None
-        slow = self.clock() - item.published_at > DELIVER_AFTER_S
-        with self._cond:
-            self._seen(item.function_dir).slow = slow
         return (yield from self._conclude(item, verdict, named))
 
     def _compare(self, item: Compile, wait: bool,
@@ -561,7 +546,7 @@ class Checker:
         everyone = wait and item.arrival >= self.count
         if wait and not everyone:
             everyone = (yield Wait(self._all_key(item), item.arrived_at + self.timeout_s,
-                                   own=True)) is not None
+                                   Read.OWN)) is not None
         if not everyone:
             # Closed before the entries are read: a rank whose arrival comes after this
             # is late, and reads the shared verdict (no delivery is made for it).
@@ -572,16 +557,13 @@ class Checker:
                 _jax_read.kv_dir_get(self.client, f"{item.directory}{W.ENTRIES}/"))):
             return None, None
         entries: dict[int, Program] = {}
-        asked: list[int] = []  # ranks that read only the verdict delivered to them
         for key, value in found:
             try:
                 rank = int(key.rpartition("/")[2])
             except ValueError:
                 continue
             if 0 <= rank < self.count:
-                entries[rank], deliver = _parse_entry(value)
-                if deliver:
-                    asked.append(rank)
+                entries[rank] = _parse_entry(value)
         entries[self.rank] = item.program
         # Read once: the entries are not needed any more; the keys of an ordinal long
         # past go too (late ranks read the verdict of the recent ones).
@@ -620,19 +602,8 @@ class Checker:
         if absent and mine:
             # A rank that arrives later compares itself with this summary.
             self._set(f"{item.directory}{W.SUMMARIES}/{self.rank}", mine)
-        if not self._set(item.directory + W.VERDICT, verdict):
+        if not self._publish_shared(item.directory + W.VERDICT, verdict):
             return None, None
-        # The first read of some ranks may have run out: each waits on its own key.
-        # Taking over, it is not known who waits: every rank is delivered to.
-        targets: Iterable[int] = (
-            range(self.count) if not wait else entries
-            if self.clock() - item.published_at > DELIVER_AFTER_S else asked)
-        if targets:
-            text = json.dumps(verdict, ensure_ascii=False, separators=(",", ":"))
-            for rank in targets:
-                if rank != self.rank and not self._deliver(
-                        self._delivered_key(item, rank), text):
-                    break
         named: dict[str, Any] | None = None
         if pair is not None and verdict[W.KIND] == DivergenceKind.SIGNATURE.value:
             sides: list[dict[str, Any] | None] = []
@@ -642,7 +613,7 @@ class Checker:
                     continue
                 # only the comparer reads a summary it asked for
                 raw = yield Wait(f"{item.directory}{W.SUMMARIES}/{group.ranks[0]}",
-                                 self.clock() + self.timeout_s, own=True)
+                                 self.clock() + self.timeout_s, Read.OWN)
                 sides.append(_loads(raw) if raw is not None else None)
             first, second = pair
             if sides[0] is not None and sides[1] is not None:
@@ -654,8 +625,8 @@ class Checker:
                         f"{_ranks_text(second.ranks)}); the summary of one side did not "
                         f"arrive within {self.timeout_s:g} s")
             named = {W.TEXT: text, W.DIFF: diff}
-            self._set(item.directory + W.NAMED,
-                      {W.TEXT: text, W.DIFF: diff[:MAX_NAMED_DIFF]})
+            self._publish_shared(item.directory + W.NAMED,
+                                 {W.TEXT: text, W.DIFF: diff[:MAX_NAMED_DIFF]})
         return verdict, named
 
     def _conclude(self, item: Compile, verdict: dict[str, Any],
@@ -684,7 +655,8 @@ class Checker:
             if kind == DivergenceKind.SIGNATURE.value:
                 if named is None:
                     raw = yield Wait(item.directory + W.NAMED,
-                                     self.clock() + self.timeout_s + VERDICT_MARGIN_S)
+                                     self.clock() + self.timeout_s + VERDICT_MARGIN_S,
+                                     Read.SHARED)
                     named = _loads(raw) if raw is not None else None
                 text = str((named or {}).get(W.TEXT) or (
                     f"different signatures ({_ranks_text(first.ranks)} vs "
@@ -799,8 +771,34 @@ class Checker:
             self._report(div)
         return div
 
-    def _deliver(self, key: str, text: str) -> bool:
-        return self._call("deliver", lambda: _jax_read.kv_set(self.client, key, text))
+    def _publish_shared(self, key: str, value: dict[str, Any]) -> bool:
+        """Writes a key every rank reads (``Read.SHARED``), into its first generation that
+        is not ``WAKE`` (set by a rank that closed while reading it: its peers moved to
+        the next). A generation already set otherwise (a comparer that took over wrote
+        it too) stands: the first writer wins, so every rank reads one verdict."""
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        client = self.client
+        out: list[Any] = []
+
+        def create(target: str) -> None:
+            out.append(_jax_read.kv_create(client, target, text))
+
+        def read(target: str) -> None:
+            out.append(_jax_read.kv_wait(client, target, 1))
+
+        for n in range(MAX_GENERATIONS):
+            target = generation(key, n)
+            out.clear()
+            if not self._call("publish", functools.partial(create, target)):
+                return False
+            if out[0]:
+                return True
+            out.clear()
+            if not self._call("publish", functools.partial(read, target)):
+                return False
+            if out[0] != WAKE:
+                return True
+        return False
 
     def _set(self, key: str, value: dict[str, Any]) -> bool:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -829,34 +827,44 @@ class Checker:
                 "process. The jit calls are unaffected.")
 
     def _wait(self, wait: Wait) -> str | None:
-        """The key's value, or ``None`` at the deadline; none once closing. A key only
-        this process waits for is one read, which closing ends by setting the key to
-        ``WAKE``. Other keys are read in slices of at most ``WAIT_SLICE_S`` (at least
-        1 ms), so that closing finds the thread out of the client within one slice. The
-        main thread (``"raise"``) cannot be inside a read at finalization: one read."""
-        sliced = not wait.own and threading.current_thread() is not threading.main_thread()
+        """The key's value, or ``None`` at the deadline; none once closing. An ``OWN`` or
+        ``SHARED`` key is one read, which closing ends by setting the key to ``WAKE``
+        (a shared one only if it is not set: then the read is ending anyway). A
+        ``SLICED`` key is read in slices of at most ``WAIT_SLICE_S`` (at least 1 ms), so
+        that closing finds the thread out of the client within one slice. The main
+        thread (``"raise"``) cannot be inside a read at finalization: one read."""
+        sliced = (wait.read is Read.SLICED
+                  and threading.current_thread() is not threading.main_thread())
+        key, generations = wait.key, 0
         while True:
+            reading = (key, wait.read)
             with self._cond:
                 if self.off or self._closed:
                     return None
-                if wait.own:
-                    self._reading.append(wait.key)
+                self._reading.append(reading)
             left = wait.deadline - self.clock()
             # rounded up: a read that ends just short of the deadline is not read again
             timeout_ms = max(1, math.ceil((min(left, WAIT_SLICE_S) if sliced else left)
                                           * 1000))
             try:
-                value = _jax_read.kv_wait(self.client, wait.key, timeout_ms)
+                value = _jax_read.kv_wait(self.client, key, timeout_ms)
             except Exception as exc:
                 self._failed("wait", exc)
                 return None
             finally:
-                if wait.own:
-                    with self._cond:
-                        self._reading.remove(wait.key)
+                with self._cond:
+                    self._reading.remove(reading)
             self._failures = 0
-            if wait.own and value == WAKE:
-                return None  # this process ended its own read (closing)
+            if value == WAKE and wait.read is not Read.SLICED:
+                with self._cond:
+                    if self._closed or wait.read is Read.OWN:
+                        return None  # this process ended its own read (closing)
+                # A peer closed while reading this key: its writer uses the next one.
+                generations += 1
+                if generations >= MAX_GENERATIONS:
+                    return None
+                key = generation(wait.key, generations)
+                continue
             if value is not None or wait.deadline - self.clock() <= 0:
                 return value
 
@@ -934,8 +942,8 @@ class Checker:
     def close(self, timeout: float = 1.0) -> bool:
         """Stop the threads: what is queued is still published for ``timeout`` seconds
         (the peers wait for those entries), then no new call is made; the read in flight
-        ends at once (a key only this process waits for is set to ``WAKE``) or within
-        ``WAIT_SLICE_S`` (a slice of a shared key), so this returns within
+        ends at once (its key is set to ``WAKE``, or created as ``WAKE`` if every rank
+        reads it) or within ``WAIT_SLICE_S`` (a sliced read), so this returns within
         ``timeout + WAIT_SLICE_S`` and, unless a call of the client outlasted that, with
         no thread of ours inside the client. Returns whether the threads ended."""
         with self._cond:
@@ -947,9 +955,12 @@ class Checker:
             threads = [t for t in (self._publisher, self._settler)
                        if t is not None and t is not threading.current_thread()]
             reading = list(self._reading)
-        for key in reading:
+        for key, read in reading:
             try:
-                _jax_read.kv_set(self.client, key, WAKE)
+                if read is Read.OWN:
+                    _jax_read.kv_set(self.client, key, WAKE)
+                elif read is Read.SHARED:
+                    _jax_read.kv_create(self.client, key, WAKE)
             except Exception:
                 pass  # the read ends at its deadline, or with the service
         end = start + timeout + WAIT_SLICE_S
