@@ -23,7 +23,7 @@ from otel_jax._capture import _jax_read
 from otel_jax._core import _failopen, _vocab
 from otel_jax._core._failopen import FailOpen, OtelJaxWarning
 from otel_jax._core._vocab import DivergenceKind
-from otel_jax._fleet import _ranks
+from otel_jax._fleet import _ranks, _wire
 from otel_jax._pipeline._engine import ENGINE
 from otel_jax._pipeline._record import Divergence, SpanLink
 
@@ -99,7 +99,7 @@ def test_kinds_of_leaf_and_static_differences():
     a = _entry("a", "p", [["x", "f32[4]", "u"], ["y", "i32[] (weak)", "u"]], [["n", "3"]])
     b = _entry("b", "q", [["x", "f16[4]", "u"], ["y", "i32[]", "u"], ["z", "f32[1]", "u"]],
                [["n", "4"]])
-    kinds = {(c["path"], c["kind"]) for c in _ranks.summary_diff(a["s"], b["s"])}
+    kinds = {(c["path"], c["kind"]) for c in _wire.summary_diff(a["s"], b["s"])}
     assert kinds == {("x", "dtype"), ("y", "weak_type"), ("z", "pytree_structure"),
                      ("n", "static_argument")}
 
@@ -124,10 +124,10 @@ def test_identical_entries_and_unmeasured_ones_are_no_divergence(records):
 
 
 def test_ranks_as_ranges():
-    assert _ranks.encode_ranks([0, 1, 2, 3, 5, 7, 8]) == "0-3,5,7-8"
-    assert _ranks.decode_ranks("0-3,5,7-8", 8) == (0, 1, 2, 3, 5, 7)
-    assert _ranks._ranks_text([0, 1, 2, 4, 5]) == "ranks 0-2,4,5"
-    assert _ranks._ranks_text([3]) == "rank 3"
+    assert _wire.encode_ranks([0, 1, 2, 3, 5, 7, 8]) == "0-3,5,7-8"
+    assert _wire.decode_ranks("0-3,5,7-8", 8) == (0, 1, 2, 3, 5, 7)
+    assert _wire.ranks_text([0, 1, 2, 4, 5]) == "ranks 0-2,4,5"
+    assert _wire.ranks_text([3]) == "rank 3"
 
 
 def test_a_straggler_past_the_timeout_is_missing_and_checks_itself(records):
@@ -176,7 +176,7 @@ def test_traffic_per_compile_is_linear_in_the_rank_count(records):
 
 
 def test_missing_ranks_are_named():
-    div = _ranks.missing("step", 2, [1], [0, 2], 1, 30.0)
+    div = _wire.missing("step", 2, [1], [0, 2], 1, 30.0)
     assert div.text == "ranks 0,2 did not compile step #2 within 30 s of rank 1"
     assert div.missing_ranks == (0, 2)
 
@@ -441,7 +441,7 @@ def test_a_rank_that_closes_while_reading_a_verdict_moves_its_peers_to_the_next_
         time.sleep(0.05)
     verdict = arrived.rpartition("/")[0] + "/" + _vocab.RankWire.VERDICT
     assert service.data[verdict] == _ranks.WAKE
-    assert _vocab.RankWire.GROUPS in service.data[_ranks.generation(verdict, 1)]
+    assert _vocab.RankWire.GROUPS in service.data[_wire.generation(verdict, 1)]
     for rank in (0, 2):
         kinds = sorted(d.kind.value for d in reports[rank])
         assert kinds == ["missing", "signature"], (rank, reports[rank])

@@ -50,7 +50,7 @@ def _chunk_digest(chunk: tuple[Any, ...], text: Any) -> bytes:
     return digest
 
 
-def _placement_text(placement: Placement) -> str:
+def placement_text(placement: Placement) -> str:
     # Each rank commits its arrays to its own local device: "committed cpu:3"
     # on one rank is "committed cpu:0" on another for the same program.
     text = placement.text
@@ -81,7 +81,7 @@ def _leaf_parts(hasher: Any, values: Iterable[Any] | Leaves[Any], text: Any) -> 
 _tree_digests: IdentityCache[bytes] = IdentityCache(1024)
 
 
-def _tree_digest(treedef: Any) -> bytes:
+def tree_digest(treedef: Any) -> bytes:
     """The whole structure (node types, dict keys, static fields; no addresses), hashed
     once per treedef object: signatures of one function share theirs when equal."""
     digest = _tree_digests.get(treedef)
@@ -132,10 +132,10 @@ def of_signature(info: FunctionInfo, signature: Signature) -> Fingerprint:
     h.update(function_identity(info).encode("utf-8", "backslashreplace"))
     h.update(signature.transform.encode() + b"|" + signature.program.encode())
     for part, text in ((signature.paths, str), (signature.types, str),
-                       (signature.placements, _placement_text)):
+                       (signature.placements, placement_text)):
         h.update(b"|")
         _leaf_parts(h, part, text)
-    h.update(b"|" + _tree_digest(signature.treedef))
+    h.update(b"|" + tree_digest(signature.treedef))
     h.update(b"|" + _SEP.join(signature.top_names).encode("utf-8", "backslashreplace"))
     for static in signature.statics:
         # An identity-hashed value is a new object in every process: its type is

@@ -85,35 +85,47 @@ import atexit
 import enum
 import fnmatch
 import functools
-import hashlib
 import json
 import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any, NamedTuple
 
 from .._capture import _fingerprint, _jax_read
 from .._capture._signature import Signature
 from .._core._failopen import FailOpen, Topic
-from .._core._scrub import without_digests
 from .._core._text import safe_repr
-from .._core._vocab import CauseKind, DiffKey, DivergenceKind
+from .._core._vocab import DivergenceKind
 from .._core._vocab import RankWire as W
-from .._explain._diff import ABSENT
 from .._pipeline._record import CompileRecord, Divergence, SpanLink
+from ._wire import (
+    MAX_NAMED_DIFF,
+    Group,
+    Program,
+    decode_ranks,
+    differ,
+    encode_ranks,
+    function_key,
+    generation,
+    kind_of,
+    loads,
+    missing,
+    named_text,
+    pair_of,
+    parse_entry,
+    program_text,
+    ranks_text,
+    same_program,
+    summary,
+    summary_diff,
+)
 
 PREFIX = W.PREFIX
 #: Compiles waiting to be published or settled; past this they are not compared (and
 #: counted in ``dropped``).
 QUEUE_SIZE = 1024
-#: Bounds of the signature summary a rank publishes when asked.
-MAX_LEAVES = 256
-MAX_STATICS = 64
-TEXT_LIMIT = 200
-#: Changes of a named divergence every rank reads (the comparer's report keeps them all).
-MAX_NAMED_DIFF = 16
 #: Ordinals of a function whose keys stay on the service (late ranks read the verdict).
 KEEP = 64
 #: Programs remembered per function, and functions remembered, to tell a shifted
@@ -141,7 +153,6 @@ DEFAULT_TIMEOUT_S = 30.0
 ON_DIVERGENCE = ("log", "raise", "off")
 
 Reporter = Callable[[Divergence], None]
-Program = tuple[str, str]  # (signature fingerprint, program fingerprint); "" unknown
 
 
 class DivergenceError(RuntimeError):
@@ -153,191 +164,6 @@ class DivergenceError(RuntimeError):
             f"{divergence.function}: the ranks of this job diverge at compile "
             f"#{divergence.count} ({divergence.kind.value}): {divergence.text}. Every rank "
             "must compile the same program for the same call, or the next collective hangs.")
-
-
-# --- summaries and their differences ----------------------------------------------------
-
-def _function_key(identity: str) -> str:
-    return hashlib.blake2b(identity.encode("utf-8", "backslashreplace"),
-                           digest_size=8).hexdigest()
-
-
-def _text(value: Any) -> str:
-    """Bounded text, without the per-process digests of scrubbed values (as fingerprinted)."""
-    text = safe_repr(value, TEXT_LIMIT) if not isinstance(value, str) else value[:TEXT_LIMIT]
-    return without_digests(text)
-
-
-def summary(signature: Signature) -> dict[str, Any]:
-    """What a peer needs to name the differences: bounded, JSON-serialisable."""
-    if not signature.captured:
-        return {}
-    n = min(signature.num_leaves, MAX_LEAVES)
-    paths, types, placements = signature.paths, signature.types, signature.placements
-    leaves = [[_text(paths[i]), _text(types[i]),
-               _fingerprint._placement_text(placements[i])] for i in range(n)]
-    statics = []
-    for static in signature.statics[:MAX_STATICS]:
-        value = f"<{static.type}>" if static.identity_hashed else static.repr
-        statics.append([_text(static.name), _text(value)])
-    return {
-        W.LEAVES: leaves,
-        W.NUM_LEAVES: signature.num_leaves,
-        W.STATICS: statics,
-        W.OPTIONS: [[name, _text(text)] for name, text in signature.options],
-        W.CONTEXT: [[name, _text(value)] for name, value in signature.context],
-        W.TREE: _fingerprint._tree_digest(signature.treedef).hex()[:16],
-    }
-
-
-def _leaf_kind(before: str, after: str) -> CauseKind:
-    if before.partition("[")[0] != after.partition("[")[0]:
-        return CauseKind.DTYPE
-    if before.replace(" (weak)", "") == after.replace(" (weak)", ""):
-        return CauseKind.WEAK_TYPE
-    return CauseKind.SHAPE
-
-
-def summary_diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, str]]:
-    """Changes between two ranks' summaries: ``before`` is ``a``'s text, ``after`` ``b``'s."""
-    changes: list[dict[str, str]] = []
-
-    def add(path: str, kind: CauseKind, before: str, after: str) -> None:
-        changes.append({DiffKey.PATH: path, DiffKey.KIND: kind.value,
-                        DiffKey.BEFORE: before, DiffKey.AFTER: after})
-
-    def pairs(key: str) -> tuple[dict[str, str], dict[str, str]]:
-        return ({str(k): str(v) for k, v in a.get(key, ())},
-                {str(k): str(v) for k, v in b.get(key, ())})
-
-    for key, kind in ((W.OPTIONS, CauseKind.JIT_OPTIONS),
-                      (W.CONTEXT, CauseKind.TRACING_CONTEXT),
-                      (W.STATICS, CauseKind.STATIC_ARGUMENT)):
-        x, y = pairs(key)
-        for name in [*x, *(k for k in y if k not in x)]:
-            if x.get(name) != y.get(name):
-                add(name, kind, x.get(name, ABSENT), y.get(name, ABSENT))
-    leaves_a = {str(p): (str(t), str(pl)) for p, t, pl in a.get(W.LEAVES, ())}
-    leaves_b = {str(p): (str(t), str(pl)) for p, t, pl in b.get(W.LEAVES, ())}
-    structure: list[tuple[str, str, str]] = []
-    for path in [*leaves_a, *(p for p in leaves_b if p not in leaves_a)]:
-        la, lb = leaves_a.get(path), leaves_b.get(path)
-        if la is None or lb is None:
-            structure.append((path, la[0] if la else ABSENT, lb[0] if lb else ABSENT))
-        elif la[0] != lb[0]:
-            add(path, _leaf_kind(la[0], lb[0]), la[0], lb[0])
-        elif la[1] != lb[1]:
-            add(path, CauseKind.SHARDING, la[1], lb[1])
-    for path, before, after in structure:
-        add(path, CauseKind.PYTREE_STRUCTURE, before, after)
-    if not structure and a.get(W.TREE) != b.get(W.TREE):
-        add("<pytree>", CauseKind.PYTREE_STRUCTURE, f"structure {a.get(W.TREE)}",
-            f"structure {b.get(W.TREE)}")
-    if not changes and a.get(W.NUM_LEAVES) != b.get(W.NUM_LEAVES):
-        add("<leaves>", CauseKind.PYTREE_STRUCTURE, f"{a.get(W.NUM_LEAVES)} leaves",
-            f"{b.get(W.NUM_LEAVES)} leaves")
-    return changes
-
-
-# --- ranks as text and as ranges ----------------------------------------------------------
-
-def _runs(ranks: Iterable[int]) -> list[tuple[int, int]]:
-    runs: list[tuple[int, int]] = []
-    for r in sorted(set(ranks)):
-        if runs and r == runs[-1][1] + 1:
-            runs[-1] = (runs[-1][0], r)
-        else:
-            runs.append((r, r))
-    return runs
-
-
-def encode_ranks(ranks: Iterable[int]) -> str:
-    """``0-6,8``: ranks as ranges (a job's 1,024 ranks in 6 bytes when they agree)."""
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in _runs(ranks))
-
-
-def decode_ranks(text: str, limit: int) -> tuple[int, ...]:
-    """The ranks ``encode_ranks`` wrote, those below ``limit`` (the job's rank count)."""
-    ranks: list[int] = []
-    for part in str(text).split(","):
-        a, _, b = part.partition("-")
-        try:
-            lo, hi = int(a), int(b or a)
-        except ValueError:
-            continue
-        ranks.extend(range(max(lo, 0), min(hi, limit - 1) + 1))
-    return tuple(ranks)
-
-
-def _ranks_text(ranks: Sequence[int]) -> str:
-    if len(ranks) == 1:
-        return f"rank {ranks[0]}"
-    return "ranks " + ",".join(str(a) if a == b else f"{a},{b}" if b == a + 1 else f"{a}-{b}"
-                               for a, b in _runs(ranks))
-
-
-def _same(a: Program | None, b: Program | None) -> bool:
-    """Two compiles known to be of one program (signature fingerprints set and equal)."""
-    return a is not None and b is not None and bool(a[0]) and a[0] == b[0] and not _differ(a, b)
-
-
-def _differ(a: Program, b: Program) -> bool:
-    if a[0] and b[0] and a[0] != b[0]:
-        return True
-    return bool(a[1] and b[1] and a[1] != b[1])
-
-
-def missing(function: str, count: int, present: Sequence[int], absent: Sequence[int],
-            me: int, timeout_s: float) -> Divergence:
-    text = (f"{_ranks_text(absent)} did not compile {function} #{count} within "
-            f"{timeout_s:g} s of {_ranks_text(present)}")
-    return Divergence(function, count, DivergenceKind.MISSING, text, (tuple(present),),
-                      tuple(absent), (), me, time.time())
-
-
-def _program_text(first: Sequence[int], second: Sequence[int]) -> str:
-    return (f"same signature, different program ({_ranks_text(first)} vs "
-            f"{_ranks_text(second)}): the function traced differently (iteration order of a "
-            "set or dict, a host-dependent value, another checkout)")
-
-
-def _named_text(diff: Sequence[dict[str, str]], first: Sequence[int],
-                second: Sequence[int]) -> str:
-    if not diff:
-        return (f"different signatures ({_ranks_text(first)} vs {_ranks_text(second)}), "
-                f"beyond the first {MAX_LEAVES} leaves compared")
-    top = diff[0]
-    text = (f"{top[DiffKey.PATH]}: {top[DiffKey.BEFORE]} ({_ranks_text(first)}) vs "
-            f"{top[DiffKey.AFTER]} ({_ranks_text(second)})")
-    return text + (f" (+{len(diff) - 1} more)" if len(diff) > 1 else "")
-
-
-class Group(NamedTuple):
-    program: Program
-    ranks: tuple[int, ...]
-    text: str = ""  # the ranks as ranges, as the verdict carried them
-
-
-def pair_of(groups: Sequence[Group], mine: Program) -> tuple[Group, Group] | None:
-    """The two groups a divergence names, lowest rank first: the largest group and the
-    first one that differs from it (by lowest rank), if this rank's program differs
-    from some group. Entries that cannot be told apart (a fingerprint left empty on one
-    side) are not a divergence: only a difference both sides measured is."""
-    if not any(_differ(mine, g.program) for g in groups):
-        return None
-    ref = max(groups, key=lambda g: (len(g.ranks), -g.ranks[0]))
-    other = next((g for g in groups if g is not ref and _differ(ref.program, g.program)),
-                 None)
-    if other is None:  # this rank's group differs from a group that does not differ from ref
-        mine_group = next(g for g in groups if g.program == mine)
-        ref, other = mine_group, next(g for g in groups if _differ(mine, g.program))
-    first, second = sorted((ref, other), key=lambda g: g.ranks[0])
-    return first, second
-
-
-def _kind(first: Group, second: Group) -> DivergenceKind:
-    a, b = first.program[0], second.program[0]
-    return DivergenceKind.SIGNATURE if a and b and a != b else DivergenceKind.PROGRAM
 
 
 # --- the checker ----------------------------------------------------------------------
@@ -364,11 +190,6 @@ class Wait(NamedTuple):
     key: str
     deadline: float
     read: Read = Read.SLICED
-
-
-def generation(key: str, n: int) -> str:
-    """The ``n``-th generation of a shared key (``n`` ranks closed while reading it)."""
-    return key if n == 0 else f"{key}{W.GENERATION}{n}"
 
 
 Steps = Generator[Wait, "str | None", "Divergence | None"]
@@ -403,11 +224,6 @@ class _Seen:
     def __init__(self) -> None:
         self.groups: dict[int, list[tuple[Program, str]]] = {}
         self.diverged: int | None = None
-
-
-def _parse_entry(value: str) -> Program:
-    fp, _, rest = str(value).partition(" ")
-    return fp, rest.partition(" ")[0]
 
 
 class Checker:
@@ -448,7 +264,7 @@ class Checker:
 
     def compile_of(self, record: CompileRecord, link: SpanLink | None) -> Compile:
         identity = _fingerprint.function_identity(record.function)
-        return Compile(record.function.qualname, record.count, _function_key(identity),
+        return Compile(record.function.qualname, record.count, function_key(identity),
                        (record.fingerprint, record.program_fingerprint), record.signature,
                        link)
 
@@ -530,7 +346,7 @@ class Checker:
                     again = self.clock() + self.timeout_s + VERDICT_MARGIN_S
                     raw = yield Wait(shared, again, Read.SHARED)
             if verdict is None and raw is not None:
-                verdict = _loads(raw)
+                verdict = loads(raw)
         if verdict is None:
             if not self.off:
                 self.unresolved += 1
@@ -563,7 +379,7 @@ class Checker:
             except ValueError:
                 continue
             if 0 <= rank < self.count:
-                entries[rank] = _parse_entry(value)
+                entries[rank] = parse_entry(value)
         entries[self.rank] = item.program
         # Read once: the entries are not needed any more; the keys of an ordinal long
         # past go too (late ranks read the verdict of the recent ones).
@@ -595,7 +411,7 @@ class Checker:
         mine = summary(signature) if signature is not None and (
             absent or pair is not None) else {}
         if pair is not None:
-            kind = _kind(*pair)
+            kind = kind_of(*pair)
             verdict[W.KIND] = kind.value
             if kind is DivergenceKind.SIGNATURE:
                 verdict[W.WANTED] = [g.ranks[0] for g in pair if self.rank not in g.ranks]
@@ -614,15 +430,15 @@ class Checker:
                 # only the comparer reads a summary it asked for
                 raw = yield Wait(f"{item.directory}{W.SUMMARIES}/{group.ranks[0]}",
                                  self.clock() + self.timeout_s, Read.OWN)
-                sides.append(_loads(raw) if raw is not None else None)
+                sides.append(loads(raw) if raw is not None else None)
             first, second = pair
             if sides[0] is not None and sides[1] is not None:
                 diff = summary_diff(sides[0], sides[1])
-                text = _named_text(diff, first.ranks, second.ranks)
+                text = named_text(diff, first.ranks, second.ranks)
             else:
                 diff = []
-                text = (f"different signatures ({_ranks_text(first.ranks)} vs "
-                        f"{_ranks_text(second.ranks)}); the summary of one side did not "
+                text = (f"different signatures ({ranks_text(first.ranks)} vs "
+                        f"{ranks_text(second.ranks)}); the summary of one side did not "
                         f"arrive within {self.timeout_s:g} s")
             named = {W.TEXT: text, W.DIFF: diff}
             self._publish_shared(item.directory + W.NAMED,
@@ -657,17 +473,17 @@ class Checker:
                     raw = yield Wait(item.directory + W.NAMED,
                                      self.clock() + self.timeout_s + VERDICT_MARGIN_S,
                                      Read.SHARED)
-                    named = _loads(raw) if raw is not None else None
+                    named = loads(raw) if raw is not None else None
                 text = str((named or {}).get(W.TEXT) or (
-                    f"different signatures ({_ranks_text(first.ranks)} vs "
-                    f"{_ranks_text(second.ranks)}); the comparing rank named no paths"))
+                    f"different signatures ({ranks_text(first.ranks)} vs "
+                    f"{ranks_text(second.ranks)}); the comparing rank named no paths"))
                 diff = tuple(d for d in (named or {}).get(W.DIFF) or ()
                              if isinstance(d, dict))
                 div = Divergence(item.function, item.count, DivergenceKind.SIGNATURE, text,
                                  sides, (), diff, self.rank, time.time())
             else:
                 div = Divergence(item.function, item.count, DivergenceKind.PROGRAM,
-                                 _program_text(first.ranks, second.ranks), sides, (), (),
+                                 program_text(first.ranks, second.ranks), sides, (), (),
                                  self.rank, time.time())
             reported = self._emit(item, div)
         if absent:
@@ -683,23 +499,23 @@ class Checker:
         # The comparer deleted the entries before this one came (and the others as late).
         self._call("clean-up", lambda: _jax_read.kv_delete(
             self.client, f"{item.directory}{W.ENTRIES}"))
-        if not groups or any(not _differ(g.program, item.program) for g in groups):
+        if not groups or any(not differ(g.program, item.program) for g in groups):
             return None  # the others' program: late, and reported missing, only
         comparer = verdict.get(W.COMPARER)
         theirs = next((g for g in groups if comparer in g.ranks), groups[0])
         me = (self.rank,)
-        if _kind(theirs, Group(item.program, me)) is DivergenceKind.PROGRAM:
+        if kind_of(theirs, Group(item.program, me)) is DivergenceKind.PROGRAM:
             div = Divergence(item.function, item.count, DivergenceKind.PROGRAM,
-                             _program_text(theirs.ranks, me), (theirs.ranks, me), (), (),
+                             program_text(theirs.ranks, me), (theirs.ranks, me), (), (),
                              self.rank, time.time())
             return self._emit(item, div)
         raw = yield Wait(f"{item.directory}{W.SUMMARIES}/{comparer}",
                          self.clock() + min(self.timeout_s, VERDICT_MARGIN_S))
-        other = _loads(raw) if raw is not None else None
+        other = loads(raw) if raw is not None else None
         mine = summary(item.signature) if item.signature is not None else {}
         diff = summary_diff(other, mine) if other is not None else []
         div = Divergence(item.function, item.count, DivergenceKind.SIGNATURE,
-                         _named_text(diff, theirs.ranks, me), (theirs.ranks, me), (),
+                         named_text(diff, theirs.ranks, me), (theirs.ranks, me), (),
                          tuple(diff), self.rank, time.time())
         return self._emit(item, div)
 
@@ -752,7 +568,7 @@ class Checker:
             shifts = [(-1, (m - 1, m - 2))]
             if rank in current:
                 shifts.append((1, (m, m - 1)))
-            if any(all(_same(known[k].get(rank), mine.get(k - d)) for k in pairs)
+            if any(all(same_program(known[k].get(rank), mine.get(k - d)) for k in pairs)
                    for d, pairs in shifts):
                 shifted.add(rank)
         return shifted
@@ -967,14 +783,6 @@ class Checker:
         for thread in threads:
             thread.join(max(0.0, end - time.monotonic()))
         return not any(t.is_alive() for t in threads)
-
-
-def _loads(raw: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(raw)
-    except (ValueError, TypeError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 # --- the engine's side ----------------------------------------------------------------

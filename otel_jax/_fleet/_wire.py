@@ -1,0 +1,240 @@
+"""The cross-rank check's wire format and texts: what ranks exchange over JAX's
+coordination service, and the words a divergence is reported in.
+
+Entries are two fingerprints; a signature summary (bounded, JSON) is published only when
+a comparer asks for one, and the difference between two summaries is named here, from
+their text (a summary is what a peer process could send: no avals, no pytrees). Ranks
+travel as ranges (``0-1022``) so that a verdict's size does not grow with the rank count.
+The keys and fields are named in ``_vocab.RankWire``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+from .._capture import _fingerprint
+from .._capture._signature import Signature
+from .._core._scrub import without_digests
+from .._core._text import safe_repr
+from .._core._vocab import CauseKind, DiffKey, DivergenceKind
+from .._core._vocab import RankWire as W
+from .._explain._diff import ABSENT
+from .._pipeline._record import Divergence
+
+#: Bounds of the signature summary a rank publishes when asked.
+MAX_LEAVES = 256
+MAX_STATICS = 64
+TEXT_LIMIT = 200
+#: Changes of a named divergence every rank reads (the comparer's report keeps them all).
+MAX_NAMED_DIFF = 16
+
+Program = tuple[str, str]  # (signature fingerprint, program fingerprint); "" unknown
+
+
+# --- summaries and their differences ----------------------------------------------------
+
+def function_key(identity: str) -> str:
+    return hashlib.blake2b(identity.encode("utf-8", "backslashreplace"),
+                           digest_size=8).hexdigest()
+
+
+def _text(value: Any) -> str:
+    """Bounded text, without the per-process digests of scrubbed values (as fingerprinted)."""
+    text = safe_repr(value, TEXT_LIMIT) if not isinstance(value, str) else value[:TEXT_LIMIT]
+    return without_digests(text)
+
+
+def summary(signature: Signature) -> dict[str, Any]:
+    """What a peer needs to name the differences: bounded, JSON-serialisable."""
+    if not signature.captured:
+        return {}
+    n = min(signature.num_leaves, MAX_LEAVES)
+    paths, types, placements = signature.paths, signature.types, signature.placements
+    leaves = [[_text(paths[i]), _text(types[i]),
+               _fingerprint.placement_text(placements[i])] for i in range(n)]
+    statics = []
+    for static in signature.statics[:MAX_STATICS]:
+        value = f"<{static.type}>" if static.identity_hashed else static.repr
+        statics.append([_text(static.name), _text(value)])
+    return {
+        W.LEAVES: leaves,
+        W.NUM_LEAVES: signature.num_leaves,
+        W.STATICS: statics,
+        W.OPTIONS: [[name, _text(text)] for name, text in signature.options],
+        W.CONTEXT: [[name, _text(value)] for name, value in signature.context],
+        W.TREE: _fingerprint.tree_digest(signature.treedef).hex()[:16],
+    }
+
+
+def _leaf_kind(before: str, after: str) -> CauseKind:
+    if before.partition("[")[0] != after.partition("[")[0]:
+        return CauseKind.DTYPE
+    if before.replace(" (weak)", "") == after.replace(" (weak)", ""):
+        return CauseKind.WEAK_TYPE
+    return CauseKind.SHAPE
+
+
+def summary_diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, str]]:
+    """Changes between two ranks' summaries: ``before`` is ``a``'s text, ``after`` ``b``'s."""
+    changes: list[dict[str, str]] = []
+
+    def add(path: str, kind: CauseKind, before: str, after: str) -> None:
+        changes.append({DiffKey.PATH: path, DiffKey.KIND: kind.value,
+                        DiffKey.BEFORE: before, DiffKey.AFTER: after})
+
+    def pairs(key: str) -> tuple[dict[str, str], dict[str, str]]:
+        return ({str(k): str(v) for k, v in a.get(key, ())},
+                {str(k): str(v) for k, v in b.get(key, ())})
+
+    for key, kind in ((W.OPTIONS, CauseKind.JIT_OPTIONS),
+                      (W.CONTEXT, CauseKind.TRACING_CONTEXT),
+                      (W.STATICS, CauseKind.STATIC_ARGUMENT)):
+        x, y = pairs(key)
+        for name in [*x, *(k for k in y if k not in x)]:
+            if x.get(name) != y.get(name):
+                add(name, kind, x.get(name, ABSENT), y.get(name, ABSENT))
+    leaves_a = {str(p): (str(t), str(pl)) for p, t, pl in a.get(W.LEAVES, ())}
+    leaves_b = {str(p): (str(t), str(pl)) for p, t, pl in b.get(W.LEAVES, ())}
+    structure: list[tuple[str, str, str]] = []
+    for path in [*leaves_a, *(p for p in leaves_b if p not in leaves_a)]:
+        la, lb = leaves_a.get(path), leaves_b.get(path)
+        if la is None or lb is None:
+            structure.append((path, la[0] if la else ABSENT, lb[0] if lb else ABSENT))
+        elif la[0] != lb[0]:
+            add(path, _leaf_kind(la[0], lb[0]), la[0], lb[0])
+        elif la[1] != lb[1]:
+            add(path, CauseKind.SHARDING, la[1], lb[1])
+    for path, before, after in structure:
+        add(path, CauseKind.PYTREE_STRUCTURE, before, after)
+    if not structure and a.get(W.TREE) != b.get(W.TREE):
+        add("<pytree>", CauseKind.PYTREE_STRUCTURE, f"structure {a.get(W.TREE)}",
+            f"structure {b.get(W.TREE)}")
+    if not changes and a.get(W.NUM_LEAVES) != b.get(W.NUM_LEAVES):
+        add("<leaves>", CauseKind.PYTREE_STRUCTURE, f"{a.get(W.NUM_LEAVES)} leaves",
+            f"{b.get(W.NUM_LEAVES)} leaves")
+    return changes
+
+
+# --- ranks as text and as ranges ----------------------------------------------------------
+
+def _runs(ranks: Iterable[int]) -> list[tuple[int, int]]:
+    runs: list[tuple[int, int]] = []
+    for r in sorted(set(ranks)):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], r)
+        else:
+            runs.append((r, r))
+    return runs
+
+
+def encode_ranks(ranks: Iterable[int]) -> str:
+    """``0-6,8``: ranks as ranges (a job's 1,024 ranks in 6 bytes when they agree)."""
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in _runs(ranks))
+
+
+def decode_ranks(text: str, limit: int) -> tuple[int, ...]:
+    """The ranks ``encode_ranks`` wrote, those below ``limit`` (the job's rank count)."""
+    ranks: list[int] = []
+    for part in str(text).split(","):
+        a, _, b = part.partition("-")
+        try:
+            lo, hi = int(a), int(b or a)
+        except ValueError:
+            continue
+        ranks.extend(range(max(lo, 0), min(hi, limit - 1) + 1))
+    return tuple(ranks)
+
+
+def ranks_text(ranks: Sequence[int]) -> str:
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return "ranks " + ",".join(str(a) if a == b else f"{a},{b}" if b == a + 1 else f"{a}-{b}"
+                               for a, b in _runs(ranks))
+
+
+def same_program(a: Program | None, b: Program | None) -> bool:
+    """Two compiles known to be of one program (signature fingerprints set and equal)."""
+    return a is not None and b is not None and bool(a[0]) and a[0] == b[0] and not differ(a, b)
+
+
+def differ(a: Program, b: Program) -> bool:
+    if a[0] and b[0] and a[0] != b[0]:
+        return True
+    return bool(a[1] and b[1] and a[1] != b[1])
+
+
+def missing(function: str, count: int, present: Sequence[int], absent: Sequence[int],
+            me: int, timeout_s: float) -> Divergence:
+    text = (f"{ranks_text(absent)} did not compile {function} #{count} within "
+            f"{timeout_s:g} s of {ranks_text(present)}")
+    return Divergence(function, count, DivergenceKind.MISSING, text, (tuple(present),),
+                      tuple(absent), (), me, time.time())
+
+
+def program_text(first: Sequence[int], second: Sequence[int]) -> str:
+    return (f"same signature, different program ({ranks_text(first)} vs "
+            f"{ranks_text(second)}): the function traced differently (iteration order of a "
+            "set or dict, a host-dependent value, another checkout)")
+
+
+def named_text(diff: Sequence[dict[str, str]], first: Sequence[int],
+                second: Sequence[int]) -> str:
+    if not diff:
+        return (f"different signatures ({ranks_text(first)} vs {ranks_text(second)}), "
+                f"beyond the first {MAX_LEAVES} leaves compared")
+    top = diff[0]
+    text = (f"{top[DiffKey.PATH]}: {top[DiffKey.BEFORE]} ({ranks_text(first)}) vs "
+            f"{top[DiffKey.AFTER]} ({ranks_text(second)})")
+    return text + (f" (+{len(diff) - 1} more)" if len(diff) > 1 else "")
+
+
+class Group(NamedTuple):
+    program: Program
+    ranks: tuple[int, ...]
+    text: str = ""  # the ranks as ranges, as the verdict carried them
+
+
+def pair_of(groups: Sequence[Group], mine: Program) -> tuple[Group, Group] | None:
+    """The two groups a divergence names, lowest rank first: the largest group and the
+    first one that differs from it (by lowest rank), if this rank's program differs
+    from some group. Entries that cannot be told apart (a fingerprint left empty on one
+    side) are not a divergence: only a difference both sides measured is."""
+    if not any(differ(mine, g.program) for g in groups):
+        return None
+    ref = max(groups, key=lambda g: (len(g.ranks), -g.ranks[0]))
+    other = next((g for g in groups if g is not ref and differ(ref.program, g.program)),
+                 None)
+    if other is None:  # this rank's group differs from a group that does not differ from ref
+        mine_group = next(g for g in groups if g.program == mine)
+        ref, other = mine_group, next(g for g in groups if differ(mine, g.program))
+    first, second = sorted((ref, other), key=lambda g: g.ranks[0])
+    return first, second
+
+
+def kind_of(first: Group, second: Group) -> DivergenceKind:
+    a, b = first.program[0], second.program[0]
+    return DivergenceKind.SIGNATURE if a and b and a != b else DivergenceKind.PROGRAM
+
+
+# --- entries, verdicts and keys ---------------------------------------------------------
+
+def parse_entry(value: str) -> Program:
+    fp, _, rest = str(value).partition(" ")
+    return fp, rest.partition(" ")[0]
+
+
+def loads(raw: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw)
+    except (ValueError, TypeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def generation(key: str, n: int) -> str:
+    """The ``n``-th generation of a shared key (``n`` ranks closed while reading it)."""
+    return key if n == 0 else f"{key}{W.GENERATION}{n}"
