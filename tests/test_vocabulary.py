@@ -124,3 +124,44 @@ def test_a_compile_history_entry_has_the_documented_keys():
     keys = set(entry.as_dict())
     assert keys == documented
     assert keys - {_vocab.ENTRY_SIGNATURE} <= _constants(Field)
+
+
+def test_every_ledger_name_is_documented_beside_the_ledger():
+    from otel_jax._core._vocab import LedgerWire
+
+    section = _section("Persistent cache: why a compile was not served")
+    names = _constants(LedgerWire)
+    assert {LedgerWire.MARK, LedgerWire.FUNCTION, LedgerWire.ENTRIES} <= names
+    for name in names:
+        # the suffixes are written as a path's end, the keys on their own
+        assert (name in section) if name.startswith(".") else (f"`{name}`" in section), name
+    assert f"`{LedgerWire.VERSION}`" in section
+
+
+def test_the_ledger_names_the_cache_key_parts_as_jax_read_does():
+    from otel_jax._capture import _jax_read
+    from otel_jax._core._vocab import LedgerWire
+
+    parts = tuple(v for k, v in vars(LedgerWire).items() if k.startswith("PART_"))
+    assert parts == _jax_read.CACHE_KEY_PARTS
+
+
+def test_the_ledger_writes_and_reads_no_key_outside_the_vocabulary():
+    import ast
+
+    def keys(tree: ast.AST) -> list[str]:
+        found: list[ast.expr | None] = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Dict):
+                found += node.keys
+            elif isinstance(node, ast.Subscript):
+                found.append(node.slice)
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                  and node.func.attr in {"get", "pop", "setdefault"} and node.args):
+                found.append(node.args[0])
+        return [k.value for k in found if isinstance(k, ast.Constant)
+                and isinstance(k.value, str)]
+
+    for name in ("_ledger.py", "_ledger_remote.py"):
+        tree = ast.parse((ROOT / "otel_jax" / "_fleet" / name).read_text())
+        assert keys(tree) == [], name

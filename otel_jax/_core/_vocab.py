@@ -295,3 +295,56 @@ class RankWire:
     OPTIONS: Final = "o"
     CONTEXT: Final = "c"
     TREE: Final = "t"  # a digest of the pytree structure
+
+
+class LedgerWire:
+    """Names of the compile ledger's lines and objects (``_fleet._ledger``, ``_ledger_remote``).
+
+    Written by one run of a job and read by the next (and by other processes, other hosts
+    and other versions of otel_jax sharing the ledger), so a name, once written, is read
+    forever: a name here never changes its string, and short ones stay short (each line is
+    at most ``PIPE_BUF`` bytes).
+    """
+
+    SUFFIX: Final = ".otel_jax-ledger.jsonl"  # the file: <cache dir> + this (+ ".1" rotated)
+    ROTATED: Final = ".1"  # the file before the last rotation: <file> + this
+    LOCK: Final = ".lock"  # the rotation's lock file: <file> + this
+    REMOTE_SUFFIX: Final = ".otel_jax-ledger"  # a remote cache's: <cache dir> + this + /NNNN.json
+    MARK: Final = "otel_jax_ledger"  # every line and object: MARK: VERSION; others are foreign
+    VERSION: Final = 1
+    ENTRIES: Final = "entries"  # a remote object's list of lines
+    # the writer
+    TIME: Final = "t"  # wall clock of the compile, seconds since the epoch
+    RUN: Final = "run"  # a random id of the writing process's run
+    PID: Final = "pid"
+    STARTED: Final = "started"  # wall clock the writing process started at
+    PROCESS: Final = "proc"  # JAX's process index of the writer (None outside a job)
+    # what was compiled
+    FUNCTION: Final = "fn"  # qualified name @ file name
+    SIGNATURE: Final = "sig"  # the signature fingerprint
+    PROGRAM: Final = "prog"  # the program fingerprint
+    BASE: Final = "base"  # the signature fingerprint without its tracing context
+    CONTEXT_NAMES: Final = "ctxn"  # a digest of the tracing context's value names
+    CONTEXT: Final = "ctx"  # the tracing context's values, as bounded text
+    CODE: Final = "code"  # file name:line of the function
+    # the persistent cache
+    KEY: Final = "key"  # {part: hash} for each part of JAX's cache key (below)
+    WRITTEN: Final = "written"  # JAX wrote an entry
+    NOT_WRITTEN_REASON: Final = "not_written_reason"  # a NotWrittenReason value, or None
+    COMPILE_S: Final = "compile_s"
+    # readable values of the key's parts
+    JAX: Final = "jax"
+    JAXLIB: Final = "jaxlib"
+    BACKEND: Final = "backend"  # platform and platform version
+    XLA_FLAGS: Final = "xla_flags"  # the flags in the key, scrubbed
+    DEVICES: Final = "devices"  # "<count> x <kind>"
+    COMPRESSION: Final = "compression"
+    # the parts of JAX's cache key, as jax._src.cache_key.get names them, in its order
+    PART_COMPUTATION: Final = "computation"  # hashed as the program fingerprint
+    PART_JAXLIB: Final = "jax_lib version"
+    PART_BACKEND: Final = "backend version"
+    PART_XLA_FLAGS: Final = "XLA flags"
+    PART_COMPILE_OPTIONS: Final = "compile_options"
+    PART_ACCELERATOR_CONFIG: Final = "accelerator_config"
+    PART_COMPRESSION: Final = "compression"
+    PART_CUSTOM_HOOK: Final = "custom_hook"

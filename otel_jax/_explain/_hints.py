@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .._core._vocab import CauseKind
+from ._model import Detail
 
 HINTS: dict[str, str] = {
     CauseKind.FIRST_COMPILE: "expected once per function and signature; warm up before timing",
@@ -48,59 +49,59 @@ HINTS: dict[str, str] = {
 # value of ``_diff.Detail``): a hint must match what really happened, e.g. never
 # speak of identity hashing for a type that hashes by value.
 DETAIL_HINTS: dict[tuple[str, str], str] = {
-    (CauseKind.STATIC_ARGUMENT, "value"): (
+    (CauseKind.STATIC_ARGUMENT, Detail.VALUE.value): (
         "every distinct value of a static argument compiles once (later calls with an equal "
         "value hit the cache): keep it to a few values, or pass it as a traced argument (an "
         "array) if it changes every step"),
-    (CauseKind.STATIC_ARGUMENT, "identity_hashed"): HINTS[CauseKind.STATIC_ARGUMENT],
-    (CauseKind.STATIC_ARGUMENT, "interned"): (
+    (CauseKind.STATIC_ARGUMENT, Detail.IDENTITY_HASHED.value): HINTS[CauseKind.STATIC_ARGUMENT],
+    (CauseKind.STATIC_ARGUMENT, Detail.INTERNED.value): (
         "JAX keeps one object per distinct value of this type (a Mesh built again with the "
         "same devices and axes is the same object, and hits the cache), so this is another "
         "value: each distinct one compiles once; build each once and keep to a few, or pass "
         "the sharding through the arguments (NamedSharding) instead of a static argument"),
-    (CauseKind.STATIC_ARGUMENT, "static_function"): (
+    (CauseKind.STATIC_ARGUMENT, Detail.STATIC_FUNCTION.value): (
         "a function passed as a static argument compares by identity: a lambda, closure or "
         "functools.partial made in the loop is a new one every call; define it once outside "
         "the loop and pass that same function"),
-    (CauseKind.STATIC_ARGUMENT, "other_export"): (
+    (CauseKind.STATIC_ARGUMENT, Detail.OTHER_EXPORT.value): (
         "another jax.export program of this function (exported again, e.g. for a new input "
         "shape): each one compiles when first called; export once with symbolic dimensions "
         "(jax.export.symbolic_shape('b')) so one program serves every batch size"),
-    (CauseKind.STATIC_ARGUMENT, "looks_equal"): (
+    (CauseKind.STATIC_ARGUMENT, Detail.LOOKS_EQUAL.value): (
         "this static value is not == to an equal-looking earlier one (a NaN, or a type whose "
         "__eq__/__hash__ is not value-based), so it never hits the cache: pass a value that "
         "equals itself, or make it a traced argument"),
-    (CauseKind.STATIC_ARGUMENT, "moved"): (
+    (CauseKind.STATIC_ARGUMENT, Detail.MOVED.value): (
         "JAX keys a static argument by how it is passed as well as by its value: pass it the "
         "same way every call (always by keyword or always positionally)"),
-    (CauseKind.STATIC_ARGUMENT, "traced_static"): (
+    (CauseKind.STATIC_ARGUMENT, Detail.TRACED_STATIC.value): (
         "the same argument was a traced array in one call and a plain Python value (static) "
         "in the other: pass the same kind of value every call"),
-    (CauseKind.PYTREE_STRUCTURE, "static_field"): (
+    (CauseKind.PYTREE_STRUCTURE, Detail.STATIC_FIELD.value): (
         "a static (non-array) field of a module or dataclass pytree is part of the compiled "
         "program: each new value compiles once (switching model.train()/eval() compiles once "
         "per mode, then both are cached); if it changes every step, store it as an array "
         "(nnx.data / a Variable, a pytree field) instead"),
-    (CauseKind.PYTREE_STRUCTURE, "static_function"): (
+    (CauseKind.PYTREE_STRUCTURE, Detail.STATIC_FUNCTION.value): (
         "a static field holds a function or bound method, which compares by identity: a new "
         "one (an optax optimizer such as optax.adam(...) or a model's .apply re-created, a "
         "lambda) compiles again; create it once outside the loop and reuse it"),
-    (CauseKind.DTYPE, "key_style"): (
+    (CauseKind.DTYPE, Detail.KEY_STYLE.value): (
         "a typed PRNG key (jax.random.key, key<impl>[]) and a legacy uint32 one "
         "(jax.random.PRNGKey, u32[2]) are different types: use one key style everywhere "
         "(convert with jax.random.key_data / jax.random.wrap_key_data)"),
-    (CauseKind.DTYPE, "key_impl"): (
+    (CauseKind.DTYPE, Detail.KEY_IMPL.value): (
         "PRNG keys of two implementations (jax_default_prng_impl, or impl= of "
         "jax.random.key) are different types: make every key with the same implementation"),
-    (CauseKind.PYTREE_STRUCTURE, "identity_hashed"): (
+    (CauseKind.PYTREE_STRUCTURE, Detail.IDENTITY_HASHED.value): (
         "a static (non-array) part of this pytree node hashes by identity (no "
         "__eq__/__hash__), so every new instance compiles again: reuse one instance, or "
         "give its type value-based __eq__/__hash__"),
-    (CauseKind.PYTREE_STRUCTURE, "looks_equal"): (
+    (CauseKind.PYTREE_STRUCTURE, Detail.LOOKS_EQUAL.value): (
         "a static (non-array) part of this pytree node prints the same as before but is not "
         "== to it (a NaN, or an __eq__ that is not value-based): JAX compares it with ==, so "
         "it never hits the cache; make it equal itself, or store it as an array"),
-    (CauseKind.PYTREE_STRUCTURE, "moved"): (
+    (CauseKind.PYTREE_STRUCTURE, Detail.MOVED.value): (
         "an argument passed positionally in one call and by keyword in another changes the "
         "argument tree: pass it the same way every call"),
 }

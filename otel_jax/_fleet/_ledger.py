@@ -55,20 +55,21 @@ from .._capture._source import FunctionInfo
 from .._core._failopen import FailOpen, Topic, WarnKey
 from .._core._scrub import without_digests
 from .._core._text import emitted, safe_repr, truncate
-from .._core._vocab import LEDGER_ENV, MissReason
+from .._core._vocab import LEDGER_ENV, MissReason, NotWrittenReason
+from .._core._vocab import LedgerWire as W
 from .._pipeline._record import PersistentCache
 
 #: Default location: beside the cache directory, never inside it (JAX owns that one).
-SUFFIX = ".otel_jax-ledger.jsonl"
+SUFFIX = W.SUFFIX
 #: The same on a remote cache, where the ledger is a prefix of objects.
-REMOTE_SUFFIX = ".otel_jax-ledger"
+REMOTE_SUFFIX = W.REMOTE_SUFFIX
 #: Tracing-context values kept per line (each cut to CONTEXT_VALUE chars), to name the
 #: config value that changed when a miss has a new signature but the same arguments.
 MAX_CONTEXT = 96
 CONTEXT_VALUE = 60
 #: The mark and version every ledger line carries; other lines are foreign.
-MARK = "otel_jax_ledger"
-VERSION = 1
+MARK = W.MARK
+VERSION = W.VERSION
 #: A line is written with one ``write``; under PIPE_BUF, appends of several processes
 #: never interleave.
 MAX_LINE = 4096
@@ -105,11 +106,11 @@ _STARTED = _process_start()
 SIBLING_START_S = 60.0
 
 _NOT_WRITTEN_TEXT = {
-    "not_process_0": "JAX writes entries from process 0 only",
-    "compile_time_below_minimum": "it compiled faster than "
-                                  "jax_persistent_cache_min_compile_time_secs",
-    "other": "under jax_persistent_cache_min_entry_size_bytes, a host callback, "
-             "or a write error",
+    NotWrittenReason.NOT_PROCESS_0.value: "JAX writes entries from process 0 only",
+    NotWrittenReason.COMPILE_TIME_BELOW_MINIMUM.value: (
+        "it compiled faster than jax_persistent_cache_min_compile_time_secs"),
+    NotWrittenReason.OTHER.value: ("under jax_persistent_cache_min_entry_size_bytes, a host "
+                                   "callback, or a write error"),
 }
 
 Entry = dict[str, Any]
@@ -171,8 +172,8 @@ def parse_line(line: bytes) -> Entry | None:
 def parse_entry(entry: Any) -> Entry | None:
     """One ledger entry (a line's or a remote object's), or ``None`` for anything else."""
     if not (isinstance(entry, dict) and entry.get(MARK) == VERSION
-            and isinstance(entry.get("fn"), str) and isinstance(entry.get("sig"), str)
-            and isinstance(entry.get("key"), dict)):
+            and isinstance(entry.get(W.FUNCTION), str) and isinstance(entry.get(W.SIGNATURE), str)
+            and isinstance(entry.get(W.KEY), dict)):
         return None
     return entry
 
@@ -197,7 +198,7 @@ def read_tail(path: str, limit: int | None = None) -> tuple[list[bytes], bool]:
 
 
 def _key_of(entry: Entry) -> tuple[str, str]:
-    return entry["fn"], entry["sig"] or "program:" + str(entry.get("prog") or "")
+    return entry[W.FUNCTION], entry[W.SIGNATURE] or "program:" + str(entry.get(W.PROGRAM) or "")
 
 
 def _same_key(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -213,7 +214,7 @@ def _differences(before: dict[str, Any], after: dict[str, Any]) -> int:
 
 #: Key parts that name the devices a program runs on: they differ between the processes
 #: of a job for a program of each process's local devices, and agree for a global one.
-_PER_PROCESS_PARTS = frozenset({"compile_options", "accelerator_config"})
+_PER_PROCESS_PARTS = frozenset({W.PART_COMPILE_OPTIONS, W.PART_ACCELERATOR_CONFIG})
 
 
 def _differing(before: dict[str, Any], after: dict[str, Any]) -> set[str]:
@@ -240,32 +241,33 @@ def _readable(value: Any) -> str:
 
 def describe_change(part: str, before: Entry, after: Entry) -> str:
     """One line naming a key part that changed, with before and after where readable."""
-    if part == "computation":
-        where = after.get("code") or after.get("fn", "").partition("@")[0]
+    if part == W.PART_COMPUTATION:
+        where = after.get(W.CODE) or after.get(W.FUNCTION, "").partition("@")[0]
         return f"program changed under the same signature (code edited at {where}?)"
-    if part == "jax_lib version":
-        text = f"jaxlib {_readable(before.get('jaxlib'))} -> {_readable(after.get('jaxlib'))}"
-        if before.get("jax") != after.get("jax"):
-            text += f" (jax {_readable(before.get('jax'))} -> {_readable(after.get('jax'))})"
+    if part == W.PART_JAXLIB:
+        text = f"jaxlib {_readable(before.get(W.JAXLIB))} -> {_readable(after.get(W.JAXLIB))}"
+        if before.get(W.JAX) != after.get(W.JAX):
+            text += f" (jax {_readable(before.get(W.JAX))} -> {_readable(after.get(W.JAX))})"
         return text
-    if part == "backend version":
-        return f"backend {_readable(before.get('backend'))} -> {_readable(after.get('backend'))}"
-    if part == "XLA flags":
-        old, new = _flags(before.get("xla_flags")), _flags(after.get("xla_flags"))
+    if part == W.PART_BACKEND:
+        return (f"backend {_readable(before.get(W.BACKEND))} -> "
+                f"{_readable(after.get(W.BACKEND))}")
+    if part == W.PART_XLA_FLAGS:
+        old, new = _flags(before.get(W.XLA_FLAGS)), _flags(after.get(W.XLA_FLAGS))
         changes = [f"+{f}" for f in new if f not in old] + [f"-{f}" for f in old if f not in new]
         return "XLA flags: " + (" ".join(changes) if changes else "changed (same flags, "
                                 "other order or a registered flag prefix)")
-    if part == "compile_options":
+    if part == W.PART_COMPILE_OPTIONS:
         return ("compile options changed (XLA debug options or flags set in code, jit "
                 "compiler_options, or the device assignment)")
-    if part == "accelerator_config":
-        old_d, new_d = before.get("devices"), after.get("devices")
+    if part == W.PART_ACCELERATOR_CONFIG:
+        old_d, new_d = before.get(W.DEVICES), after.get(W.DEVICES)
         if old_d != new_d:
             return f"devices {_readable(old_d)} -> {_readable(new_d)}"
         return "accelerator topology changed (other devices of the same kind)"
-    if part == "compression":
-        return (f"compression {_readable(before.get('compression'))} -> "
-                f"{_readable(after.get('compression'))} (zstandard installed or removed?)")
+    if part == W.PART_COMPRESSION:
+        return (f"compression {_readable(before.get(W.COMPRESSION))} -> "
+                f"{_readable(after.get(W.COMPRESSION))} (zstandard installed or removed?)")
     return "the cache key's custom hook (jax._src.cache_key.custom_hook) returned another value"
 
 
@@ -274,8 +276,8 @@ def _concurrent(entry: Entry) -> bool:
     sibling rank): not an earlier run's. A run that ended before this one started (a
     restart), or started long after it (beside a notebook kernel), is one; so are lines
     without the writer's start time (older ledgers)."""
-    started, t = entry.get("started"), entry.get("t")
-    if (entry.get("run") == _RUN or type(started) not in (int, float)
+    started, t = entry.get(W.STARTED), entry.get(W.TIME)
+    if (entry.get(W.RUN) == _RUN or type(started) not in (int, float)
             or type(t) not in (int, float)):
         return False
     return (float(t) >= _STARTED  # type: ignore[arg-type]
@@ -284,17 +286,17 @@ def _concurrent(entry: Entry) -> bool:
 
 def _when(entry: Entry, proc: Any = None) -> str:
     """The run that wrote ``entry``, named from the process ``proc`` that reads it."""
-    if entry.get("run") == _RUN:
+    if entry.get(W.RUN) == _RUN:
         return "an earlier compile in this process"
-    t = entry.get("t")
+    t = entry.get(W.TIME)
     try:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(t)))  # type: ignore[arg-type]
     except (TypeError, ValueError, OverflowError, OSError):
         stamp = "?"
-    other = entry.get("proc")
+    other = entry.get(W.PROCESS)
     who = (f"process {other}'s run" if type(other) is int and type(proc) is int
            and other != proc else "the run")
-    return f"{who} of {stamp} (pid {_readable(entry.get('pid'))})"
+    return f"{who} of {stamp} (pid {_readable(entry.get(W.PID))})"
 
 
 #: The names of the tracing-context values seen in this process, by their digest: a line
@@ -324,10 +326,10 @@ def context_items(context: Any) -> tuple[str, list[str]]:
 
 def describe_context(before: Entry, after: Entry) -> str:
     """The tracing-context values that differ between two lines, named with both values."""
-    old, new = before.get("ctx"), after.get("ctx")
-    names = _CONTEXT_NAMES.get(str(after.get("ctxn")))
+    old, new = before.get(W.CONTEXT), after.get(W.CONTEXT)
+    names = _CONTEXT_NAMES.get(str(after.get(W.CONTEXT_NAMES)))
     changes: list[str] = []
-    if (names is not None and before.get("ctxn") == after.get("ctxn")
+    if (names is not None and before.get(W.CONTEXT_NAMES) == after.get(W.CONTEXT_NAMES)
             and isinstance(old, list) and isinstance(new, list)
             and len(old) == len(new) == len(names)):
         changes = [f"{emitted(name, 80)} {_readable(a)} -> {_readable(b)}"
@@ -346,9 +348,9 @@ def explain(earlier: list[Entry], now: Entry, alike: list[Entry] | None = None,
     tracing context with the same arguments. ``None`` when no part of its key could be
     read. ``writer``: the only process whose lines are recorded (a remote ledger), when
     it is not this one."""
-    proc = now.get("proc")
+    proc = now.get(W.PROCESS)
     if not earlier and alike:
-        if any(_same_key(e["key"], now["key"]) for e in alike):
+        if any(_same_key(e[W.KEY], now[W.KEY]) for e in alike):
             earlier = alike  # the context changed nothing JAX's cache key sees
         else:
             # Same arguments, statics and options, another tracing context: the config
@@ -364,26 +366,26 @@ def explain(earlier: list[Entry], now: Entry, alike: list[Entry] | None = None,
                 "entries are: a function that only this process compiles is not cached)")
         return MissReason.NEVER_SEEN, ("no earlier run recorded this function with this "
                                        "signature")
-    if not any(now["key"].get(p) for p in _jax_read.CACHE_KEY_PARTS):
+    if not any(now[W.KEY].get(p) for p in _jax_read.CACHE_KEY_PARTS):
         return None  # JAX's key hashing moved: nothing to compare, no reason given
-    same = [e for e in earlier if _same_key(e["key"], now["key"])]
+    same = [e for e in earlier if _same_key(e[W.KEY], now[W.KEY])]
     if same:
         # An entry written under this key by any process serves every process: prefer it.
-        entry = next((e for e in reversed(same) if e.get("written")), same[-1])
-        if entry.get("written"):
+        entry = next((e for e in reversed(same) if e.get(W.WRITTEN)), same[-1])
+        if entry.get(W.WRITTEN):
             return MissReason.NOT_WRITTEN, (
                 f"{_when(entry, proc)} wrote an entry under the same key; it is gone "
                 "(evicted under jax_compilation_cache_max_size, or the cache directory was "
                 "cleared)")
-        reason = str(entry.get("not_written_reason") or "other")
+        reason = str(entry.get(W.NOT_WRITTEN_REASON) or NotWrittenReason.OTHER.value)
         why = _NOT_WRITTEN_TEXT.get(reason, _readable(reason))
         return MissReason.NOT_WRITTEN, (
             f"{_when(entry, proc)} compiled it under the same key but did not write an "
             f"entry ({reason}: {why})")
     # The closest earlier key (fewest parts differ; the latest among equals).
-    entry = min(reversed(earlier), key=lambda e: _differences(e["key"], now["key"]))
-    other = entry.get("proc")
-    differing = _differing(entry["key"], now["key"])
+    entry = min(reversed(earlier), key=lambda e: _differences(e[W.KEY], now[W.KEY]))
+    other = entry.get(W.PROCESS)
+    differing = _differing(entry[W.KEY], now[W.KEY])
     if (type(other) is int and type(proc) is int and proc != 0 and other != proc
             and differing and differing <= _PER_PROCESS_PARTS):
         # Another process's key, different only in the parts that describe the devices as
@@ -395,7 +397,7 @@ def explain(earlier: list[Entry], now: Entry, alike: list[Entry] | None = None,
             f"process's only in the {parts} (the parts that describe the devices, as each "
             "process sees them); this process's key is never written (not_process_0: JAX "
             "writes entries from process 0 only)")
-    part = _first_difference(entry["key"], now["key"])
+    part = _first_difference(entry[W.KEY], now[W.KEY])
     text = describe_change(part, entry, now) if part else "the cache key changed"
     return MissReason.KEY_CHANGED, f"{text}; since {_when(entry, proc)}"
 
@@ -441,20 +443,21 @@ class Ledger:
             return cache
         reason = cache.not_written_reason
         proc = _process_index()
+        # The order of the keys is the order on disk.
         now: Entry = {
-            MARK: VERSION, "t": round(time.time(), 3), "run": _RUN, "pid": os.getpid(),
-            "started": round(_STARTED, 3), "proc": proc,
-            "fn": function_identity(info), "sig": fingerprint, "prog": program,
-            "key": parts.hashes, **parts.readable,
-            "code": _code(info), "written": bool(cache.written),
-            "not_written_reason": reason.value if reason is not None else None,
-            "compile_s": round(max(0.0, compile_s), 4),
+            W.MARK: W.VERSION, W.TIME: round(time.time(), 3), W.RUN: _RUN,
+            W.PID: os.getpid(), W.STARTED: round(_STARTED, 3), W.PROCESS: proc,
+            W.FUNCTION: function_identity(info), W.SIGNATURE: fingerprint,
+            W.PROGRAM: program, W.KEY: parts.hashes, **parts.readable,
+            W.CODE: _code(info), W.WRITTEN: bool(cache.written),
+            W.NOT_WRITTEN_REASON: reason.value if reason is not None else None,
+            W.COMPILE_S: round(max(0.0, compile_s), 4),
         }
         if fingerprint and signature is not None and getattr(signature, "captured", False):
-            now["base"] = of_signature(info, replace(signature, context=()))
-            now["ctxn"], now["ctx"] = context_items(signature.context)
-        if "xla_flags" in now:
-            now["xla_flags"] = _flags(now["xla_flags"])
+            now[W.BASE] = of_signature(info, replace(signature, context=()))
+            now[W.CONTEXT_NAMES], now[W.CONTEXT] = context_items(signature.context)
+        if W.XLA_FLAGS in now:
+            now[W.XLA_FLAGS] = _flags(now[W.XLA_FLAGS])
         key = _key_of(now)
         remote = is_remote(path)
         store = self._store(path) if remote else None
@@ -465,7 +468,7 @@ class Ledger:
                 self._switch(path, remote)
             if path in self._off:
                 return cache
-            bucket = _remote().bucket_of(now["fn"]) if remote else -1
+            bucket = _remote().bucket_of(now[W.FUNCTION]) if remote else -1
             fetch = remote and bucket not in self._fetched
         if fetch and store is not None:  # outside the lock: a bounded wait for the store
             got = store.fetch(bucket)
@@ -476,8 +479,8 @@ class Ledger:
                     self._count_skipped(path, got[1])
         with self._lock:
             earlier = list(self._index.get(key, ()))
-            alike = [e for e in self._alike.get((now["fn"], now.get("base", "")), ())
-                     if e["sig"] != now["sig"]] if now.get("base") else []
+            alike = [e for e in self._alike.get((now[W.FUNCTION], now.get(W.BASE, "")), ())
+                     if e[W.SIGNATURE] != now[W.SIGNATURE]] if now.get(W.BASE) else []
             self._remember(key, now)
         writer = 0 if remote and proc not in (0, None) else None
         explained = explain(earlier, now, alike, writer)
@@ -510,10 +513,10 @@ class Ledger:
     def _remember(self, key: tuple[str, str], entry: Entry) -> None:
         kept = self._index.pop(key, None) or []
         for i, old in enumerate(kept):
-            if _same_key(old["key"], entry["key"]):
-                if old.get("written") and not entry.get("written"):
+            if _same_key(old[W.KEY], entry[W.KEY]):
+                if old.get(W.WRITTEN) and not entry.get(W.WRITTEN):
                     # An entry was written under this key once: that is what matters.
-                    entry = {**entry, "written": True, "not_written_reason": None}
+                    entry = {**entry, W.WRITTEN: True, W.NOT_WRITTEN_REASON: None}
                 del kept[i]
                 break
         kept.append(entry)
@@ -521,10 +524,11 @@ class Ledger:
         self._index[key] = kept
         if len(self._index) > MAX_INDEXED:
             del self._index[next(iter(self._index))]
-        base = entry.get("base")
+        base = entry.get(W.BASE)
         if isinstance(base, str) and base:
-            akey = (entry["fn"], base)
-            alike = [e for e in self._alike.pop(akey, ()) if e["sig"] != entry["sig"]]
+            akey = (entry[W.FUNCTION], base)
+            alike = [e for e in self._alike.pop(akey, ())
+                     if e[W.SIGNATURE] != entry[W.SIGNATURE]]
             alike.append(entry)
             self._alike[akey] = alike[-KEEP_PER_KEY:]
             if len(self._alike) > MAX_INDEXED:
@@ -538,7 +542,7 @@ class Ledger:
             return
         mine = self._index
         self._index, self._alike = {}, {}  # both rebuilt: the older lines first
-        for entry in sorted(older, key=lambda e: e["t"] if type(e.get("t")) in (int, float)
+        for entry in sorted(older, key=lambda e: e[W.TIME] if type(e.get(W.TIME)) in (int, float)
                             else 0.0):
             self._remember(_key_of(entry), entry)
         for kept in mine.values():
@@ -582,7 +586,7 @@ class Ledger:
                 "Persistent-cache misses are not explained; the program is unaffected."))
             return
         skipped = 0
-        for name in (path + ".1", path):
+        for name in (path + W.ROTATED, path):
             try:
                 lines, _missing = read_tail(name)
             except OSError as exc:
@@ -668,7 +672,7 @@ def _code(info: FunctionInfo) -> str | None:
 def _encode(entry: Entry) -> bytes | None:
     """One line, under ``MAX_LINE`` bytes: the readable flags go first when it is longer."""
     data = (json.dumps(entry, separators=(",", ":"), ensure_ascii=True) + "\n").encode()
-    for name, short in (("xla_flags", ["<too long to keep>"]), ("ctx", [])):
+    for name, short in ((W.XLA_FLAGS, ["<too long to keep>"]), (W.CONTEXT, [])):
         if len(data) > MAX_LINE and name in entry:
             entry = {**entry, name: short}
             data = (json.dumps(entry, separators=(",", ":"), ensure_ascii=True)
@@ -687,7 +691,7 @@ def rotate(path: str) -> bool:
     except ImportError:  # pragma: no cover - not POSIX: rotate without the lock
         fcntl = None  # type: ignore[assignment]
     try:
-        lock = os.open(path + ".lock", os.O_WRONLY | os.O_CREAT, 0o644)
+        lock = os.open(path + W.LOCK, os.O_WRONLY | os.O_CREAT, 0o644)
     except OSError:
         return False
     try:
@@ -699,7 +703,7 @@ def rotate(path: str) -> bool:
         try:
             if os.stat(path).st_size <= MAX_BYTES:
                 return False  # another process rotated it already
-            os.replace(path, path + ".1")
+            os.replace(path, path + W.ROTATED)
         except OSError:
             return False
         return True

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .._core._failopen import FailOpen, Topic, WarnKey
+from .._core._vocab import LedgerWire as W
 
 Entry = dict[str, Any]
 
@@ -88,7 +89,7 @@ def encode_bucket(entries: Iterable[Entry], mark: str, version: int,
     ordered = sorted(groups.values(), key=lambda g: _when(g[-1]))
     while True:
         kept = [e for group in ordered for e in group]
-        data = json.dumps({mark: version, "entries": kept}, separators=(",", ":"),
+        data = json.dumps({mark: version, W.ENTRIES: kept}, separators=(",", ":"),
                           ensure_ascii=True).encode()
         if len(data) <= limit or not ordered:
             return data, total - len(kept)
@@ -103,13 +104,13 @@ def decode_bucket(data: bytes, mark: str, version: int) -> tuple[list[Any], bool
     except (ValueError, UnicodeDecodeError, RecursionError):
         return [], False
     if not (isinstance(obj, dict) and obj.get(mark) == version
-            and isinstance(obj.get("entries"), list)):
+            and isinstance(obj.get(W.ENTRIES), list)):
         return [], False
-    return obj["entries"], True
+    return obj[W.ENTRIES], True
 
 
 def _when(entry: Entry) -> float:
-    t = entry.get("t")
+    t = entry.get(W.TIME)
     return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else 0.0
 
 

@@ -121,8 +121,8 @@ class CompileHistory(list[CompileEntry]):
             return "<p>no compiles recorded</p>"
         rows = []
         for entry in self:
-            diff = "; ".join(f"{d.get('path', '')}: {d.get('before', '')} -> {d.get('after', '')}"
-                             for d in entry.diff[:4])
+            diff = "; ".join(f"{d.get(DiffKey.PATH, '')}: {d.get(DiffKey.BEFORE, '')} -> "
+                             f"{d.get(DiffKey.AFTER, '')}" for d in entry.diff[:4])
             if len(entry.diff) > 4:
                 diff += f"; +{len(entry.diff) - 4} more"
             phases = " / ".join("-" if v is None else f"{v * 1e3:.1f}"
