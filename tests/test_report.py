@@ -24,7 +24,7 @@ import pytest
 from otel_jax import _report
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-REPORT_PY = REPO_ROOT / "otel_jax" / "_report.py"
+REPORT_PY = REPO_ROOT / "otel_jax" / "_report" / "__init__.py"
 
 
 def _env() -> dict[str, str]:
@@ -421,7 +421,7 @@ def test_topk_is_bounded_and_keeps_heavy_hitter() -> None:
 _DRIVER = r"""
 import importlib.util, io, json, resource, sys, time, tracemalloc
 module_path, small_log, big_log = sys.argv[1:4]
-# Load _report.py by path: the measurement covers this module alone, whatever
+# Load _report/__init__.py by path: the measurement covers this module alone, whatever
 # the package's __init__ imports.
 spec = importlib.util.spec_from_file_location("otel_jax_report_under_test", module_path)
 mod = importlib.util.module_from_spec(spec)

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from otel_jax import _report, _report_html
+from otel_jax import _report
+from otel_jax._report import _html as _report_html
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Screenshots and pages kept for a person to look at (gitignored).

@@ -32,9 +32,9 @@ import os
 from datetime import datetime, timezone
 from typing import Any
 
-from . import _report
-from ._core._vocab import EVENT_STORM, CauseKind, DiffKey, Field
-from ._report import Report, _Row, _seconds, _text, printable
+from .. import _report
+from .._core._vocab import EVENT_STORM, CauseKind, DiffKey, Field
+from . import Report, _Row, _seconds, _text, printable
 
 __all__ = ["HtmlReport", "render_html"]
 

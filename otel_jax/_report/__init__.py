@@ -13,7 +13,7 @@ Usage::
     otel-jax report app.log                 # readable table
     otel-jax report --format json app.log   # list of per-function objects
     otel-jax report --format markdown -     # GitHub table, log on stdin
-    otel-jax report --format html -o report.html rank*.log   # one page (_report_html)
+    otel-jax report --format html -o report.html rank*.log   # one page (_html)
     python -m otel_jax._report report app.log.gz --top 5 --function train_step
 
 Design constraints, and how they are met:
@@ -57,12 +57,13 @@ from collections.abc import Iterable, Sequence
 from typing import IO, Any
 
 try:  # the vocabulary (standard library only)
-    from ._core import _vocab
+    from .._core import _vocab
 except ImportError:  # loaded by path, outside its package: the vocabulary, by path too
     import importlib.util as _import_util
 
     _spec = _import_util.spec_from_file_location(
-        "_otel_jax_report_vocab", os.path.join(os.path.dirname(__file__), "_core", "_vocab.py"))
+        "_otel_jax_report_vocab",
+        os.path.join(os.path.dirname(__file__), os.pardir, "_core", "_vocab.py"))
     assert _spec is not None and _spec.loader is not None
     _vocab = _import_util.module_from_spec(_spec)
     sys.modules[_spec.name] = _vocab
@@ -1176,7 +1177,7 @@ def _read_errors() -> tuple[type[BaseException], ...]:
 def _run_report(args: argparse.Namespace) -> int:
     kind: type[Report] = Report
     if args.format == "html":
-        from ._report_html import HtmlReport
+        from ._html import HtmlReport
 
         kind = HtmlReport
     report = kind(include_eager=args.include_eager, functions=args.functions,
@@ -1200,7 +1201,7 @@ def _run_report(args: argparse.Namespace) -> int:
             return 1
     try:
         if args.format == "html":
-            from ._report_html import render_html
+            from ._html import render_html
 
             out.write(render_html(report, rows, sources=args.files))  # type: ignore[arg-type]
         else:
@@ -1290,6 +1291,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())
