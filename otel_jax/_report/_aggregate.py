@@ -14,7 +14,15 @@ import math
 from collections.abc import Iterable
 from typing import IO, Any
 
-from .._core._vocab import EVENT_DIVERGENCE, CauseKind, DiffKey, Field, MissReason
+from .._core._vocab import (
+    EVENT_DIVERGENCE,
+    CauseKind,
+    DiffKey,
+    Field,
+    MissReason,
+    ReportName,
+    RowKind,
+)
 from ._bounded import _Quantiles, _TopK
 from ._read import _is_rank, _seconds, _text, read_lines
 
@@ -32,9 +40,6 @@ _MAX_DIFF = 240
 _MAX_HINT = 400
 _MAX_DIFF_ENTRIES = 4
 
-EAGER_ROW = "(eager ops)"
-OTHER_ROW = "(other)"
-UNKNOWN_FUNCTION = "(unknown)"
 
 
 # --------------------------------------------------------------------------
@@ -60,7 +65,6 @@ class _Cause:
 
 #: Reasons kept apart in the persistent-cache section (more go to ``(other)``).
 MAX_MISS_REASONS = 16
-UNEXPLAINED = "unexplained"  # a miss the compile ledger did not explain (it was off)
 
 
 class _PersistentCache:
@@ -81,13 +85,13 @@ class _PersistentCache:
             self.hits += 1
             return
         if type(reason) is not str or not reason:
-            reason = UNEXPLAINED
+            reason = ReportName.UNEXPLAINED
         else:
             self.explained += 1
         if len(reason) > _MAX_NAME:
-            reason = _text(reason, _MAX_NAME) or UNEXPLAINED
+            reason = _text(reason, _MAX_NAME) or ReportName.UNEXPLAINED
         if reason not in self.reasons and len(self.reasons) >= MAX_MISS_REASONS:
-            reason = OTHER_ROW
+            reason = ReportName.OTHER
         entry = self.reasons.get(reason)
         if entry is None:
             entry = self.reasons[reason] = [0, _TopK(8)]
@@ -146,7 +150,7 @@ class _Row:
         c = causes.get(kind)
         if c is None:
             if len(causes) >= MAX_CAUSES_PER_FUNCTION:
-                kind = OTHER_ROW
+                kind = ReportName.OTHER
                 c = causes.get(kind)
             if c is None:
                 c = causes[kind] = _Cause()
@@ -282,12 +286,12 @@ class Report:
         """Aggregate one parsed ``jax.compile`` event."""
         function = ev.get(Field.FUNCTION)
         if type(function) is not str or not function:
-            function = _text(function, _MAX_NAME) or UNKNOWN_FUNCTION
+            function = _text(function, _MAX_NAME) or ReportName.UNKNOWN_FUNCTION
         elif len(function) > _MAX_NAME:
-            function = _text(function, _MAX_NAME) or UNKNOWN_FUNCTION
+            function = _text(function, _MAX_NAME) or ReportName.UNKNOWN_FUNCTION
         eager = ev.get(Field.EAGER_OP) is True
         if self.functions is not None and function not in self.functions and not (
-            eager and EAGER_ROW in self.functions
+            eager and ReportName.EAGER_OPS in self.functions
         ):
             self.filtered += 1
             return
@@ -410,7 +414,7 @@ class Report:
     def _row_for(self, ev: dict[str, Any], function: str, eager: bool) -> _Row:
         if eager and not self.include_eager:
             if self._eager is None:
-                self._eager = _Row(EAGER_ROW, None, None, "eager_ops")
+                self._eager = _Row(ReportName.EAGER_OPS, None, None, RowKind.EAGER_OPS.value)
             return self._eager
         file = ev.get(Field.FILE)
         file = _text(file, _MAX_FILE) if file is not None else None
@@ -422,10 +426,10 @@ class Report:
         if row is None:
             if len(self._rows) >= self.max_functions:
                 if self._other is None:
-                    self._other = _Row(OTHER_ROW, None, None, "other")
+                    self._other = _Row(ReportName.OTHER, None, None, RowKind.OTHER.value)
                 return self._other
             row = self._rows[key] = _Row(function, file, line,
-                                         "eager_op" if eager else "function")
+                                         (RowKind.EAGER_OP if eager else RowKind.FUNCTION).value)
         return row
 
     # -- output ------------------------------------------------------------

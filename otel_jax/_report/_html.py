@@ -19,7 +19,7 @@ import math
 import os
 from typing import Any
 
-from .._core._vocab import CauseKind
+from .._core._vocab import CauseKind, RowKind
 from ._aggregate import _Row
 from ._page_data import HtmlReport
 from ._text import printable
@@ -34,6 +34,8 @@ MAX_RANK_COLUMNS = 64
 #: What the page lists at most: causes per function row, and call-site tree entries.
 MAX_CAUSES_SHOWN = 6
 MAX_TREE_FILES, MAX_TREE_LINES, MAX_TREE_FUNCTIONS, MAX_TREE_LEAVES = 100, 50, 20, 1500
+#: Rows that stand for one function each (not the aggregates of many).
+_ONE_PER_ROW = (RowKind.FUNCTION.value, RowKind.EAGER_OP.value)
 
 
 # --------------------------------------------------------------------------
@@ -449,7 +451,7 @@ def _functions(add: Any, report: HtmlReport, rows: list[dict[str, Any]]) -> None
             + _num(r["recompile_s"], _s(r["recompile_s"]))
             + f'<td class="n">{phases}</td><td>{causes}</td></tr>')
     add("</tbody></table></div>")
-    shown = sum(1 for r in rows if r["row_kind"] in ("function", "eager_op"))
+    shown = sum(1 for r in rows if r["row_kind"] in _ONE_PER_ROW)
     if len(report._rows) > shown:
         add(f'<p class="muted">{len(report._rows) - shown} more functions with fewer compile '
             "seconds are not listed; their compiles are in the figures above.</p>")

@@ -23,7 +23,7 @@ from typing import Any
 
 from .._core._vocab import EVENT_STORM, DiffKey, Field
 from ._aggregate import _MAX_DIFF, _MAX_FILE, _MAX_HINT, _MAX_NAME, Report, _Row
-from ._read import _is_rank, _seconds, _text
+from ._read import _is_rank, _seconds, _text, event_marker
 
 __all__ = ["HtmlReport"]
 
@@ -41,7 +41,7 @@ MAX_CALLSITES = 5000
 MAX_RANK_CELLS = 50_000
 MAX_STORMS = 1000
 
-_STORM_MARKER = ('"' + EVENT_STORM + '"').encode()
+_STORM_MARKER = event_marker(EVENT_STORM)
 _OTHER_CALLSITES = "(other call sites)"
 _UTC = timezone.utc
 

@@ -19,12 +19,16 @@ from typing import IO, Any, Protocol
 
 from .._core._vocab import EVENT_COMPILE, EVENT_DIVERGENCE, Field
 
-#: The ``event`` value that marks a compile line.
-COMPILE_EVENT = EVENT_COMPILE
-#: Cheap substring test done before ``json.loads``: most lines of a mixed log
-#: are other events, and a substring search is far cheaper than parsing.
-_COMPILE_MARKER = json.dumps(EVENT_COMPILE).encode()
-_DIVERGENCE_MARKER = json.dumps(EVENT_DIVERGENCE).encode()
+
+def event_marker(event: str) -> bytes:
+    """The bytes every line of the event ``event`` holds (its ``"event"`` value as JSON
+    writes it): a cheap substring test done before parsing, since most lines of a mixed
+    log are other events and a substring search is far cheaper than parsing."""
+    return json.dumps(event).encode()
+
+
+_COMPILE_MARKER = event_marker(EVENT_COMPILE)
+_DIVERGENCE_MARKER = event_marker(EVENT_DIVERGENCE)
 
 #: Longest line considered; longer lines are skipped (and counted) without
 #: ever being held in memory whole, so a corrupt log cannot exhaust memory.
@@ -195,7 +199,7 @@ def read_lines(stream: IO[bytes], sink: Sink) -> int:
         except (ValueError, RecursionError):  # bad JSON/UTF-8, deep nesting
             skipped += 1
             continue
-        if type(event) is not dict or event.get(Field.EVENT) != COMPILE_EVENT:
+        if type(event) is not dict or event.get(Field.EVENT) != EVENT_COMPILE:
             skipped += 1
             continue
         try:
