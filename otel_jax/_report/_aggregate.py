@@ -41,12 +41,6 @@ _MAX_HINT = 400
 _MAX_DIFF_ENTRIES = 4
 
 
-
-# --------------------------------------------------------------------------
-# Aggregation
-# --------------------------------------------------------------------------
-
-
 class _Cause:
     """Counters for one recompile cause kind of one function."""
 

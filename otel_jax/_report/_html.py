@@ -38,11 +38,6 @@ MAX_TREE_FILES, MAX_TREE_LINES, MAX_TREE_FUNCTIONS, MAX_TREE_LEAVES = 100, 50, 2
 _ONE_PER_ROW = (RowKind.FUNCTION.value, RowKind.EAGER_OP.value)
 
 
-# --------------------------------------------------------------------------
-# Rendering
-# --------------------------------------------------------------------------
-
-
 def _e(value: Any) -> str:
     """Text from the log as HTML text or attribute value: control characters and
     bidirectional overrides shown as escapes, then ``& < > " '`` escaped."""

@@ -30,8 +30,8 @@ def event_marker(event: str) -> bytes:
 _COMPILE_MARKER = event_marker(EVENT_COMPILE)
 _DIVERGENCE_MARKER = event_marker(EVENT_DIVERGENCE)
 
-#: Longest line considered; longer lines are skipped (and counted) without
-#: ever being held in memory whole, so a corrupt log cannot exhaust memory.
+#: Longest line read whole; a longer one is read on in chunks with its strings cut short
+#: (:func:`_condense`), never held in memory whole, so a corrupt log cannot exhaust memory.
 MAX_LINE_BYTES = 1 << 20
 
 #: Bytes kept of each JSON string of an over-long line (the report keeps far less).
