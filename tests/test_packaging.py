@@ -211,17 +211,36 @@ def test_the_graph_walk_sees_lazy_imports_and_cycles():
     graph = _module_graph()
     # a lazy import inside a function is an edge; ``from . import mod`` names the module
     assert "otel_jax._emit._export" in graph["otel_jax._emit._providers"]
-    assert "otel_jax._core._vocab" in graph["otel_jax._report"]
+    assert "otel_jax._report._html" in graph["otel_jax._report._cli"]
+    assert "otel_jax._core._vocab" in graph["otel_jax._report._read"]
     assert "ext:opentelemetry" in graph["otel_jax._emit._providers"]
     assert _cycles({"a": {"b"}, "b": {"c", "ext:os"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
     assert _cycles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
 
 
 def test_the_module_graph_is_acyclic_lazy_imports_included():
-    # The report's command line renders HTML by importing the page's module, which
-    # extends the report: the one cycle left, until the report becomes a package.
-    known = [["otel_jax._report", "otel_jax._report_html", "otel_jax._report"]]
-    assert _cycles(_module_graph()) == known
+    assert _cycles(_module_graph()) == []
+
+
+def test_the_report_flows_one_way_reading_aggregating_rendering_then_the_command_line():
+    graph = _module_graph()
+    report = {n: {d for d in deps if d.startswith("otel_jax.")}
+              for n, deps in graph.items() if n.startswith("otel_jax._report.")}
+    layers = [("_read",), ("_bounded",), ("_aggregate",), ("_page_data",), ("_text",),
+              ("_html",), ("_cli",), ("__main__",)]
+    rank = {f"otel_jax._report.{m}": i for i, names in enumerate(layers) for m in names}
+    assert set(report) == set(rank)
+    for name, deps in report.items():
+        ours = {d for d in deps if d.startswith("otel_jax._report.")}
+        assert all(rank[d] < rank[name] for d in ours), (name, sorted(ours))
+        # beside its own modules the report reads the vocabulary only
+        assert deps - ours <= {"otel_jax._core._vocab"}, (name, sorted(deps - ours))
+    # the package itself is the command line's entry point (``otel_jax._report:main``)
+    assert graph["otel_jax._report"] == {"otel_jax._report._cli"}
+    # the reading and aggregating layers render nothing
+    for name in ("_read", "_bounded", "_aggregate", "_page_data"):
+        assert not report[f"otel_jax._report.{name}"] & {
+            "otel_jax._report._text", "otel_jax._report._html", "otel_jax._report._cli"}
 
 
 def test_the_core_depends_on_itself_and_the_standard_library_only():

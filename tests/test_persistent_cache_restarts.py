@@ -396,6 +396,7 @@ def _log_line(hit, reason=None, detail=None, function="step", eager=False):
 
 def test_the_report_counts_hits_and_misses_by_reason(tmp_path, capsys):
     from otel_jax import _report
+    from otel_jax._report import _aggregate
 
     flag = "XLA flags: +--xla_cpu_enable_fast_math=true; since the run of ..."
     lines = [_log_line(True), _log_line(True), _log_line(True, function="other"),
@@ -411,7 +412,7 @@ def test_the_report_counts_hits_and_misses_by_reason(tmp_path, capsys):
     assert f"  key_changed         2  {flag} (x2)" in out
     assert "  unexplained         2" in out  # no reason, and a reason that is not text
     with log.open("rb") as f:
-        _, report = _report.summarize(f)
+        _, report = _aggregate.summarize(f)
     section = report.persistent_cache()
     assert [(m["reason"], m["count"]) for m in section["misses_by_reason"]] == [
         ("key_changed", 2), ("unexplained", 2), ("never_seen", 1)]

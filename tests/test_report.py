@@ -22,9 +22,11 @@ from typing import Any
 import pytest
 
 from otel_jax import _report
+from otel_jax._report import _aggregate, _bounded, _read, _text
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-REPORT_PY = REPO_ROOT / "otel_jax" / "_report.py"
+#: The package directory whose report modules the memory test loads without its __init__.
+PACKAGE_DIR = REPO_ROOT / "otel_jax"
 
 
 def _env() -> dict[str, str]:
@@ -259,8 +261,8 @@ def test_table_output(log_file: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_table_fits_narrow_terminal(log_file: Path) -> None:
     with log_file.open("rb") as f:
-        rows, _ = _report.summarize(f)
-    lines = _report.render_table(rows, width=50).splitlines()
+        rows, _ = _aggregate.summarize(f)
+    lines = _text.render_table(rows, width=50).splitlines()
     # function rows keep every number; cause and hint lines are clipped
     assert lines[1].split()[-5:] == ["6", "5", "7.250", "2.500", "4.750"]
     details = [ln for ln in lines if ln.startswith(" ")]
@@ -291,11 +293,11 @@ def test_markdown_output(log_file: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_markdown_escapes_pipes() -> None:
-    rows, _ = _report.summarize(io.BytesIO(
+    rows, _ = _aggregate.summarize(io.BytesIO(
         (compile_line("f|g", 1.0, is_recompile=True, cause_kind="static_arg",
                       cause="mode: 'a|b' -> 'c'") + "\n").encode()
     ))
-    out = _report.render(rows, "markdown")
+    out = _text.render(rows, "markdown")
     body = out.splitlines()[2]
     assert body.replace("\\|", "").count("|") - 1 == 8
     assert "f\\|g" in body and "'a\\|b'" in body
@@ -335,7 +337,7 @@ def test_gzip_input(log_file: Path, tmp_path: Path,
 
 def test_bad_input_does_not_crash(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_report, "MAX_LINE_BYTES", 4096)
+    monkeypatch.setattr(_read, "MAX_LINE_BYTES", 4096)
     path = tmp_path / "bad.log"
     weird = [
         b"\xff\xfe not utf-8 \"jax.compile\"",
@@ -389,23 +391,23 @@ def test_bad_input_does_not_crash(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_p95_histogram_accuracy() -> None:
     rng = random.Random(1234)
     values = [math.exp(rng.gauss(0.0, 2.0)) for _ in range(20000)]  # ~1e-3 .. 1e3 s
-    q = _report._Quantiles()
+    q = _bounded._Quantiles()
     for v in values:
         q.add(v)
     assert q.samples is None  # past the exact range: histogram answer
     exact = sorted(values)[math.ceil(0.95 * len(values)) - 1]
     assert q.quantile(0.95) == pytest.approx(exact, rel=0.012)
-    assert len(q.buckets) <= _report._N_BUCKETS + 2
+    assert len(q.buckets) <= _bounded._N_BUCKETS + 2
     assert q.quantile(1.0) == max(values)
 
-    q = _report._Quantiles()
+    q = _bounded._Quantiles()
     for v in (1e-7, 5e5, 5e5):
         q.add(v)
     assert q.quantile(0.0) == 1e-7 and q.quantile(0.95) == 5e5
 
 
 def test_topk_is_bounded_and_keeps_heavy_hitter() -> None:
-    top = _report._TopK(k=8)
+    top = _bounded._TopK(k=8)
     for i in range(10000):
         top.add(f"noise-{i}", None)
         if i % 4 == 0:
@@ -419,14 +421,15 @@ def test_topk_is_bounded_and_keeps_heavy_hitter() -> None:
 # -- one million lines, bounded memory ------------------------------------------
 
 _DRIVER = r"""
-import importlib.util, io, json, resource, sys, time, tracemalloc
-module_path, small_log, big_log = sys.argv[1:4]
-# Load _report.py by path: the measurement covers this module alone, whatever
-# the package's __init__ imports.
-spec = importlib.util.spec_from_file_location("otel_jax_report_under_test", module_path)
-mod = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = mod
-spec.loader.exec_module(mod)
+import importlib, io, json, resource, sys, time, tracemalloc, types
+package_dir, small_log, big_log = sys.argv[1:4]
+# Load otel_jax._report with a bare package standing in for otel_jax, whose __init__ never
+# runs: the measurement covers the report's own modules (and the vocabulary they read)
+# alone, whatever the package's __init__ imports.
+package = types.ModuleType("otel_jax")
+package.__path__ = [package_dir]
+sys.modules["otel_jax"] = package
+mod = importlib.import_module("otel_jax._report")
 
 def peak_rss():
     # Linux: VmHWM belongs to this process image; ru_maxrss would include
@@ -462,8 +465,9 @@ tracemalloc.start()
 report(small_log)
 traced_peak = tracemalloc.get_traced_memory()[1]
 tracemalloc.stop()
+loaded = sorted(m for m in sys.modules if m == "jax" or m.startswith(("jax.", "otel_jax.")))
 print(json.dumps({"rc": rc, "rows": rows, "seconds": seconds, "rss_small": rss_small,
-                  "rss_big": rss_big, "traced_peak": traced_peak}))
+                  "rss_big": rss_big, "traced_peak": traced_peak, "loaded": loaded}))
 """
 
 #: Compact but complete jax.compile lines; one block of 10 repeats 100,000 times.
@@ -499,7 +503,7 @@ def test_million_lines_bounded_memory(tmp_path: Path) -> None:
 
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-c", _DRIVER, str(REPORT_PY), str(small), str(big)],
+        [sys.executable, "-c", _DRIVER, str(PACKAGE_DIR), str(small), str(big)],
         capture_output=True, timeout=120, check=False,
     )
     wall = time.perf_counter() - t0
@@ -511,6 +515,14 @@ def test_million_lines_bounded_memory(tmp_path: Path) -> None:
           f"{result['rss_big'] / mib:.1f} MiB after 1M lines; "
           f"tracemalloc peak {result['traced_peak'] / 1024:.0f} KiB (20k lines)")
     assert result["rc"] == 0
+    # the text report reads and aggregates with the vocabulary alone: no jax, nothing of
+    # the library's capture or export, not the HTML page
+    outside = [m for m in result["loaded"] if not m.startswith("otel_jax._report")
+               and m not in ("otel_jax._core", "otel_jax._core._vocab")]
+    assert outside == [], outside
+    assert "otel_jax._report._read" in result["loaded"]
+    assert not [m for m in result["loaded"] if m.startswith("otel_jax._report._html")
+                or m.startswith("otel_jax._report._page_data")]
     assert b"1000000 jax.compile events" in proc.stderr
     assert b"skipped 2 lines" in proc.stderr
 

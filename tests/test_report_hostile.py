@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from otel_jax import _report
+from otel_jax._report import _aggregate, _read, _text
 
 
 def line(**fields: Any) -> str:
@@ -138,8 +139,8 @@ def test_markdown_escapes_html_and_emphasis() -> None:
              cause_kind="function_identity", cause="<function>: a -> b", hint="use <b>x</b>"),
         line(function="Model.__call__", file="/src/a_b.py"),
     ]) + "\n"
-    rows, _ = _report.summarize(io.BytesIO(log.encode()))
-    out = _report.render(rows, "markdown")
+    rows, _ = _aggregate.summarize(io.BytesIO(log.encode()))
+    out = _text.render(rows, "markdown")
     assert "main.&lt;locals&gt;.&lt;lambda&gt;" in out
     assert "use &lt;b&gt;x&lt;/b&gt;" in out
     assert "`<function>: a -> b`" in out  # inside a code span, HTML is not read
@@ -196,21 +197,21 @@ def test_huge_strings_are_cut_on_character_and_escape_boundaries(
         text: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Cut in small chunks, escapes and multi-byte characters straddle every boundary:
     the condensed line is still the same event, each long string a prefix of the original."""
-    monkeypatch.setattr(_report, "MAX_LINE_BYTES", 4096)
-    monkeypatch.setattr(_report, "MAX_FIELD_BYTES", 100)
+    monkeypatch.setattr(_read, "MAX_LINE_BYTES", 4096)
+    monkeypatch.setattr(_read, "MAX_FIELD_BYTES", 100)
     for ensure_ascii in (True, False):
         event = {"event": "jax.compile", "function": "f", "cause": text, "hint": text,
                  "compile_s": 0.25, "diff": [{"path": text, "before": 1, "after": 2}]}
         raw = json.dumps(event, ensure_ascii=ensure_ascii).encode()
         stream = io.BytesIO(raw + b"\n")
         first = stream.readline(4096)
-        condensed = _report._condense(first, stream.readline, 4096)
+        condensed = _read._condense(first, stream.readline, 4096)
         assert condensed is not None
         parsed = json.loads(condensed)
         assert parsed["compile_s"] == 0.25 and parsed["function"] == "f"
         for got in (parsed["cause"], parsed["hint"], parsed["diff"][0]["path"]):
             assert got.endswith("...") and text.startswith(got[:-3])
-        report = _report.Report()
+        report = _aggregate.Report()
         report.feed_lines(io.BytesIO(raw + b"\n" + raw))  # the last line has no newline
         assert report.events == 2 and report.skipped == 0
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from otel_jax import _report, _report_html
+from otel_jax import _report
+from otel_jax._report import _html, _page_data
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Screenshots and pages kept for a person to look at (gitignored).
@@ -174,7 +175,7 @@ def test_detail_is_kept_for_the_longest_compiles_and_the_page_stays_bounded(
     lines = []
     big_diff = [{"path": f"p{i}" * 40, "kind": "shape", "before": "b" * 500, "after": "a" * 500}
                 for i in range(50)]
-    kinds = sorted(_report_html._COLOURS) + [f"kind{k}" for k in range(30)]
+    kinds = sorted(_html._COLOURS) + [f"kind{k}" for k in range(30)]
     for i in range(20_000):
         name = f"fn{i % 3000}_" + "n" * 180
         lines.append(event(name, 2 + i // 3000, 0.001 * (i % 997), 1 + i * 1e-3,
@@ -182,8 +183,8 @@ def test_detail_is_kept_for_the_longest_compiles_and_the_page_stays_bounded(
                            callsite=f"/src/{'d' * 300}{i % 400}.py:{i % 97}",
                            cause="c" * 1000, hint="h" * 1000))
     page, _ = html_report(capsys, tmp_path, "\n".join(lines) + "\n")
-    assert page.count('<details class="compile') == _report_html.MAX_DETAILS
-    assert f"{_report_html.MAX_DETAILS} of 20000 compiles in detail" in page
+    assert page.count('<details class="compile') == _page_data.MAX_DETAILS
+    assert f"{_page_data.MAX_DETAILS} of 20000 compiles in detail" in page
     assert "more changes not shown" in page
     assert len(page.encode()) < 5_000_000, len(page.encode())
     assert "more cause kinds" in page and "more (call site, function) pairs" in page
@@ -201,17 +202,17 @@ def test_import_otel_jax_does_not_import_matplotlib() -> None:
 def test_every_cause_kind_has_a_colour() -> None:
     from otel_jax._core._vocab import CAUSE_KINDS
 
-    assert set(CAUSE_KINDS) <= set(_report_html._COLOURS)
+    assert set(CAUSE_KINDS) <= set(_html._COLOURS)
 
 
 def test_timestamps() -> None:
     cache: dict[str, float] = {}
-    a = _report_html._epoch("2026-12-01T19:50:30.310517Z", cache)
-    b = _report_html._epoch("2026-12-01T19:50:30.810517Z", cache)
+    a = _page_data._epoch("2026-12-01T19:50:30.310517Z", cache)
+    b = _page_data._epoch("2026-12-01T19:50:30.810517Z", cache)
     assert a is not None and b is not None and b - a == pytest.approx(0.5)
-    assert _report_html._epoch("2026-12-01T21:50:30.310517+02:00", cache) == pytest.approx(a)
+    assert _page_data._epoch("2026-12-01T21:50:30.310517+02:00", cache) == pytest.approx(a)
     for bad in (None, 5, "", "yesterday at noon", "2026-13-01T00:00:00Z", "x" * 100):
-        assert _report_html._epoch(bad, cache) is None
+        assert _page_data._epoch(bad, cache) is None
 
 
 # -- in a real browser ------------------------------------------------------------

@@ -23,7 +23,7 @@ from conftest import Telemetry
 from opentelemetry import trace
 
 import otel_jax
-from otel_jax import _report
+from otel_jax._report import _aggregate
 from otel_jax._core._failopen import OtelJaxWarning
 from otel_jax._core._vocab import DivergenceKind
 from otel_jax._emit import _logs
@@ -114,7 +114,7 @@ def test_app_json_renderer_gets_the_compile_and_the_context_bound_at_the_compile
     assert all(ln["timestamp"].endswith("Z") for ln in lines)  # the app's TimeStamper
     assert [(ln["trace_id"], ln["span_id"]) for ln in lines] == _span_ids(t, name)
     # otel-jax report reads the application's JSON lines as it reads otel_jax's own.
-    rows, _ = _report.summarize(io.BytesIO(out.getvalue().encode()))
+    rows, _ = _aggregate.summarize(io.BytesIO(out.getvalue().encode()))
     [row] = [r for r in rows if r["function"] == name]
     assert row["compiles"] == 2 and row["recompiles"] == 1
 

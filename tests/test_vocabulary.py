@@ -67,6 +67,14 @@ def test_log_fields_match():
         assert f"`{name}`" in _section("Logs")
 
 
+def test_the_report_names_are_documented():
+    bullet = _section("Tests and inspection").split("- `otel-jax report LOG…`")[1]
+    bullet = bullet.split("\n- ")[0]
+    documented = set(re.findall(r"`([^`]+)`", bullet))
+    assert _constants(_vocab.ReportName) <= documented
+    assert {k.value for k in _vocab.RowKind} <= documented
+
+
 def test_span_names_are_documented():
     for name in (_vocab.SPAN_TRACE, _vocab.SPAN_LOWER, _vocab.SPAN_BACKEND_COMPILE,
                  _vocab.SPAN_COMPILE_PREFIX.strip() + " <function>"):

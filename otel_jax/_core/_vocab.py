@@ -258,6 +258,28 @@ class MissReason(str, enum.Enum):
         return self.value
 
 
+class ReportName:
+    """Names ``otel-jax report`` gives to what no log line names: the aggregate rows, a
+    compile line without a function name, a persistent-cache miss without a reason."""
+
+    EAGER_OPS: Final = "(eager ops)"  # the one row of every eager-op compile
+    OTHER: Final = "(other)"  # the row (and the cause) of what is past a cap
+    UNKNOWN_FUNCTION: Final = "(unknown)"  # a compile line that names no function
+    UNEXPLAINED: Final = "unexplained"  # a miss the compile ledger did not explain (it was off)
+
+
+class RowKind(str, enum.Enum):
+    """What a row of ``otel-jax report`` sums up (its ``row_kind``)."""
+
+    FUNCTION = "function"  # one user function (name, file, line)
+    EAGER_OP = "eager_op"  # one eager op, with --include-eager
+    EAGER_OPS = "eager_ops"  # the (eager ops) row: every eager-op compile
+    OTHER = "other"  # the (other) row: functions past --max-functions
+
+    def __str__(self) -> str:
+        return self.value
+
+
 #: Environment variable: the compile ledger's path, or ``off``.
 LEDGER_ENV: Final = "OTEL_JAX_LEDGER"
 #: Environment variable: what is scrubbed while ``install(scrub=...)`` is left ``None``.

@@ -100,7 +100,7 @@ def _html_text(value: Any) -> str:
     escapes, markup escaped (names and reprs come from user code)."""
     import html
 
-    from .._report import printable
+    from .._report._text import printable
 
     return html.escape(printable(str(value)), quote=True)
 

@@ -1,304 +1,41 @@
 """``otel-jax report --format html``: one self-contained page about a run's compiles.
 
-The page is fed by the text report's own streaming reader and aggregator
-(:class:`otel_jax._report.Report`, with its hostile-input hardening); :class:`HtmlReport`
-keeps, beside the per-function rows, what a page shows and a table cannot:
-
-* the compiles for the timeline (when each started and how long it took), the longest
-  :data:`MAX_TIMELINE` of them;
-* the full detail (cause, diff, hint, call site, phases, fingerprints, persistent-cache
-  state) of the longest :data:`MAX_DETAILS` compiles; the rest are counted;
-* call sites (user file and line) with counts and seconds, per rank counts per function,
-  and the recompile-storm warnings.
-
-Everything kept is bounded whatever the length of the log, and every string from the log
-is escaped (:func:`_e`) before it reaches the page, which also carries a Content Security
-Policy that lets no script run but its own one (by hash) and loads nothing from anywhere.
-Charts are drawn by matplotlib (the extra ``otel_jax[report]``) as SVG images inlined as
-``data:`` URIs, so nothing a chart contains can run either; without matplotlib the page
-says so and keeps every table.  matplotlib is imported only when a page is rendered.
+The page is drawn from :class:`._page_data.HtmlReport` (the rows, the timeline, the kept
+compiles' detail, call sites, ranks, storms).  Every string from the log is escaped
+(:func:`_e`) before it reaches the page, which also carries a Content Security Policy that
+lets no script run but its own one (by hash) and loads nothing from anywhere.  Charts are
+drawn by matplotlib (the extra ``otel_jax[report]``) as SVG images inlined as ``data:``
+URIs, so nothing a chart contains can run either; without matplotlib the page says so and
+keeps every table.  matplotlib is imported only when a page is rendered.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import heapq
 import html
 import io
-import json
 import math
 import os
-from datetime import datetime, timezone
 from typing import Any
 
-from . import _report
-from ._core._vocab import EVENT_STORM, CauseKind, DiffKey, Field
-from ._report import Report, _Row, _seconds, _text, printable
+from .._core._vocab import CauseKind, RowKind
+from ._aggregate import _Row
+from ._page_data import HtmlReport
+from ._text import printable
 
-__all__ = ["HtmlReport", "render_html"]
+__all__ = ["render_html"]
 
-#: Compiles drawn on the timeline (the longest; the others are counted under it).
-MAX_TIMELINE = 3000
-#: Compiles whose full detail is on the page (the longest; the others are counted).
-MAX_DETAILS = 200
-#: Changes of one compile's diff shown in its before/after table (``diff_total`` counts all).
-MAX_DIFF_ROWS = 16
-#: Characters kept of a path, a before or an after value.
-MAX_VALUE = 120
 #: Functions listed in the table and on the timeline's lanes.
 MAX_TABLE_ROWS = 250
 MAX_LANES = 24
-#: Distinct (call site, function) pairs counted; the rest go to one "(other call sites)".
-MAX_CALLSITES = 5000
-#: Distinct (function, rank) pairs counted for the side-by-side rank table.
-MAX_RANK_CELLS = 50_000
+#: Ranks side by side in the rank table.
 MAX_RANK_COLUMNS = 64
 #: What the page lists at most: causes per function row, and call-site tree entries.
 MAX_CAUSES_SHOWN = 6
 MAX_TREE_FILES, MAX_TREE_LINES, MAX_TREE_FUNCTIONS, MAX_TREE_LEAVES = 100, 50, 20, 1500
-MAX_STORMS = 1000
-
-_STORM_MARKER = ('"' + EVENT_STORM + '"').encode()
-_OTHER_CALLSITES = "(other call sites)"
-_UTC = timezone.utc
-
-
-def _epoch(ts: Any, cache: dict[str, float]) -> float | None:
-    """Seconds since the epoch of an ISO-8601 UTC timestamp as structlog writes it
-    (``2026-12-01T19:50:30.310517Z``); ``None`` when it is not one.  The whole-second part
-    is parsed once per distinct second (``cache`` keeps the last one)."""
-    if type(ts) is not str or len(ts) < 19 or len(ts) > 40:
-        return None
-    head, tail = ts[:19], ts[19:]
-    if tail.endswith("Z"):
-        tail = tail[:-1]
-    base = cache.get(head)
-    if base is None:
-        try:
-            base = datetime.fromisoformat(head).replace(tzinfo=_UTC).timestamp()
-        except ValueError:
-            return None
-        cache.clear()
-        cache[head] = base
-    if not tail:
-        return base
-    if tail[0] == "." and tail[1:].isdigit():
-        return base + float(tail)
-    try:  # an explicit offset
-        dt = datetime.fromisoformat(ts)
-    except ValueError:
-        return None
-    return (dt if dt.tzinfo else dt.replace(tzinfo=_UTC)).timestamp()
-
-
-def _value(v: Any, limit: int = MAX_VALUE) -> str | None:
-    if v is None:
-        return None
-    return _text(v if isinstance(v, str) else json.dumps(v, default=str), limit)
-
-
-def _bool(v: Any) -> bool | None:
-    return v if type(v) is bool else None
-
-
-def _int(v: Any) -> int | None:
-    return v if type(v) is int and -(1 << 62) < v < (1 << 62) else None
-
-
-class HtmlReport(Report):
-    """:class:`Report` that also keeps what the HTML page shows (see the module's text)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.seq = 0
-        self._first_stamp: tuple[str, float] | None = None
-        self._last_stamp: str | None = None
-        self._ts_cache: dict[str, float] = {}
-        #: (seconds, -seq, start, row, cause kind, after warm-up, rank)
-        self.timeline: list[tuple[float, int, float, _Row, str, bool, int | None]] = []
-        self.timed = 0  # compiles with a timestamp and a duration
-        self.details: list[tuple[float, int, dict[str, Any]]] = []
-        self.kept_per_row: dict[int, int] = {}
-        self.callsites: dict[tuple[str, str], list[float]] = {}
-        self.rank_cells: dict[tuple[str, int], list[int]] = {}
-        self.storms: list[dict[str, Any]] = []
-        self.storm_events = 0
-        self.after_warmup = 0
-        self.recompiles = 0
-        self.total_s = 0.0
-        self.recompile_s = 0.0
-
-    @property
-    def first_start(self) -> float | None:
-        """When the first compile of the log started (seconds since the epoch)."""
-        if self._first_stamp is None:
-            return None
-        end = _epoch(self._first_stamp[0], {})
-        return None if end is None else end - self._first_stamp[1]
-
-    @property
-    def last_end(self) -> float | None:
-        """When the last compile of the log ended."""
-        return None if self._last_stamp is None else _epoch(self._last_stamp, {})
-
-    # -- input ---------------------------------------------------------------
-
-    def _compiled(self, ev: dict[str, Any], row: _Row, function: str, recompile: bool,
-                  cause_kind: str, seconds: float | None) -> None:
-        self.seq += 1
-        seq = self.seq
-        secs = seconds if seconds is not None else 0.0
-        after = ev.get(Field.AFTER_WARMUP) is True
-        if recompile:
-            self.recompiles += 1
-            self.recompile_s += secs
-            if after:
-                self.after_warmup += 1
-        self.total_s += secs
-        rank = ev.get(Field.PROCESS_INDEX)
-        if type(rank) is not int or rank < 0:
-            rank = None
-        # ISO timestamps of one format order as text: only the first and last seen are
-        # parsed, and those of the compiles that make it onto the timeline or into detail.
-        stamp = ev.get(Field.TIMESTAMP)
-        start = None
-        if type(stamp) is str:
-            if self._first_stamp is None or stamp < self._first_stamp[0]:
-                self._first_stamp = (stamp, secs)
-            if self._last_stamp is None or stamp > self._last_stamp:
-                self._last_stamp = stamp
-            timeline = self.timeline
-            self.timed += 1
-            # a later compile of equal length never displaces a kept one (seq only grows)
-            if len(timeline) < MAX_TIMELINE or secs > timeline[0][0]:
-                end = _epoch(stamp, self._ts_cache)
-                if end is not None:
-                    start = end - secs
-                    item = (secs, -seq, start, row, cause_kind, after, rank)
-                    if len(timeline) < MAX_TIMELINE:
-                        heapq.heappush(timeline, item)
-                    else:
-                        heapq.heapreplace(timeline, item)
-
-        if rank is not None:
-            key = (row.function, rank)
-            cell = self.rank_cells.get(key)
-            if cell is None and len(self.rank_cells) < MAX_RANK_CELLS:
-                cell = self.rank_cells[key] = [0, 0]
-            if cell is not None:
-                cell[0] += 1
-                cell[1] += recompile
-
-        site = ev.get(Field.CALLSITE)
-        if type(site) is not str or not site:
-            site = "(no call site)"
-        elif len(site) > _report._MAX_FILE:
-            site = site[:_report._MAX_FILE - 3] + "..."
-        ckey = (site, function)
-        counted = self.callsites.get(ckey)
-        if counted is None:
-            if len(self.callsites) >= MAX_CALLSITES:
-                ckey = (_OTHER_CALLSITES, "")
-                counted = self.callsites.get(ckey)
-            if counted is None:
-                counted = self.callsites[ckey] = [0, 0.0, 0]
-        counted[0] += 1
-        counted[1] += secs
-        counted[2] += recompile
-
-        details = self.details
-        if len(details) >= MAX_DETAILS and secs <= details[0][0]:
-            return
-        if start is None and type(stamp) is str:
-            end = _epoch(stamp, self._ts_cache)
-            start = end - secs if end is not None else None
-        detail = self._detail(ev, row, function, recompile, cause_kind, seconds, start,
-                              rank, after, seq)
-        if len(details) < MAX_DETAILS:
-            heapq.heappush(details, (secs, -seq, detail))
-        else:
-            heapq.heapreplace(details, (secs, -seq, detail))
-
-    @staticmethod
-    def _detail(ev: dict[str, Any], row: _Row, function: str, recompile: bool,
-                cause_kind: str, seconds: float | None, start: float | None,
-                rank: int | None, after: bool, seq: int) -> dict[str, Any]:
-        diff_in = ev.get(Field.DIFF)
-        diff: list[tuple[str | None, ...]] = []
-        if isinstance(diff_in, list):
-            for entry in diff_in[:MAX_DIFF_ROWS]:
-                if isinstance(entry, dict):
-                    diff.append(tuple(_value(entry.get(k)) for k in (
-                        DiffKey.PATH, DiffKey.KIND, DiffKey.BEFORE, DiffKey.AFTER)))
-                else:
-                    diff.append((None, None, None, _value(entry)))
-        total = _int(ev.get(Field.DIFF_TOTAL))
-        n_diff = len(diff_in) if isinstance(diff_in, list) else 0
-        return {
-            "seq": seq, "row": row, "function": function, "recompile": recompile,
-            "cause_kind": cause_kind, "seconds": seconds, "start": start, "rank": rank,
-            "after_warmup": after, "eager": ev.get(Field.EAGER_OP) is True,
-            "count": _int(ev.get(Field.COUNT)),
-            "cause": _text(ev.get(Field.CAUSE), _report._MAX_HINT),
-            "hint": _text(ev.get(Field.HINT), _report._MAX_HINT),
-            "callsite": _text(ev.get(Field.CALLSITE), _report._MAX_FILE),
-            "file": _text(ev.get(Field.FILE), _report._MAX_FILE),
-            "line": _int(ev.get(Field.LINE)),
-            "diff": diff,
-            "diff_total": max(total or 0, n_diff),
-            "compared_with": _int(ev.get(Field.COMPARED_WITH)),
-            "trace_s": _seconds(ev.get(Field.TRACE_S)),
-            "lower_s": _seconds(ev.get(Field.LOWER_S)),
-            "backend_s": _seconds(ev.get(Field.BACKEND_COMPILE_S)),
-            "fingerprint": _text(ev.get(Field.FINGERPRINT), 80),
-            "program_fingerprint": _text(ev.get(Field.PROGRAM_FINGERPRINT), 80),
-            "cache_hit": _bool(ev.get(Field.PERSISTENT_CACHE_HIT)),
-            "miss_reason": _text(ev.get(Field.PERSISTENT_CACHE_MISS_REASON), 80),
-            "miss_detail": _text(ev.get(Field.PERSISTENT_CACHE_MISS_DETAIL), _report._MAX_DIFF),
-            "device": " ".join(filter(None, (
-                _text(ev.get(Field.DEVICE_PLATFORM), 40), _text(ev.get(Field.DEVICE_KIND), 80),
-                (f"x{ev.get(Field.DEVICE_COUNT)}" if _int(ev.get(Field.DEVICE_COUNT)) else None),
-            ))) or None,
-            "timestamp": _text(ev.get(Field.TIMESTAMP), 40),
-            "trace_id": _text(ev.get(Field.TRACE_ID), 64),
-            "span_id": _text(ev.get(Field.SPAN_ID), 32),
-        }
-
-    def add_other(self, line: bytes) -> bool:
-        if _STORM_MARKER not in line:
-            return False
-        try:
-            ev = json.loads(line)
-        except (ValueError, RecursionError):
-            return False
-        if type(ev) is not dict or ev.get(Field.EVENT) != EVENT_STORM:
-            return False
-        function = _text(ev.get(Field.FUNCTION), _report._MAX_NAME)
-        if not function:
-            return False
-        if self.functions is not None and function not in self.functions:
-            self.filtered += 1
-            return True
-        self.storm_events += 1
-        if len(self.storms) < MAX_STORMS:
-            self.storms.append({
-                "function": function,
-                "file": _text(ev.get(Field.FILE), _report._MAX_FILE),
-                "line": _int(ev.get(Field.LINE)),
-                "time": _epoch(ev.get(Field.TIMESTAMP), self._ts_cache),
-                "recompiles": _int(ev.get(Field.RECOMPILES)),
-                "threshold": _int(ev.get(Field.THRESHOLD)),
-                "last_cause": _text(ev.get(Field.LAST_CAUSE), _report._MAX_DIFF),
-                "rank": (ev.get(Field.PROCESS_INDEX)
-                         if _report._is_rank(ev.get(Field.PROCESS_INDEX)) else None),
-            })
-        return True
-
-
-# --------------------------------------------------------------------------
-# Rendering
-# --------------------------------------------------------------------------
+#: Rows that stand for one function each (not the aggregates of many).
+_ONE_PER_ROW = (RowKind.FUNCTION.value, RowKind.EAGER_OP.value)
 
 
 def _e(value: Any) -> str:
@@ -709,7 +446,7 @@ def _functions(add: Any, report: HtmlReport, rows: list[dict[str, Any]]) -> None
             + _num(r["recompile_s"], _s(r["recompile_s"]))
             + f'<td class="n">{phases}</td><td>{causes}</td></tr>')
     add("</tbody></table></div>")
-    shown = sum(1 for r in rows if r["row_kind"] in ("function", "eager_op"))
+    shown = sum(1 for r in rows if r["row_kind"] in _ONE_PER_ROW)
     if len(report._rows) > shown:
         add(f'<p class="muted">{len(report._rows) - shown} more functions with fewer compile '
             "seconds are not listed; their compiles are in the figures above.</p>")
@@ -921,4 +658,3 @@ def _compile(add: Any, d: dict[str, Any], open_: bool) -> None:
     add('<table class="kv"><tbody>'
         + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in kv)
         + "</tbody></table></details>")
-

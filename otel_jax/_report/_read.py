@@ -1,0 +1,255 @@
+"""Reading otel_jax's JSON log lines: one bounded line at a time, parsed fast.
+
+Each line is read with ``readline(MAX_LINE_BYTES)``, so a corrupt log with a gigantic
+line never sits in memory whole; an over-long line is read on in chunks with every JSON
+string cut short (:func:`_condense`), so one huge field does not cost the event.  A
+substring test sorts compile and divergence lines from the rest before anything is
+parsed, and orjson parses them when it is installed (:func:`_loads`).  The field readers
+(:func:`_seconds`, :func:`_text`, :func:`_is_rank`) turn what a line holds into values the
+aggregate can trust, whatever the line says.
+
+Standard library and the vocabulary only: the report runs where only a log is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import IO, Any, Protocol
+
+from .._core._vocab import EVENT_COMPILE, EVENT_DIVERGENCE, Field
+
+
+def event_marker(event: str) -> bytes:
+    """The bytes every line of the event ``event`` holds (its ``"event"`` value as JSON
+    writes it): a cheap substring test done before parsing, since most lines of a mixed
+    log are other events and a substring search is far cheaper than parsing."""
+    return json.dumps(event).encode()
+
+
+_COMPILE_MARKER = event_marker(EVENT_COMPILE)
+_DIVERGENCE_MARKER = event_marker(EVENT_DIVERGENCE)
+
+#: Longest line read whole; a longer one is read on in chunks with its strings cut short
+#: (:func:`_condense`), never held in memory whole, so a corrupt log cannot exhaust memory.
+MAX_LINE_BYTES = 1 << 20
+
+#: Bytes kept of each JSON string of an over-long line (the report keeps far less).
+MAX_FIELD_BYTES = 16 * 1024
+_STRING_STOP = re.compile(rb'["\\]')
+_ELLIPSIS = b"..."
+
+
+_HIGH_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}")
+
+
+def _drop_high_surrogate(out: list[bytes]) -> int:
+    """Drop the escape of a surrogate pair's first half kept just before a cut (alone it is
+    no character); the bytes dropped."""
+    if out and len(out[-1]) == 6 and _HIGH_SURROGATE.fullmatch(out[-1]):
+        return len(out.pop())
+    return 0
+
+
+def _condense(first: bytes, readline: Any, limit: int) -> bytes | None:
+    """The over-long line that starts with ``first``, read on with ``readline(limit)`` to its
+    end, with every JSON string longer than :data:`MAX_FIELD_BYTES` cut short (at a character
+    boundary, never inside an escape, marked ``...``).  ``None`` when even that is longer
+    than ``limit`` (a huge array, not text).  Memory stays within about ``2 * limit``."""
+    out: list[bytes] = []
+    size = 0
+    in_str = skipping = False
+    kept = 0
+    carry = b""
+    chunk: bytes = first
+    while True:
+        last = not chunk or chunk.endswith(b"\n")
+        buf = carry + chunk if carry else chunk
+        carry = b""
+        pos, end = 0, len(buf)
+        while pos < end:
+            if not in_str:
+                j = buf.find(b'"', pos)
+                piece = buf[pos:] if j < 0 else buf[pos:j + 1]
+                out.append(piece)
+                size += len(piece)
+                if j < 0:
+                    break
+                in_str, skipping, kept, pos = True, False, 0, j + 1
+                continue
+            m = _STRING_STOP.search(buf, pos)
+            stop = end if m is None else m.start()
+            if not skipping and stop > pos:
+                room = MAX_FIELD_BYTES - kept
+                if stop - pos > room:
+                    cut = pos + room
+                    while cut > pos and buf[cut] & 0xC0 == 0x80:  # inside a UTF-8 sequence
+                        cut -= 1
+                    if cut == pos:
+                        size -= _drop_high_surrogate(out)
+                    out += (buf[pos:cut], _ELLIPSIS)
+                    size += cut - pos + 3
+                    skipping = True
+                else:
+                    out.append(buf[pos:stop])
+                    size += stop - pos
+                    kept += stop - pos
+            if m is None:
+                break
+            if buf[stop] == 0x22:  # the closing quote
+                out.append(b'"')
+                size += 1
+                in_str, pos = False, stop + 1
+                continue
+            need = 6 if buf[stop + 1:stop + 2] == b"u" else 2
+            if stop + need > end and not last:  # an escape split across chunks
+                carry = buf[stop:]
+                break
+            if not skipping:
+                if kept + need > MAX_FIELD_BYTES:
+                    size -= _drop_high_surrogate(out)
+                    out.append(_ELLIPSIS)
+                    size += 3
+                    skipping = True
+                else:
+                    out.append(buf[stop:stop + need])
+                    size += need
+                    kept += need
+            pos = stop + need
+        if size > limit:  # not text that cutting strings can shrink: drain, then give up
+            while not last:
+                chunk = readline(limit)
+                last = not chunk or chunk.endswith(b"\n")
+            return None
+        if last:
+            return b"".join(out)
+        chunk = readline(limit)
+
+
+def _loads() -> Any:
+    """``json.loads``, or with orjson installed (the extra ``otel_jax[report]``) orjson's,
+    three times faster, falling back to ``json.loads`` for what orjson refuses (``NaN``,
+    ``Infinity``, invalid text).  One difference is left: orjson reads an integer past 64
+    bits as a float, which the report then rejects as mistyped (a count, a line number)
+    where the standard library's int would be used."""
+    try:
+        import orjson
+    except ImportError:
+        return json.loads
+    fast, error, slow = orjson.loads, orjson.JSONDecodeError, json.loads
+
+    def loads(line: bytes) -> Any:
+        try:
+            return fast(line)
+        except error:
+            return slow(line)
+
+    return loads
+
+
+class Sink(Protocol):
+    """What :func:`read_lines` feeds: the aggregate (:class:`._aggregate.Report`)."""
+
+    def add(self, ev: dict[str, Any]) -> None:
+        """One parsed ``jax.compile`` event."""
+
+    def add_divergence(self, ev: Any) -> None:
+        """One parsed ``jax.compile.divergence`` event; raises on one it cannot use."""
+
+    def add_other(self, line: bytes) -> bool:
+        """Any other line: ``True`` when it was used, else it counts as skipped."""
+
+
+def read_lines(stream: IO[bytes], sink: Sink) -> int:
+    """Feed a binary stream of log lines, one JSON object per line, to ``sink``; the number
+    of lines skipped (not JSON, not an event the sink takes, or a value no check foresaw).
+
+    Reads with ``readline(MAX_LINE_BYTES)`` so even a corrupt log with a gigantic line is
+    processed in bounded memory.
+    """
+    readline = stream.readline
+    loads = _loads()
+    marker = _COMPILE_MARKER
+    limit = MAX_LINE_BYTES
+    add, add_divergence, add_other = sink.add, sink.add_divergence, sink.add_other
+    skipped = 0
+    while True:
+        line = readline(limit)
+        if not line:
+            break
+        if len(line) >= limit and not line.endswith(b"\n"):
+            # Over-long line: read on chunk by chunk, every JSON string cut short, so
+            # an event with one huge field still counts, in bounded memory.
+            condensed = _condense(line, readline, limit)
+            if condensed is None:
+                skipped += 1
+                continue
+            line = condensed
+        if marker not in line:
+            if _DIVERGENCE_MARKER in line:
+                try:
+                    add_divergence(loads(line))
+                except Exception:  # bad JSON, or a value no check foresaw
+                    skipped += 1
+            elif line.strip() and not add_other(line):
+                skipped += 1
+            continue
+        try:
+            event = loads(line)
+        except (ValueError, RecursionError):  # bad JSON/UTF-8, deep nesting
+            skipped += 1
+            continue
+        if type(event) is not dict or event.get(Field.EVENT) != EVENT_COMPILE:
+            skipped += 1
+            continue
+        try:
+            add(event)
+        except Exception:  # a value no check above foresaw: skip the line, never crash
+            skipped += 1
+    return skipped
+
+
+def open_log(path: str) -> IO[bytes]:
+    """The log file at ``path`` as a binary stream (``.gz`` decompressed as it is read)."""
+    if path.endswith(".gz"):
+        import gzip
+
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return open(path, "rb")
+
+
+def read_errors() -> tuple[type[BaseException], ...]:
+    """What reading an opened log may raise when the file is unreadable or corrupt."""
+    import zlib
+
+    # OSError: unreadable, or not gzip (gzip.BadGzipFile); EOFError: truncated .gz;
+    # zlib.error: corrupt compressed data.
+    return (OSError, EOFError, zlib.error)
+
+
+def _is_rank(value: Any) -> bool:
+    """A process index as JAX numbers them (not a bool, not negative)."""
+    return type(value) is int and value >= 0
+
+
+#: Longest duration taken from a log field (about 116 days); larger values are
+#: corrupt and ignored, so that sums stay finite.
+_MAX_SECONDS = 1e7
+
+
+def _seconds(v: Any) -> float | None:
+    """A usable duration from a log field: a finite number in ``[0, _MAX_SECONDS]``.
+    (``json.loads`` accepts ``NaN``/``Infinity`` and integers of any size, and bools
+    are ints; all are rejected.)"""
+    if type(v) is float or type(v) is int:
+        if 0 <= v <= _MAX_SECONDS:  # NaN fails the comparison; no float() of a huge int
+            return float(v)
+    return None
+
+
+def _text(v: Any, limit: int) -> str | None:
+    """A non-empty string field, truncated to ``limit`` characters."""
+    if v is None or v == "":
+        return None
+    s = v if isinstance(v, str) else str(v)
+    return s if len(s) <= limit else s[: limit - 3] + "..."

@@ -1,0 +1,235 @@
+"""Rendering the aggregate as text: a terminal table, GitHub Markdown, strict JSON.
+
+Every string that came from a log passes :func:`printable` (or the Markdown escapes built
+on it) before it is shown, so names read from a log can neither drive a terminal nor add
+table rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ._aggregate import Report
+
+_COLUMNS = ("FUNCTION", "LOCATION", "COMPILES", "RECOMPILES", "TOTAL_S",
+            "P95_S", "RECOMPILE_S")
+
+
+#: Characters that must not reach a terminal raw: C0/C1 controls (ESC starts escape
+#: sequences, BEL rings, newlines would inject rows), DEL, line/paragraph separators
+#: and the bidirectional overrides that reorder what is shown.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
+                          "\u202a-\u202e\u2066-\u2069]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    c = m.group()
+    return _ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters shown as escapes (``\\x1b``, ``\\n``), so that
+    names read from a log can neither drive the terminal nor add table rows."""
+    return _UNPRINTABLE.sub(_escape_char, text)
+
+
+def _printable_row(row: dict[str, Any]) -> dict[str, Any]:
+    out = dict(row)
+    for key in ("function", "file"):
+        if isinstance(out.get(key), str):
+            out[key] = printable(out[key])
+    out["causes"] = [{k: printable(v) if isinstance(v, str) else v for k, v in c.items()}
+                     for c in row["causes"]]
+    return out
+
+
+def _location(row: dict[str, Any]) -> str:
+    if not row["file"]:
+        return ""
+    base = os.path.basename(row["file"]) or row["file"]
+    return f"{base}:{row['line']}" if row["line"] is not None else base
+
+
+def _fmt_s(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _cells(row: dict[str, Any]) -> list[str]:
+    return [row["function"], _location(row), str(row["compiles"]),
+            str(row["recompiles"]), _fmt_s(row["total_s"]), _fmt_s(row["p95_s"]),
+            _fmt_s(row["recompile_s"])]
+
+
+def _clip(s: str, width: int | None) -> str:
+    if width is None or len(s) <= width:
+        return s
+    return s[: max(0, width - 3)] + "..."
+
+
+def render_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> str:
+    """Aligned plain-text table; each recompile cause is listed under its
+    function with its most frequent diff and hint.  ``width`` (terminal
+    columns) shortens long function names and clips the cause/hint lines;
+    ``None`` keeps everything whole (pipes, files)."""
+    if not rows:
+        return "no jax.compile events\n"
+    rows = [_printable_row(r) for r in rows]
+    table = [list(_COLUMNS)] + [_cells(r) for r in rows]
+    if width is not None:  # keep names from pushing the numbers off-screen
+        name_cap = max(12, width - 70)
+        for cells in table[1:]:
+            cells[0] = _clip(cells[0], name_cap)
+            cells[1] = _clip(cells[1], 30)
+    widths = [max(len(cells[i]) for cells in table) for i in range(len(_COLUMNS))]
+
+    def line(cells: list[str]) -> str:
+        left = [c.ljust(w) for c, w in zip(cells[:2], widths[:2])]
+        right = [c.rjust(w) for c, w in zip(cells[2:], widths[2:])]
+        return "  ".join(left + right).rstrip()
+
+    out = [line(table[0])]
+    for row, cells in zip(rows, table[1:]):
+        out.append(line(cells))  # numbers are never clipped
+        for c in row["causes"]:
+            detail = f"  - {c['cause']} x{c['count']} ({_fmt_s(c['seconds'])} s)"
+            if c["top_diff"]:
+                detail += f": {c['top_diff']}"
+                if c["top_diff_count"] != c["count"]:
+                    detail += f" (x{c['top_diff_count']})"
+            out.append(_clip(detail, width))
+            if c["hint"]:
+                out.append(_clip(f"      hint: {c['hint']}", width))
+    return "\n".join(out) + "\n"
+
+
+_MD_SPECIAL = re.compile(r"[\\|*`\[\]]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
+def _md(s: str) -> str:
+    """Escape text for a GitHub table cell: no HTML (``main.<locals>.<lambda>`` is text,
+    not tags), no emphasis or links, no cell breaks, no control characters."""
+    s = printable(s.replace("\n", " "))
+    s = _MD_SPECIAL.sub(lambda m: "\\" + m.group(), s)
+    return re.sub("[&<>]", lambda m: _HTML[m.group()], s)
+
+
+def _md_code(s: str) -> str:
+    """A code span (HTML and emphasis are not read inside one); only pipes are escaped."""
+    if "`" in s:
+        return _md(s)
+    return "`" + printable(s.replace("\n", " ")).replace("|", "\\|") + "`"
+
+
+def render_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """A GitHub-flavoured Markdown table, one row per function; recompile
+    causes (with most frequent diff and hint) share the last cell."""
+    header = ["Function", "Location", "Compiles", "Recompiles", "Total s",
+              "p95 s", "Recompile s", "Recompile causes"]
+    out = ["| " + " | ".join(header) + " |",
+           "| " + " | ".join(["---", "---"] + ["---:"] * 5 + ["---"]) + " |"]
+    for row in rows:
+        causes = []
+        for c in row["causes"]:
+            text = f"**{_md(c['cause'])}** ×{c['count']} ({_fmt_s(c['seconds'])} s)"
+            if c["top_diff"]:
+                text += f": {_md_code(c['top_diff'])}"
+            if c["hint"]:
+                text += f" — {_md(c['hint'])}"
+            causes.append(text)
+        cells = [_md(x) for x in _cells(row)] + ["<br>".join(causes)]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def render_persistent_cache(section: dict[str, Any] | None, fmt: str) -> str:
+    """The persistent-cache section after the table (``table`` or ``markdown``): hits,
+    and misses by reason with the most frequent detail; ``""`` without lookups."""
+    if not section:
+        return ""
+    ratio = section["hit_ratio"]
+    head = f"{section['lookups']} lookups, {section['hits']} hits"
+    if ratio is not None:
+        head += f" ({100 * ratio:.0f}%)"
+    head += f", {section['misses']} misses"
+    if fmt == "markdown":
+        out = ["", "**Persistent cache**: " + _md(head), ""]
+        if section["misses_by_reason"]:
+            out += ["| Miss reason | Misses | Most frequent detail |", "| --- | ---: | --- |"]
+            for m in section["misses_by_reason"]:
+                detail = (f"{_md_code(m['top_detail'])} ×{m['top_detail_count']}"
+                          if m["top_detail"] else "")
+                out.append(f"| {_md(m['reason'])} | {m['count']} | {detail} |")
+        return "\n".join(out) + "\n"
+    out = ["", "Persistent cache: " + printable(head)]
+    for m in section["misses_by_reason"]:
+        line = f"  {printable(m['reason']):<14} {m['count']:>6}"
+        if m["top_detail"]:
+            line += f"  {printable(m['top_detail'])} (x{m['top_detail_count']})"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by ``None`` (strict JSON)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+#: Characters JSON leaves raw that a terminal or an editor may act on.
+_JSON_RAW = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
+                       "\u2066-\u2069]")
+
+
+def render_json(rows: Sequence[dict[str, Any]]) -> str:
+    """Strict JSON (no ``NaN``/``Infinity``); control characters as ``\\u`` escapes."""
+    text = json.dumps(_finite(list(rows)), indent=2, ensure_ascii=False, allow_nan=False)
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
+
+
+def render_ranks(report: Report, fmt: str) -> str:
+    """Multi-process logs: the divergences between ranks first, then compiles per rank.
+    Empty for the log of one process without divergences."""
+    if not report.divergences and len(report.ranks) <= 1:
+        return ""
+    md = fmt == "markdown"
+    out: list[str] = []
+    divs = sorted(report.divergences.values(), key=lambda d: (d["function"], d["count"]))
+    out.append(("### " if md else "") + f"Divergences between ranks: {len(divs)}")
+    for d in divs:
+        sides = " vs ".join(",".join(map(str, side)) for side in d["ranks"])
+        by = ",".join(map(str, d["reported_by"]))
+        line = (f"{printable(d['function'])} #{d['count']} [{printable(d['kind'])}] "
+                f"{printable(d['divergence'])} (ranks {sides}; reported by {by})")
+        out.append(("- " if md else "  ") + (_md(line) if md else line))
+    out.append("")
+    out.append(("### " if md else "") + "Compiles per rank")
+    if md:
+        out += ["| rank | compiles | recompiles |", "|---:|---:|---:|"]
+    else:
+        out.append(f"  {'RANK':>6} {'COMPILES':>9} {'RECOMPILES':>11}")
+    for rank in sorted(report.ranks):
+        compiles, recompiles = report.ranks[rank]
+        out.append(f"| {rank} | {compiles} | {recompiles} |" if md
+                   else f"  {rank:>6} {compiles:>9} {recompiles:>11}")
+    return "\n".join(out) + "\n\n"
+
+
+def render(rows: Sequence[dict[str, Any]], fmt: str, width: int | None = None) -> str:
+    """Render ``rows`` as ``table``, ``json`` or ``markdown`` text."""
+    if fmt == "json":
+        return render_json(rows)
+    if fmt == "markdown":
+        return render_markdown(rows)
+    return render_table(rows, width)
