@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .._capture import _fingerprint, _jax_read, _naming, _signature
+from .._capture._correlate import Traced
 from .._capture._jax_hooks import CompileInputs, Miss
 from .._capture._source import user_callsite
 from .._core._failopen import FailOpen
@@ -30,18 +31,6 @@ from ._record import CompileRecord, Devices, PersistentCache, PhaseTiming
 
 #: The devices a compile's arguments live on (the engine caches the process's default).
 DevicesOf = Callable[[Miss | None], Devices]
-
-
-@dataclass(frozen=True, slots=True)
-class Traced:
-    """A trace with no call around it (``f.lower(x)``, ``f.trace(x)``), read at once:
-    what names and describes the compile that may follow (``Lowered.compile()``),
-    without holding the arguments."""
-
-    fun_name: str  # what JAX's events call the function (``f`` in ``jit(f)``)
-    naming: _naming.Naming
-    signature: _signature.Signature | None
-    started: float  # wall clock when the trace began
 
 
 def traced(miss: Miss, history: History, guard: FailOpen) -> Traced | None:

@@ -4,7 +4,8 @@ Data flows one way: JAX event -> signature -> cause -> record -> emitters
 (span, metrics, log lines, test recorders), delivered through one ``Route``
 (``_emitter``): the span emitter first, its span ids handed to the others. The
 engine owns listening (JAX's hooks while anything consumes records), the bounded
-history of signatures and delivery; what a recompile means (storm warning,
+history of signatures and delivery; which events belong to which compile is the
+``_correlate``'s to say, what a recompile means (storm warning,
 warm-up, ``on_recompile``) is the ``_policy``'s to say. Assembling a
 record (``_assemble``), naming (``_naming``), signatures (``_signature``) and
 cause wording (``_causes``) live in their own modules, each with one entry point.
@@ -20,9 +21,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from .._capture import _jax_hooks, _jax_read, _naming
+from .._capture import _correlate, _jax_hooks, _jax_read
 from .._core._failopen import FailOpen, OtelJaxWarning, Topic
-from .._core._vocab import Phase
 from .._fleet import _ranks
 from .._fleet._ledger import Ledger
 from . import _assemble
@@ -33,13 +33,6 @@ from ._record import CompileRecord, Devices, PhaseTiming, SpanLink, Storm
 from ._steps import STEPS
 
 __all__ = ["ENGINE", "ON_RECOMPILE", "Engine", "OtelJaxWarning", "RecompileError"]
-
-_MAX_PENDING_PHASES = 64
-_MAX_TRACED = 8  # trace-only reads kept per thread for an ahead-of-time compile
-_PHASE_OF_EVENT = {_jax_hooks.TRACE_EVENT: Phase.TRACE, _jax_hooks.LOWER_EVENT: Phase.LOWER}
-#: Without a miss (an AOT compile of an earlier lowering, moved internals) a
-#: phase of the same function seen this long before the compile is its own.
-_UNMATCHED_PHASE_WINDOW_S = 60.0
 
 
 class Engine:
@@ -56,7 +49,8 @@ class Engine:
         #: one, ``logging`` WARNINGs for storms), then the added emitters.
         self._route = self._compose()
         self._lock = threading.RLock()
-        self._tls = threading.local()
+        #: Which of each thread's JAX events belong to which backend compile.
+        self.correlator = _correlate.Correlator()
         self._hooks: _jax_hooks.Hooks | None = None
         self._unavailable: frozenset[_jax_hooks.Capability] = frozenset()
         self._devices: tuple[Any, int] | None = None  # (default device, process index)
@@ -154,27 +148,14 @@ class Engine:
 
     def _on_event(self, event: str, **kwargs: Any) -> None:
         with self.failopen.guard("event listener"):
-            if event == _jax_hooks.CACHE_HIT_EVENT:
-                self._tls.cache_hit = True
-            elif event == _jax_hooks.CACHE_WRITE_EVENT:
-                self._tls.cache_written = True
+            self.correlator.cache_event(event)
 
     def _on_trace_only(self, miss: _jax_hooks.Miss) -> None:
-        """A trace with no call around it (``f.lower(x)``): read now, kept for its compile
-        (per function name on this thread, a few traces of a few functions at most)."""
+        """A trace with no call around it (``f.lower(x)``): read now, kept for its compile."""
         with self.failopen.guard("trace-only listener"):
             traced = _assemble.traced(miss, self.history, self.failopen)
-            if traced is None:
-                return
-            kept: dict[str, list[_assemble.Traced]] | None = getattr(self._tls, "traced", None)
-            if kept is None:
-                kept = self._tls.traced = {}
-            pending = kept.pop(traced.fun_name, None) or []
-            kept[traced.fun_name] = pending  # the most recent function last
-            pending.append(traced)
-            del pending[:-_MAX_TRACED]
-            while len(kept) > _MAX_TRACED:
-                del kept[next(iter(kept))]
+            if traced is not None:
+                self.correlator.keep_traced(traced)
 
     def _on_time_span(self, event: str, start: float, end: float, **kwargs: Any) -> None:
         if event not in _jax_hooks.PHASE_EVENTS:
@@ -183,7 +164,7 @@ class Engine:
         with self.failopen.guard("compile listener"):
             name = str(kwargs.get("fun_name", "?"))
             if event != _jax_hooks.BACKEND_COMPILE_EVENT:
-                self._remember_phase(event, name, start, end)
+                self.correlator.phase(event, name, start, end)
                 return
             built = self._build_record(name, start, end)
         if built is None:
@@ -199,88 +180,14 @@ class Engine:
         self._compare_ranks(record, link)
         self.policy.enforce(record)
 
-    def _remember_phase(self, event: str, name: str, start: float, end: float) -> None:
-        pending = getattr(self._tls, "phases", None)
-        if pending is None:
-            pending = self._tls.phases = []
-        if len(pending) >= _MAX_PENDING_PHASES:
-            del pending[: _MAX_PENDING_PHASES // 2]
-        pending.append((event, name, start, end))
-
-    # --- building the record --------------------------------------------------------
-
-    def _take_phases(self, name: str, since: float, start: float, end: float,
-                     ) -> tuple[PhaseTiming, ...]:
-        """This compile's phases: same function, not before its miss began.
-
-        A trace without a compile (``jax.eval_shape``, ``.trace()``) leaves a
-        phase behind; ``since`` keeps it from being taken for a later compile.
-        """
-        pending = getattr(self._tls, "phases", None) or []
-        wanted = {_jax_hooks.TRACE_EVENT: _jax_read.function_name_from_event(name),
-                  _jax_hooks.LOWER_EVENT: name}
-        # Other functions' phases stay (a lowering whose AOT compile comes after this
-        # eager op); this function's go, taken or too old to be anyone's.
-        self._tls.phases = [p for p in pending if wanted[p[0]] != p[1]]
-        found: dict[Phase, PhaseTiming] = {}
-        for event, fun_name, p_start, p_end in reversed(pending):
-            phase = _PHASE_OF_EVENT[event]
-            if phase not in found and wanted[event] == fun_name and p_start >= since:
-                found[phase] = PhaseTiming(phase, p_start, p_end)
-        found[Phase.BACKEND_COMPILE] = PhaseTiming(Phase.BACKEND_COMPILE, start, end)
-        return tuple(found[p] for p in Phase if p in found)
-
-    def _take_miss(self, name: str) -> _jax_hooks.Miss | None:
-        miss = _jax_hooks.current_miss()
-        if miss is None or not _naming.belongs_to(miss, name):
-            return None  # no miss, or a compile this miss did not cause (an eager op inside)
-        _jax_hooks.clear_miss()
-        return miss
-
-    def _take_traced(self, name: str, miss: _jax_hooks.Miss | None,
-                     ) -> _assemble.Traced | None:
-        """What the trace-only reads of ``name`` on this thread tell its compile without a
-        miss (an AOT ``lowered.compile()``).
-
-        Only JAX's name ties the compile to a trace: with one trace pending, it is that
-        one; with several of one function (``f.lower`` of two shapes, an ``eval_shape``
-        between), which one compiles is not known, so the compile is named but its
-        signature is not taken from any of them. A call of the function that missed on
-        its own ends them all."""
-        kept: dict[str, list[_assemble.Traced]] | None = getattr(self._tls, "traced", None)
-        if not kept:
-            return None
-        fun_name = _jax_read.function_name_from_event(name)
-        if miss is not None:
-            kept.pop(fun_name, None)
-            return None
-        pending = kept.get(fun_name)
-        if not pending:
-            return None
-        if len(pending) == 1:
-            del kept[fun_name]
-            return pending[0]
-        latest = pending[-1]
-        if any(t.naming.info.key != latest.naming.info.key for t in pending):
-            return None  # two functions of one name: not even the name is known
-        return _assemble.Traced(latest.fun_name, latest.naming, None,
-                                min(t.started for t in pending))
-
     def _build_record(self, name: str, start: float, end: float,
                       ) -> tuple[CompileRecord, Storm | None]:
         """The record of one backend compile, and the storm warning it triggers, if any."""
         guard = self.failopen
-        cache_hit = getattr(self._tls, "cache_hit", False)
-        cache_written = getattr(self._tls, "cache_written", False)
-        self._tls.cache_hit = self._tls.cache_written = False
-        miss = guard.call("dispatch miss", lambda: self._take_miss(name), None)
-        traced = guard.call("trace-only read", lambda: self._take_traced(name, miss), None)
-        compiled = _jax_hooks.take_compile_inputs()  # first: the program is large
-        since = (miss.started if miss is not None else traced.started if traced is not None
-                 else start - _UNMATCHED_PHASE_WINDOW_S)
-        phases = self._take_phases(name, since, start, end)
-        taken = _assemble.Taken(name, start, end, phases, miss, compiled, cache_hit,
-                                cache_written, traced)
+        seen = self.correlator.take(name, start, end, guard)
+        phases = tuple(PhaseTiming(*p) for p in seen.phases)
+        taken = _assemble.Taken(name, start, end, phases, seen.miss, seen.compiled,
+                                seen.cache_hit, seen.cache_written, seen.traced)
         record, entry = _assemble.assemble(taken, self.history, self.ledger, guard,
                                            self._devices_of, self.policy.warmup_done)
         info, signature, count = record.function, record.signature, record.count
