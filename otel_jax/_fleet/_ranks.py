@@ -42,8 +42,8 @@ arrived) is replaced: the first rank whose wait for the verdict ran out
 A rank that compiles one program more than the others (a partial batch on one
 rank) is reported where it happened and at the next ordinal; once two ordinals in a
 row show the same programs one ordinal apart, the following ones are not reported
-again (each rank keeps the verdicts' groups of the last ``MAX_ORDINALS`` ordinals
-of each function, as ranges of ranks).
+again (``_ordinals``: each rank keeps the verdicts' groups of the last few ordinals of
+each function, as ranges of ranks).
 
 Nothing here blocks the user's call (unless ``on_divergence="raise"``): the
 compiling thread appends the record to a bounded queue; one daemon thread publishes
@@ -90,7 +90,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 from typing import Any, NamedTuple
 
 from .._capture import _fingerprint, _jax_read
@@ -100,6 +100,7 @@ from .._core._text import safe_repr
 from .._core._vocab import DivergenceKind
 from .._core._vocab import RankWire as W
 from .._pipeline._record import CompileRecord, Divergence, SpanLink
+from ._ordinals import Ordinals
 from ._wire import (
     MAX_NAMED_DIFF,
     Group,
@@ -117,7 +118,6 @@ from ._wire import (
     parse_entry,
     program_text,
     ranks_text,
-    same_program,
     summary,
     summary_diff,
 )
@@ -128,10 +128,6 @@ PREFIX = W.PREFIX
 QUEUE_SIZE = 1024
 #: Ordinals of a function whose keys stay on the service (late ranks read the verdict).
 KEEP = 64
-#: Programs remembered per function, and functions remembered, to tell a shifted
-#: ordinal from a divergence.
-MAX_ORDINALS = 64
-MAX_FUNCTIONS = 1024
 #: Beyond the comparer's own deadline, how long a rank waits for the verdict before
 #: another rank compares in its place (the comparer may have verdicts queued before).
 VERDICT_MARGIN_S = 5.0
@@ -214,18 +210,6 @@ class Compile:
         self.arrived_at = 0.0
 
 
-class _Seen:
-    """What one rank saw of one function: per ordinal, the verdict's groups (programs and
-    ranks as ranges), and the first ordinal reported divergent. A rank that compiled one
-    program more than another compiles the same programs under shifted ordinals after."""
-
-    __slots__ = ("groups", "diverged")
-
-    def __init__(self) -> None:
-        self.groups: dict[int, list[tuple[Program, str]]] = {}
-        self.diverged: int | None = None
-
-
 class Checker:
     """Publishes this rank's compiles and settles them with its peers (one per process).
 
@@ -257,8 +241,8 @@ class Checker:
         self.dropped = 0
         self.unresolved = 0  # compiles no verdict came for (no comparer, even a second)
         self.off = False
-        #: What was seen of each function (by directory), the most recent last.
-        self._functions: dict[str, _Seen] = {}
+        #: The verdicts seen of each function, to tell a shifted ordinal (``_ordinals``).
+        self._ordinals = Ordinals(self.rank, self.count)
 
     # --- the compiling thread ------------------------------------------------------
 
@@ -395,7 +379,8 @@ class Checker:
                         key=lambda g: g.ranks[0])
         absent = [r for r in range(self.count) if r not in entries]
         if absent:
-            shifted = self._shifted(item, absent, entries)
+            shifted = self._ordinals.shifted(item.function_dir, item.count, absent,
+                                             entries)
             absent = [r for r in absent if r not in shifted]
         verdict: dict[str, Any] = {
             W.GROUPS: [[g.program[0], g.program[1], encode_ranks(g.ranks)] for g in groups],
@@ -405,7 +390,8 @@ class Checker:
         pair = pair_of(groups, item.program)
         if pair is not None:
             others = [r for g in groups if g.program != item.program for r in g.ranks]
-            if len(self._shifted(item, others, entries)) == len(others):
+            if len(self._ordinals.shifted(item.function_dir, item.count, others,
+                                          entries)) == len(others):
                 pair = None  # the same programs as the other ranks, one ordinal off
         signature = item.signature
         mine = summary(signature) if signature is not None and (
@@ -456,7 +442,7 @@ class Checker:
             except (IndexError, TypeError):
                 continue
         groups = [g for g in groups if g.ranks]
-        self._remember(item, groups)
+        self._ordinals.remember(item.function_dir, item.count, groups, item.program)
         absent = decode_ranks(verdict.get(W.MISSING) or "", self.count)
         if not any(self.rank in g.ranks for g in groups):
             return (yield from self._late(item, verdict, groups))
@@ -519,67 +505,10 @@ class Checker:
                          tuple(diff), self.rank, time.time())
         return self._emit(item, div)
 
-    # --- what was seen, for shifted ordinals -------------------------------------------
-
-    def _seen(self, function_dir: str) -> _Seen:
-        """What was seen of a function (under ``_cond``): made the most recent one."""
-        seen = self._functions.pop(function_dir, None) or _Seen()
-        self._functions[function_dir] = seen
-        while len(self._functions) > MAX_FUNCTIONS:
-            del self._functions[next(iter(self._functions))]
-        return seen
-
-    def _remember(self, item: Compile, groups: Sequence[Group]) -> None:
-        kept = [(g.program, g.text or encode_ranks(g.ranks)) for g in groups]
-        if not any(self.rank in g.ranks for g in groups):
-            kept.append((item.program, str(self.rank)))
-        with self._cond:
-            seen = self._seen(item.function_dir)
-            seen.groups[item.count] = kept
-            while len(seen.groups) > MAX_ORDINALS:
-                del seen.groups[min(seen.groups)]
-
-    def _programs_at(self, seen: _Seen, count: int) -> dict[int, Program]:
-        out: dict[int, Program] = {}
-        for program, ranks in seen.groups.get(count, ()):
-            for r in decode_ranks(ranks, self.count):
-                out[r] = program
-        return out
-
-    def _shifted(self, item: Compile, ranks: Sequence[int], current: dict[int, Program],
-                 ) -> set[int]:
-        """Those of ``ranks`` that have been compiling this rank's programs one ordinal
-        apart, here and at the ordinal before, after a divergence of the function was
-        reported: one rank compiled one program more (reported where it happened), and
-        the ordinals are off by one since. Two ordinals in a row, both known: a program
-        only one rank compiled breaks the pattern and is reported."""
-        m = item.count
-        with self._cond:
-            seen = self._seen(item.function_dir)
-            if not ranks or seen.diverged is None or seen.diverged >= m:
-                return set()  # no earlier divergence put the ordinals off
-            known = {k: self._programs_at(seen, k) for k in (m - 1, m - 2)}
-        known[m] = current
-        mine = {k: known[k].get(self.rank) for k in known}
-        shifted = set()
-        for rank in ranks:
-            # Their ordinal k is my ordinal k - d: the last two pairs known now. They
-            # are ahead (d = 1) only if they have an entry here.
-            shifts = [(-1, (m - 1, m - 2))]
-            if rank in current:
-                shifts.append((1, (m, m - 1)))
-            if any(all(same_program(known[k].get(rank), mine.get(k - d)) for k in pairs)
-                   for d, pairs in shifts):
-                shifted.add(rank)
-        return shifted
-
     # --- reports and calls ----------------------------------------------------------------
 
     def _emit(self, item: Compile, div: Divergence) -> Divergence:
-        with self._cond:
-            seen = self._seen(item.function_dir)
-            if seen.diverged is None or item.count < seen.diverged:
-                seen.diverged = item.count
+        self._ordinals.diverged(item.function_dir, item.count)
         div = Divergence(div.function, div.count, div.kind, div.text, div.ranks,
                          div.missing_ranks, div.diff, div.process_index, div.detected,
                          item.link)
