@@ -22,7 +22,10 @@ otel_jax is installed at its defaults with an SDK ``TracerProvider`` and a
 
 For each loop: the median time off and on, the median of the per-pair differences (ms),
 the ratio of the medians and the median of the per-pair ratios, and the spread of the
-per-pair differences (interquartile range, min-max). Then a breakdown of one
+per-pair differences (interquartile range, min-max); and the same for the CPU time of the
+calling thread alone, the steadier figure on a loaded machine: the backend compile runs
+on XLA's threads, and every other process's load moves the wall clock, while what
+otel_jax does on the compiling thread shows in that thread's CPU time. Then a breakdown of one
 instrumented run of (2) (timers in this file only): time inside otel_jax's
 ``jax.monitoring`` listeners, time in its dispatch-miss hooks (their own work, without
 what JAX does inside them) and, measured by the same timers, the time of emitting
@@ -113,18 +116,28 @@ def timed_call(call: Callable[[], Any]) -> float:
     return time.perf_counter() - t0
 
 
+def timed_call_cpu(call: Callable[[], Any]) -> tuple[float, float]:
+    """Wall seconds of ``call``, and the CPU seconds of the calling thread in it."""
+    w0, c0 = time.perf_counter(), time.thread_time()
+    call()
+    return time.perf_counter() - w0, time.thread_time() - c0
+
+
+Pair = tuple[float, float]  # wall seconds, the compiling thread's CPU seconds
+
+
 def paired(prepare: Callable[[], Callable[[], Any]], pairs: int,
-           install: Callable[[], None]) -> tuple[list[float], list[float]]:
+           install: Callable[[], None]) -> tuple[list[Pair], list[Pair]]:
     """Seconds of each side's first call, pair by pair (off first in even pairs)."""
-    offs: list[float] = []
-    ons: list[float] = []
+    offs: list[Pair] = []
+    ons: list[Pair] = []
     for i in range(pairs):
         for on in ((False, True) if i % 2 == 0 else (True, False)):
             call = prepare()
             if on:
                 install()
             gc.collect()
-            elapsed = timed_call(call)
+            elapsed = timed_call_cpu(call)
             if on:
                 otel_jax.uninstall()  # waits for what is still being emitted: untimed
             (ons if on else offs).append(elapsed)
@@ -352,15 +365,20 @@ def main() -> None:
     for _label, make, install in LOOPS:  # first-use costs (imports, caches) land here
         paired(make(), 2, install)
     runs: dict[str, list[Result]] = {}
+    cpus: dict[str, list[Result]] = {}
     for run in range(args.repeat):
         if args.repeat > 1:
             print(f"run {run + 1} of {args.repeat}", flush=True)
         for label, make, install in LOOPS:
             if label[1] not in args.only:
                 continue
-            result = Result(*paired(make(), pairs, install))
+            offs, ons = paired(make(), pairs, install)
+            result = Result([w for w, _ in offs], [w for w, _ in ons])
+            cpu = Result([c for _, c in offs], [c for _, c in ons])
             runs.setdefault(label, []).append(result)
+            cpus.setdefault(label, []).append(cpu)
             print(result.line(label), flush=True)
+            print(cpu.line("    compiling thread's CPU"), flush=True)
         total, listeners, hooks, background = breakdown(12 if args.quick else 40)
         print(f"breakdown, loop (2) installed, per compile: whole call {total * 1e3:.2f} ms; "
               f"inside otel_jax's listeners {listeners * 1e3:.3f} ms; its dispatch-miss "
@@ -373,9 +391,11 @@ def main() -> None:
             diffs = [r.diff * 1e3 for r in results]
             ratios = [r.ratio for r in results]
             pair_ratios = [r.pair_ratio for r in results]
+            cpu_diffs = [r.diff * 1e3 for r in cpus[label]]
             print(f"{label:<34} added {min(diffs):+.2f} to {max(diffs):+.2f} ms, ratio "
                   f"{min(ratios):.3f}-{max(ratios):.3f}, per pair "
-                  f"{min(pair_ratios):.3f}-{max(pair_ratios):.3f}")
+                  f"{min(pair_ratios):.3f}-{max(pair_ratios):.3f}; the compiling "
+                  f"thread's CPU {min(cpu_diffs):+.2f} to {max(cpu_diffs):+.2f} ms")
 
 
 if __name__ == "__main__":
