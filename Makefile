@@ -96,6 +96,7 @@ test-oldest: $(OLDEST_VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/overhead.py
+	$(PY) benchmarks/compile_path.py --repeat 3
 
 clean:
 	rm -rf $(VENV) $(OLDEST_VENV) *.egg-info

@@ -26,7 +26,7 @@ from ._pipeline._engine import ENGINE as _ENGINE
 from ._pipeline._engine import RecompileError
 from ._pipeline._history import CompileEntry
 from ._pipeline._steps import StepScope
-from ._setup._install import Installation, install, installation, uninstall
+from ._setup._install import Installation, flush, install, installation, uninstall
 from ._version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -48,6 +48,7 @@ __all__ = [
     "__version__",
     "add_otel_context",
     "compile_history",
+    "flush",
     "hint_for",
     "install",
     "installation",

@@ -202,6 +202,7 @@ elif SCENARIO == "fleet":
             batch["x"])
 
     def settle():
+        otel_jax.flush()  # the compiles reach the cross-rank check off the compiling thread
         checker = ENGINE.cross_rank.checker
         deadline = time.monotonic() + 4 * TIMEOUT_S + 60
         while checker is not None and not checker.settled() and time.monotonic() < deadline:
@@ -258,6 +259,7 @@ elif SCENARIO == "exit_in_read":
     print("RESULT " + json.dumps(result), flush=True)
     sys.exit(0)
 
+otel_jax.flush()  # the compiles reach the cross-rank check off the compiling thread
 checker = ENGINE.cross_rank.checker
 deadline = time.monotonic() + 3 * TIMEOUT_S + 20
 while checker is not None and not checker.settled() and time.monotonic() < deadline:

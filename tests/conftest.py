@@ -27,19 +27,36 @@ from otel_jax._core import _failopen  # noqa: E402
 from otel_jax._pipeline._engine import ENGINE  # noqa: E402
 
 
+class FlushingSpanExporter(InMemorySpanExporter):
+    """Reads what otel_jax emitted so far: compiles are emitted off the compiling thread."""
+
+    def get_finished_spans(self):  # type: ignore[no-untyped-def]
+        otel_jax.flush()
+        return super().get_finished_spans()
+
+
+class FlushingMetricReader(InMemoryMetricReader):
+    """Collects after what otel_jax still has to emit (see FlushingSpanExporter)."""
+
+    def get_metrics_data(self):  # type: ignore[no-untyped-def]
+        otel_jax.flush()
+        return super().get_metrics_data()
+
+
 class Telemetry:
     """What one installed otel_jax emitted during a test."""
 
     def __init__(self) -> None:
-        self.exporter = InMemorySpanExporter()
+        self.exporter = FlushingSpanExporter()
         self.tracer_provider = TracerProvider()
         self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.reader = InMemoryMetricReader()
+        self.reader = FlushingMetricReader()
         self.meter_provider = MeterProvider(metric_readers=[self.reader])
         self.log = io.StringIO()
         self.tracer = self.tracer_provider.get_tracer("tests")
 
     def spans(self, name_prefix: str = "jax.compile ") -> list:
+        otel_jax.flush()  # compiles are emitted off the compiling thread
         return [s for s in self.exporter.get_finished_spans() if s.name.startswith(name_prefix)]
 
     def compiles(self, function: str | None = None, *, eager: bool = False) -> list:
@@ -57,9 +74,7 @@ class Telemetry:
         return spans[-1]
 
     def log_lines(self) -> list[dict]:
-        from otel_jax._emit import _logs
-
-        _logs.flush_all()  # lines are written off the compiling thread (at once for a StringIO)
+        otel_jax.flush()  # compiles are emitted, and lines written, off the compiling thread
         return [json.loads(line) for line in self.log.getvalue().splitlines() if line.strip()]
 
     def metric_points(self, name: str) -> list:
@@ -67,6 +82,7 @@ class Telemetry:
 
     def collect_metrics(self) -> dict[str, list]:
         """All data points by metric name, from one collection (exemplars reset per one)."""
+        otel_jax.flush()
         data = self.reader.get_metrics_data()
         out: dict[str, list] = {}
         for rm in data.resource_metrics if data else []:

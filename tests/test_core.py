@@ -618,6 +618,7 @@ def test_no_array_values_in_telemetry(telemetry):
             for v in value:
                 yield from strings(v)
 
+    otel_jax.flush()
     records = [json.loads(line) for line in telemetry.log.getvalue().splitlines()]
     records += [dict(s.attributes) for s in telemetry.spans()]
     texts = list(strings(records))

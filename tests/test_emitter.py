@@ -167,6 +167,7 @@ def test_a_storm_with_log_lines_is_said_there_only(caplog):
     finally:
         otel_jax.uninstall()
     assert _storm_records(caplog) == []
+    otel_jax.flush()
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     assert [line["recompiles"] for line in lines if line["event"] == "jax.recompile_storm"
             ] == [3]

@@ -66,6 +66,7 @@ def test_fingerprint_on_span_and_log_line_and_stable_in_process(telemetry):
                                ".<locals>.f")
     prints = [s.attributes["jax.compile.fingerprint"] for s in spans]
     assert prints[0] != prints[1] and prints[0] == prints[2]
+    otel_jax.flush()
     lines = [json.loads(line) for line in telemetry.log.getvalue().splitlines()
              if '"jax.compile"' in line and "<locals>.f" in line]
     assert [line["fingerprint"] for line in lines] == prints

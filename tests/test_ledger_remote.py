@@ -48,6 +48,7 @@ PROGRAM = """
     started = time.perf_counter()
     step(jnp.ones((5, 4)))  # a second miss, in another shape
     second_call_s = time.perf_counter() - started
+    otel_jax.flush()
     lines = [json.loads(l) for l in buf.getvalue().splitlines()]
     print(json.dumps({"lines": [l for l in lines if l["function"] == "step"],
                       "value": float(out[0, 0]), "first_call_s": first_call_s,
@@ -207,6 +208,7 @@ RANK_PROGRAM = textwrap.dedent("""
                                                np.ones(4, np.float32))
     jax.block_until_ready(step(x))
     local_step(jnp.ones(3))
+    otel_jax.flush()
     lines = [json.loads(l) for l in buf.getvalue().splitlines()]
     print("RESULT " + json.dumps({l["function"]: l for l in lines
                                   if l["function"] in ("step", "local_step")}))

@@ -177,7 +177,7 @@ def test_install_reads_the_variables(monkeypatch):
 
     for n in range(1, 4):
         stormy(jnp.ones(n))
-    _logs.flush_all()
+    otel_jax.flush()
     events = [line for line in log.getvalue().splitlines() if _vocab.EVENT_STORM in line]
     assert len(events) == 1 and '"threshold": 2' in events[0]
     # A second install() with the same environment asks for nothing else.

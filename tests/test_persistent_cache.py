@@ -11,6 +11,7 @@ PROGRAM = """
 
     cached(jnp.ones(3))
     cached(jnp.ones(4))
+    otel_jax.flush()
     lines = [json.loads(l) for l in buf.getvalue().splitlines()]
     counters = {}
     for rm in reader.get_metrics_data().resource_metrics:

@@ -30,6 +30,7 @@ PROGRAM = """
         return jnp.tanh(x) * SCALE
 
     step(jnp.ones(3))
+    otel_jax.flush()
     lines = [json.loads(l) for l in buf.getvalue().splitlines()]
     lookups = []
     for rm in reader.get_metrics_data().resource_metrics:
@@ -119,6 +120,7 @@ CONTEXT_PROGRAM = """
         return jnp.tanh(x @ x.T) * 3
 
     step(jnp.ones((4, 4)))
+    otel_jax.flush()
     lines = [json.loads(l) for l in buf.getvalue().splitlines()]
     print(json.dumps({"lines": [l for l in lines if l["function"] == "step"]}))
 """

@@ -123,6 +123,7 @@ def _report_of(t, path) -> str:
     import contextlib
     import io
 
+    otel_jax.flush()
     path.write_text(t.log.getvalue())
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

@@ -26,6 +26,7 @@ SCRIPT = textwrap.dedent("""
     buf = io.StringIO()
     handle = otel_jax.install(log_output=buf)
     jax.jit(lambda x: x + 1)(jnp.ones(2))
+    otel_jax.flush()
     line = json.loads(buf.getvalue().splitlines()[-1])
     print("RESULT " + json.dumps({
         "provider": type(trace.get_tracer_provider()).__module__,

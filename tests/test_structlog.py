@@ -64,7 +64,7 @@ def _install(log_output, **kwargs) -> Telemetry:
 
 
 def _json_events(out: io.StringIO, event: str = "jax.compile") -> list[dict]:
-    assert _logs.flush_all(30)
+    assert otel_jax.flush(30)
     lines = [json.loads(line) for line in out.getvalue().splitlines() if line.strip()]
     return [ln for ln in lines if ln.get("event") == event]
 
@@ -154,7 +154,7 @@ def test_the_stdlib_bridge_reaches_the_apps_logging_handlers(app_structlog):
         with structlog.contextvars.bound_contextvars(run_id="run-7", host="node-1"):
             for n in (1, 2, 3):
                 bridged(jnp.ones(n))
-        assert _logs.flush_all(30)
+        assert otel_jax.flush(30)
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
@@ -194,7 +194,7 @@ def test_the_apps_console_renderer(app_structlog):
 
     with structlog.contextvars.bound_contextvars(run_id="run-9", host="tpu-host-0"):
         shown(jnp.ones(4))
-    assert _logs.flush_all(30)
+    assert otel_jax.flush(30)
     [line] = [ln for ln in out.getvalue().splitlines() if "shown" in ln]
     assert "jax.compile" in line and "[info" in line and "[otel_jax]" in line
     for pair in ("run_id=run-9", "host=tpu-host-0", "cause_kind=first_compile", "count=1",
@@ -283,7 +283,7 @@ def test_an_app_processor_that_raises_costs_one_warning_and_that_line(app_struct
         warnings.simplefilter("always")
         with structlog.contextvars.bound_contextvars(run_id="run-f"):
             assert float(fragile(jnp.ones(1)).sum()) == 7.0
-            assert _logs.flush_all(30)  # the first line is rendered (and fails) alone
+            assert otel_jax.flush(30)  # the first line is rendered (and fails) alone
             assert float(fragile(jnp.ones(2)).sum()) == 14.0
             assert float(fragile(jnp.ones(3)).sum()) == 21.0
             lines = [ln for ln in _json_events(out) if ln["function"].endswith("fragile")]
@@ -318,6 +318,7 @@ def test_default_json_lines_keep_their_fields_whatever_the_app_configured(app_st
             t.tracer.start_as_current_span("train_step"):
         plain(jnp.ones(2))
         plain(jnp.ones(3))
+    otel_jax.flush()
     raw = [ln for ln in t.log.getvalue().splitlines() if "plain" in ln]
     lines = [json.loads(ln) for ln in raw]
     assert len(lines) == 2
@@ -335,6 +336,7 @@ def test_default_json_lines_keep_their_fields_whatever_the_app_configured(app_st
     # otel_jax configured nothing: the app's structlog and logging are as it left them.
     assert structlog.get_config() == config
     assert logging.getLogger().handlers == handlers
+    otel_jax.flush()
     assert app_out.getvalue() == ""
 
 

@@ -231,4 +231,5 @@ def test_a_refused_recompile_retried_reads_as_the_same_compile(telemetry, caplog
     # uninstall(): with the warning that nothing records any more)
     with pytest.warns(otel_jax.OtelJaxWarning, match="not recording compiles"):
         assert [e.count for e in otel_jax.compile_history(step)] == [1]
+    otel_jax.flush()
     assert "jax.recompile_storm" not in telemetry.log.getvalue()

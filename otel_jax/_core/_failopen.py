@@ -154,6 +154,7 @@ class Topic(enum.Enum):
     BAD_RECORDS = "bad-records"
     UNSENT_BATCH = "unsent-batch"
     LOG_DROPPED = "log-dropped"
+    EMIT_DROPPED = "emit-dropped"               # compiles the emitting thread could not take
     LOG_WRITE = "log-write"                     # detail: exception type
     STRUCTLOG_LINE = "structlog-line"           # detail: exception type
     RANKS_OFF = "ranks-off"

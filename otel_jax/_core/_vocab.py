@@ -127,6 +127,7 @@ class Metric:
     STEP_DURATION: Final = "jax.step.duration"
     DIVERGENCES: Final = "jax.compile.divergences"
     CACHE_LOOKUPS: Final = "jax.persistent_cache.lookups"
+    DROPPED: Final = "jax.compile.dropped"
 
 
 # --- logs --------------------------------------------------------------------------

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from opentelemetry.metrics import Meter
+from collections.abc import Iterable
+
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from .._core._vocab import Attr, Metric
+from .._pipeline._background import WORKER
 from .._pipeline._record import CompileRecord, Divergence, SpanLink, Storm
 from ._spans import link_context
 
@@ -13,6 +16,12 @@ DURATION_BUCKETS: tuple[float, ...] = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
     1.0, 2.5, 5.0, 10.0, 25.0, 60.0, 120.0, 300.0, 600.0,
 )
+
+
+def _dropped(options: CallbackOptions) -> Iterable[Observation]:
+    # No series until something is dropped: an absent counter reads as none.
+    dropped = WORKER.dropped
+    return [Observation(dropped)] if dropped else []
 
 
 class MetricsEmitter:
@@ -50,6 +59,12 @@ class MetricsEmitter:
             description="Persistent-cache lookups of user functions, by function, hit or "
                         "not, and why a miss missed (the hit ratio per function)")
 
+        # Read off the emitting thread's own count at each collection: a compile it had no
+        # room for never reaches the other instruments, so it cannot be counted there.
+        meter.create_observable_counter(
+            Metric.DROPPED, callbacks=[_dropped], unit="{compilation}",
+            description="Compiles whose spans, metrics and log lines otel_jax dropped: "
+                        "its emitting thread's queue was full")
         self._divergences = meter.create_counter(
             Metric.DIVERGENCES, unit="{divergence}",
             description="Compiles for which the ranks of a multi-process job compiled "

@@ -35,9 +35,11 @@ class SpanEmitter:
     """Emits the span of each compile; returns its ids for the other emitters (the
     pipeline's ``LinkEmitter``, called before them).
 
-    Runs on the compiling thread, inside the user's call, so the current
-    context there is the user's: the compile span becomes a child of their
-    ``train_step`` span without any propagation work.
+    Runs in the context of the compiling thread, captured at the compile (on the
+    background thread by default, ``_pipeline._background``; inside the user's call
+    with ``emit_in_background=False``), so the current context is the user's: the
+    compile span becomes a child of their ``train_step`` span, with the compile's
+    own start and end times, whenever it is emitted.
     """
 
     def __init__(self, tracer: Tracer, eager_op_spans: str = "nested") -> None:

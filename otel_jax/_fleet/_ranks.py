@@ -99,6 +99,7 @@ from .._core._failopen import FailOpen, Topic
 from .._core._text import safe_repr
 from .._core._vocab import DivergenceKind
 from .._core._vocab import RankWire as W
+from .._pipeline._background import WORKER
 from .._pipeline._record import CompileRecord, Divergence, SpanLink
 from ._ordinals import Ordinals
 from ._wire import (
@@ -793,6 +794,12 @@ EXIT_PUBLISH_S = 0.25
 
 
 def _at_exit() -> None:
+    try:
+        # Compiles still on the emitting thread reach the check first: the peers wait
+        # for their entries (exit flushes that thread too, but maybe after this).
+        WORKER.flush(EXIT_PUBLISH_S)
+    except Exception:
+        pass
     for checker in list(_live):
         try:
             checker.close(EXIT_PUBLISH_S)

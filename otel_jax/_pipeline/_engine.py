@@ -10,14 +10,19 @@ warm-up, ``on_recompile``) is the ``_policy``'s to say. Assembling a
 record (``_assemble``), naming (``_naming``), signatures (``_signature``) and
 cause wording (``_causes``) live in their own modules, each with one entry point.
 
-Everything here runs inside JAX's monitoring listeners, synchronously on the
-compiling thread, where an exception would surface in the user's jit call:
+The record, its history entry, the emitters the testing kit adds and the
+policy's verdict are made inside JAX's monitoring listeners, synchronously on
+the compiling thread, where an exception would surface in the user's jit call:
 each step runs under the one fail-open guard (``_failopen``), and a failure
-degrades the explanation (``unknown`` at worst) and warns once.
+degrades the explanation (``unknown`` at worst) and warns once. What
+``install()``'s emitters make of a record (spans, metrics, log lines, the
+cross-rank check's hand-off) is, by default, emitted on the one background
+thread of ``_background``, in the user's context captured at the compile.
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from typing import Any
 
@@ -26,6 +31,7 @@ from .._core._failopen import FailOpen, OtelJaxWarning, Topic
 from .._fleet import _ranks
 from .._fleet._ledger import Ledger
 from . import _assemble
+from ._background import WORKER
 from ._emitter import STDLIB_WARNINGS, Emitter, Route
 from ._history import History
 from ._policy import ON_RECOMPILE, OnRecompile, Policy, RecompileError
@@ -48,6 +54,9 @@ class Engine:
         #: What records and storms are delivered through: install()'s route (or, without
         #: one, ``logging`` WARNINGs for storms), then the added emitters.
         self._route = self._compose()
+        #: Emit install()'s part of each compile on the background thread (``_background``);
+        #: ``False``: on the compiling thread, inside the jit call.
+        self.emit_in_background = True
         self._lock = threading.RLock()
         #: Which of each thread's JAX events belong to which backend compile.
         self.correlator = _correlate.Correlator()
@@ -174,11 +183,38 @@ class Engine:
             with self.failopen.guard("step tally"):
                 STEPS.compiled(record.compile_s)
         route = self._route  # one route for this compile, however install() changes it
-        link = self._deliver(record, route)
-        if storm is not None:
-            route.storm(storm)
-        self._compare_ranks(record, link)
+        installed, added = self._installed, self._added
+        if (installed is None or not self.emit_in_background
+                or self.cross_rank.on_divergence == "raise"):
+            # Everything here and now (the raise policy of the cross-rank check needs the
+            # compile span's ids and the peers' verdict before the call returns).
+            link = self._deliver(record, route)
+            if storm is not None:
+                route.storm(storm)
+            self._compare_ranks(record, link)
+        else:
+            self._hand_off(record, storm, installed, added)
         self.policy.enforce(record)
+
+    def _hand_off(self, record: CompileRecord, storm: Storm | None, installed: Route,
+                  added: tuple[Emitter, ...]) -> None:
+        """The testing kit's emitters now; install()'s on the background thread, in this
+        thread's context (the user's current span, structlog's bound variables)."""
+        if added:
+            now = Route(self.failopen, None, added)
+            now.compile(record)
+            if storm is not None:
+                now.storm(storm)
+        context = contextvars.copy_context()
+        WORKER.submit(lambda: context.run(self._emit_later, record, storm, installed))
+
+    def _emit_later(self, record: CompileRecord, storm: Storm | None, route: Route) -> None:
+        """On the background thread: what install()'s emitters make of one compile."""
+        with self.failopen.guard("background emission"):
+            link = self._deliver(record, route)
+            if storm is not None:
+                route.storm(storm)
+            self._compare_ranks(record, link)
 
     def _build_record(self, name: str, start: float, end: float,
                       ) -> tuple[CompileRecord, Storm | None]:

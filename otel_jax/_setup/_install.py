@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
@@ -14,7 +16,7 @@ from .._capture._jax_hooks import Capability
 from .._core import _scrub
 from .._core._failopen import Topic, WarnKey, warn_once
 from .._core._vocab import INSTRUMENTATION_SCOPE
-from .._emit import _providers
+from .._emit import _logs, _providers
 from .._emit._logs import (
     STDERR,
     STRUCTLOG,
@@ -26,6 +28,7 @@ from .._emit._logs import (
 )
 from .._emit._metrics import MetricsEmitter
 from .._emit._spans import SpanEmitter
+from .._pipeline._background import WORKER
 from .._pipeline._emitter import STDLIB_WARNINGS, Emitter, Route
 from .._pipeline._engine import ENGINE
 from .._pipeline._steps import STEPS, StepTelemetry
@@ -82,6 +85,7 @@ def install(
     rank_local: Sequence[str] = (),
     ledger_path: str | os.PathLike[str] | bool | None = None,
     eager_op_spans: Literal["nested", "always"] = "nested",
+    emit_in_background: bool = True,
 ) -> Installation:
     """Report every JAX compilation as a span, metrics and a JSON log line, with its cause.
 
@@ -153,6 +157,14 @@ def install(
             its own that buries the application's traces in Jaeger's trace list, so
             it is counted in the metrics and logged at DEBUG only. ``"always"``: a
             span for each, a root span outside any other.
+        emit_in_background: ``True`` (default): each compile's spans, metrics and log
+            lines are made on otel_jax's one background thread after the compile, in
+            the context captured at the compile (they still nest under the
+            application's current span, with the compile's own start and end
+            times), and are visible after ``otel_jax.flush()``; the testing kit,
+            ``compile_history`` and ``on_recompile`` still see each compile before
+            the jit call returns. ``False``: all of it on the compiling thread,
+            inside the jit call.
 
     Environment: an option left at its default takes its ``OTEL_JAX_*`` variable when
     that is set (``OTEL_JAX_STORM_THRESHOLD=4``, ``OTEL_JAX_LOG_OUTPUT=none``,
@@ -191,6 +203,7 @@ def install(
         scrub, on_divergence, divergence_timeout_s = (
             o.scrub, o.on_divergence, o.divergence_timeout_s)
         rank_local, ledger_path, eager_op_spans = o.rank_local, o.ledger_path, o.eager_op_spans
+        ENGINE.emit_in_background = o.emit_in_background
         _scrub.configure(scrub)
         try:
             providers = _providers.resolve(tracer_provider, meter_provider, logger_provider,
@@ -230,6 +243,10 @@ def install(
         ENGINE.cross_rank.rank_local = tuple(rank_local)
         ENGINE.cross_rank.configure(on_divergence, float(divergence_timeout_s),
                                     route.divergence)
+        # After the providers' own exit handlers (atexit runs the latest first): what is
+        # still queued at exit reaches them before they shut down.
+        atexit.unregister(_flush_at_exit)
+        atexit.register(_flush_at_exit)
         _current = Installation(
             tracer_provider=providers.tracer_provider,
             meter_provider=providers.meter_provider,
@@ -271,11 +288,12 @@ def _short(value: Any) -> str:
 def uninstall() -> None:
     """Remove every hook and listener otel_jax added; JAX is left exactly as it was.
 
-    Queued JSON log lines are written first (waiting at most 2 s for the
-    stream). Providers otel_jax created are flushed (not shut down: the
-    application's own spans may still use them), for at most 2 s in all: what
-    a collector that does not answer keeps is dropped with one
-    ``OtelJaxWarning`` saying so. A no-op when not installed.
+    Compiles still being emitted on the background thread are emitted first and
+    queued JSON log lines written (waiting at most 2 s in all, :func:`flush`).
+    Providers otel_jax created are flushed (not shut down: the application's own
+    spans may still use them), for at most 2 s in all: what a collector that does
+    not answer keeps is dropped with one ``OtelJaxWarning`` saying so. A no-op
+    when not installed.
     """
     global _current
     with _lock:
@@ -283,6 +301,10 @@ def uninstall() -> None:
         if current is None:
             return
         ENGINE.connect(None)
+        # Before the log stream closes and the providers flush: what was handed to the
+        # background thread reaches them (bounded, like the rest of uninstall).
+        flush(UNINSTALL_FLUSH_S)
+        ENGINE.emit_in_background = True
         STEPS.telemetry = None
         ENGINE.on_recompile = "log"
         ENGINE.cross_rank.configure("off", ENGINE.cross_rank.timeout_s, None)
@@ -296,6 +318,48 @@ def uninstall() -> None:
             except Exception:  # never let a collector that is down fail uninstall
                 pass
             _providers.stop_prometheus(current._providers)
+
+
+#: How long uninstall() waits for what is still being emitted (the log stream and the
+#: providers' flushes have their own bounds).
+UNINSTALL_FLUSH_S = 2.0
+#: How long the process's exit waits for it.
+EXIT_FLUSH_S = 2.0
+#: flush()'s default bound.
+FLUSH_TIMEOUT_S = 10.0
+
+
+def flush(timeout: float | None = FLUSH_TIMEOUT_S) -> bool:
+    """Emit what otel_jax still holds: wait until every compile so far has reached the
+    providers and the log output.
+
+    By default a compile's spans, metrics and log lines are made on otel_jax's
+    background thread after the jit call returned (``install(emit_in_background=...)``):
+    call this before reading an in-memory exporter, a metric reader or the log stream
+    right after a compile. It hands them to the OpenTelemetry providers; exporting them
+    is the providers' (``force_flush()`` on a batching one). ``uninstall()`` and the
+    process's exit call it, boundedly.
+
+    Args:
+        timeout: the longest wait in seconds (default 10); ``None`` waits as long as it
+            takes. A compile whose emission is still running then (an exporter that
+            blocks) is left to finish on its own.
+
+    Returns:
+        Whether everything was emitted within ``timeout``. Never raises.
+    """
+    try:
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        done = WORKER.flush(timeout)
+        left = _logs.UNINSTALL_FLUSH_S if deadline is None else max(
+            0.0, deadline - time.monotonic())
+        return _logs.flush_all(left) and done
+    except Exception:  # flushing never fails the program
+        return False
+
+
+def _flush_at_exit() -> None:
+    flush(EXIT_FLUSH_S)
 
 
 def installation() -> Installation | None:

@@ -105,6 +105,12 @@ def _ledger_path(ledger: Any) -> Any:
     return ledger
 
 
+def _flag(value: Any) -> Any:
+    if not isinstance(value, bool):
+        raise ValueError(f"emit_in_background must be True or False, not {value!r}")
+    return value
+
+
 def _prometheus_port(port: Any) -> Any:
     if port is not None and (not _is_int(port) or not 0 <= port <= 65535):
         raise ValueError(f"prometheus_port must be None or an int port number 0-65535, "
@@ -121,6 +127,19 @@ def _text(raw: str) -> Any:
 def _output(raw: str) -> Any:
     value = raw.strip()
     return None if value.lower() in ("none", "off", "") else value.lower()
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _bool(raw: str) -> Any:
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f"not one of {_TRUE + _FALSE}")
 
 
 def _int(raw: str) -> Any:
@@ -185,6 +204,8 @@ class InstallOptions:
     eager_op_spans: Literal["nested", "always"] = _option(
         "nested", _one_of("eager_op_spans", EAGER_OP_SPANS), env="OTEL_JAX_EAGER_OP_SPANS",
         parse=_text)
+    emit_in_background: bool = _option(True, _flag, env="OTEL_JAX_EMIT_IN_BACKGROUND",
+                                       parse=_bool)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -1,0 +1,405 @@
+"""What otel_jax adds to a compile where users feel it: the whole first call, end to end.
+
+Each loop times the first call of a jitted function (trace, lower, backend compile, run)
+with otel_jax off and on, in one process, as PAIRS: each pair is one compile off and
+one on, the side that goes first alternating from pair to pair, so that drift and bursts
+of load on a shared machine hit both sides alike. The toggle (``uninstall()`` /
+``install()``, which also waits for what otel_jax still has to emit) and a garbage
+collection happen before each timed call, never inside it.
+
+(1) a new ``jax.jit(f)`` per call of a small ``f`` (a new function object each time);
+(2) one jitted ``f``, a new input shape per call;
+(3) eager code: new shapes of ``jnp.sin(x) * 2 + 1`` then ``.sum()`` (about 6 of JAX's
+    eager op-by-op compiles per call);
+(4) a new shape per call as in (2), with the OpenTelemetry SDK configured by the
+    application (global providers, an in-memory span exporter behind a simple processor)
+    and otel_jax installed without providers of its own.
+
+otel_jax is installed at its defaults with an SDK ``TracerProvider`` and a
+``BatchSpanProcessor`` to a discarding exporter, a ``MeterProvider`` with an
+``InMemoryMetricReader``, and the JSON log lines to ``/dev/null``
+(``benchmarks/overhead.py``'s ``install()``).
+
+For each loop: the median time off and on, the median of the per-pair differences (ms),
+the ratio of the medians and the median of the per-pair ratios, and the spread of the
+per-pair differences (interquartile range, min-max); and the same for the CPU time of the
+calling thread alone, the steadier figure on a loaded machine: the backend compile runs
+on XLA's threads, and every other process's load moves the wall clock, while what
+otel_jax does on the compiling thread shows in that thread's CPU time. Then a breakdown of one
+instrumented run of (2) (timers in this file only): time inside otel_jax's
+``jax.monitoring`` listeners, time in its dispatch-miss hooks (their own work, without
+what JAX does inside them) and, measured by the same timers, the time of emitting
+on otel_jax's background thread when it emits there.
+
+    python benchmarks/compile_path.py              # 60 pairs per loop
+    python benchmarks/compile_path.py --repeat 3   # the whole measurement three times
+    python benchmarks/compile_path.py --quick      # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import itertools
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import overhead
+
+import otel_jax
+from otel_jax._capture import _jax_hooks
+from otel_jax._pipeline._engine import ENGINE
+
+# Input sizes never repeat in a process: every timed call is a first call.
+_sizes = itertools.count(3)
+
+
+def _array() -> np.ndarray:
+    # A NumPy array: making it compiles nothing (jnp.ones of a new shape would).
+    return np.ones(next(_sizes), np.float32)
+
+
+def make_new_function() -> Callable[[], Callable[[], Any]]:
+    """Loop (1): a new ``jax.jit(f)`` of a new small function object per call."""
+    x = jnp.ones(8)
+
+    def prepare() -> Callable[[], Any]:
+        def small(x):  # a new function object: JAX's caches do not know it
+            return jnp.tanh(x) * 2 + 1
+
+        jitted = jax.jit(small)
+        return lambda: jitted(x).block_until_ready()
+
+    return prepare
+
+
+def make_new_shape() -> Callable[[], Callable[[], Any]]:
+    """Loops (2) and (4): one jitted function, a new input shape per call."""
+    @jax.jit
+    def shaped(x):
+        return jnp.tanh(x) * 2 + 1
+
+    def prepare() -> Callable[[], Any]:
+        x = _array()
+        return lambda: shaped(x).block_until_ready()
+
+    return prepare
+
+
+def make_eager() -> Callable[[], Callable[[], Any]]:
+    """Loop (3): eager op-by-op code at a new shape per call."""
+    def prepare() -> Callable[[], Any]:
+        x = _array()
+        return lambda: (jnp.sin(x) * 2 + 1).sum().block_until_ready()
+
+    return prepare
+
+
+def timed_call(call: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    call()
+    return time.perf_counter() - t0
+
+
+def timed_call_cpu(call: Callable[[], Any]) -> tuple[float, float]:
+    """Wall seconds of ``call``, and the CPU seconds of the calling thread in it."""
+    w0, c0 = time.perf_counter(), time.thread_time()
+    call()
+    return time.perf_counter() - w0, time.thread_time() - c0
+
+
+Pair = tuple[float, float]  # wall seconds, the compiling thread's CPU seconds
+
+
+def paired(prepare: Callable[[], Callable[[], Any]], pairs: int,
+           install: Callable[[], None]) -> tuple[list[Pair], list[Pair]]:
+    """Seconds of each side's first call, pair by pair (off first in even pairs)."""
+    offs: list[Pair] = []
+    ons: list[Pair] = []
+    for i in range(pairs):
+        for on in ((False, True) if i % 2 == 0 else (True, False)):
+            call = prepare()
+            if on:
+                install()
+            gc.collect()
+            elapsed = timed_call_cpu(call)
+            if on:
+                otel_jax.uninstall()  # waits for what is still being emitted: untimed
+            (ons if on else offs).append(elapsed)
+    return offs, ons
+
+
+class Result:
+    """One loop's pairs, summarised."""
+
+    def __init__(self, offs: list[float], ons: list[float]) -> None:
+        self.offs, self.ons = offs, ons
+        self.diffs = [b - a for a, b in zip(offs, ons)]
+        self.off = statistics.median(offs)
+        self.on = statistics.median(ons)
+        self.diff = statistics.median(self.diffs)
+        self.ratio = self.on / self.off
+        self.pair_ratio = statistics.median(b / a for a, b in zip(offs, ons))
+        q = statistics.quantiles(self.diffs, n=4) if len(self.diffs) > 1 else self.diffs * 3
+        self.q1, self.q3 = q[0], q[2]
+
+    def line(self, label: str) -> str:
+        ms = 1e3
+        return (f"{label:<34} off {self.off * ms:8.2f} ms  on {self.on * ms:8.2f} ms  "
+                f"added {self.diff * ms:+6.2f} ms  ratio {self.ratio:.3f} "
+                f"(per pair {self.pair_ratio:.3f})  IQR of added "
+                f"[{self.q1 * ms:+.2f}, {self.q3 * ms:+.2f}] ms, min-max "
+                f"[{min(self.diffs) * ms:+.2f}, {max(self.diffs) * ms:+.2f}] ms")
+
+
+# --- loop (4): the SDK configured by the application ---------------------------------------
+
+_app_spans = InMemorySpanExporter()
+
+
+def configure_application_sdk() -> None:
+    """Global providers, as an application configures them (once per process)."""
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(_app_spans))
+    trace.set_tracer_provider(provider)
+    metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+
+
+def install_with_application_sdk() -> None:
+    _app_spans.clear()  # untimed: what the previous pair exported is dropped here
+    otel_jax.install(log_output=overhead._devnull)
+
+
+# --- the breakdown: timers around otel_jax's listeners and hooks ----------------------------
+
+class Timers:
+    """CPU seconds of the threads running otel_jax's listeners, its hooks' own work and
+    its emitting thread's jobs, added up while armed; installed by patching, this file
+    only. CPU time, not the wall clock: a wait for the GIL held by another thread is not
+    work of the code waiting."""
+
+    def __init__(self) -> None:
+        self.listeners = 0.0
+        self.hooks = 0.0
+        self.background = 0.0
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def _timed(self, fn: Callable[..., Any], where: str) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                setattr(self, where, getattr(self, where) + time.thread_time() - t0)
+        return timed
+
+    def _own(self, make_wrapper: Callable[..., Any]) -> Callable[..., Any]:
+        """``make_wrapper``, whose wrapper's time less its original's counts as hooks."""
+        timers = self
+
+        def make(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+            def inner(*a: Any, **k: Any) -> Any:
+                t0 = time.thread_time()
+                try:
+                    return original(*a, **k)
+                finally:
+                    timers.hooks -= time.thread_time() - t0
+
+            wrapper = make_wrapper(inner, *args, **kwargs)
+            return timers._outer(wrapper)
+        return make
+
+    def _outer(self, wrapper: Callable[..., Any]) -> Callable[..., Any]:
+        timers = self
+
+        def outer(*a: Any, **k: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return wrapper(*a, **k)
+            finally:
+                timers.hooks += time.thread_time() - t0
+        return outer
+
+    def _own_infer_params(self) -> Callable[..., Any]:
+        """The trace entry's wrapper asks whether JAX's dispatch miss called it (its
+        caller's code): the timer keeps that answer by calling it through a function of
+        its own that it names as the miss path, only for calls from the real one."""
+        timers = self
+        real = _jax_hooks._wrap_infer_params
+
+        def make(original: Callable[..., Any], miss_path: Any = None,
+                 on_trace_only: Any = None) -> Any:
+            def inner(fun: Any, ji: Any, args: Any, kwargs: Any) -> Any:
+                t0 = time.thread_time()
+                try:
+                    return original(fun, ji, args, kwargs)
+                finally:
+                    timers.hooks -= time.thread_time() - t0
+
+            def via_miss(fun: Any, ji: Any, args: Any, kwargs: Any) -> Any:
+                return wrapper(fun, ji, args, kwargs)
+
+            def via_other(fun: Any, ji: Any, args: Any, kwargs: Any) -> Any:
+                return wrapper(fun, ji, args, kwargs)
+
+            wrapper = real(inner, via_miss.__code__ if miss_path is not None else None,
+                           on_trace_only)
+
+            def outer(fun: Any, ji: Any, args: Any, kwargs: Any) -> Any:
+                t0 = time.thread_time()
+                try:
+                    via = via_miss if sys._getframe(1).f_code is miss_path else via_other
+                    return via(fun, ji, args, kwargs)
+                finally:
+                    timers.hooks += time.thread_time() - t0
+            return outer
+        return make
+
+    def arm(self) -> None:
+        """Time from the next install() on (the hooks are made at install)."""
+        patches = [
+            (_jax_hooks, "_wrap_infer_params", self._own_infer_params()),
+            (_jax_hooks, "_wrap_run_python_pjit", self._own(_jax_hooks._wrap_run_python_pjit)),
+            (_jax_hooks, "_wrap_call_impl_python",
+             self._own(_jax_hooks._wrap_call_impl_python)),
+            (_jax_hooks, "_wrap_compile_or_get_cached",
+             self._own(_jax_hooks._wrap_compile_or_get_cached)),
+        ]
+        for name in ("_on_time_span", "_on_event", "_on_trace_only"):
+            patches.append((ENGINE, name, self._timed(getattr(ENGINE, name), "listeners")))
+        worker = _background_worker_class()
+        if worker is not None:
+            patches.append((worker, "_emit", self._timed_method(worker._emit)))
+        for owner, name, value in patches:
+            self._saved.append((owner, name, owner.__dict__.get(name, _MISSING)))
+            setattr(owner, name, value)
+
+    def _timed_method(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        timers = self
+
+        def timed(worker_self: Any, *args: Any, **kwargs: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return method(worker_self, *args, **kwargs)
+            finally:
+                timers.background += time.thread_time() - t0
+        return timed
+
+    def disarm(self) -> None:
+        for owner, name, value in reversed(self._saved):
+            if value is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, value)
+        self._saved.clear()
+
+
+_MISSING = object()
+
+
+def _background_worker_class() -> Any:
+    """The class of otel_jax's emitting thread, where there is one."""
+    try:
+        from otel_jax._pipeline import _background
+    except ImportError:
+        return None
+    return getattr(_background, "Worker", None)
+
+
+def breakdown(compiles: int) -> tuple[float, float, float, float]:
+    """Per compile of loop (2), installed: whole call, listeners, hooks' own work, and the
+    emitting thread's work (seconds; the last 0 when otel_jax emits on the compiling
+    thread)."""
+    prepare = make_new_shape()
+    timers = Timers()
+    timers.arm()
+    try:
+        overhead.install()
+        calls = [prepare() for _ in range(compiles)]
+        gc.collect()
+        total = sum(timed_call(call) for call in calls)
+        flush = getattr(otel_jax, "flush", None)
+        if flush is not None:
+            flush()
+        otel_jax.uninstall()
+    finally:
+        timers.disarm()
+    n = compiles
+    return total / n, timers.listeners / n, timers.hooks / n, timers.background / n
+
+
+LOOPS = (
+    ("(1) new jax.jit(f) per call", make_new_function, overhead.install),
+    ("(2) one jitted f, new shape", make_new_shape, overhead.install),
+    ("(3) eager sin*2+1, sum, new shape", make_eager, overhead.install),
+    ("(4) application's SDK, new shape", make_new_shape, install_with_application_sdk),
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=60, help="pairs per loop (default 60)")
+    parser.add_argument("--repeat", type=int, default=1, help="whole measurements (default 1)")
+    parser.add_argument("--only", default="1234", help="which loops, e.g. '12'")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 6 pairs per loop")
+    args = parser.parse_args()
+    pairs = 6 if args.quick else args.pairs
+    configure_application_sdk()
+    print(f"jax {jax.__version__}, otel_jax {otel_jax.__version__}, "
+          f"{jax.devices()[0].platform}, {os.cpu_count()} CPUs, load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {pairs} pairs per loop\n",
+          flush=True)
+    for _label, make, install in LOOPS:  # first-use costs (imports, caches) land here
+        paired(make(), 2, install)
+    runs: dict[str, list[Result]] = {}
+    cpus: dict[str, list[Result]] = {}
+    for run in range(args.repeat):
+        if args.repeat > 1:
+            print(f"run {run + 1} of {args.repeat}", flush=True)
+        for label, make, install in LOOPS:
+            if label[1] not in args.only:
+                continue
+            offs, ons = paired(make(), pairs, install)
+            result = Result([w for w, _ in offs], [w for w, _ in ons])
+            cpu = Result([c for _, c in offs], [c for _, c in ons])
+            runs.setdefault(label, []).append(result)
+            cpus.setdefault(label, []).append(cpu)
+            print(result.line(label), flush=True)
+            print(cpu.line("    compiling thread's CPU"), flush=True)
+        total, listeners, hooks, background = breakdown(12 if args.quick else 40)
+        print(f"breakdown, loop (2) installed, per compile (CPU): whole call (wall) "
+              f"{total * 1e3:.2f} ms; "
+              f"inside otel_jax's listeners {listeners * 1e3:.3f} ms; its dispatch-miss "
+              f"hooks' own work {hooks * 1e3:.3f} ms; its emitting thread "
+              f"{background * 1e3:.3f} ms", flush=True)
+        print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n", flush=True)
+    if args.repeat > 1:
+        print("over the runs (median added, ratio of medians, median per-pair ratio):")
+        for label, results in runs.items():
+            diffs = [r.diff * 1e3 for r in results]
+            ratios = [r.ratio for r in results]
+            pair_ratios = [r.pair_ratio for r in results]
+            cpu_diffs = [r.diff * 1e3 for r in cpus[label]]
+            print(f"{label:<34} added {min(diffs):+.2f} to {max(diffs):+.2f} ms, ratio "
+                  f"{min(ratios):.3f}-{max(ratios):.3f}, per pair "
+                  f"{min(pair_ratios):.3f}-{max(pair_ratios):.3f}; the compiling "
+                  f"thread's CPU {min(cpu_diffs):+.2f} to {max(cpu_diffs):+.2f} ms")
+
+
+if __name__ == "__main__":
+    main()

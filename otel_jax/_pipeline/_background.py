@@ -1,0 +1,170 @@
+"""The one thread that emits compiles off the compiling thread: spans, metrics, log lines.
+
+A compile's record, its history entry and the policy's verdict are made on the
+compiling thread, inside the user's jit call: the testing kit, ``compile_history``
+and ``on_recompile="raise"`` see each compile before the call returns. What only
+reports it (the span emitter, the metrics, the log lines, the cross-rank check's
+hand-off) is a job for this worker: one daemon thread, a bounded queue, jobs run
+in the order given. The user's call never waits for it: when the queue is full a
+compile's telemetry is dropped and counted (``dropped``, the
+``jax.compile.dropped`` counter), with one warning. :meth:`Worker.flush` waits,
+boundedly, until what was handed over has been emitted.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from .._core._failopen import FailOpen, Topic
+
+__all__ = ["QUEUE_CAPACITY", "WORKER", "Worker"]
+
+#: Compiles waiting to be emitted; past this, a compile's telemetry is dropped and counted.
+#: A compile takes milliseconds and its emission a fraction of one, so only an exporter
+#: that blocks the thread for long fills it.
+QUEUE_CAPACITY = 1024
+
+#: How often the thread looks for work while compiles keep coming. A submit does not wake
+#: it: waking a thread costs the compiling thread a context switch on a busy machine
+#: (about 0.5 ms measured, half of what emitting costs), so it collects what came in.
+POLL_S = 0.1
+#: After this long without work it sleeps until the next submit wakes it (once per burst
+#: of compiles), so an idle process has no thread waking up.
+IDLE_S = 30.0
+
+Job = Callable[[], None]
+
+
+class Worker:
+    """A daemon thread running jobs in order from a bounded queue (started on first use)."""
+
+    def __init__(self, capacity: int = QUEUE_CAPACITY, failopen: FailOpen | None = None,
+                 ) -> None:
+        self.capacity = capacity
+        self.failopen = failopen or FailOpen()
+        #: Jobs dropped because the queue was full, since the process (or fork) began.
+        self.dropped = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._jobs: collections.deque[Job] = collections.deque()
+        self._unfinished = 0  # queued or running
+        self._thread: threading.Thread | None = None
+        self._sleeping = False  # waiting without a timeout: a submit must wake it
+        self._pid = os.getpid()
+
+    def submit(self, job: Job) -> bool:
+        """Queue ``job``; never blocks. ``False`` when it was dropped (the queue is full) or
+        run at once (no thread can be started: the interpreter is shutting down)."""
+        with self._cond:
+            if self._pid != os.getpid():  # a forked child: the parent's thread is not here
+                self._reset_locked()
+            if self._unfinished >= self.capacity:
+                self.dropped += 1
+                dropped = self.dropped
+            else:
+                dropped = 0
+                started = self._start_locked()
+                if started:
+                    self._jobs.append(job)
+                    self._unfinished += 1
+                    if self._sleeping:
+                        self._cond.notify_all()
+        if dropped:
+            self._warn_dropped(dropped)
+            return False
+        if not started:
+            self._run_job(job)
+            return False
+        return True
+
+    def _reset_locked(self) -> None:
+        self._jobs.clear()
+        self._unfinished = 0
+        self._thread = None
+        self._sleeping = False
+        self._pid = os.getpid()
+
+    def _start_locked(self) -> bool:
+        if self._thread is not None and self._thread.is_alive():
+            return True
+        thread = threading.Thread(target=self._run, name="otel_jax-emit", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # at interpreter shutdown: the job runs on the caller's thread
+            return False
+        self._thread = thread
+        self._sleeping = False  # it polls first: the job just queued is found without a wake
+        return True
+
+    def _warn_dropped(self, dropped: int) -> None:
+        self.failopen.warn_once(Topic.EMIT_DROPPED, (
+            f"otel_jax: {self.capacity} compiles are waiting to be emitted (an exporter or "
+            f"log stream that blocks?): {dropped} compile(s) dropped so far, and their "
+            "spans, metrics and log lines are dropped while the queue is full (counted "
+            "in jax.compile.dropped); the jit calls are unaffected."))
+
+    def _run(self) -> None:
+        idle_since = time.monotonic()
+        while True:
+            with self._cond:
+                while not self._jobs:
+                    if time.monotonic() - idle_since >= IDLE_S:
+                        self._sleeping = True
+                        self._cond.wait()
+                        self._sleeping = False
+                        idle_since = time.monotonic()
+                    else:
+                        self._cond.wait(POLL_S)
+                job = self._jobs.popleft()
+            try:
+                self._run_job(job)
+            finally:
+                idle_since = time.monotonic()
+                with self._cond:
+                    self._unfinished -= 1
+                    if not self._unfinished:
+                        self._cond.notify_all()
+            time.sleep(0)  # between jobs, the compiling thread may take the GIL back
+
+    def _run_job(self, job: Job) -> None:
+        self._emit(job)
+
+    def _emit(self, job: Job) -> None:
+        with self.failopen.guard("background emitter"):
+            job()
+
+    def flush(self, timeout: float | None) -> bool:
+        """Wait until every job handed over so far has run, at most ``timeout`` seconds
+        (``None``: as long as it takes); whether they all have. From a job itself (an
+        exporter that flushes otel_jax) it cannot wait for itself: ``False`` at once."""
+        with self._cond:
+            if self._pid != os.getpid():
+                return True  # nothing of the parent's is ever emitted here
+            if threading.current_thread() is self._thread:
+                return not self._unfinished
+            deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+            if self._unfinished:
+                self._cond.notify_all()  # the thread need not wait for its next poll
+            while self._unfinished:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
+
+    @property
+    def pending(self) -> int:
+        """Jobs queued or running."""
+        return self._unfinished
+
+
+WORKER = Worker()
+if hasattr(os, "register_at_fork"):
+    # The parent's thread and its lock's state do not carry over to a child.
+    os.register_at_fork(after_in_child=WORKER._reset)
