@@ -38,6 +38,10 @@ class BrowserError(RuntimeError):
     pass
 
 
+#: How long Chromium may take to start and answer its first call.
+STARTUP_TIMEOUT_S = 180.0
+
+
 class Browser:
     def __init__(self, binary: str, width: int = 1280, height: int = 900) -> None:
         self._profile = tempfile.TemporaryDirectory(prefix="otel_jax-chromium-")
@@ -71,7 +75,10 @@ class Browser:
         self.console: list[str] = []
         self.requests: list[str] = []
         try:
-            target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+            # The first answer comes once Chromium has started: on a busy 2-core machine
+            # that alone can take longer than a call's usual bound.
+            target = self.call("Target.createTarget", {"url": "about:blank"},
+                               timeout=STARTUP_TIMEOUT_S)["targetId"]
             self.session = self.call("Target.attachToTarget",
                                      {"targetId": target, "flatten": True})["sessionId"]
             for domain in ("Page", "Runtime", "Log", "Network"):
@@ -124,7 +131,7 @@ class Browser:
             self.requests.append(params.get("request", {}).get("url", ""))
 
     def call(self, method: str, params: dict[str, Any] | None = None, *,
-             session: bool = False, timeout: float = 30.0) -> dict[str, Any]:
+             session: bool = False, timeout: float = 60.0) -> dict[str, Any]:
         self._id += 1
         message: dict[str, Any] = {"id": self._id, "method": method, "params": params or {}}
         if session:
@@ -139,7 +146,7 @@ class Browser:
                 result: dict[str, Any] = answer.get("result", {})
                 return result
 
-    def wait_for(self, method: str, timeout: float = 30.0) -> dict[str, Any]:
+    def wait_for(self, method: str, timeout: float = 60.0) -> dict[str, Any]:
         for message in self.events:
             if message["method"] == method:
                 return message
