@@ -74,20 +74,7 @@ LIBRARY_TESTS := tests/test_causes.py tests/test_core.py tests/test_testing_kit.
 	tests/test_jax_versions.py \
 	tests/test_structlog.py \
 	tests/test_ledger_remote.py \
-	tests/unit/explain/test_model.py \
-	tests/unit/explain/test_same.py \
-	tests/unit/explain/test_closest.py \
-	tests/unit/explain/test_compare.py \
-	tests/unit/explain/test_trees.py \
-	tests/unit/explain/test_aux.py \
-	tests/unit/explain/test_parts.py \
-	tests/unit/explain/test_merge.py \
-	tests/unit/explain/test_causes.py \
-	tests/unit/explain/test_hints.py \
-	tests/unit/capture/test_signature.py \
-	tests/unit/capture/test_reprs.py \
-	tests/unit/capture/test_naming.py \
-	tests/unit/capture/test_fingerprint.py
+	tests/unit
 
 # The library's own behaviour on the oldest supported JAX (the integration
 # tests exercise exporters and servers, which do not depend on the JAX version).

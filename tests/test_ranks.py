@@ -435,12 +435,15 @@ def test_a_rank_that_closes_while_reading_a_verdict_moves_its_peers_to_the_next_
                         if k.endswith(f"/1/{_vocab.RankWire.ARRIVED}") and v == "3"), None)
         time.sleep(0.01)
     assert arrived is not None
-    time.sleep(0.2)  # ranks 1 and 2 are inside their read of the verdict
+    verdict = arrived.rpartition("/")[0] + "/" + _vocab.RankWire.VERDICT
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not all(  # ranks 1 and 2 inside their read
+            (verdict, _ranks.Read.SHARED) in checkers[r]._reading for r in (1, 2)):
+        time.sleep(0.01)
     assert checkers[1].close(1.0)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not (len(reports[0]) == 2 and len(reports[2]) == 2):
         time.sleep(0.05)
-    verdict = arrived.rpartition("/")[0] + "/" + _vocab.RankWire.VERDICT
     assert service.data[verdict] == _ranks.WAKE
     assert _vocab.RankWire.GROUPS in service.data[_wire.generation(verdict, 1)]
     for rank in (0, 2):
