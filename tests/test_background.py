@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import functools
+import gc
 import threading
 import warnings
 
@@ -237,3 +239,147 @@ def test_flush_from_an_emitting_job_does_not_wait_for_itself():
     assert worker.submit(job)
     assert done.wait(30) and worker.flush(30)
     assert answers == [False]  # itself is still running: not everything was emitted
+
+
+@pytest.fixture
+def held_worker():
+    """install() at its defaults, with otel_jax's background thread held by a job until
+    released: what it is to do waits, as behind a slow exporter."""
+    otel_jax.uninstall()
+    memory = InMemorySpanExporter()
+    otel_jax.install(tracer_provider=_provider(memory), log_output=None)
+    release, entered = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        entered.set()
+        release.wait(30)
+
+    WORKER.submit(hold)
+    assert entered.wait(30)
+    try:
+        yield release, memory
+    finally:
+        release.set()
+        otel_jax.flush()
+        otel_jax.uninstall()
+
+
+def _made_where(monkeypatch) -> list[str]:  # type: ignore[no-untyped-def]
+    """The names of the threads that make compile records, in order."""
+    from otel_jax._pipeline import _assemble
+
+    threads: list[str] = []
+    real = _assemble.assemble
+
+    def assemble(*args, **kwargs):  # type: ignore[no-untyped-def]
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_assemble, "assemble", assemble)
+    return threads
+
+
+def test_records_are_made_after_the_call_with_what_died_with_it(held_worker, monkeypatch):
+    release, memory = held_worker
+    threads = _made_where(monkeypatch)
+
+    def run(n: int, scale: float) -> str:
+        scaled = jax.jit(lambda x: x * scale)  # gone when run returns
+        scaled(np.ones(n, np.float32))
+        scaled(np.ones(n + 1, np.float32))
+        return scaled.__qualname__
+
+    name = run(3, 2.0)
+    assert run(3, 3.0) == name  # a new function object of the same source, at 3 again
+    gc.collect()
+    assert threads == []  # the calls returned; nothing is made while the thread is held
+    release.set()
+    entries = otel_jax.compile_history(name)  # waits for the records still being made
+    assert set(threads) == {"otel_jax-emit"}
+    assert [e.count for e in entries] == [1, 2, 3, 4]
+    # Both objects were gone when the third record was made: still two objects, and the
+    # second and fourth still one object each (an id, reused at once, would say neither).
+    assert [e.cause_kind for e in entries] == [
+        "first_compile", "shape", "function_identity", "shape"]
+    assert "scale" in entries[2].cause  # the closure's value, read in the call: 2.0 -> 3.0
+    assert "2.0" in entries[2].cause and "3.0" in entries[2].cause
+    assert otel_jax.flush()
+    spans = [s for s in memory.get_finished_spans() if s.name.startswith("jax.compile ")]
+    assert [s.attributes["jax.compile.cause.kind"] for s in spans] == [
+        e.cause_kind for e in entries]
+
+
+class Knob:  # no __eq__ or __hash__: JAX's cache tells instances apart by identity
+    def __init__(self, level: int) -> None:
+        self.level = level
+
+
+def test_a_static_value_changed_after_the_call_reads_as_it_was(held_worker, monkeypatch):
+    release, _ = held_worker
+
+    @functools.partial(jax.jit, static_argnames="knob")
+    def tuned(x, knob):
+        return x * knob.level
+
+    first, second = Knob(1), Knob(2)
+    tuned(np.ones(3, np.float32), knob=first)
+    tuned(np.ones(3, np.float32), knob=second)
+    second.level = 7  # after the call, before its record is made
+    tuned(np.ones(3, np.float32), knob=first)  # the first object again: JAX's cache hit
+    release.set()
+    entries = otel_jax.compile_history(tuned)
+    assert [e.count for e in entries] == [1, 2]
+    assert entries[1].cause_kind == "static_argument"
+    assert "level: 1 -> 2" in entries[1].cause  # as at the call, not 1 -> 7
+
+
+def test_what_needs_the_record_at_the_call_gets_it_there(held_worker, monkeypatch):
+    release, _ = held_worker
+    threads = _made_where(monkeypatch)
+
+    @jax.jit
+    def watched(x):
+        return x + 1
+
+    with otel_jax.testing.record_compiles(watched) as compiles:
+        watched(np.ones(3, np.float32))
+        assert [r.count for r in compiles] == [1]  # before the thread was released
+    assert threads == [threading.current_thread().name]
+    release.set()
+
+
+def test_a_backed_up_thread_leaves_the_compiling_thread_to_make_records(
+        held_worker, monkeypatch):
+    release, _ = held_worker
+    threads = _made_where(monkeypatch)
+    monkeypatch.setattr(WORKER, "capacity", 8)  # the held job and 3 compiles fill half
+
+    @jax.jit
+    def flood(x):
+        return x - 1
+
+    for n in range(1, 7):
+        flood(np.ones(n, np.float32))
+    here = threading.current_thread().name
+    assert threads == [here] * 3  # the 4th compile on: nothing waits, the history is whole
+    release.set()
+    entries = otel_jax.compile_history(flood)
+    assert sorted(e.count for e in entries) == [1, 2, 3, 4, 5, 6]
+    assert threads.count("otel_jax-emit") == 3
+
+
+def test_compile_history_waits_at_most_its_bound(held_worker, monkeypatch):
+    release, _ = held_worker
+    from otel_jax._pipeline import _engine
+
+    monkeypatch.setattr(_engine, "SETTLE_S", 0.2)
+    monkeypatch.setattr(_engine.Engine.settle, "__defaults__", (0.2,))
+
+    @jax.jit
+    def late(x):
+        return x * 5
+
+    late(np.ones(3, np.float32))
+    assert otel_jax.compile_history(late) == []  # still held: not made yet, not waited for
+    release.set()
+    assert [e.count for e in otel_jax.compile_history(late)] == [1]

@@ -39,7 +39,9 @@ def belongs_to(miss: Miss, event_fun_name: str) -> bool:
     partials and callable objects with a placeholder.
     """
     event_fun = _jax_read.function_name_from_event(event_fun_name)
-    return (event_fun == _jax_read.event_name(miss.fun)
+    # JAX names a function by its ``__name__`` when it has one: read that first.
+    return (event_fun == getattr(miss.fun, "__name__", None)
+            or event_fun == _jax_read.event_name(miss.fun)
             or event_fun in _jax_read.PLACEHOLDER_NAMES)
 
 

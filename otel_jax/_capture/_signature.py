@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .._core._idcache import IdentityCache
+from .._core._idcache import SERIALS, IdentityCache
 from .._core._text import REPR_LIMIT, safe_repr, type_name
 from .._core._vocab import CauseKind
 from . import _jax_read, _wrappers
@@ -120,6 +120,10 @@ def _rebuilt(kind: type, items: list[Callable[[], Any]]) -> Any | None:
         return None
 
 
+#: The named config values of JAX's tracing cache key, as ``(name, value)`` pairs.
+TraceContext = tuple[tuple[str, Any], ...]
+
+
 class StaticKind(enum.Enum):
     """What an entry among a signature's statics stands for; the diff words each kind
     apart. The values are the texts a signature's fingerprint hashes: never renamed."""
@@ -168,17 +172,11 @@ class StaticArg:
     interned: bool = field(default=False, compare=False)
 
     def same_object_as(self, other: StaticArg) -> bool | None:
-        """For identity-hashed statics: were both the same object? ``None`` if unknown."""
-        mine = self.value.ref if self.value is not None else None
-        theirs = other.value.ref if other.value is not None else None
-        # Weakly referenced objects only: None and the other singletons are held as they
-        # are, and their ids say the same.
-        if isinstance(mine, weakref.ref):
-            if isinstance(theirs, weakref.ref):
-                obj = mine()
-                return obj is not None and obj is theirs()
-            if mine() is None:
-                return False  # the earlier object is gone: this one is another
+        """For identity-hashed statics: were both the same object? ``None`` if unknown.
+
+        By their numbers, taken while each value was alive (``Serials``; the id for a value
+        that cannot be weakly referenced), never by whether the values are alive now: a
+        record made after its jit call may find both gone."""
         return self.obj_id == other.obj_id if self.obj_id and other.obj_id else None
 
 
@@ -193,7 +191,7 @@ class Signature:
     function_ref: Any  # weakref to the function object, or None
     function_id: int
     options: tuple[tuple[str, str], ...]
-    context: tuple[tuple[str, Any], ...]
+    context: TraceContext
     treedef: Any
     avals: Sequence[Any]
     top_names: tuple[str, ...]  # names of the positional args in ``treedef``
@@ -210,6 +208,10 @@ class Signature:
     # functools.partial arguments and closure cells, bounded, arrays as types.
     bound: tuple[tuple[str, str], ...] = ()
     tree_hash: int | None = None  # the treedef's hash, taken once (see ``trees_equal``)
+    # The function object's number (``Serials``), taken while it was alive: compared
+    # when the record is made after the call, when both objects may be gone.
+    function_serial: int = 0
+    bound_method: bool = False  # the function is a bound method (``jax.jit(obj.method)``)
 
     @property
     def num_leaves(self) -> int:
@@ -226,6 +228,11 @@ class Signature:
             "pytree_structure": safe_repr(self.treedef, 400),
             "jit_options": {k: v for k, v in self.options if v not in ("()", "None", "False")},
         }
+
+
+def _object_number(value: Any) -> int:
+    """What tells identity-hashed values apart after the call: a serial, else the id."""
+    return SERIALS.of(value) or id(value)
 
 
 def _weak(obj: Any) -> Any:
@@ -384,7 +391,7 @@ def _static_arg(name: str, value: Any, kind: StaticKind = StaticKind.STATIC_ARGU
         name=name, type=type_name(value), repr=text,
         detail=long if long != text else "",
         hash=h, identity_hashed=identity,
-        obj_id=id(value) if identity else 0,
+        obj_id=_object_number(value) if identity else 0,
         kind=kind,
         tree=value if kind is StaticKind.PYTREE_STRUCTURE else None,
         keyword=keyword,
@@ -431,7 +438,8 @@ def _attribute_arg(path: str, value: Any) -> StaticArg:
     return StaticArg(name=path, type=type_name(value),
                      repr=f"static {one_line_repr(value, name=path.rpartition('.')[2])}",
                      hash=h, identity_hashed=identity,
-                     obj_id=id(value) if identity else 0, kind=StaticKind.PYTREE_STRUCTURE,
+                     obj_id=_object_number(value) if identity else 0,
+                     kind=StaticKind.PYTREE_STRUCTURE,
                      value=StaticValue(value))
 
 
@@ -459,7 +467,8 @@ def _fallback_arg(name: str, tree: Any) -> StaticArg:
 
 
 def from_miss(miss: Miss, stands_for: Any | None = None,
-              like: Signature | None = None) -> Signature:
+              like: Signature | None = None, context: TraceContext | None = None,
+              ) -> Signature:
     """The signature of the compile that ``miss`` led to.
 
     ``stands_for``: the user's function that the jitted library function wraps
@@ -467,6 +476,8 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
     ``like``: the function's latest earlier signature; leaves whose abstract values
     it already described are not described again (a recompile of a large argument
     that changed one leaf reads one chunk of leaves, not all of them).
+    ``context``: the trace context as it was at the compile, when the signature is read
+    after it (thread-local configuration); by default, this thread's now.
     """
     inputs = _jax_read.miss_inputs(miss)
     flat = inputs.flat
@@ -517,11 +528,15 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
     return Signature(
         function_ref=_weak(identity) if by_identity else None,
         function_id=id(identity) if by_identity else 0,
+        function_serial=SERIALS.of(identity) if by_identity else 0,
+        bound_method=by_identity and getattr(identity, "__self__", None) is not None
+        and hasattr(identity, "__func__"),
         # A library's internal jit wrapper derives its options (pmap's
         # in_shardings) from the call: they are not the user's to change.
         options=_reuse(_options(miss.jit_info) if stands_for is None else (), earlier,
                        "options"),
-        context=_reuse(_jax_read.trace_context_items(), earlier, "context"),
+        context=_reuse(_jax_read.trace_context_items() if context is None else context,
+                       earlier, "context"),
         treedef=treedef,
         tree_hash=tree_hash,
         avals=_as_leaves(avals, earlier, "avals"),

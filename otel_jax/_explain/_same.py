@@ -24,7 +24,10 @@ def safe_ne(a: Any, b: Any) -> bool:
 
 
 def same_function(old: Signature, new: Signature) -> bool:
-    """One function object (JAX caches per object); by id once either is not referenced."""
+    """One function object (JAX caches per object): by the numbers taken while each was
+    alive (``Serials``); else by reference while the earlier one is, else by id."""
+    if old.function_serial and new.function_serial:
+        return old.function_serial == new.function_serial
     if old.function_ref is not None and new.function_ref is not None:
         previous = old.function_ref()
         return previous is not None and previous is new.function_ref()
@@ -33,8 +36,7 @@ def same_function(old: Signature, new: Signature) -> bool:
 
 def is_bound_method(sig: Signature) -> bool:
     """The signature's function is a bound method (``jax.jit(obj.method)``)."""
-    fun = sig.function_ref() if sig.function_ref is not None else None
-    return getattr(fun, "__self__", None) is not None and hasattr(fun, "__func__")
+    return sig.bound_method
 
 
 def static_changed(old: StaticArg, new: StaticArg) -> bool:

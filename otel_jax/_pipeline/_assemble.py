@@ -1,19 +1,22 @@
 """One backend compile assembled into its record: naming -> signature -> cause -> record.
 
-One entry point, :func:`assemble`. The engine's listeners take what JAX left for a
-compile (:class:`Taken`: the event's times, the phases, the dispatch miss, the
-lowered program, the persistent-cache events); this module turns it into the frozen
-``CompileRecord`` and the history entry kept for ``compile_history``. It reads the
-function's history (the latest signature, the earlier ones to compare with) and
-never decides policy.
+Two steps. :func:`capture`, on the compiling thread inside the user's jit call, reads
+what dies with the call (the dispatch miss's signature, the caller's frame, the
+configuration of the moment) into :class:`Captured`. :func:`assemble` turns that into
+the frozen ``CompileRecord`` and the history entry kept for ``compile_history``
+(fingerprint, history, cause and its text, devices, the persistent cache's story):
+at once when something needs the record before the call returns (the testing kit,
+``on_recompile="warn"``/``"raise"``), else later, on the background thread. Either
+reads the function's history (the latest signature, the earlier ones to compare
+with) and never decides policy.
 
-Everything here runs on the compiling thread inside the user's jit call: each step
-runs under the one fail-open guard, and a failure degrades the explanation
+Each step runs under the one fail-open guard, and a failure degrades the explanation
 (``unknown`` at worst) instead of reaching the user.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,38 +63,107 @@ class Taken:
     traced: Traced | None = None  # without a miss: the trace it compiles (AOT), if seen
 
 
-def assemble(taken: Taken, history: History, ledger: Ledger, guard: FailOpen,
-             devices_of: DevicesOf, warmup_done: bool) -> tuple[CompileRecord, CompileEntry]:
-    """The record of one backend compile, and the entry its function's history keeps.
+@dataclass(frozen=True, slots=True)
+class Captured:
+    """What one backend compile leaves that dies with the jit call, read on the compiling
+    thread before the call returns; the rest of its record (:func:`assemble`) can be made
+    later, on another thread.
 
-    Begins the compile in ``history`` (its count); the caller finishes it with the
-    entry, after deciding policy.
+    The argument avals, tree, statics, bound values and placements are read into the
+    signature here (a static value or a closure cell may change once the call returns),
+    except for JAX's own eager ops, whose arguments are arrays and whose parameters are
+    JAX's: their signature is read later from the dispatch miss, with the trace context
+    (thread-local configuration) taken now. Once the signature is read, nothing of the
+    user's is held (``taken`` without its miss): JAX's caches hold functions weakly, and a
+    function kept alive until its record is made would change what JAX compiles next.
     """
+
+    taken: Taken
+    naming: _naming.Naming
+    signature: _signature.Signature | None  # None: read from ``taken.miss`` later
+    context: _signature.TraceContext | None  # for a signature read later
+    devices: Devices
+    callsite: str | None  # the user's frame that made the jit call
+    warmup_done: bool  # as of the compile, not of when the record is made
+    cache_enabled: bool  # JAX's persistent cache, as configured at the compile
+
+    @property
+    def compile_s(self) -> float:
+        """What the record's ``compile_s`` will be: from the first phase to the end."""
+        phases = self.taken.phases
+        return max(0.0, self.taken.end - min((p.start for p in phases),
+                                             default=self.taken.start))
+
+
+def capture(taken: Taken, history: History, guard: FailOpen, devices_of: DevicesOf,
+            warmup_done: bool, later: bool) -> Captured:
+    """What of ``taken`` must be read now, on the compiling thread (``later``: the record is
+    assembled on another thread, so an eager op's signature waits for it)."""
     miss, name = taken.miss, taken.name
     signature: _signature.Signature | None = None
+    context: _signature.TraceContext | None = None
     if miss is None and taken.traced is not None:  # an AOT compile of a lowering
         naming, signature = taken.traced.naming, taken.traced.signature
     else:
         naming = guard.call("function name", lambda: _naming.name_compile(miss, name),
                             _naming.fallback(name))
-    info = naming.info
     if miss is not None:
-        latest = guard.call("history", lambda: history.latest(info), None)
+        if later and naming.eager_op:
+            nothing: _signature.TraceContext = ()
+            context = guard.call("signature capture", _jax_read.trace_context_items, nothing)
+        else:
+            signature = _signature_of(miss, naming, history, guard)
+            if signature is None:
+                signature = _signature.uncaptured()
+    if signature is not None:  # read: let go of the user's objects
+        taken = dataclasses.replace(taken, miss=None, traced=None)
+        naming = naming._replace(stands_for=None)
+    return Captured(
+        taken, naming, signature, context,
+        devices=guard.call("device info", lambda: devices_of(miss), Devices()),
+        # From the listener: the walk finds the innermost user frame above JAX and otel_jax.
+        callsite=guard.call("callsite", lambda: user_callsite(skip=4), None),
+        warmup_done=warmup_done,
+        cache_enabled=guard.call("persistent cache", _jax_read.persistent_cache_enabled,
+                                 False))
+
+
+def _signature_of(miss: Miss, naming: _naming.Naming, history: History, guard: FailOpen,
+                  context: _signature.TraceContext | None = None,
+                  ) -> _signature.Signature | None:
+    info = naming.info
+    latest = guard.call("history", lambda: history.latest(info), None)
+    signature = guard.call(
+        "signature capture",
+        lambda: _signature.from_miss(miss, naming.stands_for, latest, context), None)
+    if signature is None and latest is not None:  # built on its own, sharing nothing
         signature = guard.call(
             "signature capture",
-            lambda: _signature.from_miss(miss, naming.stands_for, latest), None)
-        if signature is None and latest is not None:  # built on its own, sharing nothing
-            signature = guard.call(
-                "signature capture", lambda: _signature.from_miss(miss, naming.stands_for),
-                None)
+            lambda: _signature.from_miss(miss, naming.stands_for, context=context), None)
+    return signature
+
+
+def assemble(captured: Captured, history: History, ledger: Ledger, guard: FailOpen,
+             ) -> tuple[CompileRecord, CompileEntry]:
+    """The record of one backend compile, and the entry its function's history keeps.
+
+    Begins the compile in ``history`` (its count); the caller finishes it with the
+    entry, after deciding policy. Runs on the compiling thread or, after it, on the
+    background thread: it reads only what ``captured`` kept and what does not change.
+    """
+    taken, naming = captured.taken, captured.naming
+    miss, info = taken.miss, naming.info
+    signature = captured.signature
+    if signature is None and miss is not None and captured.context is not None:
+        signature = _signature_of(miss, naming, history, guard, captured.context)
     if signature is None:
         signature = _signature.uncaptured()
-    captured = signature
+    captured_signature = signature
 
     fingerprint = "" if naming.eager_op else guard.call(
-        "fingerprint", lambda: _fingerprint.of_signature(info, captured), "")
+        "fingerprint", lambda: _fingerprint.of_signature(info, captured_signature), "")
     program = ""
-    cache_enabled = _jax_read.persistent_cache_enabled()
+    cache_enabled = captured.cache_enabled
     compiled = taken.compiled
     # The program's fingerprint tells ranks and restarts apart; one process on its
     # own has nothing to compare it with, and it costs a serialisation of the program.
@@ -111,7 +183,7 @@ def assemble(taken: Taken, history: History, ledger: Ledger, guard: FailOpen,
     except Exception as exc:
         guard.failed("cause diff", exc)
         cause = _causes.diff_failed(exc, len(earlier))
-    devices = guard.call("device info", lambda: devices_of(miss), Devices())
+    devices = captured.devices
     compile_s = taken.end - taken.start
     cache = None
     if cache_enabled:
@@ -122,14 +194,14 @@ def assemble(taken: Taken, history: History, ledger: Ledger, guard: FailOpen,
         if not taken.cache_hit and not naming.eager_op:
             cache = guard.call("compile ledger", functools.partial(
                 ledger.note, info, fingerprint, program, compiled, cache, compile_s,
-                captured), cache)
+                captured_signature), cache)
     record = CompileRecord(
         function=info, count=count, cause_kind=cause.kind, cause=cause.text,
         diff=cause.diff, signature=signature,
         start=min(p.start for p in taken.phases), end=taken.end, phases=taken.phases,
-        callsite=guard.call("callsite", lambda: user_callsite(skip=4), None),
+        callsite=captured.callsite,
         eager_op=naming.eager_op,
-        after_warmup=warmup_done and not naming.eager_op,
+        after_warmup=captured.warmup_done and not naming.eager_op,
         hint=cause.hint, devices=devices, persistent_cache=cache,
         compared_with=cause.compared_with, fingerprint=fingerprint,
         program_fingerprint=program,

@@ -1,14 +1,16 @@
-"""The one thread that emits compiles off the compiling thread: spans, metrics, log lines.
+"""The one thread that finishes compiles off the compiling thread: records, spans, metrics,
+log lines.
 
-A compile's record, its history entry and the policy's verdict are made on the
-compiling thread, inside the user's jit call: the testing kit, ``compile_history``
-and ``on_recompile="raise"`` see each compile before the call returns. What only
-reports it (the span emitter, the metrics, the log lines, the cross-rank check's
-hand-off) is a job for this worker: one daemon thread, a bounded queue, jobs run
-in the order given. The user's call never waits for it: when the queue is full a
-compile's telemetry is dropped and counted (``dropped``, the
-``jax.compile.dropped`` counter), with one warning. :meth:`Worker.flush` waits,
-boundedly, until what was handed over has been emitted.
+What dies with a jit call is read inside it, on the compiling thread; what needs a
+compile's record before the call returns (the testing kit, ``on_recompile="warn"`` /
+``"raise"``) gets it made there. The rest is a job for this worker: making the record
+(the cause and its text, fingerprints, the history entry) and what only reports it (the
+span emitter, the metrics, the log lines, the cross-rank check's hand-off). One daemon
+thread, a bounded queue, jobs run in the order given. The user's call never waits for
+it: when the queue is full a compile's telemetry is dropped and counted (``dropped``,
+the ``jax.compile.dropped`` counter), with one warning; the engine makes records on the
+compiling thread again well before that. :meth:`Worker.flush` waits, boundedly, until
+what was handed over has run.
 """
 
 from __future__ import annotations
@@ -157,6 +159,15 @@ class Worker:
                     return False
                 self._cond.wait(remaining)
             return True
+
+    def on_its_thread(self) -> bool:
+        """Whether the caller is this worker's thread (a job, or an exporter it runs)."""
+        return threading.current_thread() is self._thread
+
+    def wake(self) -> None:
+        """Have the thread look for work now rather than at its next poll."""
+        with self._cond:
+            self._cond.notify_all()
 
     @property
     def pending(self) -> int:

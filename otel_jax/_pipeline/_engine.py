@@ -10,14 +10,17 @@ warm-up, ``on_recompile``) is the ``_policy``'s to say. Assembling a
 record (``_assemble``), naming (``_naming``), signatures (``_signature``) and
 cause wording (``_causes``) live in their own modules, each with one entry point.
 
-The record, its history entry, the emitters the testing kit adds and the
-policy's verdict are made inside JAX's monitoring listeners, synchronously on
-the compiling thread, where an exception would surface in the user's jit call:
-each step runs under the one fail-open guard (``_failopen``), and a failure
-degrades the explanation (``unknown`` at worst) and warns once. What
-``install()``'s emitters make of a record (spans, metrics, log lines, the
-cross-rank check's hand-off) is, by default, emitted on the one background
-thread of ``_background``, in the user's context captured at the compile.
+What dies with the jit call (the dispatch miss's signature, the caller's frame,
+the step tally) is read inside JAX's monitoring listeners, on the compiling
+thread, where an exception would surface in the user's jit call: each step runs
+under the one fail-open guard (``_failopen``), and a failure degrades the
+explanation (``unknown`` at worst) and warns once. The record, its history entry
+and cause are made there too when something needs them before the call returns
+(the testing kit's emitters, ``on_recompile="warn"``/``"raise"``,
+``on_divergence="raise"``); otherwise, by default, they are made, and
+``install()``'s emitters emit them (spans, metrics, log lines, the cross-rank
+check's hand-off), on the one background thread of ``_background``, in the user's
+context captured at the compile. ``compile_history`` waits for it (``settle``).
 """
 
 from __future__ import annotations
@@ -38,7 +41,13 @@ from ._policy import ON_RECOMPILE, OnRecompile, Policy, RecompileError
 from ._record import CompileRecord, Devices, PhaseTiming, SpanLink, Storm
 from ._steps import STEPS
 
-__all__ = ["ENGINE", "ON_RECOMPILE", "Engine", "OtelJaxWarning", "RecompileError"]
+__all__ = ["ENGINE", "ON_RECOMPILE", "SETTLE_S", "Engine", "OtelJaxWarning",
+           "RecompileError"]
+
+#: The longest ``compile_history`` (and a switch of what listens) waits for the compiles
+#: whose records the background thread is still making: a few milliseconds each, unless
+#: an exporter holds that thread up, which this bounds.
+SETTLE_S = 5.0
 
 
 class Engine:
@@ -60,6 +69,9 @@ class Engine:
         self._lock = threading.RLock()
         #: Which of each thread's JAX events belong to which backend compile.
         self.correlator = _correlate.Correlator()
+        #: Compiles handed to the background thread whose records are not made yet.
+        self._unexplained = 0
+        self._unexplained_changed = threading.Condition(threading.Lock())
         self._hooks: _jax_hooks.Hooks | None = None
         self._unavailable: frozenset[_jax_hooks.Capability] = frozenset()
         self._devices: tuple[Any, int] | None = None  # (default device, process index)
@@ -76,6 +88,7 @@ class Engine:
     def connect(self, route: Route | None) -> None:
         """Deliver through ``route`` (install()'s emitters) from now on, or, with ``None``,
         stop; hooks JAX while anything consumes records."""
+        self.settle()
         with self._lock:
             self._installed = route
             self._route = self._compose()
@@ -86,6 +99,7 @@ class Engine:
 
     def add_emitter(self, emitter: Emitter) -> None:
         """Also deliver to ``emitter`` (a recorder); hooks JAX on the first consumer."""
+        self.settle()  # the records it sees are made in order, after the pending ones
         with self._lock:
             self._added = (*self._added, emitter)
             self._route = self._compose()
@@ -97,6 +111,18 @@ class Engine:
             self._added = tuple(e for e in self._added if e is not emitter)
             self._route = self._compose()
             self._unhook_if_idle()
+
+    def settle(self, timeout: float | None = SETTLE_S) -> bool:
+        """Wait, at most ``timeout`` seconds, until the compiles seen so far are in the
+        history (their records made on the background thread; their emission is
+        ``flush``'s); whether they are. From the background thread itself: at once."""
+        if WORKER.on_its_thread():
+            return not self._unexplained
+        with self._unexplained_changed:
+            if self._unexplained:
+                WORKER.wake()
+            return self._unexplained_changed.wait_for(lambda: not self._unexplained,
+                                                      timeout)
 
     def _compose(self) -> Route:
         installed = self._installed
@@ -169,21 +195,31 @@ class Engine:
     def _on_time_span(self, event: str, start: float, end: float, **kwargs: Any) -> None:
         if event not in _jax_hooks.PHASE_EVENTS:
             return
-        built: tuple[CompileRecord, Storm | None] | None = None
+        captured: _assemble.Captured | None = None
         with self.failopen.guard("compile listener"):
             name = str(kwargs.get("fun_name", "?"))
             if event != _jax_hooks.BACKEND_COMPILE_EVENT:
                 self.correlator.phase(event, name, start, end)
                 return
-            built = self._build_record(name, start, end)
+            installed, added = self._installed, self._added
+            later = installed is not None and self._explains_later(added)
+            captured = self._capture(name, start, end, later)
+        if captured is None:
+            return
+        if not captured.naming.eager_op:  # JAX's op-by-op compiles are not the step's program
+            with self.failopen.guard("step tally"):
+                STEPS.compiled(captured.compile_s)
+        if later and installed is not None:
+            # Nothing needs this compile's record before the call returns: it is made,
+            # and emitted, on the background thread, in this thread's context.
+            self._submit_explanation(captured, installed)
+            return
+        built = self.failopen.call("compile listener", lambda: self._build_record(captured),
+                                   None)
         if built is None:
             return
         record, storm = built
-        if not record.eager_op:  # JAX's own op-by-op compiles are not the step's program
-            with self.failopen.guard("step tally"):
-                STEPS.compiled(record.compile_s)
         route = self._route  # one route for this compile, however install() changes it
-        installed, added = self._installed, self._added
         if (installed is None or not self.emit_in_background
                 or self.cross_rank.on_divergence == "raise"):
             # Everything here and now (the raise policy of the cross-rank check needs the
@@ -195,6 +231,27 @@ class Engine:
         else:
             self._hand_off(record, storm, installed, added)
         self.policy.enforce(record)
+
+    def _explains_later(self, added: tuple[Emitter, ...]) -> bool:
+        """Whether a compile's record can be made after its jit call returns: nothing of
+        the testing kit listens, the policy neither warns nor raises at the call, and the
+        background thread has room (when it is backed up, the compiling thread makes the
+        record itself, so that the history never loses a compile)."""
+        return (self.emit_in_background and not added
+                and self.policy.on_recompile == "log"
+                and self.cross_rank.on_divergence != "raise"
+                and WORKER.pending < WORKER.capacity // 2)
+
+    def _capture(self, name: str, start: float, end: float, later: bool,
+                 ) -> _assemble.Captured:
+        """What of this compile dies with the call, read now (``_assemble.capture``)."""
+        guard = self.failopen
+        seen = self.correlator.take(name, start, end, guard)
+        phases = tuple(PhaseTiming(*p) for p in seen.phases)
+        taken = _assemble.Taken(name, start, end, phases, seen.miss, seen.compiled,
+                                seen.cache_hit, seen.cache_written, seen.traced)
+        return _assemble.capture(taken, self.history, guard, self._devices_of,
+                                 self.policy.warmup_done, later)
 
     def _hand_off(self, record: CompileRecord, storm: Storm | None, installed: Route,
                   added: tuple[Emitter, ...]) -> None:
@@ -208,6 +265,36 @@ class Engine:
         context = contextvars.copy_context()
         WORKER.submit(lambda: context.run(self._emit_later, record, storm, installed))
 
+    def _submit_explanation(self, captured: _assemble.Captured, route: Route) -> None:
+        """Hand one compile to the background thread, in this thread's context."""
+        context = contextvars.copy_context()
+        ran: list[bool] = []
+
+        def job() -> None:
+            ran.append(True)
+            context.run(self._explain_later, captured, route)
+
+        with self._unexplained_changed:
+            self._unexplained += 1
+        if not WORKER.submit(job) and not ran:  # dropped: a full queue, raced to
+            self._explained()
+
+    def _explain_later(self, captured: _assemble.Captured, route: Route) -> None:
+        """On the background thread: one compile's record made, then emitted."""
+        try:
+            built = self.failopen.call("background explanation",
+                                       lambda: self._build_record(captured), None)
+        finally:
+            self._explained()
+        if built is not None:
+            self._emit_later(*built, route)
+
+    def _explained(self) -> None:
+        with self._unexplained_changed:
+            self._unexplained -= 1
+            if not self._unexplained:
+                self._unexplained_changed.notify_all()
+
     def _emit_later(self, record: CompileRecord, storm: Storm | None, route: Route) -> None:
         """On the background thread: what install()'s emitters make of one compile."""
         with self.failopen.guard("background emission"):
@@ -216,16 +303,11 @@ class Engine:
                 route.storm(storm)
             self._compare_ranks(record, link)
 
-    def _build_record(self, name: str, start: float, end: float,
+    def _build_record(self, captured: _assemble.Captured,
                       ) -> tuple[CompileRecord, Storm | None]:
         """The record of one backend compile, and the storm warning it triggers, if any."""
         guard = self.failopen
-        seen = self.correlator.take(name, start, end, guard)
-        phases = tuple(PhaseTiming(*p) for p in seen.phases)
-        taken = _assemble.Taken(name, start, end, phases, seen.miss, seen.compiled,
-                                seen.cache_hit, seen.cache_written, seen.traced)
-        record, entry = _assemble.assemble(taken, self.history, self.ledger, guard,
-                                           self._devices_of, self.policy.warmup_done)
+        record, entry = _assemble.assemble(captured, self.history, self.ledger, guard)
         info, signature, count = record.function, record.signature, record.count
         fh = guard.call("history", lambda: self.history.finish(
             info, count, signature, entry, record.cause_kind.value, record.is_recompile), None)

@@ -157,13 +157,16 @@ def install(
             its own that buries the application's traces in Jaeger's trace list, so
             it is counted in the metrics and logged at DEBUG only. ``"always"``: a
             span for each, a root span outside any other.
-        emit_in_background: ``True`` (default): each compile's spans, metrics and log
-            lines are made on otel_jax's one background thread after the compile, in
-            the context captured at the compile (they still nest under the
-            application's current span, with the compile's own start and end
-            times), and are visible after ``otel_jax.flush()``; the testing kit,
-            ``compile_history`` and ``on_recompile`` still see each compile before
-            the jit call returns. ``False``: all of it on the compiling thread,
+        emit_in_background: ``True`` (default): what dies with the jit call (the
+            signature's parts, the caller's frame) is read inside it; each compile's
+            record and cause, then its spans, metrics and log lines, are made on
+            otel_jax's one background thread after the compile, in the context
+            captured at the compile (they still nest under the application's current
+            span, with the compile's own start and end times), and are visible after
+            ``otel_jax.flush()``. The testing kit and ``on_recompile="warn"`` /
+            ``"raise"`` still get each record before the jit call returns (it is made
+            there while they are in use), and ``compile_history`` waits for the
+            records still being made. ``False``: all of it on the compiling thread,
             inside the jit call.
 
     Environment: an option left at its default takes its ``OTEL_JAX_*`` variable when
