@@ -1,4 +1,4 @@
-"""Nothing of otel_jax keeps a user's array alive (issue 12, item 4).
+"""Nothing of otel_jax keeps a user's array alive.
 
 Each case builds a big array, lets JAX see it through one path that does not
 compile (or compiles and is then dropped), deletes every reference of its own
@@ -43,12 +43,23 @@ def _jitted_call(x):
     jax.jit(lambda a: a.sum())(x).block_until_ready()
 
 
+_offsets = iter(range(10_000))
+
+
+def _eager_op(x):
+    # An eager op JAX compiles for x (new static limits each time): its record is made on
+    # otel_jax's background thread after the call, which must not hold x until then.
+    k = next(_offsets)
+    jax.lax.slice(x, (k,), (k + 4,)).block_until_ready()
+
+
 PATHS = {
     "trace": _trace,
     "eval_shape(jitted)": _eval_shape_of_jitted,
     "lower": _lower,
     "trace then an eager op": _trace_then_other_function,
     "jitted call": _jitted_call,
+    "eager op": _eager_op,
 }
 
 

@@ -468,7 +468,7 @@ def _fallback_arg(name: str, tree: Any) -> StaticArg:
 
 def from_miss(miss: Miss, stands_for: Any | None = None,
               like: Signature | None = None, context: TraceContext | None = None,
-              ) -> Signature:
+              placements: Sequence[Placement] | None = None) -> Signature:
     """The signature of the compile that ``miss`` led to.
 
     ``stands_for``: the user's function that the jitted library function wraps
@@ -476,8 +476,9 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
     ``like``: the function's latest earlier signature; leaves whose abstract values
     it already described are not described again (a recompile of a large argument
     that changed one leaf reads one chunk of leaves, not all of them).
-    ``context``: the trace context as it was at the compile, when the signature is read
-    after it (thread-local configuration); by default, this thread's now.
+    ``context`` and ``placements``: the trace context (thread-local configuration) and
+    the arguments' placements as they were at the compile, when the signature is read
+    after it from the miss :func:`without_arrays` left; by default, read now.
     """
     inputs = _jax_read.miss_inputs(miss)
     flat = inputs.flat
@@ -486,8 +487,9 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
     avals: Sequence[Any] = leaf_avals
     types: Sequence[str] = leaf_avals.mapped(
         aval_text, _leaves(earlier, "avals"), _leaves(earlier, "types"))
-    placements: Sequence[Placement] = (
-        _placements_of(flat) if len(flat) == len(types) else (UNCOMMITTED,) * len(types))
+    if placements is None or len(placements) != len(types):
+        placements = (_placements_of(flat) if len(flat) == len(types)
+                      else (UNCOMMITTED,) * len(types))
     names = _jax_read.parameter_names(miss.jit_info, len(miss.args))
     top_names = tuple(names[i] for i in _jax_read.dynamic_positions(miss))
     statics = [_static_arg(n, v, keyword=n in miss.kwargs)
@@ -550,6 +552,28 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
         if miss.transformed else "",
         bound=bound_values(identity) if by_identity else (),
     )
+
+
+def placements_of_miss(miss: Miss) -> tuple[Placement, ...]:
+    """The placements of the arguments of ``miss``, as :func:`from_miss` reads them."""
+    inputs = _jax_read.miss_inputs(miss)
+    if len(inputs.flat) != len(inputs.avals):
+        return (UNCOMMITTED,) * len(inputs.avals)
+    return _placements_of(inputs.flat)
+
+
+def without_arrays(miss: Miss) -> Miss:
+    """``miss`` holding none of the call's arrays: what :func:`from_miss` reads later, with
+    the placements (:func:`placements_of_miss`) read now. The static arguments stay (JAX's
+    cache keeps them anyway), each dynamic one is ``None``; the avals, the tree and the
+    names are in ``miss.params``."""
+    ji = miss.jit_info
+    static = set(getattr(ji, "static_argnums", ()))
+    names = set(getattr(ji, "static_argnames", ()))
+    return miss._replace(
+        args=tuple(a if i in static else None for i, a in enumerate(miss.args)),
+        kwargs={k: v for k, v in miss.kwargs.items() if k in names},
+        args_flat=())
 
 
 def _leaves(signature: Signature | None, part: str) -> Leaves[Any] | None:

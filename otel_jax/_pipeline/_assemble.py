@@ -74,14 +74,17 @@ class Captured:
     except for JAX's own eager ops, whose arguments are arrays and whose parameters are
     JAX's: their signature is read later from the dispatch miss, with the trace context
     (thread-local configuration) taken now. Once the signature is read, nothing of the
-    user's is held (``taken`` without its miss): JAX's caches hold functions weakly, and a
-    function kept alive until its record is made would change what JAX compiles next.
+    user's is held (``taken`` without its miss): JAX's caches hold functions weakly, and
+    a function kept alive until its record is made would change what JAX compiles next;
+    an eager op's miss is kept without the call's arrays (``without_arrays``), which die
+    with the call as they would without otel_jax.
     """
 
     taken: Taken
     naming: _naming.Naming
     signature: _signature.Signature | None  # None: read from ``taken.miss`` later
     context: _signature.TraceContext | None  # for a signature read later
+    placements: tuple[_signature.Placement, ...] | None  # for a signature read later
     devices: Devices
     callsite: str | None  # the user's frame that made the jit call
     warmup_done: bool  # as of the compile, not of when the record is made
@@ -102,6 +105,7 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
     miss, name = taken.miss, taken.name
     signature: _signature.Signature | None = None
     context: _signature.TraceContext | None = None
+    placements: tuple[_signature.Placement, ...] | None = None
     if miss is None and taken.traced is not None:  # an AOT compile of a lowering
         naming, signature = taken.traced.naming, taken.traced.signature
     else:
@@ -111,6 +115,8 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
         if later and naming.eager_op:
             nothing: _signature.TraceContext = ()
             context = guard.call("signature capture", _jax_read.trace_context_items, nothing)
+            placements = guard.call("signature capture",
+                                    lambda: _signature.placements_of_miss(miss), None)
         else:
             signature = _signature_of(miss, naming, history, guard)
             if signature is None:
@@ -118,8 +124,13 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
     if signature is not None:  # read: let go of the user's objects
         taken = dataclasses.replace(taken, miss=None, traced=None)
         naming = naming._replace(stands_for=None)
+    elif miss is not None:  # an eager op's, read later: without the call's arrays
+        stripped = guard.call("signature capture", lambda: _signature.without_arrays(miss),
+                              None)
+        taken = dataclasses.replace(taken, miss=stripped)
     return Captured(
         taken, naming, signature, context,
+        placements=placements,
         devices=guard.call("device info", lambda: devices_of(miss), Devices()),
         # From the listener: the walk finds the innermost user frame above JAX and otel_jax.
         callsite=guard.call("callsite", lambda: user_callsite(skip=4), None),
@@ -130,16 +141,19 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
 
 def _signature_of(miss: Miss, naming: _naming.Naming, history: History, guard: FailOpen,
                   context: _signature.TraceContext | None = None,
+                  placements: tuple[_signature.Placement, ...] | None = None,
                   ) -> _signature.Signature | None:
     info = naming.info
     latest = guard.call("history", lambda: history.latest(info), None)
     signature = guard.call(
         "signature capture",
-        lambda: _signature.from_miss(miss, naming.stands_for, latest, context), None)
+        lambda: _signature.from_miss(miss, naming.stands_for, latest, context, placements),
+        None)
     if signature is None and latest is not None:  # built on its own, sharing nothing
         signature = guard.call(
             "signature capture",
-            lambda: _signature.from_miss(miss, naming.stands_for, context=context), None)
+            lambda: _signature.from_miss(miss, naming.stands_for, context=context,
+                                         placements=placements), None)
     return signature
 
 
@@ -155,7 +169,8 @@ def assemble(captured: Captured, history: History, ledger: Ledger, guard: FailOp
     miss, info = taken.miss, naming.info
     signature = captured.signature
     if signature is None and miss is not None and captured.context is not None:
-        signature = _signature_of(miss, naming, history, guard, captured.context)
+        signature = _signature_of(miss, naming, history, guard, captured.context,
+                                  captured.placements)
     if signature is None:
         signature = _signature.uncaptured()
     captured_signature = signature
