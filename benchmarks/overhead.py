@@ -266,31 +266,24 @@ def timing(fn: Callable, record: Callable[[float], object]) -> Callable:
 
 
 def own_time(work: Callable[[], None], times: int) -> list[float]:
-    """Seconds otel_jax itself spends per compile of ``work`` (record + delivery, on
-    whichever thread; what it reads inside the call, before the record, is not counted)."""
-    spent: list[float] = []
-    build, deliver = ENGINE._build_record, ENGINE._deliver
-
-    def timed_build(*args):  # type: ignore[no-untyped-def]
-        t0 = time.perf_counter()
-        built = build(*args)
-        spent.append(time.perf_counter() - t0)
-        return built
-
-    def timed_deliver(record, route):  # type: ignore[no-untyped-def]
-        t0 = time.perf_counter()
-        link = deliver(record, route)
-        spent[-1] += time.perf_counter() - t0
-        return link
-
-    ENGINE._build_record, ENGINE._deliver = timed_build, timed_deliver  # type: ignore[method-assign]
+    """Seconds otel_jax itself spends per compile of ``work``, on whichever thread: what it
+    reads inside the jit call (the signature, the caller's frame), then the record and its
+    delivery (spans, metrics, log lines), made on the background thread by default."""
+    captures: list[float] = []
+    builds: list[float] = []
+    delivers: list[float] = []
+    originals = ENGINE._capture, ENGINE._build_record, ENGINE._deliver
+    ENGINE._capture = timing(originals[0], captures.append)  # type: ignore[method-assign]
+    ENGINE._build_record = timing(originals[1], builds.append)  # type: ignore[method-assign]
+    ENGINE._deliver = timing(originals[2], delivers.append)  # type: ignore[method-assign]
     try:
         for _ in range(times):
             work()
-        otel_jax.flush()  # records made on the background thread are timed there too
+        otel_jax.flush()  # the records made on the background thread are timed there
     finally:
-        del ENGINE._build_record, ENGINE._deliver
-    return spent
+        del ENGINE._capture, ENGINE._build_record, ENGINE._deliver
+    # One background thread makes and delivers records in the order they were captured.
+    return [c + b + d for c, b, d in zip(captures, builds, delivers)]
 
 
 def own_time_per_compile(probe: Callable, compiles: int) -> float:
