@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import functools
 import gc
+import os
 import threading
+import time
 import warnings
 
 import jax
@@ -383,3 +385,37 @@ def test_compile_history_waits_at_most_its_bound(held_worker, monkeypatch):
     assert otel_jax.compile_history(late) == []  # still held: not made yet, not waited for
     release.set()
     assert [e.count for e in otel_jax.compile_history(late)] == [1]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_forked_child_does_not_wait_for_the_parents_records(held_worker):
+    release, _ = held_worker
+
+    @jax.jit
+    def before_fork(x):
+        return x + 3
+
+    before_fork(np.ones(3, np.float32))  # its record waits for the held thread
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # JAX warns that a threaded process forks
+        pid = os.fork()
+    if pid == 0:  # the child: the parent's thread, and its pending records, are not here
+        code = 1
+        try:
+            t0 = time.monotonic()
+            otel_jax.compile_history(before_fork)
+            code = 0 if time.monotonic() - t0 < 2.0 else 3
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            pytest.fail("the forked child hung")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0
+    release.set()
+    assert [e.count for e in otel_jax.compile_history(before_fork)] == [1]

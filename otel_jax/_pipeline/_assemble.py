@@ -121,13 +121,14 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
             signature = _signature_of(miss, naming, history, guard)
             if signature is None:
                 signature = _signature.uncaptured()
-    if signature is not None:  # read: let go of the user's objects
-        taken = dataclasses.replace(taken, miss=None, traced=None)
-        naming = naming._replace(stands_for=None)
-    elif miss is not None:  # an eager op's, read later: without the call's arrays
+    # Let go of the user's objects: an eager op's miss, read later, without the call's arrays.
+    if signature is None and miss is not None:
         stripped = guard.call("signature capture", lambda: _signature.without_arrays(miss),
                               None)
-        taken = dataclasses.replace(taken, miss=stripped)
+        taken = dataclasses.replace(taken, miss=stripped, traced=None)
+    else:
+        taken = dataclasses.replace(taken, miss=None, traced=None)
+        naming = naming._replace(stands_for=None)
     return Captured(
         taken, naming, signature, context,
         placements=placements,

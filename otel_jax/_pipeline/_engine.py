@@ -26,6 +26,7 @@ context captured at the compile. ``compile_history`` waits for it (``settle``).
 from __future__ import annotations
 
 import contextvars
+import os
 import threading
 from typing import Any
 
@@ -71,7 +72,8 @@ class Engine:
         self.correlator = _correlate.Correlator()
         #: Compiles handed to the background thread whose records are not made yet.
         self._unexplained = 0
-        self._unexplained_changed = threading.Condition(threading.Lock())
+        # Reentrant: a finalizer run by the collector inside a wait may compile, and count.
+        self._unexplained_changed = threading.Condition(threading.RLock())
         self._hooks: _jax_hooks.Hooks | None = None
         self._unavailable: frozenset[_jax_hooks.Capability] = frozenset()
         self._devices: tuple[Any, int] | None = None  # (default device, process index)
@@ -289,6 +291,12 @@ class Engine:
         if built is not None:
             self._emit_later(*built, route)
 
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's pending records are not made here (its thread is
+        not), and its lock's state does not carry over."""
+        self._unexplained = 0
+        self._unexplained_changed = threading.Condition(threading.RLock())
+
     def _explained(self) -> None:
         with self._unexplained_changed:
             self._unexplained -= 1
@@ -351,3 +359,5 @@ def _jax_version() -> str:
 
 
 ENGINE = Engine()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=ENGINE._after_fork)
