@@ -115,20 +115,21 @@ def test_a_full_queue_drops_and_counts_never_blocks(blocked, monkeypatch):
 
     # NumPy inputs: a new shape of jnp.ones would be an eager compile of its own.
     flood(np.ones(1, np.float32))
-    assert exporter.entered.wait(30)  # the first compile's job holds the thread
+    assert exporter.entered.wait(30)  # the first compile's emission holds the thread
     before = WORKER.dropped
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        flood(np.ones(2, np.float32))
+        flood(np.ones(2, np.float32))  # waits to be emitted: the one place there is
         flood(np.ones(3, np.float32))
+        flood(np.ones(4, np.float32))
     assert WORKER.dropped == before + 2
     ours = [str(w.message) for w in caught if issubclass(w.category, OtelJaxWarning)]
     assert len(ours) == 1 and "dropped" in ours[0] and "jax.compile.dropped" in ours[0]
     # The record, the history and the testing kit never lose a compile.
-    assert [e.count for e in otel_jax.compile_history(flood)] == [1, 2, 3]
+    assert [e.count for e in otel_jax.compile_history(flood)] == [1, 2, 3, 4]
     exporter.release.set()
     assert otel_jax.flush()
-    assert len(exporter.compiles()) == 1
+    assert [s.attributes["jax.compile.count"] for s in exporter.compiles()] == [1, 2]
     data = reader.get_metrics_data()
     points = [p for rm in data.resource_metrics for sm in rm.scope_metrics
               for m in sm.metrics if m.name == Metric.DROPPED for p in m.data.data_points]
@@ -296,8 +297,9 @@ def test_records_are_made_after_the_call_with_what_died_with_it(held_worker, mon
     gc.collect()
     assert threads == []  # the calls returned; nothing is made while the thread is held
     release.set()
-    entries = otel_jax.compile_history(name)  # waits for the records still being made
-    assert set(threads) == {"otel_jax-emit"}
+    assert otel_jax.flush()  # made now, where flush() finds them still to be made
+    assert len(threads) == 4
+    entries = otel_jax.compile_history(name)
     assert [e.count for e in entries] == [1, 2, 3, 4]
     # Both objects were gone when the third record was made: still two objects, and the
     # second and fourth still one object each (an id, reused at once, would say neither).
@@ -354,7 +356,7 @@ def test_a_backed_up_thread_leaves_the_compiling_thread_to_make_records(
         held_worker, monkeypatch):
     release, _ = held_worker
     threads = _made_where(monkeypatch)
-    monkeypatch.setattr(WORKER, "capacity", 8)  # the held job and 3 compiles fill half
+    monkeypatch.setattr(WORKER, "capacity", 8)  # 4 records waiting to be made fill half
 
     @jax.jit
     def flood(x):
@@ -363,28 +365,36 @@ def test_a_backed_up_thread_leaves_the_compiling_thread_to_make_records(
     for n in range(1, 7):
         flood(np.ones(n, np.float32))
     here = threading.current_thread().name
-    assert threads == [here] * 3  # the 4th compile on: nothing waits, the history is whole
+    # The 4th compile found half the queue waiting: it made the four records, oldest first.
+    assert threads == [here] * 4
+    entries = otel_jax.compile_history(flood)  # the last two, made here, though still held
+    assert threads == [here] * 6
+    assert [e.count for e in entries] == [1, 2, 3, 4, 5, 6]
+    assert [e.cause_kind for e in entries] == ["first_compile"] + ["shape"] * 5
     release.set()
-    entries = otel_jax.compile_history(flood)
-    assert sorted(e.count for e in entries) == [1, 2, 3, 4, 5, 6]
-    assert threads.count("otel_jax-emit") == 3
+    assert otel_jax.flush()
 
 
-def test_compile_history_waits_at_most_its_bound(held_worker, monkeypatch):
-    release, _ = held_worker
-    from otel_jax._pipeline import _engine
-
-    monkeypatch.setattr(_engine, "SETTLE_S", 0.2)
-    monkeypatch.setattr(_engine.Engine.settle, "__defaults__", (0.2,))
+def test_compile_history_does_not_wait_for_a_held_thread(held_worker, monkeypatch):
+    release, memory = held_worker
+    threads = _made_where(monkeypatch)
 
     @jax.jit
     def late(x):
         return x * 5
 
     late(np.ones(3, np.float32))
-    assert otel_jax.compile_history(late) == []  # still held: not made yet, not waited for
+    late(np.ones(4, np.float32))
+    t0 = time.monotonic()
+    entries = otel_jax.compile_history(late)  # made here, now: the thread is still held
+    assert time.monotonic() - t0 < 5.0
+    assert threads == [threading.current_thread().name] * 2
+    assert [(e.count, e.cause_kind) for e in entries] == [(1, "first_compile"), (2, "shape")]
+    assert [s for s in memory.get_finished_spans() if s.name.startswith("jax.compile ")] == []
     release.set()
-    assert [e.count for e in otel_jax.compile_history(late)] == [1]
+    assert otel_jax.flush()  # emitted by the thread, once free, in order
+    spans = [s for s in memory.get_finished_spans() if s.name.startswith("jax.compile ")]
+    assert [s.attributes["jax.compile.count"] for s in spans] == [1, 2]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")

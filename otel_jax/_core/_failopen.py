@@ -1,8 +1,9 @@
 """The one fail-open primitive: otel_jax's own failures never reach the user's program.
 
-Everything otel_jax does around a compile runs inside JAX's monitoring
-listeners, on the compiling thread, where an exception would surface in the
-user's jit call. Each step runs under :meth:`FailOpen.guard`; a failure
+What otel_jax does around a compile runs inside JAX's monitoring listeners, on
+the compiling thread, where an exception would surface in the user's jit call,
+or after the call on otel_jax's background thread, whose failure would lose
+every later compile's telemetry. Each step runs under :meth:`FailOpen.guard`; a failure
 degrades the telemetry (an ``unknown`` cause, a missing attribute) and costs
 one warning per kind of problem, never an exception.
 

@@ -121,6 +121,12 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
             signature = _signature_of(miss, naming, history, guard)
             if signature is None:
                 signature = _signature.uncaptured()
+    cache_enabled = guard.call("persistent cache", _jax_read.persistent_cache_enabled, False)
+    if taken.compiled is not None and (naming.eager_op or not (
+            cache_enabled or _jax_read.coordination() is not None)):
+        # The lowered program is read only for its fingerprint (see ``assemble``): not
+        # kept while the record waits to be made, it can be large.
+        taken = dataclasses.replace(taken, compiled=None)
     # Let go of the user's objects: an eager op's miss, read later, without the call's arrays.
     if signature is None and miss is not None:
         stripped = guard.call("signature capture", lambda: _signature.without_arrays(miss),
@@ -136,8 +142,7 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
         # From the listener: the walk finds the innermost user frame above JAX and otel_jax.
         callsite=guard.call("callsite", lambda: user_callsite(skip=4), None),
         warmup_done=warmup_done,
-        cache_enabled=guard.call("persistent cache", _jax_read.persistent_cache_enabled,
-                                 False))
+        cache_enabled=cache_enabled)
 
 
 def _signature_of(miss: Miss, naming: _naming.Naming, history: History, guard: FailOpen,

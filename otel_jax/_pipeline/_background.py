@@ -60,13 +60,17 @@ class Worker:
         self._sleeping = False  # waiting without a timeout: a submit must wake it
         self._pid = os.getpid()
 
-    def submit(self, job: Job) -> bool:
+    def submit(self, job: Job, *, counted: bool = True) -> bool:
         """Queue ``job``; never blocks. ``False`` when it was dropped (the queue is full) or
-        run at once (no thread can be started: the interpreter is shutting down)."""
+        run at once (no thread can be started: the interpreter is shutting down).
+        ``counted=False``: a job whose drop loses nothing (it does what a later one does),
+        not counted or warned about."""
         with self._cond:
             if self._pid != os.getpid():  # a forked child: the parent's thread is not here
                 self._reset_locked()
             if self._unfinished >= self.capacity:
+                if not counted:
+                    return False
                 self.dropped += 1
                 dropped = self.dropped
             else:
@@ -103,6 +107,13 @@ class Worker:
         self._thread = thread
         self._sleeping = False  # it polls first: the job just queued is found without a wake
         return True
+
+    def count_dropped(self) -> None:
+        """One compile's telemetry dropped elsewhere (records made but past the capacity)."""
+        with self._cond:
+            self.dropped += 1
+            dropped = self.dropped
+        self._warn_dropped(dropped)
 
     def _warn_dropped(self, dropped: int) -> None:
         self.failopen.warn_once(Topic.EMIT_DROPPED, (

@@ -25,10 +25,12 @@ context captured at the compile. ``compile_history`` waits for it (``settle``).
 
 from __future__ import annotations
 
+import collections
 import contextvars
+import functools
 import os
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._capture import _correlate, _jax_hooks, _jax_read
 from .._core._failopen import FailOpen, OtelJaxWarning, Topic
@@ -41,6 +43,25 @@ from ._history import History
 from ._policy import ON_RECOMPILE, OnRecompile, Policy, RecompileError
 from ._record import CompileRecord, Devices, PhaseTiming, SpanLink, Storm
 from ._steps import STEPS
+
+
+class _Later(NamedTuple):
+    """A compile whose record is made later: what its call left, where it goes, and the
+    context (the user's span, structlog's variables) it is emitted in."""
+
+    captured: _assemble.Captured
+    route: Route
+    context: contextvars.Context
+
+
+class _Made(NamedTuple):
+    """A record made after its call, waiting for the background thread to emit it."""
+
+    record: CompileRecord
+    storm: Storm | None
+    route: Route
+    context: contextvars.Context
+
 
 __all__ = ["ENGINE", "ON_RECOMPILE", "SETTLE_S", "Engine", "OtelJaxWarning",
            "RecompileError"]
@@ -70,10 +91,14 @@ class Engine:
         self._lock = threading.RLock()
         #: Which of each thread's JAX events belong to which backend compile.
         self.correlator = _correlate.Correlator()
-        #: Compiles handed to the background thread whose records are not made yet.
-        self._unexplained = 0
-        # Reentrant: a finalizer run by the collector inside a wait may compile, and count.
-        self._unexplained_changed = threading.Condition(threading.RLock())
+        #: Compiles whose records are still to be made, oldest first, and records made but
+        #: not emitted yet, in the same order: whoever makes records takes ``_making``, so
+        #: that one function's compiles are numbered in the order they happened.
+        self._pending: collections.deque[_Later] = collections.deque()
+        self._made: collections.deque[_Made] = collections.deque()
+        # Reentrant: a finalizer run by the collector while it is held may compile.
+        self._making = threading.RLock()
+        self._work_queued = False  # a job of ``_work`` waits on the background thread
         self._hooks: _jax_hooks.Hooks | None = None
         self._unavailable: frozenset[_jax_hooks.Capability] = frozenset()
         self._devices: tuple[Any, int] | None = None  # (default device, process index)
@@ -115,16 +140,14 @@ class Engine:
             self._unhook_if_idle()
 
     def settle(self, timeout: float | None = SETTLE_S) -> bool:
-        """Wait, at most ``timeout`` seconds, until the compiles seen so far are in the
-        history (their records made on the background thread; their emission is
-        ``flush``'s); whether they are. From the background thread itself: at once."""
-        if WORKER.on_its_thread():
-            return not self._unexplained
-        with self._unexplained_changed:
-            if self._unexplained:
-                WORKER.wake()
-            return self._unexplained_changed.wait_for(lambda: not self._unexplained,
-                                                      timeout)
+        """Make, on this thread, the records of the compiles seen so far that are still to be
+        made (their emission stays the background thread's, ``flush``'s to wait for);
+        whether they are all in the history. Waits at most ``timeout`` seconds for a record
+        another thread is making."""
+        done = self._make_pending(timeout) if self._pending else True
+        if self._made:
+            self._queue_work()  # a job that found the queue full left them to the next
+        return done
 
     def _compose(self) -> Route:
         installed = self._installed
@@ -214,8 +237,12 @@ class Engine:
         if later and installed is not None:
             # Nothing needs this compile's record before the call returns: it is made,
             # and emitted, on the background thread, in this thread's context.
-            self._submit_explanation(captured, installed)
+            with self.failopen.guard("compile listener"):
+                self._defer(captured, installed)
             return
+        if self._pending:  # records of earlier compiles first: numbered in order
+            with self.failopen.guard("compile listener"):
+                self._make_pending(SETTLE_S)
         built = self.failopen.call("compile listener", lambda: self._build_record(captured),
                                    None)
         if built is None:
@@ -236,13 +263,10 @@ class Engine:
 
     def _explains_later(self, added: tuple[Emitter, ...]) -> bool:
         """Whether a compile's record can be made after its jit call returns: nothing of
-        the testing kit listens, the policy neither warns nor raises at the call, and the
-        background thread has room (when it is backed up, the compiling thread makes the
-        record itself, so that the history never loses a compile)."""
+        the testing kit listens and the policy neither warns nor raises at the call."""
         return (self.emit_in_background and not added
                 and self.policy.on_recompile == "log"
-                and self.cross_rank.on_divergence != "raise"
-                and WORKER.pending < WORKER.capacity // 2)
+                and self.cross_rank.on_divergence != "raise")
 
     def _capture(self, name: str, start: float, end: float, later: bool,
                  ) -> _assemble.Captured:
@@ -264,44 +288,73 @@ class Engine:
             now.compile(record)
             if storm is not None:
                 now.storm(storm)
-        context = contextvars.copy_context()
-        WORKER.submit(lambda: context.run(self._emit_later, record, storm, installed))
+        # In line with the records made after their calls: one order of emission.
+        self._to_emit(_Made(record, storm, installed, contextvars.copy_context()))
+        self._queue_work()
 
-    def _submit_explanation(self, captured: _assemble.Captured, route: Route) -> None:
-        """Hand one compile to the background thread, in this thread's context."""
-        context = contextvars.copy_context()
-        ran: list[bool] = []
+    def _defer(self, captured: _assemble.Captured, route: Route) -> None:
+        """Leave one compile's record to the background thread, in this thread's context.
 
-        def job() -> None:
-            ran.append(True)
-            context.run(self._explain_later, captured, route)
+        When the thread is backed up (an exporter that holds it), this thread makes the
+        pending records itself, oldest first, so that the history stays whole and in
+        order; only their emission waits, and past ``WORKER.capacity`` is dropped."""
+        self._pending.append(_Later(captured, route, contextvars.copy_context()))
+        if len(self._pending) >= WORKER.capacity // 2:
+            self._make_pending(SETTLE_S)
+        else:
+            self._queue_work()
 
-        with self._unexplained_changed:
-            self._unexplained += 1
-        if not WORKER.submit(job) and not ran:  # dropped: a full queue, raced to
-            self._explained()
-
-    def _explain_later(self, captured: _assemble.Captured, route: Route) -> None:
-        """On the background thread: one compile's record made, then emitted."""
+    def _make_pending(self, timeout: float | None) -> bool:
+        """Make the pending records, oldest first; whether none is left."""
+        if not self._making.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            return False  # a record being made holds it up (a user's __eq__ that hangs)
         try:
-            built = self.failopen.call("background explanation",
-                                       lambda: self._build_record(captured), None)
+            while self._pending:
+                later = self._pending.popleft()
+                built = self.failopen.call(
+                    "background explanation",
+                    functools.partial(self._build_record, later.captured), None)
+                if built is not None:
+                    self._to_emit(_Made(*built, later.route, later.context))
         finally:
-            self._explained()
-        if built is not None:
-            self._emit_later(*built, route)
+            self._making.release()
+        if self._made:
+            self._queue_work()
+        return True
+
+    def _to_emit(self, made: _Made) -> None:
+        """Queue a made record for emission; past ``WORKER.capacity`` waiting (an exporter
+        that holds the thread), its telemetry is dropped and counted, never waited for."""
+        if len(self._made) >= WORKER.capacity:
+            WORKER.count_dropped()
+        else:
+            self._made.append(made)
+
+    def _queue_work(self) -> None:
+        if not self._work_queued:
+            self._work_queued = True
+            # A job that finds the queue full is not needed: the one running drains
+            # everything made, and a later compile or flush() queues another.
+            if not WORKER.submit(self._work, counted=False):
+                self._work_queued = False
+
+    def _work(self) -> None:
+        """On the background thread: the pending records made, then all made ones emitted,
+        in order."""
+        self._work_queued = False
+        self._make_pending(None)
+        while self._made:
+            made = self._made.popleft()
+            made.context.run(self._emit_later, made.record, made.storm, made.route)
 
     def _after_fork(self) -> None:
         """In a forked child: the parent's pending records are not made here (its thread is
-        not), and its lock's state does not carry over."""
-        self._unexplained = 0
-        self._unexplained_changed = threading.Condition(threading.RLock())
-
-    def _explained(self) -> None:
-        with self._unexplained_changed:
-            self._unexplained -= 1
-            if not self._unexplained:
-                self._unexplained_changed.notify_all()
+        not), and locks held at the fork stay held in the child: made anew."""
+        self._pending.clear()
+        self._made.clear()
+        self._making = threading.RLock()
+        self._work_queued = False
+        self.history.after_fork()
 
     def _emit_later(self, record: CompileRecord, storm: Storm | None, route: Route) -> None:
         """On the background thread: what install()'s emitters make of one compile."""

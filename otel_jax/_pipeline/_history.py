@@ -163,6 +163,10 @@ class History:
         self._entries_per_function = max(1, entries_per_function)
         self._max_functions = max(1, max_functions)
 
+    def after_fork(self) -> None:
+        """In a forked child: a lock another thread held at the fork is made anew."""
+        self._lock = threading.Lock()
+
     def begin(self, info: FunctionInfo) -> tuple[int, list[tuple[int, Signature]]]:
         """Count one more compile of ``info``; return that count and its earlier signatures.
 

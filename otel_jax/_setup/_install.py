@@ -291,8 +291,9 @@ def _short(value: Any) -> str:
 def uninstall() -> None:
     """Remove every hook and listener otel_jax added; JAX is left exactly as it was.
 
-    Compiles still being emitted on the background thread are emitted first and
-    queued JSON log lines written (waiting at most 2 s in all, :func:`flush`).
+    Records still to be made are made first, and compiles still being emitted on the
+    background thread are emitted and queued JSON log lines written (waiting at most 2 s
+    for the thread in all, :func:`flush`).
     Providers otel_jax created are flushed (not shut down: the application's own
     spans may still use them), for at most 2 s in all: what a collector that does
     not answer keeps is dropped with one ``OtelJaxWarning`` saying so. A no-op
@@ -353,7 +354,9 @@ def flush(timeout: float | None = FLUSH_TIMEOUT_S) -> bool:
     """
     try:
         deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
-        done = WORKER.flush(timeout)
+        made = ENGINE.settle(timeout)  # records still to be made, made here: then emitted
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        done = WORKER.flush(left) and made
         left = _logs.UNINSTALL_FLUSH_S if deadline is None else max(
             0.0, deadline - time.monotonic())
         return _logs.flush_all(left) and done
