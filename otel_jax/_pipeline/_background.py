@@ -171,15 +171,6 @@ class Worker:
                 self._cond.wait(remaining)
             return True
 
-    def on_its_thread(self) -> bool:
-        """Whether the caller is this worker's thread (a job, or an exporter it runs)."""
-        return threading.current_thread() is self._thread
-
-    def wake(self) -> None:
-        """Have the thread look for work now rather than at its next poll."""
-        with self._cond:
-            self._cond.notify_all()
-
     @property
     def pending(self) -> int:
         """Jobs queued or running."""

@@ -20,7 +20,8 @@ and cause are made there too when something needs them before the call returns
 ``on_divergence="raise"``); otherwise, by default, they are made, and
 ``install()``'s emitters emit them (spans, metrics, log lines, the cross-rank
 check's hand-off), on the one background thread of ``_background``, in the user's
-context captured at the compile. ``compile_history`` waits for it (``settle``).
+context captured at the compile. ``compile_history`` makes the records still to be
+made itself (``settle``).
 """
 
 from __future__ import annotations
@@ -66,9 +67,9 @@ class _Made(NamedTuple):
 __all__ = ["ENGINE", "ON_RECOMPILE", "SETTLE_S", "Engine", "OtelJaxWarning",
            "RecompileError"]
 
-#: The longest ``compile_history`` (and a switch of what listens) waits for the compiles
-#: whose records the background thread is still making: a few milliseconds each, unless
-#: an exporter holds that thread up, which this bounds.
+#: The longest ``settle`` (``compile_history``, ``flush``, a switch of what listens) waits
+#: for a record another thread is making before it makes the pending ones itself: one
+#: record takes about a millisecond, unless a user's ``__eq__`` in its diff hangs.
 SETTLE_S = 5.0
 
 
