@@ -209,7 +209,7 @@ class _StaticReprs:
         self._texts: dict[tuple[type, int], list[tuple[Any, str]]] = {}
         self._count = 0
         self._slow: dict[type, float] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def text(self, value: Any, h: int | None, identity: bool) -> str:
         t = type(value)

@@ -163,6 +163,7 @@ class Topic(enum.Enum):
     LEDGER = "ledger"                           # detail: the ledger's path or URL
     LEDGER_SKIPPED = "ledger-skipped"           # detail: the ledger's path
     ENVIRONMENT = "environment"                 # detail: the OTEL_JAX_* variable
+    USER_CODE = "user-code"                     # detail: which code and exception type
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +179,7 @@ class _Once:
 
     def __init__(self) -> None:
         self._seen: set[WarnKey] = set()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def claim(self, key: WarnKey) -> bool:
         with self._lock:
@@ -209,14 +210,47 @@ def _installed(filename: str) -> bool:
     return any(part in filename for part in ("site-packages", "dist-packages"))
 
 
+#: Where the user's code that led to the work of this thread is, when no frame on its stack
+#: is the user's: otel_jax's background thread sets the call site of the compile whose
+#: record it is making or emitting (:func:`at_site`).
+_site = threading.local()
+
+
+@contextmanager
+def at_site(callsite: str | None) -> Iterator[None]:
+    """Warnings given in this block, on this thread, with no user frame on the stack point at
+    ``callsite`` (``file:line``, the jit call that compiled), or at no line at all."""
+    before = getattr(_site, "where", False)
+    _site.where = callsite
+    try:
+        yield
+    finally:
+        _site.where = before
+
+
+def _site_location(callsite: str) -> tuple[str, int] | None:
+    filename, _, line = callsite.rpartition(":")
+    return (filename, int(line)) if filename and line.isdigit() else None
+
+
 def emit(message: str) -> None:
     """An ``OtelJaxWarning`` pointing at the user's code that led to it (install(),
-    a jit call), or at ``otel_jax`` itself when no frame on the stack is the user's
-    (a background thread, exit) or the first one past otel_jax's is installed code.
-    Never raises: warnings turned into errors are logged on the ``otel_jax`` logger
-    instead."""
+    a jit call); on otel_jax's background thread, at the jit call whose compile it was
+    reporting, or, where none is known, at no line (said on the ``otel_jax`` logger); at
+    ``otel_jax`` itself when the first frame past otel_jax's is another library's
+    installed code (its own thread or callback). Never raises: warnings turned into errors
+    are logged on the ``otel_jax`` logger instead."""
     try:
         found = user_frame()
+        site: str | None | bool = getattr(_site, "where", False)
+        if found is None and site is not False:
+            location = _site_location(site) if isinstance(site, str) else None
+            if location is None:
+                _logger.warning(message)  # no line of the user's is known: none is given
+            else:
+                warnings.warn_explicit(message, OtelJaxWarning, location[0], location[1],
+                                       module="__main__")
+            return
         if found is None or _installed(found[0].f_code.co_filename):
             # Installed code past ours is another library's thread or callback (the
             # OpenTelemetry SDK's export thread, an event loop): no line of the user's.
@@ -242,6 +276,22 @@ def warn_once(key: Topic | WarnKey, message: str,
     return True
 
 
+def their_frame(exc: BaseException) -> str | None:
+    """``file:line`` where ``exc`` was raised when that is the user's own code (the
+    innermost frame of its traceback is no library's), else ``None``."""
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    if last is None:
+        return None
+    filename = last.tb_frame.f_code.co_filename
+    if is_library_file(filename):
+        return None
+    return f"{filename}:{last.tb_lineno}"
+
+
 class FailOpen:
     """Counts internal errors; each kind of problem costs one warning (:func:`warn_once`).
 
@@ -250,15 +300,29 @@ class FailOpen:
 
     def __init__(self, warn: Callable[[str], None] = emit) -> None:
         self.internal_errors = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._warn = warn
 
     def warn_once(self, key: Topic | WarnKey, message: str) -> bool:
         """One clear warning per ``key``; returns whether this call warned."""
         return warn_once(key, message, self._warn)
 
-    def failed(self, where: str, exc: BaseException) -> None:
-        """Record an internal error in step ``where``: counted, logged at DEBUG, warned once."""
+    def failed(self, where: str, exc: BaseException, reaches: str | None = None) -> None:
+        """Record an internal error in step ``where``: counted, logged at DEBUG, warned once.
+
+        ``reaches``: the kind of the user's code that step calls (``"logging handler"``).
+        An exception raised in the user's own code there is theirs, named as such (once
+        per kind of code and exception), and not counted as otel_jax's."""
+        if reaches is not None:
+            theirs = their_frame(exc)
+            if theirs is not None:
+                self.warn_once(
+                    WarnKey(Topic.USER_CODE, f"{reaches}:{type(exc).__name__}"),
+                    f"otel_jax: your {reaches} raised {type(exc).__name__}: "
+                    f"{safe_repr(str(exc), 200)} ({theirs}); what otel_jax gave it there is "
+                    "lost, the rest of otel_jax's telemetry goes on, and the jit call is "
+                    "unaffected.")
+                return
         with self._lock:
             self.internal_errors += 1
         _logger.debug("otel_jax internal error in %s", where, exc_info=exc)
@@ -269,12 +333,13 @@ class FailOpen:
             "reported with the best explanation available.")
 
     @contextmanager
-    def guard(self, where: str) -> Iterator[None]:
-        """Run a block whose failure must not propagate; the block's effects stop there."""
+    def guard(self, where: str, reaches: str | None = None) -> Iterator[None]:
+        """Run a block whose failure must not propagate; the block's effects stop there.
+        ``reaches``: the kind of the user's code the block calls (see :meth:`failed`)."""
         try:
             yield
         except Exception as exc:
-            self.failed(where, exc)
+            self.failed(where, exc, reaches)
 
     def call(self, where: str, fn: Callable[[], T], default: T) -> T:
         """``fn()``, or ``default`` when it raises (counted and warned once)."""

@@ -32,6 +32,8 @@ import dataclasses
 import enum
 import functools
 import logging
+import os
+import queue
 import socket
 import sys
 import threading
@@ -80,7 +82,7 @@ _EXPORTER_LOGGERS = (
 _NOISE = ("Transient error", "Failed to export", "Shutdown in progress",
           "Exception while exporting")
 
-_state_lock = threading.Lock()
+_state_lock = threading.RLock()
 _inside_our_export = threading.local()
 
 
@@ -371,7 +373,7 @@ class Breaker:
         #: Why the endpoint does not take this signal (``HTTP 404``), once it said so.
         self.off: str | None = None
         self._open_until = 0.0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._shared = _endpoints.setdefault(endpoint, _Endpoint())  # atomic
 
     def allows(self) -> bool:
@@ -649,8 +651,68 @@ def run_all_bounded(calls: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]],
 def _start(call: _Call, name: str) -> None:
     try:
         threading.Thread(target=call.run, name=name, daemon=True).start()
-    except RuntimeError:  # no new threads at this point of interpreter shutdown
-        call.run()
+    except RuntimeError:
+        # No new thread at this point of interpreter shutdown (Python 3.12 refuses them in
+        # atexit handlers): a thread started before it takes the call, so that the wait
+        # stays bounded. Without one the call is not made: an unbounded call here is an
+        # exit that may never end.
+        if not _SPARES.take(call):
+            call.done.set()
+
+
+class _Spares:
+    """Daemon threads started while the interpreter still allows it (``threading``'s exit
+    hook, which runs before ``atexit``'s), each waiting for one bounded call of the exit."""
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[_Call] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.RLock()
+
+    def prestart(self, count: int) -> None:
+        """Have at least ``count`` threads waiting; never raises."""
+        with self._lock:
+            missing = count - self._idle
+            for _ in range(max(0, missing)):
+                try:
+                    threading.Thread(target=self._serve, name="otel_jax-exit",
+                                     daemon=True).start()
+                except RuntimeError:
+                    return
+                self._idle += 1
+
+    def take(self, call: _Call) -> bool:
+        """Hand ``call`` to a waiting thread; whether one was there."""
+        with self._lock:
+            if self._idle <= 0:
+                return False
+            self._idle -= 1
+        self._calls.put(call)
+        return True
+
+    def _serve(self) -> None:
+        self._calls.get().run()
+
+    def after_fork(self) -> None:
+        self._calls = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.RLock()
+
+
+_SPARES = _Spares()
+#: Calls the exit makes side by side: the shutdown of each provider otel_jax built (three
+#: signals), and one more.
+EXIT_SPARES = 4
+
+
+def prestart_exit_threads(count: int = EXIT_SPARES) -> None:
+    """Start, now, the threads the exit's bounded calls will need: called from
+    ``threading``'s exit hook, where threads may still be started."""
+    _SPARES.prestart(count)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_SPARES.after_fork)
 
 
 def _unsent(signal: str, n: int) -> None:

@@ -29,6 +29,7 @@ import functools
 import io
 import os
 import select
+import stat
 import sys
 import threading
 import time
@@ -216,7 +217,7 @@ class LogEmitter:
     def _reset(self) -> None:
         """A fresh queue, lock and (not yet started) thread: at creation and in a forked child."""
         self._queue: deque[_Line] = deque()
-        self._cond = threading.Condition(threading.Lock())
+        self._cond = threading.Condition(threading.RLock())
         self._pending = 0  # lines queued or being written
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -274,10 +275,15 @@ class LogEmitter:
         if writable_now(sys.stderr):
             self._failopen.warn_once(
                 Topic.LOG_DROPPED,
-                f"otel_jax: the {self._output_name} is not keeping up (a full pipe nobody "
-                f"reads?): {dropped} compile log line(s) dropped so far, and lines are dropped "
-                "while it stays full; the jit calls are unaffected. The final count is given "
-                "at exit.")
+                f"otel_jax: {self._queue_size} log lines were waiting to be written to the "
+                f"{self._output_name}{self._described()} when another came: "
+                f"{dropped} compile log line(s) dropped so far, and lines are dropped "
+                "while the queue stays full; the jit calls are unaffected. The count of "
+                "dropped lines is said again when the process exits.")
+
+    def _described(self) -> str:
+        """What the output is, as far as can be told (``, a pipe``), for the warning."""
+        return ""
 
     # --- the writer thread ----------------------------------------------------------
 
@@ -356,6 +362,19 @@ class JsonLogEmitter(LogEmitter):
         self._immediate = isinstance(stream, io.StringIO)
         super().__init__(level, failopen=failopen, queue_size=queue_size)
 
+    def _described(self) -> str:
+        stream = self._stream if self._stream is not None else sys.stderr
+        name = "stderr" if stream is sys.stderr else None
+        try:
+            mode = os.fstat(stream.fileno()).st_mode
+        except Exception:
+            return f" ({name})" if name else ""
+        kind = ("a pipe (is its reader keeping up?)" if stat.S_ISFIFO(mode)
+                else "a file (a slow or full disk?)" if stat.S_ISREG(mode)
+                else "a terminal" if stat.S_ISCHR(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "a stream")
+        return f" ({name}, {kind})" if name else f" ({kind})"
+
     def _write(self, batch: list[_Line]) -> None:
         try:
             text = "".join(map(self._render, batch))
@@ -404,6 +423,9 @@ class StructlogEmitter(LogEmitter):
     line; never the user's call.
     """
 
+    #: The user's code this emitter calls: its exceptions are named as theirs.
+    reaches = "structlog processor"
+
     _output_name = "application's structlog output"
     _thread_name = "otel_jax-structlog"
 
@@ -421,7 +443,7 @@ class StructlogEmitter(LogEmitter):
     def _reset(self) -> None:
         super()._reset()
         # In a forked child the lock may have been held by a thread that is not there.
-        self._contexts_lock = threading.Lock()
+        self._contexts_lock = threading.RLock()
 
     @staticmethod
     def _key(function: str, count: int, link: SpanLink | None) -> tuple[str, int, str | None]:
@@ -460,8 +482,8 @@ class StructlogEmitter(LogEmitter):
                 if writable_now(sys.stderr):
                     self._failopen.warn_once(
                         WarnKey(Topic.STRUCTLOG_LINE, type(exc).__name__),
-                        f"otel_jax: the application's structlog configuration raised "
-                        f"{type(exc).__name__} ({safe_repr(str(exc), 200)}) on a {line[2]} "
+                        f"otel_jax: your structlog configuration (a processor or handler) "
+                        f"raised {type(exc).__name__} ({safe_repr(str(exc), 200)}) on a {line[2]} "
                         "line; that line is dropped, later lines are still sent, and the "
                         "jit calls are unaffected.")
 
@@ -521,6 +543,9 @@ if hasattr(os, "register_at_fork"):
 
 class OtelLogEmitter:
     """The same facts as an OpenTelemetry log record, linked to the compile span."""
+
+    #: The user's code this emitter calls: its exceptions are named as theirs.
+    reaches = "log record processor"
 
     def __init__(self, logger: OtelLogger) -> None:
         self._logger = logger

@@ -27,6 +27,9 @@ def _dropped(options: CallbackOptions) -> Iterable[Observation]:
 class MetricsEmitter:
     """The instruments of docs/telemetry.md; low-cardinality attributes only."""
 
+    #: The user's code this emitter calls: its exceptions are named as theirs.
+    reaches = "metric reader"
+
     def __init__(self, meter: Meter) -> None:
         self._compilations = meter.create_counter(
             Metric.COMPILATIONS, unit="{compilation}",

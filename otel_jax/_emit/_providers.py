@@ -415,12 +415,28 @@ _exit_lock = threading.Lock()
 
 def _register_exit() -> None:
     global _exit_registered
-    from . import _export  # noqa: F401  (imported now: nothing may be imported at exit)
+    # Imported now (nothing may be imported at exit), and its exit threads named.
+    from . import _export
 
     with _exit_lock:
         if not _exit_registered:
             _exit_registered = True
             atexit.register(shutdown_at_exit)
+            before_exit(_export.prestart_exit_threads)
+
+
+def before_exit(fn: Any) -> None:
+    """Run ``fn`` when the main thread has ended, before ``atexit``'s handlers, while the
+    interpreter still starts threads (from Python 3.12 an ``atexit`` handler cannot). That
+    is ``threading``'s own exit hook (what ``concurrent.futures`` uses); without it, no
+    hook: the bounded calls of the exit then make no call they cannot bound."""
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:  # pragma: no cover - CPython has had it since 3.9
+        return
+    try:
+        register(fn)
+    except Exception:  # already shutting down: nothing can be started any more
+        pass
 
 
 def shutdown_at_exit() -> None:

@@ -42,6 +42,9 @@ class SpanEmitter:
     own start and end times, whenever it is emitted.
     """
 
+    #: The user's code this emitter calls: its exceptions are named as theirs.
+    reaches = "span processor"
+
     def __init__(self, tracer: Tracer, eager_op_spans: str = "nested") -> None:
         self._tracer = tracer
         self._eager_roots = eager_op_spans == "always"

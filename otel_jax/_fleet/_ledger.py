@@ -410,7 +410,7 @@ class Ledger:
         self.setting: Any = None  # install(ledger_path=...): None, False or a path
         self.skipped = 0  # lines read that were not ledger lines
         self.unwritten = 0  # lines that could not be written
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._path: str | None = None  # whose lines are indexed
         self._index: dict[tuple[str, str], list[Entry]] = {}
         #: (function, signature without its tracing context) -> lines of distinct contexts

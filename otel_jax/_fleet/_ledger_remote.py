@@ -137,7 +137,7 @@ class RemoteStore:
         self._failopen = failopen
         self._mark, self._version = mark, version
         self._parse, self._group_of, self._keep = parse, group_of, keep_per_group
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
         self._jobs: list[tuple[str, int]] = []  # ("read" | "write", bucket), in order
         self._reads: dict[int, _Read] = {}

@@ -38,7 +38,7 @@ class Ordinals:
     def __init__(self, rank: int, count: int) -> None:
         self.rank = rank
         self.count = count
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._functions: dict[str, _Seen] = {}
 
     def _seen(self, function: str) -> _Seen:

@@ -228,7 +228,7 @@ class Checker:
         self.clock = clock
         self._report = report
         self._failopen = failopen
-        self._cond = threading.Condition(threading.Lock())
+        self._cond = threading.Condition(threading.RLock())
         self._queue: deque[Compile] = deque()  # to publish
         self._waiting: deque[Compile] = deque()  # published, to settle
         self._reading: list[tuple[str, Read]] = []  # the reads in flight (closing ends them)
@@ -728,7 +728,7 @@ class CrossRank:
         self.rank_local: tuple[str, ...] = ()
         self.report: Reporter | None = None
         self.checker: Checker | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def configure(self, on_divergence: str, timeout_s: float, report: Reporter | None) -> None:
         with self._lock:

@@ -58,6 +58,8 @@ class StdlibWarnings:
     a storm or a divergence is never silent. Compiles are the other emitters' to say.
     """
 
+    reaches = "logging handler"
+
     def compile(self, record: CompileRecord, link: SpanLink | None) -> None:
         pass
 
@@ -74,6 +76,13 @@ class StdlibWarnings:
 
 
 STDLIB_WARNINGS = StdlibWarnings()
+
+
+def _reaches(emitter: object) -> str | None:
+    """The kind of the user's code an emitter calls (its ``reaches``: ``"logging
+    handler"``), whose exceptions are the user's to hear about, not otel_jax's."""
+    reaches = getattr(emitter, "reaches", None)
+    return reaches if isinstance(reaches, str) else None
 
 
 class Route:
@@ -101,20 +110,21 @@ class Route:
         link: SpanLink | None = None
         span = self.link
         if span is not None:
-            link = self.failopen.call("span emitter", lambda: span.compile(record), None)
+            with self.failopen.guard("span emitter", _reaches(span)):
+                link = span.compile(record)
         for emitter in self.emitters:
-            with self.failopen.guard(f"sink {type(emitter).__name__}"):
+            with self.failopen.guard(f"sink {type(emitter).__name__}", _reaches(emitter)):
                 emitter.compile(record, link)
         return link
 
     def storm(self, storm: Storm) -> None:
         for emitter in self._all():
-            with self.failopen.guard("storm warning"):
+            with self.failopen.guard("storm warning", _reaches(emitter)):
                 emitter.storm(storm)
 
     def divergence(self, divergence: Divergence) -> None:
         for emitter in self._all():
-            with self.failopen.guard("divergence report"):
+            with self.failopen.guard("divergence report", _reaches(emitter)):
                 emitter.divergence(divergence)
 
     def _all(self) -> tuple[Emitter | LinkEmitter, ...]:

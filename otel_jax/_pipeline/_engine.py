@@ -34,7 +34,7 @@ import threading
 from typing import Any, NamedTuple
 
 from .._capture import _correlate, _jax_hooks, _jax_read
-from .._core._failopen import FailOpen, OtelJaxWarning, Topic
+from .._core._failopen import FailOpen, OtelJaxWarning, Topic, at_site
 from .._fleet import _ranks
 from .._fleet._ledger import Ledger
 from . import _assemble
@@ -100,6 +100,10 @@ class Engine:
         # Reentrant: a finalizer run by the collector while it is held may compile.
         self._making = threading.RLock()
         self._work_queued = False  # a job of ``_work`` waits on the background thread
+        #: How deep each thread is in otel_jax's own work (listeners, records, emission): a
+        #: compile that starts there (a signal handler, a finalizer, a user's processor or
+        #: log handler that calls a jitted function) is only captured, never made in place.
+        self._inside = threading.local()
         self._hooks: _jax_hooks.Hooks | None = None
         self._unavailable: frozenset[_jax_hooks.Capability] = frozenset()
         self._devices: tuple[Any, int] | None = None  # (default device, process index)
@@ -218,9 +222,48 @@ class Engine:
             if traced is not None:
                 self.correlator.keep_traced(traced)
 
+    def _enter(self) -> int:
+        depth = getattr(self._inside, "depth", 0)
+        self._inside.depth = depth + 1
+        return depth
+
+    def _leave(self, depth: int) -> None:
+        self._inside.depth = depth
+
     def _on_time_span(self, event: str, start: float, end: float, **kwargs: Any) -> None:
         if event not in _jax_hooks.PHASE_EVENTS:
             return
+        depth = self._enter()
+        try:
+            if depth:
+                self._on_nested_compile(event, start, end, kwargs)
+            else:
+                self._on_compile(event, start, end, kwargs)
+        finally:
+            self._leave(depth)
+
+    def _on_nested_compile(self, event: str, start: float, end: float,
+                           kwargs: dict[str, Any]) -> None:
+        """A compile that began inside otel_jax's own work on this thread (a signal handler
+        or finalizer that ran there, a user's span processor or log handler that compiles).
+
+        The work it interrupted may hold otel_jax's state half-changed, so nothing is made
+        here: what dies with the call is captured (reads only), and its record is left to
+        whoever makes records next, after the interrupted work, in order. Appending to a
+        deque and queueing a job take no lock this thread could already hold."""
+        with self.failopen.guard("compile listener (nested)"):
+            name = str(kwargs.get("fun_name", "?"))
+            if event != _jax_hooks.BACKEND_COMPILE_EVENT:
+                self.correlator.phase(event, name, start, end)
+                return
+            captured = self._capture(name, start, end, True)
+            if not captured.naming.eager_op:
+                STEPS.compiled(captured.compile_s)
+            self._pending.append(_Later(captured, self._route, contextvars.copy_context()))
+            self._queue_work()
+
+    def _on_compile(self, event: str, start: float, end: float, kwargs: dict[str, Any],
+                    ) -> None:
         captured: _assemble.Captured | None = None
         with self.failopen.guard("compile listener"):
             name = str(kwargs.get("fun_name", "?"))
@@ -309,15 +352,18 @@ class Engine:
         """Make the pending records, oldest first; whether none is left."""
         if not self._making.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
             return False  # a record being made holds it up (a user's __eq__ that hangs)
+        depth = self._enter()
         try:
             while self._pending:
                 later = self._pending.popleft()
-                built = self.failopen.call(
-                    "background explanation",
-                    functools.partial(self._build_record, later.captured), None)
+                with at_site(later.captured.callsite):
+                    built = self.failopen.call(
+                        "background explanation",
+                        functools.partial(self._build_record, later.captured), None)
                 if built is not None:
                     self._to_emit(_Made(*built, later.route, later.context))
         finally:
+            self._leave(depth)
             self._making.release()
         if self._made:
             self._queue_work()
@@ -344,9 +390,16 @@ class Engine:
         in order."""
         self._work_queued = False
         self._make_pending(None)
-        while self._made:
-            made = self._made.popleft()
-            made.context.run(self._emit_later, made.record, made.storm, made.route)
+        depth = self._enter()
+        try:
+            while self._made:
+                made = self._made.popleft()
+                with at_site(made.record.callsite):
+                    made.context.run(self._emit_later, made.record, made.storm, made.route)
+        finally:
+            self._leave(depth)
+        if self._pending:  # compiled by a processor or handler during that emission
+            self._queue_work()
 
     def _after_fork(self) -> None:
         """In a forked child: the parent's pending records are not made here (its thread is
@@ -355,6 +408,7 @@ class Engine:
         self._made.clear()
         self._making = threading.RLock()
         self._work_queued = False
+        self._inside = threading.local()
         self.history.after_fork()
 
     def _emit_later(self, record: CompileRecord, storm: Storm | None, route: Route) -> None:

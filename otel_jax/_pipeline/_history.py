@@ -156,7 +156,7 @@ class History:
     def __init__(self, signatures_per_function: int = DEFAULT_SIGNATURES_PER_FUNCTION,
                  entries_per_function: int = DEFAULT_ENTRIES_PER_FUNCTION,
                  max_functions: int = DEFAULT_MAX_FUNCTIONS) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._functions: OrderedDict[tuple[Any, ...], FunctionHistory] = OrderedDict()
         self._counts: OrderedDict[tuple[Any, ...], int] = OrderedDict()
         self._signatures_per_function = max(1, signatures_per_function)
@@ -165,7 +165,7 @@ class History:
 
     def after_fork(self) -> None:
         """In a forked child: a lock another thread held at the fork is made anew."""
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def begin(self, info: FunctionInfo) -> tuple[int, list[tuple[int, Signature]]]:
         """Count one more compile of ``info``; return that count and its earlier signatures.

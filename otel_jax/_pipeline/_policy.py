@@ -52,7 +52,7 @@ class Policy:
         self._warmup_steps: int | None = None
         self._steps = 0  # the number of the latest step (bare calls and step scopes)
         self._steps_done = 0  # steps over: the latest, unless a step scope is still in it
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     # --- warm-up -----------------------------------------------------------------
 

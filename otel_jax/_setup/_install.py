@@ -16,7 +16,7 @@ from .._capture._jax_hooks import Capability
 from .._core import _scrub
 from .._core._failopen import Topic, WarnKey, warn_once
 from .._core._vocab import INSTRUMENTATION_SCOPE
-from .._emit import _logs, _providers
+from .._emit import _barrier, _logs, _providers
 from .._emit._logs import (
     STDERR,
     STRUCTLOG,
@@ -33,6 +33,7 @@ from .._pipeline._emitter import STDLIB_WARNINGS, Emitter, Route
 from .._pipeline._engine import ENGINE
 from .._pipeline._steps import STEPS, StepTelemetry
 from .._version import __version__
+from . import _exit
 from ._options import InstallOptions
 
 _lock = threading.Lock()
@@ -54,6 +55,8 @@ class Installation:
     unavailable: frozenset[Capability] = frozenset()
     _providers: _providers.Providers | None = None
     _log: LogEmitter | None = None  # the log-line emitter, flushed at uninstall()
+    #: The barriers in the providers: their flush and shutdown emit otel_jax's pending work.
+    _barriers: _barrier.Attached | None = None
     _options: InstallOptions = field(default_factory=InstallOptions, repr=False)
 
     @property
@@ -250,6 +253,9 @@ def install(
         # still queued at exit reaches them before they shut down.
         atexit.unregister(_flush_at_exit)
         atexit.register(_flush_at_exit)
+        _exit.flush_in_forked_children(_flush_in_child)
+        barriers = _barrier.attach(_flush_for_provider, providers.tracer_provider,
+                                   providers.meter_provider, providers.logger_provider)
         _current = Installation(
             tracer_provider=providers.tracer_provider,
             meter_provider=providers.meter_provider,
@@ -259,6 +265,7 @@ def install(
             unavailable=ENGINE.unavailable,
             _providers=providers,
             _log=json_log,
+            _barriers=barriers,
             _options=options,
         )
         return _current
@@ -322,6 +329,8 @@ def uninstall() -> None:
             except Exception:  # never let a collector that is down fail uninstall
                 pass
             _providers.stop_prometheus(current._providers)
+        if current._barriers is not None:
+            current._barriers.detach()
 
 
 #: How long uninstall() waits for what is still being emitted (the log stream and the
@@ -364,8 +373,34 @@ def flush(timeout: float | None = FLUSH_TIMEOUT_S) -> bool:
         return False
 
 
+#: Set once the exit's own flush ran: what it could not emit in its bound (an exporter that
+#: blocks otel_jax's thread) is not waited for again by each provider that shuts down.
+_exiting = False
+#: How long a provider's flush or shutdown waits for otel_jax once the exit's flush ran.
+EXITING_WAIT_S = 0.1
+
+
 def _flush_at_exit() -> None:
+    global _exiting
     flush(EXIT_FLUSH_S)
+    _exiting = True
+
+
+def _flush_for_provider(seconds: float) -> bool:
+    """``flush`` as a provider's flush or shutdown calls it (``_barrier``)."""
+    return flush(min(seconds, EXITING_WAIT_S) if _exiting else seconds)
+
+
+def _flush_in_child() -> None:
+    """A process forked after install() ends through ``multiprocessing``'s exit path
+    (``os._exit``, no ``atexit``): its compiles reach the providers and are exported,
+    boundedly, as at a normal exit."""
+    current = _current
+    flush(EXIT_FLUSH_S)
+    if current is not None:
+        _exit.flush_providers(current.tracer_provider, current.meter_provider,
+                              current.logger_provider)
+    _logs.flush_all(_logs.EXIT_FLUSH_S)
 
 
 def installation() -> Installation | None:

@@ -1,0 +1,80 @@
+"""The end of a process forked after ``install()``: its last compiles are not lost.
+
+A child started by ``multiprocessing`` with the fork start method (``Process``, ``Pool``,
+``ProcessPoolExecutor`` workers) ends through ``os._exit`` once its target returns:
+``atexit`` never runs there, so compiles still waiting for otel_jax's background thread,
+and spans or log records still in a batch processor's queue, would die with it. The one
+hook that runs there is ``multiprocessing``'s own: its finalizers, run by the child's exit
+path (``util._exit_function``). Each forked child registers one, through the after-fork
+callbacks ``multiprocessing`` runs in every child it starts (after it cleared the parent's
+finalizers). A child that calls ``os._exit`` itself, or ``os.fork()`` without
+``multiprocessing``, may still lose what was queued: nothing runs at such an exit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+#: The longest a forked child's exit waits for its providers to export, all side by side.
+CHILD_EXPORT_S = 3.0
+
+
+class _Token:
+    """What ``multiprocessing``'s after-fork registry holds (weakly) for otel_jax."""
+
+
+_TOKEN = _Token()
+_child_flush: Callable[[], None] | None = None
+_registered = False
+
+
+def flush_in_forked_children(flush: Callable[[], None]) -> None:
+    """Have ``flush`` run at the exit of every child ``multiprocessing`` forks from now on
+    (also from children of children); never raises."""
+    global _child_flush, _registered
+    _child_flush = flush
+    if _registered:
+        return
+    try:
+        from multiprocessing import util
+
+        util.register_after_fork(_TOKEN, _in_child)
+        _registered = True
+    except Exception:  # no multiprocessing: no forked workers of its kind either
+        pass
+
+
+def _in_child(_token: _Token) -> None:
+    """In a child ``multiprocessing`` just forked: flush at its exit (first among the
+    finalizers of priority 0 that came before it, before its queues' feeder threads end)."""
+    try:
+        from multiprocessing import util
+
+        util.Finalize(None, _at_child_exit, exitpriority=0)
+    except Exception:
+        pass
+
+
+def _at_child_exit() -> None:
+    flush = _child_flush
+    if flush is None:
+        return
+    try:
+        flush()
+    except Exception:  # the child's exit must go on
+        pass
+
+
+def flush_providers(*providers: Any, seconds: float = CHILD_EXPORT_S) -> None:
+    """``force_flush`` each provider, side by side, within ``seconds`` in all: what their
+    batch processors and readers hold is exported before the process ends."""
+    from .._emit import _export
+
+    calls = [(f, (max(1, int(seconds * 1000)),)) for f in
+             (getattr(p, "force_flush", None) for p in providers if p is not None)
+             if f is not None]
+    if not calls:
+        return
+    _export.run_all_bounded(calls, time.monotonic() + seconds, name="otel_jax-child-flush")
