@@ -1,0 +1,456 @@
+"""Telemetry made off the compiling thread still arrives where the application reads it:
+at its own OpenTelemetry flush and shutdown, in forked workers, at a bounded exit on every
+supported Python; and compiles made inside otel_jax's own work (a signal handler, a
+finalizer, a user's processor or handler) never hang the process."""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import otel_jax
+from otel_jax._core import _failopen
+from otel_jax._core._failopen import OtelJaxWarning
+from otel_jax._pipeline import _background
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def slow_thread(monkeypatch):
+    """otel_jax's background thread looks for work only every 5 s: what is read right after
+    a compile is there only if the reader's flush made it so."""
+    monkeypatch.setattr(_background, "POLL_S", 5.0)
+    otel_jax.uninstall()
+    otel_jax.flush()
+    yield
+    otel_jax.uninstall()
+
+
+def _compile_spans(exporter: InMemorySpanExporter) -> list:
+    return [s for s in exporter.get_finished_spans() if s.name.startswith("jax.compile ")]
+
+
+def _compiles_counted(reader: InMemoryMetricReader) -> float:
+    data = reader.get_metrics_data()
+    total = 0.0
+    for rm in data.resource_metrics if data else ():
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                if metric.name == "jax.compilations":  # the user's, not JAX's eager ops
+                    total += sum(p.value for p in metric.data.data_points
+                                 if not p.attributes.get("jax.compile.eager_op"))
+    return total
+
+
+@pytest.mark.parametrize("processor", [SimpleSpanProcessor, BatchSpanProcessor])
+@pytest.mark.parametrize("ending", ["force_flush", "shutdown"])
+def test_the_applications_flush_and_shutdown_include_every_compile(slow_thread, processor,
+                                                                    ending):
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(processor(exporter))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    otel_jax.install(tracer_provider=tracer_provider, meter_provider=meter_provider,
+                     log_output=None)
+    f = jax.jit(lambda x: x * 2)
+    for n in range(1, 6):
+        f(jnp.ones(n))
+    if ending == "force_flush":
+        assert tracer_provider.force_flush()
+        meter_provider.force_flush()
+        assert _compiles_counted(reader) == 5
+    else:
+        tracer_provider.shutdown()
+    assert len(_compile_spans(exporter)) == 5
+
+
+def test_the_meter_providers_flush_alone_includes_every_compile(slow_thread):
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    otel_jax.install(tracer_provider=TracerProvider(), meter_provider=meter_provider,
+                     log_output=None)
+    f = jax.jit(lambda x: x + 1)
+    for n in range(1, 4):
+        f(jnp.ones(n))
+    meter_provider.force_flush()
+    assert _compiles_counted(reader) == 3
+
+
+def test_the_logger_providers_flush_includes_every_compile(slow_thread):
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+
+    try:
+        from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter as Exporter
+    except ImportError:  # opentelemetry-sdk < 1.39
+        from opentelemetry.sdk._logs.export import InMemoryLogExporter as Exporter
+    exporter = Exporter()
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
+    otel_jax.install(tracer_provider=TracerProvider(), logger_provider=logger_provider,
+                     log_output=None)
+    f = jax.jit(lambda x: x - 1)
+    for n in range(1, 4):
+        f(jnp.ones(n))
+    assert logger_provider.force_flush()
+    assert len(exporter.get_finished_logs()) == 3
+
+
+def test_the_barriers_leave_with_uninstall():
+    otel_jax.uninstall()
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    otel_jax.install(tracer_provider=provider, log_output=None)
+    processors = provider._active_span_processor._span_processors
+    assert type(processors[0]).__name__ == "SpanBarrier"  # first: before the batch flush
+    otel_jax.uninstall()
+    assert [type(p).__name__ for p in provider._active_span_processor._span_processors] == [
+        "SimpleSpanProcessor"]
+
+
+# --- processes ------------------------------------------------------------------------------
+
+def _run(script: str, *args: str, timeout: float = 240, env: dict[str, str] | None = None,
+         ) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    full.update({"PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu",
+                 "PYTHONWARNINGS": "ignore::DeprecationWarning"})
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args],
+                          capture_output=True, text=True, timeout=timeout, env=full)
+
+
+FORKED_WORKERS = """
+import multiprocessing as mp, os, sys, concurrent.futures as cf
+import jax, jax.numpy as jnp
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+import otel_jax
+from otel_jax._pipeline import _background
+_background.POLL_S = 5.0  # the thread would not have emitted them before the child ends
+out, how = sys.argv[1], sys.argv[2]
+
+class FileExporter(SpanExporter):
+    def export(self, spans):
+        with open(out + ".spans", "a") as fh:
+            for s in spans:
+                if s.name.startswith("jax.compile "):
+                    fh.write(f"{os.getpid()}\\n")
+        return SpanExportResult.SUCCESS
+
+provider = TracerProvider()
+provider.add_span_processor(BatchSpanProcessor(FileExporter()))
+otel_jax.install(tracer_provider=provider, log_output=open(out + ".log", "a", buffering=1))
+
+def work(k):
+    f = jax.jit(lambda x: x + k)
+    for n in range(1, 9):
+        f(jnp.ones(n + 10 * k)).block_until_ready()
+    return k
+
+if __name__ == "__main__":
+    context = mp.get_context("fork")  # JAX's backend is not started before the fork
+    if how == "process":
+        p = context.Process(target=work, args=(1,))
+        p.start(); p.join()
+        sys.exit(p.exitcode)
+    with cf.ProcessPoolExecutor(2, mp_context=context) as pool:
+        assert sorted(pool.map(work, [1, 2])) == [1, 2]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how, compiles", [("process", 8), ("pool", 16)])
+def test_forked_workers_emit_every_compile(tmp_path, how, compiles):
+    out = str(tmp_path / "o")
+    done = _run(FORKED_WORKERS, out, how)
+    assert done.returncode == 0, done.stderr[-2000:]
+    spans = Path(out + ".spans").read_text().split() if Path(out + ".spans").exists() else []
+    lines = [json.loads(line) for line in Path(out + ".log").read_text().splitlines()]
+    assert len(spans) == compiles
+    assert sum(1 for line in lines if line["event"] == "jax.compile") == compiles
+
+
+EXIT_TIMED = """
+import atexit, sys, time
+atexit.register(lambda: sys.stderr.write(f"HANDLERS-DONE {time.time()}\\n"))  # runs last
+import jax, jax.numpy as jnp, otel_jax
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+class Blocking(SpanExporter):
+    def export(self, spans):
+        time.sleep(120)
+        return SpanExportResult.SUCCESS
+
+if sys.argv[1] == "blocking-exporter":
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(Blocking()))
+    otel_jax.install(tracer_provider=provider, log_output=None)
+else:  # otel_jax's own providers, exporting to OTEL_EXPORTER_OTLP_ENDPOINT
+    otel_jax.install(log_output=None)
+f = jax.jit(lambda x: x * 2)
+for n in range(1, 5):
+    f(jnp.ones(n))
+sys.stderr.write(f"SCRIPT-END {time.time()}\\n")
+"""
+
+
+def _silent_endpoint() -> tuple[socket.socket, threading.Event]:
+    """A port that accepts connections and never answers (bounded: the test closes it)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    server.settimeout(0.2)
+    stop = threading.Event()
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+        for conn in held:
+            conn.close()
+        server.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server, stop
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["silent-endpoint", "blocking-exporter"])
+def test_exit_is_bounded(case):
+    env = {"OTEL_METRIC_EXPORT_INTERVAL": "600000"}
+    stop = None
+    if case == "silent-endpoint":
+        server, stop = _silent_endpoint()
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        done = _run(EXIT_TIMED, case, env=env)
+    finally:
+        if stop is not None:
+            stop.set()
+    marks = dict(line.split()[:2] for line in done.stderr.splitlines()
+                 if line.startswith(("SCRIPT-END", "HANDLERS-DONE")))
+    assert set(marks) == {"SCRIPT-END", "HANDLERS-DONE"}, done.stderr[-2000:]
+    exit_s = float(marks["HANDLERS-DONE"]) - float(marks["SCRIPT-END"])
+    # The documented bounds: otel_jax's flush (2 s) and its providers' shutdown (3 s); a
+    # busy machine gets one more second.
+    assert exit_s < 6.0, (exit_s, done.stderr[-2000:])
+    if case == "silent-endpoint":
+        said = [line for line in done.stderr.splitlines() if "OtelJaxWarning" in line]
+        assert len(said) == 1 and "no answer" in done.stderr, done.stderr[-2000:]
+
+
+# --- compiles inside otel_jax's own work --------------------------------------------------------
+
+REENTRANT = """
+import collections, gc, logging, random, signal, sys, threading
+import jax, jax.numpy as jnp
+from jax._src import monitoring
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+import otel_jax
+
+counted = collections.Counter()  # backend compiles, by JAX's name for the function
+def listener(event, duration, **kwargs):
+    if event == "/jax/core/compile/backend_compile_duration":
+        counted[kwargs.get("fun_name")] += 1
+monitoring.register_event_duration_secs_listener(listener)
+
+@jax.jit
+def inside_fn(x):
+    return x * 3
+
+budget = {"n": 0}
+def compile_inside():
+    # Called where the user's code runs: a signal handler may land inside a trace of
+    # JAX's (then this call is traced, not compiled), or inside otel_jax's own work.
+    if budget["n"] < 25:
+        budget["n"] += 1
+        try:
+            inside_fn(jnp.ones(100 + budget["n"]))
+        except RecursionError:  # JAX refuses a call landing in its own dispatch of it
+            pass
+
+how = sys.argv[1]
+random.seed(int(sys.argv[2]))
+provider = TracerProvider()
+if how == "processor":
+    class Compiling(SpanExporter):
+        def export(self, spans):
+            compile_inside()
+            return SpanExportResult.SUCCESS
+    provider.add_span_processor(SimpleSpanProcessor(Compiling()))
+if how == "handler":
+    class CompilingHandler(logging.Handler):
+        def emit(self, record):
+            compile_inside()
+    logging.getLogger("otel_jax").addHandler(CompilingHandler())
+otel_jax.install(tracer_provider=provider, log_output=open(sys.argv[3], "a", buffering=1),
+                 storm_threshold=1)
+
+if how == "signal":
+    def handler(signum, frame):
+        compile_inside()
+        signal.setitimer(signal.ITIMER_REAL, random.uniform(0.0002, 0.004))
+    signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, 0.001)
+if how == "locks":
+    # The signal lands while otel_jax holds its locks, on the compiling thread: each
+    # acquisition of these raises it (at most the handler's budget), so the handler runs
+    # inside the locked block, at the next instruction.
+    from otel_jax._pipeline._engine import ENGINE
+    from otel_jax._core import _failopen
+
+    class Signalling:
+        def __init__(self, lock):
+            self._lock = lock
+        def __enter__(self):
+            self._lock.acquire()
+            if threading.current_thread() is threading.main_thread():
+                signal.raise_signal(signal.SIGUSR1)
+            return self
+        def __exit__(self, *exc):
+            self._lock.release()
+        def acquire(self, *args, **kwargs):
+            return self._lock.acquire(*args, **kwargs)
+        def release(self):
+            self._lock.release()
+
+    signal.signal(signal.SIGUSR1, lambda signum, frame: compile_inside())
+    ENGINE.history._lock = Signalling(ENGINE.history._lock)
+    ENGINE.policy._lock = Signalling(ENGINE.policy._lock)
+    ENGINE.failopen._lock = Signalling(ENGINE.failopen._lock)
+    _failopen._ONCE._lock = Signalling(_failopen._ONCE._lock)
+if how == "finalizer":
+    class Compiles:
+        def __init__(self):
+            self.me = self  # a cycle: freed by the collector, wherever it runs
+        def __del__(self):
+            compile_inside()
+    gc.set_threshold(50, 1, 1)
+
+@jax.jit
+def step_fn(x):
+    return x + 1
+
+for n in range(1, 61):
+    if how == "finalizer":
+        for _ in range(20):
+            Compiles()
+    step_fn(jnp.ones(n)).block_until_ready()
+if how == "signal":
+    signal.setitimer(signal.ITIMER_REAL, 0)
+gc.collect()
+assert otel_jax.flush(60)
+print("COUNTS", counted["jit(step_fn)"], counted["jit(inside_fn)"])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["signal", "locks", "finalizer", "processor", "handler"])
+def test_compiles_inside_otel_jax_never_hang_and_are_all_counted(tmp_path, how):
+    log = tmp_path / "compiles.jsonl"
+    for seed in (1, 2) if how == "signal" else (1,):
+        log.write_text("")
+        try:
+            done = _run(REENTRANT, how, str(seed), str(log), timeout=300)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"a compile inside otel_jax's work ({how}) hung the process")
+        assert done.returncode == 0, done.stderr[-3000:]
+        [counts] = [line.split()[1:] for line in done.stdout.splitlines()
+                    if line.startswith("COUNTS")]
+        step_compiles, inside_compiles = int(counts[0]), int(counts[1])
+        lines = [json.loads(line) for line in log.read_text().splitlines()]
+        reported = collections.Counter(line["function"].rsplit(".", 1)[-1] for line in lines
+                                       if line["event"] == "jax.compile")
+        # Every compile JAX made of either function is reported, the ones made inside
+        # otel_jax's own work included; none is lost, none is made up.
+        assert step_compiles == 60
+        assert (reported["step_fn"], reported["inside_fn"]) == (60, inside_compiles)
+        if how in ("locks", "finalizer", "processor"):
+            assert inside_compiles > 0
+
+
+def test_a_users_logging_handler_that_raises_is_named_as_theirs():
+    otel_jax.uninstall()
+    _failopen.reset_warnings()
+
+    class Raising(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            raise OSError("disk full")
+
+    handler = Raising()
+    logger = logging.getLogger("otel_jax")
+    logger.addHandler(handler)
+    try:
+        otel_jax.install(tracer_provider=TracerProvider(), log_output=None,
+                         storm_threshold=1, emit_in_background=False)
+        f = jax.jit(lambda x: x * 5)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for n in range(1, 4):
+                f(jnp.ones(n))
+            otel_jax.flush()
+        ours = [str(w.message) for w in caught if issubclass(w.category, OtelJaxWarning)]
+        theirs = [m for m in ours if "your logging handler raised OSError: 'disk full'" in m]
+        assert len(theirs) == 1, ours
+        assert not any("internal error" in m for m in ours), ours
+        assert otel_jax.installation() is not None
+    finally:
+        logger.removeHandler(handler)
+        otel_jax.uninstall()
+
+
+def test_a_warning_from_the_background_thread_points_at_the_jit_call(monkeypatch):
+    otel_jax.uninstall()
+    _failopen.reset_warnings()
+
+    class Raising(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            raise OSError("disk full")
+
+    handler = Raising()
+    logger = logging.getLogger("otel_jax")
+    logger.addHandler(handler)
+    caught: list[warnings.WarningMessage] = []
+    monkeypatch.setattr(warnings, "showwarning",
+                        lambda *a, **k: caught.append(warnings.WarningMessage(*a, **k)))
+    try:
+        otel_jax.install(tracer_provider=TracerProvider(), log_output=None, storm_threshold=1)
+        f = jax.jit(lambda x: x * 7)
+        line = sys._getframe().f_lineno + 2
+        for n in range(1, 4):
+            f(jnp.ones(n))
+        assert otel_jax.flush()
+    finally:
+        logger.removeHandler(handler)
+        otel_jax.uninstall()
+    ours = [w for w in caught if issubclass(w.category, OtelJaxWarning)]
+    assert ours and all((w.filename, w.lineno) == (__file__, line) for w in ours), [
+        (w.filename, w.lineno, str(w.message)) for w in ours]
