@@ -664,3 +664,50 @@ def test_a_function_static_argument_recreated_each_call(telemetry):
         "fn", "static_argument", "new function object, same source")
     hint = span.attributes["jax.compile.hint"]
     assert "define it once outside the loop" in hint and "__eq__" not in hint
+
+
+def test_arguments_under_star_args_are_named_by_the_parameter(telemetry):
+    @jax.jit
+    def combine(x, *features):
+        return x + sum(f.sum() for f in features)
+
+    combine(jnp.ones(4), jnp.ones((4, 2)), jnp.ones((4, 2)))
+    combine(jnp.ones(4), jnp.ones((4, 2)), jnp.ones((4, 2)), jnp.ones((4, 2)))
+    combine(jnp.ones(4), jnp.ones((4, 2)), jnp.ones((4, 2), jnp.int32))
+    spans = telemetry.compiles(
+        "test_arguments_under_star_args_are_named_by_the_parameter.<locals>.combine")
+    assert [diff_of(s) for s in spans[1:]] == [
+        [{"path": "features[2]", "kind": "pytree_structure", "before": "<absent>",
+          "after": "f32[4,2]"}],
+        [{"path": "features[1]", "kind": "dtype", "before": "f32[4,2]", "after": "i32[4,2]"}],
+    ]
+
+
+def test_a_static_argument_under_star_args_is_named_by_the_parameter(telemetry):
+    @functools.partial(jax.jit, static_argnums=2)
+    def scale(x, *factors):
+        return x * factors[1]
+
+    scale(jnp.ones(2), jnp.float32(1), 2)
+    scale(jnp.ones(2), jnp.float32(1), 3)
+    span = telemetry.last(
+        "test_a_static_argument_under_star_args_is_named_by_the_parameter.<locals>.scale")
+    assert only_change(span) == {"path": "factors[1]", "kind": "static_argument",
+                                 "before": "2", "after": "3"}
+
+
+def test_keyword_only_and_star_star_kwargs_are_named_by_their_parameters(telemetry):
+    @jax.jit
+    def apply(x, *, scale, **extra):
+        return x * scale.sum() + sum(v.sum() for v in extra.values())
+
+    apply(jnp.ones(2), scale=jnp.ones(2))
+    apply(jnp.ones(2), scale=jnp.ones(2), bias=jnp.ones(2))
+    apply(jnp.ones(2), scale=jnp.ones(3), bias=jnp.ones(2))
+    spans = telemetry.compiles("test_keyword_only_and_star_star_kwargs_are_named_by_their_"
+                               "parameters.<locals>.apply")
+    assert [diff_of(s) for s in spans[1:]] == [
+        [{"path": "extra['bias']", "kind": "pytree_structure", "before": "<absent>",
+          "after": "f32[2]"}],
+        [{"path": "scale", "kind": "shape", "before": "f32[2]", "after": "f32[3]"}],
+    ]

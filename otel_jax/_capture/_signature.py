@@ -212,6 +212,10 @@ class Signature:
     # when the record is made after the call, when both objects may be gone.
     function_serial: int = 0
     bound_method: bool = False  # the function is a bound method (``jax.jit(obj.method)``)
+    # The ``**kwargs`` parameter's name and the parameters a keyword fills by name: a
+    # keyword argument that ``**kwargs`` collects is named ``kwargs['k']``.
+    var_keyword: str = ""
+    keywords: frozenset[str] = frozenset()
 
     @property
     def num_leaves(self) -> int:
@@ -490,7 +494,8 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
     if placements is None or len(placements) != len(types):
         placements = (_placements_of(flat) if len(flat) == len(types)
                       else (UNCOMMITTED,) * len(types))
-    names = _jax_read.parameter_names(miss.jit_info, len(miss.args))
+    parameters = _jax_read.call_parameters(miss.jit_info, len(miss.args))
+    names = parameters.positional
     top_names = tuple(names[i] for i in _jax_read.dynamic_positions(miss))
     statics = [_static_arg(n, v, keyword=n in miss.kwargs)
                for n, v in _jax_read.static_arguments(miss, names)]
@@ -551,6 +556,8 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
         program=_program(len(avals), inputs.out_count, inputs.op_count)
         if miss.transformed else "",
         bound=bound_values(identity) if by_identity else (),
+        var_keyword=parameters.var_keyword,
+        keywords=_reuse(parameters.keywords, earlier, "keywords"),
     )
 
 

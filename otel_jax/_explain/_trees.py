@@ -56,17 +56,18 @@ def _walk_arguments(old: Signature, new: Signature, add: AddChange) -> set[str]:
     for i in range(min(len(ca), len(cb))):
         _walk(ca[i], cb[i], names_b[i], offs_a[i], offs_b[i], old, new, add)
     _walk(ka, kb, "", pa.num_leaves, pb.num_leaves, old, new, add,
-          *_kwarg_names(ka, kb))
+          _kwarg_names(ka, old), _kwarg_names(kb, new))
     return set(names_a[:len(ca)])
 
 
-def _kwarg_names(ka: Any, kb: Any) -> tuple[list[str] | None, list[str] | None]:
-    def names(t: Any) -> list[str] | None:
-        data = None if _is_leaf(t) else t.node_data()
-        if data and data[0] is dict and data[1] is not None:
-            return [str(k) for k in data[1]]
+def _kwarg_names(t: Any, sig: Signature) -> list[str] | None:
+    """The name of each keyword argument: its parameter's, or ``kwargs['k']`` for one
+    that the function's ``**kwargs`` collects (as JAX names its leaves)."""
+    data = None if _is_leaf(t) else t.node_data()
+    if not (data and data[0] is dict and data[1] is not None):
         return None
-    return names(ka), names(kb)
+    var, named = sig.var_keyword, sig.keywords
+    return [str(k) if not var or k in named else f"{var}[{k!r}]" for k in data[1]]
 
 
 def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Signature,
