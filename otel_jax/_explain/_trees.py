@@ -99,9 +99,9 @@ def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Sign
         aux_changes(path or "<arguments>", da[0], da[1], db[1], add)
     ca, cb = a.children(), b.children()
     offs_a, offs_b = _offsets(ca, oa), _offsets(cb, ob)
-    if keyed:
+    if keyed:  # children matched by key: a dict's, an nnx Module's attributes
         na = names_a or _child_names(a, path, da)
-        nb = names_b or _child_names(b, path, db)  # children matched by key: a dict's, an nnx Module's attributes
+        nb = names_b or _child_names(b, path, db)
         index_b = {n: i for i, n in enumerate(nb)}
         seen = set()
         for i, n in enumerate(na):
