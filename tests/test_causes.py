@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import typing
 
 import jax
 import jax.numpy as jnp
@@ -711,3 +712,45 @@ def test_keyword_only_and_star_star_kwargs_are_named_by_their_parameters(telemet
           "after": "f32[2]"}],
         [{"path": "scale", "kind": "shape", "before": "f32[2]", "after": "f32[3]"}],
     ]
+
+
+class GradientTransformation(typing.NamedTuple):
+    """As optax's: a NamedTuple of two functions, made again by every chain(...) call."""
+
+    init: typing.Callable
+    update: typing.Callable
+
+
+def chain(scale: float) -> GradientTransformation:
+    def init_fn(params):
+        return params
+
+    def update_fn(updates, state):
+        return jax.tree_util.tree_map(lambda u: u * scale, updates), state
+
+    return GradientTransformation(init_fn, update_fn)
+
+
+def test_a_static_namedtuple_of_functions_rebuilt_names_the_new_function_objects(telemetry):
+    @functools.partial(jax.jit, static_argnames="tx")
+    def train_step(grads, tx):
+        return tx.update(grads, None)[0]
+
+    for _ in range(2):  # the optimizer built again every epoch
+        train_step(jnp.ones(3), tx=chain(0.1))
+    span = telemetry.last("test_a_static_namedtuple_of_functions_rebuilt_names_the_new_"
+                          "function_objects.<locals>.train_step")
+    assert span.attributes["jax.compile.cause.kind"] == "static_argument"
+    assert diff_of(span) == [
+        {"path": "tx.init", "kind": "static_argument",
+         "before": "<function chain.<locals>.init_fn>",
+         "after": "new function object, same source"},
+        {"path": "tx.update", "kind": "static_argument",
+         "before": "<function chain.<locals>.update_fn>",
+         "after": "new function object, same source"},
+    ]
+    assert span.attributes["jax.compile.cause"] == (
+        "tx.init: <function chain.<locals>.init_fn> -> new function object, same source "
+        "(+1 more)")
+    hint = span.attributes["jax.compile.hint"]
+    assert "build it once" in hint and "equals itself" not in hint

@@ -26,6 +26,7 @@ from ._reprs import (
     PLAIN_TYPES,
     bound_text,
     bound_values,
+    identity_fields,
     one_line_repr,
     static_fields,
     static_text,
@@ -170,6 +171,10 @@ class StaticArg:
     # a type JAX keeps one object per distinct value of (a Mesh): a new object is a
     # new value, not an identity-hashing accident
     interned: bool = field(default=False, compare=False)
+    # ``(field path, object number, function site, type)`` of the fields of a
+    # dataclass-like value that compare by identity (functions): equal texts, yet
+    # another object
+    field_ids: tuple[tuple[str, int, str, str], ...] = field(default=(), compare=False)
 
     def same_object_as(self, other: StaticArg) -> bool | None:
         """For identity-hashed statics: were both the same object? ``None`` if unknown.
@@ -400,6 +405,8 @@ def _static_arg(name: str, value: Any, kind: StaticKind = StaticKind.STATIC_ARGU
         tree=value if kind is StaticKind.PYTREE_STRUCTURE else None,
         keyword=keyword,
         fields=_readable_fields(value, identity) if kind is StaticKind.STATIC_ARGUMENT else (),
+        field_ids=identity_fields(value, SERIALS.of)
+        if kind is StaticKind.STATIC_ARGUMENT and not identity else (),
         value=StaticValue(value) if identity or kind is StaticKind.STATIC_ARGUMENT else None,
         interned=identity and _jax_read.interned_by_jax(value),
     )
@@ -633,7 +640,8 @@ def _reuse_statics(statics: tuple[StaticArg, ...], earlier: Signature | None,
     if theirs is None or theirs is statics or len(theirs) != len(statics):
         return statics
     for mine, old in zip(statics, theirs):
-        if mine.tree is not old.tree or mine.fields != old.fields or not _equal(mine, old):
+        if (mine.tree is not old.tree or mine.fields != old.fields
+                or mine.field_ids != old.field_ids or not _equal(mine, old)):
             return statics
     return theirs
 

@@ -106,6 +106,10 @@ def _fields_distance(old: StaticArg, new: StaticArg) -> int:
         return 1
     a, b = dict(old.fields), dict(new.fields)
     n = sum(1 for k, v in b.items() if a.get(k, ABSENT) != v) + len(a.keys() - b.keys())
+    if old.field_ids != new.field_ids:  # fields that read the same, other objects
+        ids = {path: number for path, number, _, _ in old.field_ids}
+        n += sum(1 for path, number, _, _ in new.field_ids
+                 if ids.get(path, number) != number and a.get(path) == b.get(path))
     return max(1, n)
 
 

@@ -63,6 +63,11 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
         "a function passed as a static argument compares by identity: a lambda, closure or "
         "functools.partial made in the loop is a new one every call; define it once outside "
         "the loop and pass that same function"),
+    (CauseKind.STATIC_ARGUMENT, Detail.FUNCTION_FIELD.value): (
+        "a field of this static value holds a function, which compares by identity: "
+        "building the value again (an optax optimizer made again by optax.chain(...) or "
+        "optax.adam(...), a closure made in the loop) makes new functions, so it never "
+        "equals the earlier one; build it once outside the loop and pass that same object"),
     (CauseKind.STATIC_ARGUMENT, Detail.OTHER_EXPORT.value): (
         "another jax.export program of this function (exported again, e.g. for a new input "
         "shape): each one compiles when first called; export once with symbolic dimensions "

@@ -44,6 +44,7 @@ class Detail(enum.Enum):
     BOUND_VALUE = "bound_value"  # what a new partial/closure binds (``subject``: the name)
     INTERNED = "interned"  # another value of a type JAX keeps one object per value of
     FIELD_OF_IDENTITY = "field_of_identity"  # a field of a new identity-hashed instance
+    FUNCTION_FIELD = "function_field"  # a static value's field holds a new function object
     OTHER_EXPORT = "other_export"  # another jax.export program of the function
     KEY_STYLE = "key_style"  # a typed PRNG key vs a legacy uint32 one
     KEY_IMPL = "key_impl"  # typed PRNG keys of two implementations (threefry vs rbg)
