@@ -754,3 +754,62 @@ def test_a_static_namedtuple_of_functions_rebuilt_names_the_new_function_objects
         "(+1 more)")
     hint = span.attributes["jax.compile.hint"]
     assert "build it once" in hint and "equals itself" not in hint
+
+
+def test_grad_with_other_argnums_names_the_transformation_never_an_eviction(telemetry):
+    @jax.jit
+    def loss(a, b):
+        return (a * b).sum()
+
+    x = jnp.ones(3)
+    jax.grad(loss, argnums=0)(x, x)
+    jax.grad(loss, argnums=(0, 1))(x, x)
+    spans = telemetry.compiles(
+        "test_grad_with_other_argnums_names_the_transformation_never_an_eviction.<locals>.loss")
+    causes = [s.attributes["jax.compile.cause"] for s in spans[1:]]
+    assert not any("evict" in c or "clear_caches" in c for c in causes), causes
+    # the forward program of argnums=(0, 1) reads like argnums=0's, argument for argument
+    forward = next(s for s in spans if s.attributes["jax.compile.count"] == 3)
+    assert forward.attributes["jax.compile.cause.kind"] == "function_identity"
+    assert only_change(forward) == {"path": "<transformation>", "kind": "function_identity",
+                                    "before": "grad(argnums=0)",
+                                    "after": "grad(argnums=(0, 1))"}
+    assert "jax.jit(jax.grad(loss))" in forward.attributes["jax.compile.hint"]
+
+
+def test_vmap_axes_are_named_in_the_transformation(telemetry):
+    @jax.jit
+    def scale(a, b):
+        return a * b
+
+    xs = jnp.ones((3, 3))
+    jax.vmap(scale, in_axes=(0, None))(xs, xs[0])
+    jax.vmap(scale, in_axes=(1, None))(xs, xs[0])
+    spans = telemetry.compiles("test_vmap_axes_are_named_in_the_transformation.<locals>.scale")
+    assert len(spans) == 2
+    assert only_change(spans[1]) == {"path": "<transformation>", "kind": "function_identity",
+                                     "before": "vmap(in_axes=(0, None))",
+                                     "after": "vmap(in_axes=(1, None))"}
+
+
+def test_equal_signatures_name_a_cache_clear_only_when_one_was_seen(telemetry):
+    @jax.jit
+    def add_one(x):
+        return x + 1
+
+    add_one(jnp.ones(3))
+    add_one.clear_cache()  # not watched: no evidence of what happened
+    add_one(jnp.ones(3))
+    jax.clear_caches()
+    add_one(jnp.ones(3))
+    spans = telemetry.compiles(
+        "test_equal_signatures_name_a_cache_clear_only_when_one_was_seen.<locals>.add_one")
+    assert [s.attributes["jax.compile.cause.kind"] for s in spans] == [
+        "first_compile", "unknown", "unknown"]
+    not_found, cleared = (s.attributes["jax.compile.cause"] for s in spans[1:])
+    assert not_found.endswith("the difference was not found (no jax.clear_caches() call "
+                              "was seen)")
+    assert "evict" not in not_found and "likely" not in not_found
+    assert cleared.endswith("jax.clear_caches() was called once since, which dropped the "
+                            "compiled program")
+    assert "clear caches only where" in spans[2].attributes["jax.compile.hint"]

@@ -221,6 +221,11 @@ class Signature:
     # keyword argument that ``**kwargs`` collects is named ``kwargs['k']``.
     var_keyword: str = ""
     keywords: frozenset[str] = frozenset()
+    # transformed only: the transformations and their parameters, outermost first
+    # (``grad(argnums=(0, 1))``); "" when not read
+    transformation: str = ""
+    # ``jax.clear_caches()`` calls seen before this compile (-1: not watched)
+    cache_clears: int = -1
 
     @property
     def num_leaves(self) -> int:
@@ -562,6 +567,8 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
         transform=TRANSFORMED if miss.transformed else "",
         program=_program(len(avals), inputs.out_count, inputs.op_count)
         if miss.transformed else "",
+        transformation=miss.transformation,
+        cache_clears=miss.cache_clears,
         bound=bound_values(identity) if by_identity else (),
         var_keyword=parameters.var_keyword,
         keywords=_reuse(parameters.keywords, earlier, "keywords"),

@@ -47,6 +47,7 @@ from ._same import (
     same_function,
     static_changed,
     static_value_changed,
+    transformations_differ,
     treedef_equal,
 )
 from ._trees import structure_changes, tree_changes
@@ -76,6 +77,12 @@ def diff(old: Signature, new: Signature) -> Diff:
                    old.transform or CALLED_DIRECTLY, new.transform or CALLED_DIRECTLY,
                    Detail.TRANSFORMATION))
         return Diff(tuple(out), total)
+    if old.program != new.program and transformations_differ(old, new):
+        # Other transformation parameters: a new program, whose arguments need not line
+        # up with the earlier one's. Named by what the user changed.
+        add(Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY, old.transformation,
+                   new.transformation, Detail.TRANSFORMATION_PARAMETERS))
+        return Diff(tuple(out), total)
     if old.program != new.program:
         add(Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY,
                    f"transformed program ({old.program})",
@@ -83,6 +90,11 @@ def diff(old: Signature, new: Signature) -> Diff:
                    "grad's forward and backward passes and each vmap are programs of their "
                    "own", Detail.OTHER_PROGRAM))
         return Diff(tuple(out), total)
+    if transformations_differ(old, new):
+        # The same program shape under other transformation parameters: JAX traced a
+        # new program (grad(argnums=(0, 1)) differentiates more than grad(argnums=0)).
+        add(Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY, old.transformation,
+                   new.transformation, Detail.TRANSFORMATION_PARAMETERS))
     if not same_function(old, new):
         alive = old.function_ref is not None and old.function_ref() is not None
         before = "earlier function object" + ("" if alive else " (garbage-collected)")

@@ -106,6 +106,15 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
         "a static (non-array) part of this pytree node prints the same as before but is not "
         "== to it (a NaN, or an __eq__ that is not value-based): JAX compares it with ==, so "
         "it never hits the cache; make it equal itself, or store it as an array"),
+    (CauseKind.UNKNOWN, Detail.CACHE_CLEARED.value): (
+        "jax.clear_caches() drops every compiled program, so each function compiles again "
+        "on its next call: clear caches only where the memory matters more than the "
+        "compile time, not inside the loop"),
+    (CauseKind.UNKNOWN, Detail.NOT_FOUND.value): (
+        "otel_jax found no difference between this compile and the earlier one, and saw no "
+        "jax.clear_caches() call: the cause is outside what it captures (a "
+        "jitted.clear_cache() call, a JAX cache at its size limit, a transformation it "
+        "does not name); jax_explain_cache_misses may tell more"),
     (CauseKind.PYTREE_STRUCTURE, Detail.MOVED.value): (
         "an argument passed positionally in one call and by keyword in another changes the "
         "argument tree: pass it the same way every call"),
