@@ -570,7 +570,8 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
         transformation=miss.transformation,
         cache_clears=miss.cache_clears,
         bound=bound_values(identity) if by_identity else (),
-        var_keyword=parameters.var_keyword,
+        # A library's own jit wrapper (pmap's) takes **kwargs for the user's parameters.
+        var_keyword=parameters.var_keyword if stands_for is None else "",
         keywords=_reuse(parameters.keywords, earlier, "keywords"),
     )
 
