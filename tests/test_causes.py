@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import typing
 
 import jax
 import jax.numpy as jnp
@@ -664,3 +665,151 @@ def test_a_function_static_argument_recreated_each_call(telemetry):
         "fn", "static_argument", "new function object, same source")
     hint = span.attributes["jax.compile.hint"]
     assert "define it once outside the loop" in hint and "__eq__" not in hint
+
+
+def test_arguments_under_star_args_are_named_by_the_parameter(telemetry):
+    @jax.jit
+    def combine(x, *features):
+        return x + sum(f.sum() for f in features)
+
+    combine(jnp.ones(4), jnp.ones((4, 2)), jnp.ones((4, 2)))
+    combine(jnp.ones(4), jnp.ones((4, 2)), jnp.ones((4, 2)), jnp.ones((4, 2)))
+    combine(jnp.ones(4), jnp.ones((4, 2)), jnp.ones((4, 2), jnp.int32))
+    spans = telemetry.compiles(
+        "test_arguments_under_star_args_are_named_by_the_parameter.<locals>.combine")
+    assert [diff_of(s) for s in spans[1:]] == [
+        [{"path": "features[2]", "kind": "pytree_structure", "before": "<absent>",
+          "after": "f32[4,2]"}],
+        [{"path": "features[1]", "kind": "dtype", "before": "f32[4,2]", "after": "i32[4,2]"}],
+    ]
+
+
+def test_a_static_argument_under_star_args_is_named_by_the_parameter(telemetry):
+    @functools.partial(jax.jit, static_argnums=2)
+    def scale(x, *factors):
+        return x * factors[1]
+
+    scale(jnp.ones(2), jnp.float32(1), 2)
+    scale(jnp.ones(2), jnp.float32(1), 3)
+    span = telemetry.last(
+        "test_a_static_argument_under_star_args_is_named_by_the_parameter.<locals>.scale")
+    assert only_change(span) == {"path": "factors[1]", "kind": "static_argument",
+                                 "before": "2", "after": "3"}
+
+
+def test_keyword_only_and_star_star_kwargs_are_named_by_their_parameters(telemetry):
+    @jax.jit
+    def apply(x, *, scale, **extra):
+        return x * scale.sum() + sum(v.sum() for v in extra.values())
+
+    apply(jnp.ones(2), scale=jnp.ones(2))
+    apply(jnp.ones(2), scale=jnp.ones(2), bias=jnp.ones(2))
+    apply(jnp.ones(2), scale=jnp.ones(3), bias=jnp.ones(2))
+    spans = telemetry.compiles("test_keyword_only_and_star_star_kwargs_are_named_by_their_"
+                               "parameters.<locals>.apply")
+    assert [diff_of(s) for s in spans[1:]] == [
+        [{"path": "extra['bias']", "kind": "pytree_structure", "before": "<absent>",
+          "after": "f32[2]"}],
+        [{"path": "scale", "kind": "shape", "before": "f32[2]", "after": "f32[3]"}],
+    ]
+
+
+class GradientTransformation(typing.NamedTuple):
+    """As optax's: a NamedTuple of two functions, made again by every chain(...) call."""
+
+    init: typing.Callable
+    update: typing.Callable
+
+
+def chain(scale: float) -> GradientTransformation:
+    def init_fn(params):
+        return params
+
+    def update_fn(updates, state):
+        return jax.tree_util.tree_map(lambda u: u * scale, updates), state
+
+    return GradientTransformation(init_fn, update_fn)
+
+
+def test_a_static_namedtuple_of_functions_rebuilt_names_the_new_function_objects(telemetry):
+    @functools.partial(jax.jit, static_argnames="tx")
+    def train_step(grads, tx):
+        return tx.update(grads, None)[0]
+
+    for _ in range(2):  # the optimizer built again every epoch
+        train_step(jnp.ones(3), tx=chain(0.1))
+    span = telemetry.last("test_a_static_namedtuple_of_functions_rebuilt_names_the_new_"
+                          "function_objects.<locals>.train_step")
+    assert span.attributes["jax.compile.cause.kind"] == "static_argument"
+    assert diff_of(span) == [
+        {"path": "tx.init", "kind": "static_argument",
+         "before": "<function chain.<locals>.init_fn>",
+         "after": "new function object, same source"},
+        {"path": "tx.update", "kind": "static_argument",
+         "before": "<function chain.<locals>.update_fn>",
+         "after": "new function object, same source"},
+    ]
+    assert span.attributes["jax.compile.cause"] == (
+        "tx.init: <function chain.<locals>.init_fn> -> new function object, same source "
+        "(+1 more)")
+    hint = span.attributes["jax.compile.hint"]
+    assert "build it once" in hint and "equals itself" not in hint
+
+
+def test_grad_with_other_argnums_names_the_transformation_never_an_eviction(telemetry):
+    @jax.jit
+    def loss(a, b):
+        return (a * b).sum()
+
+    x = jnp.ones(3)
+    jax.grad(loss, argnums=0)(x, x)
+    jax.grad(loss, argnums=(0, 1))(x, x)
+    spans = telemetry.compiles(
+        "test_grad_with_other_argnums_names_the_transformation_never_an_eviction.<locals>.loss")
+    causes = [s.attributes["jax.compile.cause"] for s in spans[1:]]
+    assert not any("evict" in c or "clear_caches" in c for c in causes), causes
+    # the forward program of argnums=(0, 1) reads like argnums=0's, argument for argument
+    forward = next(s for s in spans if s.attributes["jax.compile.count"] == 3)
+    assert forward.attributes["jax.compile.cause.kind"] == "function_identity"
+    assert only_change(forward) == {"path": "<transformation>", "kind": "function_identity",
+                                    "before": "grad(argnums=0)",
+                                    "after": "grad(argnums=(0, 1))"}
+    assert "jax.jit(jax.grad(loss))" in forward.attributes["jax.compile.hint"]
+
+
+def test_vmap_axes_are_named_in_the_transformation(telemetry):
+    @jax.jit
+    def scale(a, b):
+        return a * b
+
+    xs = jnp.ones((3, 3))
+    jax.vmap(scale, in_axes=(0, None))(xs, xs[0])
+    jax.vmap(scale, in_axes=(1, None))(xs, xs[0])
+    spans = telemetry.compiles("test_vmap_axes_are_named_in_the_transformation.<locals>.scale")
+    assert len(spans) == 2
+    assert only_change(spans[1]) == {"path": "<transformation>", "kind": "function_identity",
+                                     "before": "vmap(in_axes=(0, None))",
+                                     "after": "vmap(in_axes=(1, None))"}
+
+
+def test_equal_signatures_name_a_cache_clear_only_when_one_was_seen(telemetry):
+    @jax.jit
+    def add_one(x):
+        return x + 1
+
+    add_one(jnp.ones(3))
+    add_one.clear_cache()  # not watched: no evidence of what happened
+    add_one(jnp.ones(3))
+    jax.clear_caches()
+    add_one(jnp.ones(3))
+    spans = telemetry.compiles(
+        "test_equal_signatures_name_a_cache_clear_only_when_one_was_seen.<locals>.add_one")
+    assert [s.attributes["jax.compile.cause.kind"] for s in spans] == [
+        "first_compile", "unknown", "unknown"]
+    not_found, cleared = (s.attributes["jax.compile.cause"] for s in spans[1:])
+    assert not_found.endswith("the difference was not found (no jax.clear_caches() call "
+                              "was seen)")
+    assert "evict" not in not_found and "likely" not in not_found
+    assert cleared.endswith("jax.clear_caches() was called once since, which dropped the "
+                            "compiled program")
+    assert "clear caches only where" in spans[2].attributes["jax.compile.hint"]

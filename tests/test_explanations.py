@@ -762,3 +762,90 @@ def test_static_data_equal_in_text_names_identity_or_inequality(telemetry):
                        "before": "static nan",
                        "after": "static nan (looks the same but is not == to it)"}
     assert "not == to it" in spans[3].attributes["jax.compile.hint"]
+
+
+# --- children named by the key paths JAX gives, not by declaration order ------------
+
+@dataclasses.dataclass
+class SortedState:
+    """A chex.dataclass-like node: its fields flattened sorted by name, with keys."""
+
+    step: object
+    params: object
+    ema_params: object
+
+
+def _sorted_fields(node) -> list[str]:
+    return sorted(f.name for f in dataclasses.fields(node))
+
+
+jax.tree_util.register_pytree_with_keys(
+    SortedState,
+    lambda s: ([(jax.tree_util.GetAttrKey(n), getattr(s, n)) for n in _sorted_fields(s)],
+               None),
+    lambda _, children: SortedState(**dict(zip(_sorted_fields(SortedState), children))))
+
+
+@dataclasses.dataclass
+class ReorderedFields:
+    """Registered with its data fields in another order than it declares them."""
+
+    a: object
+    b: object
+
+
+jax.tree_util.register_dataclass(ReorderedFields, data_fields=["b", "a"], meta_fields=[])
+
+
+@dataclasses.dataclass
+class ReversedNoKeys:
+    """A node flattened in reverse, registered without keys: JAX names its children by
+    position."""
+
+    a: object
+    b: object
+
+
+jax.tree_util.register_pytree_node(
+    ReversedNoKeys, lambda s: ((s.b, s.a), None), lambda _, c: ReversedNoKeys(c[1], c[0]))
+
+
+def test_a_node_flattened_out_of_declaration_order_names_the_field_that_changed(telemetry):
+    @jax.jit
+    def update(state):
+        return state.step + 1
+
+    params = {"w": jnp.ones(2), "b": jnp.ones(2)}
+    update(SortedState(jnp.int32(0), params, None))
+    update(SortedState(jnp.int32(0), params, params))
+    span = telemetry.last("test_a_node_flattened_out_of_declaration_order_names_the_field_"
+                          "that_changed.<locals>.update")
+    assert only_change(span) == {"path": "state.ema_params", "kind": "pytree_structure",
+                                 "before": "None", "after": "dict with keys ['b', 'w']"}
+
+
+def test_register_dataclass_fields_in_another_order_are_named_as_registered(telemetry):
+    @jax.jit
+    def total(s):
+        return s.a.sum()
+
+    total(ReorderedFields(jnp.ones(2), None))
+    total(ReorderedFields(jnp.ones(2), jnp.ones(2)))
+    span = telemetry.last("test_register_dataclass_fields_in_another_order_are_named_as_"
+                          "registered.<locals>.total")
+    assert only_change(span) == {"path": "s.b", "kind": "pytree_structure",
+                                 "before": "None", "after": "f32[2]"}
+
+
+def test_a_node_without_keys_names_its_children_by_position_never_a_guessed_field(
+        telemetry):
+    @jax.jit
+    def total(s):
+        return s.a.sum()
+
+    total(ReversedNoKeys(jnp.ones(2), None))
+    total(ReversedNoKeys(jnp.ones(2), jnp.ones(2)))
+    span = telemetry.last("test_a_node_without_keys_names_its_children_by_position_never_a_"
+                          "guessed_field.<locals>.total")
+    assert only_change(span) == {"path": "s[0]", "kind": "pytree_structure",
+                                 "before": "None", "after": "f32[2]"}

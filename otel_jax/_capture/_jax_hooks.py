@@ -106,6 +106,12 @@ class Miss(NamedTuple):
     args_flat: Any  # consts + dynamic args, as JAX will pass them
     started: float  # wall clock (JAX's clock for phases) when the miss began
     transformed: bool = False  # a jitted computation evaluated under grad/vmap/jvp
+    # transformed only: the transformations the computation runs under and their
+    # parameters, outermost first (``grad(argnums=(0, 1))``); "" when not read
+    transformation: str = ""
+    # ``jax.clear_caches()`` calls seen before the miss (-1: not watched): read at the
+    # miss, since a signature may be built from it later
+    cache_clears: int = -1
 
 
 class TransformedFunction:
@@ -315,7 +321,8 @@ def _wrap_infer_params(original: Callable[..., Any], miss_path: Any = None,
 def _miss(fun: Any, ji: Any, args: Any, kwargs: Any, result: Any, started: float,
           ) -> Miss | None:
     try:
-        return Miss(fun, ji, args, kwargs, result[0], result[1], started)
+        return Miss(fun, ji, args, kwargs, result[0], result[1], started,
+                    cache_clears=cache_clears())
     except Exception:  # pragma: no cover - result shape moved
         return None
 
@@ -396,7 +403,154 @@ def transformed_miss(args: tuple[Any, ...], params: dict[str, Any], started: flo
     return Miss(fun, jit_info, args, {},
                 _TransformedParams(in_avals, _flat_in_tree(len(in_avals)), names, (),
                                    len(jaxpr.out_avals), len(getattr(inner, "eqns", ()))),
-                args, started, transformed=True)
+                args, started, transformed=True, transformation=transformations_on_stack(),
+                cache_clears=cache_clears())
+
+
+# --- which transformations a computation runs under ----------------------------------
+#
+# A jitted function called under jax.grad outside jit is evaluated as a new program per
+# transformation and its parameters: grad(argnums=0) and grad(argnums=(0, 1)) compile
+# forward programs that may read the same argument for argument. Only the jaxpr reaches
+# the miss; the transformations are read off the stack, from the frames of JAX's own
+# transformation closures (their parameters are those closures' free variables). JAX
+# code only, never the user's: nothing is called, values are rendered only when plain.
+
+
+class _Transformation(NamedTuple):
+    name: str
+    always: tuple[str, ...]  # parameters always shown
+    when_set: tuple[tuple[str, Any], ...]  # parameters shown when not at their default
+
+
+_GRAD = _Transformation("grad", ("argnums",), (("has_aux", False), ("holomorphic", False),
+                                                ("allow_int", False)))
+_JAC = ("argnums",), (("has_aux", False), ("holomorphic", False), ("allow_int", False))
+_VMAP = _Transformation("vmap", ("in_axes",), (("out_axes", 0), ("axis_name", None),
+                                               ("axis_size", None),
+                                               ("spmd_axis_name", None)))
+_AUX_ONLY: tuple[tuple[str, Any], ...] = (("has_aux", False),)
+
+# code object -> what its frame stands for; ``None`` until first needed, ``{}`` if unreadable
+_transformation_codes: dict[Any, _Transformation] | None = None
+_grad_wrappers: frozenset[Any] = frozenset()  # grad's closures around value_and_grad's
+_jax_dir = ""
+
+
+def _closure_code(function: Any, name: str) -> Any:
+    code = getattr(inspect.unwrap(function), "__code__", None)
+    return next((c for c in getattr(code, "co_consts", ())
+                 if getattr(c, "co_name", None) == name), None)
+
+
+def _read_transformation_codes() -> dict[Any, _Transformation]:
+    global _grad_wrappers, _jax_dir
+    import os
+
+    import jax
+    from jax._src import api
+
+    codes: dict[Any, _Transformation] = {}
+    closures: tuple[tuple[Any, str, _Transformation], ...] = (
+            (api.value_and_grad, "value_and_grad_f", _GRAD._replace(name="value_and_grad")),
+            (api.jacfwd, "jacfun", _Transformation("jacfwd", *_JAC)),
+            (api.jacrev, "jacfun", _Transformation("jacrev", *_JAC)),
+            (api.vmap, "vmap_f", _VMAP))
+    for function, closure, meaning in closures:
+        code = _closure_code(function, closure)
+        if code is not None:
+            codes[code] = meaning
+    plain: tuple[tuple[Any, str], ...] = (
+        (api.jvp, "jvp"), (api.vjp, "vjp"), (api.linearize, "linearize"))
+    for top, name in plain:
+        code = getattr(inspect.unwrap(top), "__code__", None)
+        if code is not None:
+            codes[code] = _Transformation(name, (), _AUX_ONLY)
+    _grad_wrappers = frozenset(c for name in ("grad_f", "grad_f_aux")
+                               if (c := _closure_code(api.grad, name)) is not None)
+    _jax_dir = os.path.dirname(os.path.abspath(jax.__file__)) + os.sep
+    return codes
+
+
+_STACK_LIMIT = 1000  # frames walked at most
+
+
+def transformations_on_stack() -> str:
+    """The transformations the running code is under, outermost first and as a user
+    applied them (``vmap(in_axes=0) of grad(argnums=0)``); those JAX applies inside
+    another (jacrev's own vjp and vmap) are left out. ``""`` when none is found."""
+    global _transformation_codes
+    try:
+        if _transformation_codes is None:
+            try:
+                _transformation_codes = _read_transformation_codes()
+            except Exception:  # moved: the transformations are not named
+                _transformation_codes = {}
+        codes = _transformation_codes
+        if not codes:
+            return ""
+        found: list[str] = []
+        pending: tuple[Any, _Transformation] | None = None
+        frame: Any = sys._getframe(1)
+        for _ in range(_STACK_LIMIT):
+            if frame is None:
+                break
+            code = frame.f_code
+            meaning = codes.get(code)
+            if pending is not None:
+                if meaning is not None or code in _grad_wrappers:
+                    # called by another transformation's own code: part of that one,
+                    # unless it is grad's wrapper around value_and_grad
+                    if code in _grad_wrappers and pending[1] is not None:
+                        found.append(_render(pending[0], pending[1]._replace(name="grad")))
+                    pending = None
+                elif not code.co_filename.startswith(_jax_dir):
+                    found.append(_render(*pending))  # called from the user's code
+                    pending = None
+            if meaning is not None:
+                pending = (frame, meaning)
+            frame = frame.f_back
+        if pending is not None:
+            found.append(_render(*pending))
+        return " of ".join(reversed(found))
+    except Exception:  # a frame that cannot be read: not named
+        return ""
+
+
+def _render(frame: Any, meaning: _Transformation) -> str:
+    values = frame.f_locals
+    shown = [f"{p}={_plain(values.get(p))}" for p in meaning.always if p in values]
+    # a parameter JAX replaced by a sentinel object of its own (vmap's axis_name) is
+    # not one the user set
+    shown += [f"{p}={text}" for p, default in meaning.when_set
+              if p in values and not _is_default(values[p], default)
+              and not (text := _plain(values[p])).startswith("<")]
+    return f"{meaning.name}({', '.join(shown)})"
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    return value is default or (type(value) is type(default) and value == default)
+
+
+_PLAIN_LIMIT = 80
+
+
+def _plain(value: Any, depth: int = 0) -> str:
+    """A parameter's text without running user code: built-in values by repr, containers
+    of them item by item, anything else by its type's name."""
+    t = type(value)
+    if value is None or t in (bool, int, float, str):
+        text = repr(value)
+    elif t in (tuple, list) and depth < 3 and len(value) <= 16:
+        items = [_plain(v, depth + 1) for v in value]
+        text = (f"({items[0]},)" if t is tuple and len(items) == 1 else
+                ("({})" if t is tuple else "[{}]").format(", ".join(items)))
+    elif t is dict and depth < 3 and len(value) <= 16:
+        text = "{" + ", ".join(f"{_plain(k, depth + 1)}: {_plain(v, depth + 1)}"
+                               for k, v in value.items()) + "}"
+    else:
+        text = f"<{getattr(t, '__qualname__', 'object')}>"
+    return text if len(text) <= _PLAIN_LIMIT else text[:_PLAIN_LIMIT - 3] + "..."
 
 
 def _wrap_call_impl_python(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -511,6 +665,45 @@ def _pjit_gap(pjit: Any) -> str:
             "(fun, jit_info, args, kwargs)")
 
 
+class _ClearWatch:
+    """Counts ``jax.clear_caches()`` calls: registered among JAX's own caches, whose every
+    ``cache_clear`` that call runs. The evidence for naming a cache clear as a cause."""
+
+    __slots__ = ("clears", "__weakref__")
+
+    def __init__(self) -> None:
+        self.clears = 0
+
+    def cache_clear(self) -> None:
+        self.clears += 1
+
+    def cache_info(self) -> tuple[int, int, int, int]:
+        return (0, 0, 0, 0)  # holds nothing
+
+
+_clear_watch = _ClearWatch()
+_clear_watch_registered = False
+
+
+def watch_cache_clears() -> bool:
+    """Register the clear counter with JAX's cache registry (once); whether it is."""
+    global _clear_watch_registered
+    if not _clear_watch_registered:
+        try:
+            from jax._src import util
+
+            util.register_cache(_clear_watch, "otel_jax: counts jax.clear_caches() calls")
+            _clear_watch_registered = True
+        except Exception:  # moved: a cache clear is never named as a cause
+            pass
+    return _clear_watch_registered
+
+
+def cache_clears() -> int:
+    """``jax.clear_caches()`` calls seen so far (``-1``: not watched, so never evidence)."""
+    return _clear_watch.clears if _clear_watch_registered else -1
+
+
 class Hooks:
     """JAX listeners and patches owned by one otel_jax engine."""
 
@@ -533,6 +726,7 @@ class Hooks:
         from jax._src import monitoring
 
         _exclude_from_tracebacks()
+        watch_cache_clears()
         monitoring.register_event_time_span_listener(self._on_time_span)
         monitoring.register_event_listener(self._on_event)
         gaps: list[Unavailable] = []

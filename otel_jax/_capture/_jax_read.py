@@ -524,8 +524,26 @@ def static_arguments(miss: Miss, names: Sequence[str] | None = None,
 
 
 def parameter_names(jit_info: Any, n_args: int) -> list[str]:
-    """Names of the first ``n_args`` positional parameters (``args[i]`` past them)."""
+    """Names of the first ``n_args`` positional arguments, as JAX names their leaves: a
+    parameter's name, ``features[i]`` for the ones a ``*features`` parameter collects
+    (``args[i]`` when the function's parameters cannot be read)."""
+    return call_parameters(jit_info, n_args).positional
+
+
+class CallParameters(NamedTuple):
+    """How a call's arguments are named after the function's parameters."""
+
+    positional: list[str]  # one name per positional argument of the call
+    var_keyword: str = ""  # the ``**kwargs`` parameter's name, if the function has one
+    keywords: frozenset[str] = frozenset()  # parameters a keyword argument can fill by name
+
+
+def call_parameters(jit_info: Any, n_args: int) -> CallParameters:
+    """:func:`parameter_names` with what names keyword arguments: those ``**kwargs``
+    collects are named ``kwargs['k']``, as in JAX's leaf names, the others by name."""
     names: list[str] = []
+    var_positional = var_keyword = ""
+    keywords: set[str] = set()
     sig = getattr(jit_info, "fun_signature", None)
     if sig is not None:
         import inspect
@@ -534,9 +552,20 @@ def parameter_names(jit_info: Any, n_args: int) -> list[str]:
             if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
                           inspect.Parameter.POSITIONAL_OR_KEYWORD):
                 names.append(p.name)
+            if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                          inspect.Parameter.KEYWORD_ONLY):
+                keywords.add(p.name)
+            elif p.kind is inspect.Parameter.VAR_POSITIONAL:
+                var_positional = p.name
+            elif p.kind is inspect.Parameter.VAR_KEYWORD:
+                var_keyword = p.name
     names = names[:n_args]
-    names.extend(f"args[{i}]" for i in range(len(names), n_args))
-    return names
+    start = len(names)
+    if var_positional:
+        names.extend(f"{var_positional}[{i - start}]" for i in range(start, n_args))
+    else:
+        names.extend(f"args[{i}]" for i in range(start, n_args))
+    return CallParameters(names, var_keyword, frozenset(keywords))
 
 
 def dynamic_positions(miss: Miss) -> list[int]:

@@ -88,6 +88,52 @@ def static_fields(value: Any) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def identity_fields(value: Any, number: Any) -> tuple[tuple[str, int, str, str], ...]:
+    """``(path, number, site, type)`` of each field of a dataclass-like value (paths as
+    :func:`static_fields` gives them) whose value compares by identity: a function (an
+    optax ``GradientTransformation``'s ``init`` and ``update``) or an object of a type
+    without ``__eq__``/``__hash__``. Two values with equal field texts are still unequal
+    when one of these is another object; ``number`` (``SERIALS.of``) tells them apart
+    after both are gone, ``site`` names a function's definition (``""`` otherwise)."""
+    out: list[tuple[str, int, str, str]] = []
+
+    def visit(obj: Any, prefix: str, depth: int) -> None:
+        names = field_names(obj)
+        if names is None:
+            return
+        by_index = isinstance(obj, tuple)
+        for i, (fname, _) in enumerate(names):
+            if i >= MAX_FIELDS:
+                return
+            try:
+                v = obj[i] if by_index else getattr(obj, fname)
+            except Exception:
+                continue
+            path = f"{prefix}{fname}"
+            if depth < _FIELD_DEPTH and field_names(v):
+                visit(v, path + ".", depth + 1)
+            elif getattr(type(v), "__hash__", None) is object.__hash__ and not isinstance(
+                    v, type):
+                out.append((path, number(v) or id(v), _site(v), type_name(v)))
+
+    try:
+        visit(value, "", 1)
+    except Exception:  # fields that cannot be read: compared whole
+        return ()
+    return tuple(out)
+
+
+def _site(value: Any) -> str:
+    """``init_fn at transform.py:12`` for a plain function, ``""`` for anything else."""
+    code = getattr(value, "__code__", None) if type(value) is types.FunctionType else None
+    if code is None:
+        return ""
+    import os
+
+    return (f"{getattr(value, '__qualname__', '?')} at "
+            f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}")
+
+
 _MAX_BOUND = 16  # partial arguments, closure cells and their fields read per function
 _BOUND_REPR = 60
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)

@@ -26,6 +26,7 @@ from ._reprs import (
     PLAIN_TYPES,
     bound_text,
     bound_values,
+    identity_fields,
     one_line_repr,
     static_fields,
     static_text,
@@ -170,6 +171,10 @@ class StaticArg:
     # a type JAX keeps one object per distinct value of (a Mesh): a new object is a
     # new value, not an identity-hashing accident
     interned: bool = field(default=False, compare=False)
+    # ``(field path, object number, function site, type)`` of the fields of a
+    # dataclass-like value that compare by identity (functions): equal texts, yet
+    # another object
+    field_ids: tuple[tuple[str, int, str, str], ...] = field(default=(), compare=False)
 
     def same_object_as(self, other: StaticArg) -> bool | None:
         """For identity-hashed statics: were both the same object? ``None`` if unknown.
@@ -212,6 +217,15 @@ class Signature:
     # when the record is made after the call, when both objects may be gone.
     function_serial: int = 0
     bound_method: bool = False  # the function is a bound method (``jax.jit(obj.method)``)
+    # The ``**kwargs`` parameter's name and the parameters a keyword fills by name: a
+    # keyword argument that ``**kwargs`` collects is named ``kwargs['k']``.
+    var_keyword: str = ""
+    keywords: frozenset[str] = frozenset()
+    # transformed only: the transformations and their parameters, outermost first
+    # (``grad(argnums=(0, 1))``); "" when not read
+    transformation: str = ""
+    # ``jax.clear_caches()`` calls seen before this compile (-1: not watched)
+    cache_clears: int = -1
 
     @property
     def num_leaves(self) -> int:
@@ -396,6 +410,8 @@ def _static_arg(name: str, value: Any, kind: StaticKind = StaticKind.STATIC_ARGU
         tree=value if kind is StaticKind.PYTREE_STRUCTURE else None,
         keyword=keyword,
         fields=_readable_fields(value, identity) if kind is StaticKind.STATIC_ARGUMENT else (),
+        field_ids=identity_fields(value, SERIALS.of)
+        if kind is StaticKind.STATIC_ARGUMENT and not identity else (),
         value=StaticValue(value) if identity or kind is StaticKind.STATIC_ARGUMENT else None,
         interned=identity and _jax_read.interned_by_jax(value),
     )
@@ -490,7 +506,8 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
     if placements is None or len(placements) != len(types):
         placements = (_placements_of(flat) if len(flat) == len(types)
                       else (UNCOMMITTED,) * len(types))
-    names = _jax_read.parameter_names(miss.jit_info, len(miss.args))
+    parameters = _jax_read.call_parameters(miss.jit_info, len(miss.args))
+    names = parameters.positional
     top_names = tuple(names[i] for i in _jax_read.dynamic_positions(miss))
     statics = [_static_arg(n, v, keyword=n in miss.kwargs)
                for n, v in _jax_read.static_arguments(miss, names)]
@@ -550,7 +567,12 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
         transform=TRANSFORMED if miss.transformed else "",
         program=_program(len(avals), inputs.out_count, inputs.op_count)
         if miss.transformed else "",
+        transformation=miss.transformation,
+        cache_clears=miss.cache_clears,
         bound=bound_values(identity) if by_identity else (),
+        # A library's own jit wrapper (pmap's) takes **kwargs for the user's parameters.
+        var_keyword=parameters.var_keyword if stands_for is None else "",
+        keywords=_reuse(parameters.keywords, earlier, "keywords"),
     )
 
 
@@ -626,7 +648,8 @@ def _reuse_statics(statics: tuple[StaticArg, ...], earlier: Signature | None,
     if theirs is None or theirs is statics or len(theirs) != len(statics):
         return statics
     for mine, old in zip(statics, theirs):
-        if mine.tree is not old.tree or mine.fields != old.fields or not _equal(mine, old):
+        if (mine.tree is not old.tree or mine.fields != old.fields
+                or mine.field_ids != old.field_ids or not _equal(mine, old)):
             return statics
     return theirs
 

@@ -58,12 +58,30 @@ def explain(info: FunctionInfo, count: int, earlier: Sequence[tuple[int, Signatu
     d = _diff.diff(old, signature)
     compared = earlier[index][0]
     if not d.changes:
-        return _cause(CauseKind.UNKNOWN, f"same signature as compile #{compared} (arguments, "
-                      "static arguments, pytree, tracing context, jit options and function "
-                      "object all equal): likely a cache eviction (jax.clear_caches(), "
-                      "clear_cache())", d, compared)
+        return _same_signature(old, signature, d, compared)
     return _cause(d.kind, describe(d), d, compared, transformed=transformed,
                   detail=_top(d).detail.value)
+
+
+def _same_signature(old: Signature, new: Signature, d: Diff, compared: int) -> Cause:
+    """Two equal signatures: a cache clear when one was seen between them, else said
+    plainly that the difference was not found (never a guessed eviction)."""
+    if new.transform:
+        same = (f"same transformed program as compile #{compared} (argument types, program "
+                "shape" + (", transformations" if new.transformation else "") + " and "
+                "tracing context all equal)")
+    else:
+        same = (f"same signature as compile #{compared} (arguments, static arguments, "
+                "pytree, tracing context, jit options and function object all equal)")
+    if 0 <= old.cache_clears < new.cache_clears:
+        n = new.cache_clears - old.cache_clears
+        return _cause(CauseKind.UNKNOWN, f"{same}; jax.clear_caches() was called "
+                      f"{'once' if n == 1 else f'{n} times'} since, which dropped the "
+                      "compiled program", d, compared, detail=Detail.CACHE_CLEARED.value)
+    seen = ("no jax.clear_caches() call was seen" if new.cache_clears >= 0
+            else "jax.clear_caches() calls are not watched on this JAX")
+    return _cause(CauseKind.UNKNOWN, f"{same}: the difference was not found ({seen})", d,
+                  compared, detail=Detail.NOT_FOUND.value)
 
 
 def history_failed() -> Cause:
@@ -123,6 +141,10 @@ def _words(top: Change) -> str:
     if detail is Detail.TRANSFORMATION:
         return (f"{top.path}: {top.before} -> {top.after}; JAX compiles the transformed "
                 "computation apart from the plain call")
+    if detail is Detail.TRANSFORMATION_PARAMETERS:
+        return (f"{top.path}: {top.before} -> {top.after}; under other transformation "
+                "parameters JAX traces and compiles a new program, even where its argument "
+                "types are the same")
     if detail is Detail.OTHER_PROGRAM:
         return f"{top.path}: {top.before} -> {top.after}"
     if detail is Detail.BOUND_METHOD:

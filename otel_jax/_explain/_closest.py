@@ -17,7 +17,13 @@ from .._capture._signature import (
     StaticArg,
 )
 from ._model import ABSENT
-from ._same import safe_ne, same_function, static_changed, treedef_equal
+from ._same import (
+    safe_ne,
+    same_function,
+    static_changed,
+    transformations_differ,
+    treedef_equal,
+)
 
 _OTHER_PROGRAM = 1 << 40  # a transformed computation is never "close" to a plain call
 
@@ -39,6 +45,9 @@ def distance(old: Signature, new: Signature) -> int:
     # equal parts (the common case) cost one comparison instead of a walk.
     d = 0
     fine = 0
+    if transformations_differ(old, new):
+        d += 1
+        fine += 1
     if not same_function(old, new):
         d += 1
         fine += 1 + _bound_distance(old, new)
@@ -106,6 +115,10 @@ def _fields_distance(old: StaticArg, new: StaticArg) -> int:
         return 1
     a, b = dict(old.fields), dict(new.fields)
     n = sum(1 for k, v in b.items() if a.get(k, ABSENT) != v) + len(a.keys() - b.keys())
+    if old.field_ids != new.field_ids:  # fields that read the same, other objects
+        ids = {path: number for path, number, _, _ in old.field_ids}
+        n += sum(1 for path, number, _, _ in new.field_ids
+                 if ids.get(path, number) != number and a.get(path) == b.get(path))
     return max(1, n)
 
 
@@ -205,6 +218,7 @@ def closest(history: Sequence[Signature], new: Signature) -> tuple[int, Signatur
 def _identical(old: Signature, new: Signature) -> bool:
     """Every part equal, compared whole (shared parts by identity): cheap when it is not."""
     return (old.transform == new.transform and old.program == new.program
+            and not transformations_differ(old, new)
             and old.types == new.types and old.placements == new.placements
             and old.paths == new.paths and same_function(old, new)
             and old.options == new.options and not safe_ne(old.context, new.context)

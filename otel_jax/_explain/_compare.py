@@ -47,6 +47,7 @@ from ._same import (
     same_function,
     static_changed,
     static_value_changed,
+    transformations_differ,
     treedef_equal,
 )
 from ._trees import structure_changes, tree_changes
@@ -76,6 +77,12 @@ def diff(old: Signature, new: Signature) -> Diff:
                    old.transform or CALLED_DIRECTLY, new.transform or CALLED_DIRECTLY,
                    Detail.TRANSFORMATION))
         return Diff(tuple(out), total)
+    if old.program != new.program and transformations_differ(old, new):
+        # Other transformation parameters: a new program, whose arguments need not line
+        # up with the earlier one's. Named by what the user changed.
+        add(Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY, old.transformation,
+                   new.transformation, Detail.TRANSFORMATION_PARAMETERS))
+        return Diff(tuple(out), total)
     if old.program != new.program:
         add(Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY,
                    f"transformed program ({old.program})",
@@ -83,6 +90,11 @@ def diff(old: Signature, new: Signature) -> Diff:
                    "grad's forward and backward passes and each vmap are programs of their "
                    "own", Detail.OTHER_PROGRAM))
         return Diff(tuple(out), total)
+    if transformations_differ(old, new):
+        # The same program shape under other transformation parameters: JAX traced a
+        # new program (grad(argnums=(0, 1)) differentiates more than grad(argnums=0)).
+        add(Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY, old.transformation,
+                   new.transformation, Detail.TRANSFORMATION_PARAMETERS))
     if not same_function(old, new):
         alive = old.function_ref is not None and old.function_ref() is not None
         before = "earlier function object" + ("" if alive else " (garbage-collected)")
@@ -268,7 +280,9 @@ def _static_changes(old: Signature, new: Signature, add: AddChange, add_structur
                 # what else differs, read off both values: the fields that changed
                 _field_changes(name, prev.fields, s.fields, lambda c: add(Change(
                     c.path, c.kind, c.before, c.after, Detail.FIELD_OF_IDENTITY)))
-            elif prev.type == s.type and _field_changes(name, prev.fields, s.fields, add):
+            elif prev.type == s.type and (
+                    _field_changes(name, prev.fields, s.fields, add)
+                    | _identity_field_changes(name, prev, s, add)):
                 pass  # a dataclass-like value: one change per field that differs
             elif prev.repr == s.repr and prev.detail and s.detail and prev.detail != s.detail:
                 # texts that part after the cut: shown where they part
@@ -312,6 +326,34 @@ def _field_changes(name: str, before: tuple[tuple[str, str], ...],
         if key not in new:
             add(removed(f"{name}.{key}", CauseKind.STATIC_ARGUMENT, text))
             found = True
+    return found
+
+
+def _identity_field_changes(name: str, prev: StaticArg, new: StaticArg,
+                            add: AddChange) -> bool:
+    """A field that reads the same but holds another object compared by identity: a new
+    function object (an optax optimizer built again: its ``init`` and ``update`` are new
+    closures), or a new instance of a type without ``__eq__``/``__hash__``."""
+    if not (prev.field_ids and new.field_ids) or prev.field_ids == new.field_ids:
+        return False
+    before = {path: (number, site) for path, number, site, _ in prev.field_ids}
+    texts_before, texts_after = dict(prev.fields), dict(new.fields)
+    found = False
+    for path, number, site, type_ in new.field_ids:
+        old = before.get(path)
+        text = texts_after.get(path)
+        if old is None or old[0] == number or text is None or texts_before.get(path) != text:
+            continue  # the same object, or a difference its text already shows
+        if site:
+            add(Change(f"{name}.{path}", CauseKind.STATIC_ARGUMENT, text,
+                       "new function object, same source" if site == old[1]
+                       else f"another function ({site})", Detail.FUNCTION_FIELD))
+        else:
+            add(Change(f"{name}.{path}", CauseKind.STATIC_ARGUMENT,
+                       f"{text} (a {type_} hashed by identity)",
+                       f"new {type_} instance (hashed by identity)",
+                       Detail.IDENTITY_HASHED, type_))
+        found = True
     return found
 
 

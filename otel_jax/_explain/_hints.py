@@ -63,6 +63,11 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
         "a function passed as a static argument compares by identity: a lambda, closure or "
         "functools.partial made in the loop is a new one every call; define it once outside "
         "the loop and pass that same function"),
+    (CauseKind.STATIC_ARGUMENT, Detail.FUNCTION_FIELD.value): (
+        "a field of this static value holds a function, which compares by identity: "
+        "building the value again (an optax optimizer made again by optax.chain(...) or "
+        "optax.adam(...), a closure made in the loop) makes new functions, so it never "
+        "equals the earlier one; build it once outside the loop and pass that same object"),
     (CauseKind.STATIC_ARGUMENT, Detail.OTHER_EXPORT.value): (
         "another jax.export program of this function (exported again, e.g. for a new input "
         "shape): each one compiles when first called; export once with symbolic dimensions "
@@ -101,6 +106,15 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
         "a static (non-array) part of this pytree node prints the same as before but is not "
         "== to it (a NaN, or an __eq__ that is not value-based): JAX compares it with ==, so "
         "it never hits the cache; make it equal itself, or store it as an array"),
+    (CauseKind.UNKNOWN, Detail.CACHE_CLEARED.value): (
+        "jax.clear_caches() drops every compiled program, so each function compiles again "
+        "on its next call: clear caches only where the memory matters more than the "
+        "compile time, not inside the loop"),
+    (CauseKind.UNKNOWN, Detail.NOT_FOUND.value): (
+        "otel_jax found no difference between this compile and the earlier one, and saw no "
+        "jax.clear_caches() call: the cause is outside what it captures (a "
+        "jitted.clear_cache() call, a JAX cache at its size limit, a transformation it "
+        "does not name); jax_explain_cache_misses may tell more"),
     (CauseKind.PYTREE_STRUCTURE, Detail.MOVED.value): (
         "an argument passed positionally in one call and by keyword in another changes the "
         "argument tree: pass it the same way every call"),

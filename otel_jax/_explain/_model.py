@@ -33,6 +33,7 @@ class Detail(enum.Enum):
     BOUND_METHOD = "bound_method"  # another bound method object, same method
     TRANSFORMATION = "transformation"  # called directly vs under grad/vmap/jvp
     OTHER_PROGRAM = "other_program"  # another transformed program of the function
+    TRANSFORMATION_PARAMETERS = "transformation_parameters"  # grad(argnums=0) vs (0, 1)
     IDENTITY_HASHED = "identity_hashed"  # a new instance of a type hashed by identity
     LOOKS_EQUAL = "looks_equal"  # equal reprs, unequal values
     RETRACED_BODY = "retraced_body"  # an eager control-flow body traced again
@@ -44,9 +45,13 @@ class Detail(enum.Enum):
     BOUND_VALUE = "bound_value"  # what a new partial/closure binds (``subject``: the name)
     INTERNED = "interned"  # another value of a type JAX keeps one object per value of
     FIELD_OF_IDENTITY = "field_of_identity"  # a field of a new identity-hashed instance
+    FUNCTION_FIELD = "function_field"  # a static value's field holds a new function object
     OTHER_EXPORT = "other_export"  # another jax.export program of the function
     KEY_STYLE = "key_style"  # a typed PRNG key vs a legacy uint32 one
     KEY_IMPL = "key_impl"  # typed PRNG keys of two implementations (threefry vs rbg)
+    # no change at all (an ``unknown`` cause's hint only):
+    CACHE_CLEARED = "cache_cleared"  # equal signatures, jax.clear_caches() called between
+    NOT_FOUND = "not_found"  # equal signatures, no difference and no cache clear seen
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,13 @@ def same_function(old: Signature, new: Signature) -> bool:
     return old.function_id == new.function_id
 
 
+def transformations_differ(old: Signature, new: Signature) -> bool:
+    """Both transformed programs ran under transformations read off the stack, and those
+    (or their parameters) differ."""
+    return bool(old.transformation and new.transformation
+                and old.transformation != new.transformation)
+
+
 def is_bound_method(sig: Signature) -> bool:
     """The signature's function is a bound method (``jax.jit(obj.method)``)."""
     return sig.bound_method

@@ -56,17 +56,18 @@ def _walk_arguments(old: Signature, new: Signature, add: AddChange) -> set[str]:
     for i in range(min(len(ca), len(cb))):
         _walk(ca[i], cb[i], names_b[i], offs_a[i], offs_b[i], old, new, add)
     _walk(ka, kb, "", pa.num_leaves, pb.num_leaves, old, new, add,
-          *_kwarg_names(ka, kb))
+          _kwarg_names(ka, old), _kwarg_names(kb, new))
     return set(names_a[:len(ca)])
 
 
-def _kwarg_names(ka: Any, kb: Any) -> tuple[list[str] | None, list[str] | None]:
-    def names(t: Any) -> list[str] | None:
-        data = None if _is_leaf(t) else t.node_data()
-        if data and data[0] is dict and data[1] is not None:
-            return [str(k) for k in data[1]]
+def _kwarg_names(t: Any, sig: Signature) -> list[str] | None:
+    """The name of each keyword argument: its parameter's, or ``kwargs['k']`` for one
+    that the function's ``**kwargs`` collects (as JAX names its leaves)."""
+    data = None if _is_leaf(t) else t.node_data()
+    if not (data and data[0] is dict and data[1] is not None):
         return None
-    return names(ka), names(kb)
+    var, named = sig.var_keyword, sig.keywords
+    return [str(k) if not var or k in named else f"{var}[{k!r}]" for k in data[1]]
 
 
 def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Signature,
@@ -97,10 +98,10 @@ def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Sign
         # dataclass-like node (flax.struct, equinox, register_dataclass) changed.
         aux_changes(path or "<arguments>", da[0], da[1], db[1], add)
     ca, cb = a.children(), b.children()
-    na = names_a or _child_names(a, path, da)
-    nb = names_b or _child_names(b, path, db)
     offs_a, offs_b = _offsets(ca, oa), _offsets(cb, ob)
     if keyed:  # children matched by key: a dict's, an nnx Module's attributes
+        na = names_a or _child_names(a, path, da)
+        nb = names_b or _child_names(b, path, db)
         index_b = {n: i for i, n in enumerate(nb)}
         seen = set()
         for i, n in enumerate(na):
@@ -114,6 +115,7 @@ def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Sign
             if j not in seen:
                 add(added(n, CauseKind.PYTREE_STRUCTURE, _summary(cb[j], new, offs_b[j])))
         return
+    nb = names_b or _paired_names(path, da[0], ((a, old, oa), (b, new, ob)))
     for i, (x, y) in enumerate(zip(ca, cb)):
         _walk(x, y, nb[i], offs_a[i], offs_b[i], old, new, add)
 
@@ -127,10 +129,11 @@ def _fields_changed(a: Any, b: Any, path: str, oa: int, ob: int, type_a: Any, ty
             type_b, "__qualname__", type_a):
         return False
     ca, cb = a.children(), b.children()
-    fa, fb = _node_fields(type_a, len(ca)), _node_fields(type_b, len(cb))
+    head = path or "<arguments>"
+    fa = _side_names(head, type_a, a, old, oa)
+    fb = _side_names(head, type_b, b, new, ob)
     if fa is None or fb is None:
         return False
-    head = path or "<arguments>"
     if fa == fb:  # the same fields: only the class object differs
         if type_a is type_b:
             return False
@@ -142,16 +145,110 @@ def _fields_changed(a: Any, b: Any, path: str, oa: int, ob: int, type_a: Any, ty
     for i, f in enumerate(fa):
         j = index_b.get(f)
         if j is None:
-            add(removed(f"{head}.{f}", CauseKind.PYTREE_STRUCTURE,
-                         _summary(ca[i], old, offs_a[i])))
+            add(removed(f, CauseKind.PYTREE_STRUCTURE, _summary(ca[i], old, offs_a[i])))
         else:
-            _walk(ca[i], cb[j], f"{head}.{f}", offs_a[i], offs_b[j], old, new, add)
+            _walk(ca[i], cb[j], f, offs_a[i], offs_b[j], old, new, add)
     known = set(fa)
     for j, f in enumerate(fb):
         if f not in known:
-            add(added(f"{head}.{f}", CauseKind.PYTREE_STRUCTURE,
-                       _summary(cb[j], new, offs_b[j])))
+            add(added(f, CauseKind.PYTREE_STRUCTURE, _summary(cb[j], new, offs_b[j])))
     return True
+
+
+# --- naming a node's children by the key paths JAX gave its leaves -------------------
+#
+# A node's children are in the order its flatten function gives them, which need not
+# be the order its class declares its fields in (a chex.dataclass flattens them sorted
+# by name; any tree_flatten may reorder). The leaf names JAX gave at the compile (its
+# key paths, ``state.ema_params['b']``) say which key each child is under; field names
+# are used only where those paths confirm the order, positions (``state[1]``) otherwise.
+
+
+def key_after(leaf_path: str, path: str) -> str | None:
+    """``path`` and the one key that follows it in ``leaf_path`` (``.name``, ``[0]``,
+    ``['k']``), or ``None`` when ``leaf_path`` is not under ``path``."""
+    if not path or not leaf_path.startswith(path) or len(leaf_path) <= len(path):
+        return None
+    rest = leaf_path[len(path):]
+    if rest[0] == ".":
+        end = 1
+        while end < len(rest) and rest[end] not in ".[":
+            end += 1
+        return path + rest[:end] if end > 1 else None
+    if rest[0] != "[":
+        return None
+    if len(rest) > 1 and rest[1] in "'\"":
+        quote, i = rest[1], 2
+        while i < len(rest) and rest[i] != quote:
+            i += 2 if rest[i] == "\\" else 1
+        if i + 1 < len(rest) and rest[i + 1] == "]":
+            return path + rest[:i + 2]
+        return None
+    end = rest.find("]")
+    return path + rest[:end + 1] if end > 1 else None
+
+
+def _keys_from_paths(t: Any, path: str, sig: Signature, offset: int) -> list[str | None]:
+    """Each child's name from the key path JAX gave its first leaf (``None``: no leaf)."""
+    out: list[str | None] = []
+    paths = sig.paths
+    for child in t.children():
+        name = None
+        if child.num_leaves and offset < len(paths):
+            name = key_after(str(paths[offset]), path)
+        out.append(name)
+        offset += child.num_leaves
+    return out
+
+
+def _declared(path: str, node_type: Any, n: int) -> tuple[list[str] | None, bool]:
+    """The field names a node's class declares, and whether they are JAX's own order
+    (a NamedTuple's fields) rather than a guess to be confirmed by key paths."""
+    fields = getattr(node_type, "_fields", None)
+    if isinstance(fields, tuple) and len(fields) == n and all(isinstance(f, str) for f in fields):
+        return [f"{path}.{f}" for f in fields], True
+    data_fields = _data_field_names(node_type, n)
+    if data_fields is not None:
+        return [f"{path}.{f}" for f in data_fields], False
+    return None, False
+
+
+def _named(path: str, node_type: Any, n: int, found: list[str | None]) -> list[str | None]:
+    """Each child's name: its key path where one was found, else its declared field when
+    the key paths found confirm the declared order, else ``None``."""
+    known = [k for k in found if k is not None]
+    if len(set(known)) != len(known):  # not key paths of one node: trust none of them
+        found = [None] * n
+    declared, own_order = _declared(path, node_type, n)
+    if declared is not None:
+        agree = [k == d for k, d in zip(found, declared) if k is not None]
+        if all(agree) and (own_order or any(agree)):
+            return [k or d for k, d in zip(found, declared)]
+    return found
+
+
+def _paired_names(path: str, node_type: Any, sides: Sequence[tuple[Any, Signature, int]],
+                  ) -> list[str]:
+    """The names of the children of one node type seen in two signatures (same arity):
+    what either side's key paths say, a position where neither says."""
+    n = len(sides[0][0].children())
+    found: list[str | None] = [None] * n
+    for t, sig, offset in sides:
+        for i, k in enumerate(_keys_from_paths(t, path, sig, offset)):
+            found[i] = found[i] or k
+    head = path or "<arguments>"
+    return [k or f"{head}[{i}]" for i, k in enumerate(_named(head, node_type, n, found))]
+
+
+def _side_names(path: str, node_type: Any, t: Any, sig: Signature, offset: int,
+                ) -> list[str] | None:
+    """Every field's name in one signature of a node with fields (a NamedTuple, a
+    dataclass pytree), or ``None`` when one cannot be told."""
+    n = len(t.children())
+    if _declared(path, node_type, n)[0] is None:  # no fields: a tuple, a list, a node
+        return None
+    names = _named(path, node_type, n, _keys_from_paths(t, path, sig, offset))
+    return None if any(k is None for k in names) else [k for k in names if k is not None]
 
 
 def _node_fields(node_type: Any, n: int) -> list[str] | None:

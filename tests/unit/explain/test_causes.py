@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 
@@ -35,10 +37,23 @@ def test_a_recompile_is_explained_against_the_closest_earlier_compile():
     assert cause.hint == hint_for(CauseKind.SHAPE)
 
 
-def test_the_same_signature_again_is_a_cache_eviction():
+def test_the_same_signature_again_names_no_eviction_without_evidence():
     cause = _causes.explain(INFO, 2, [(1, build(F32_3))], build(F32_3))
     assert cause.kind is CauseKind.UNKNOWN and cause.compared_with == 1
-    assert cause.text.startswith("same signature as compile #1") and "eviction" in cause.text
+    assert cause.text.startswith("same signature as compile #1")
+    assert "the difference was not found" in cause.text and "evict" not in cause.text
+
+
+def test_the_same_signature_after_a_seen_cache_clear_names_it():
+    old = dataclasses.replace(build(F32_3), cache_clears=0)
+    new = dataclasses.replace(build(F32_3), cache_clears=2)
+    cause = _causes.explain(INFO, 2, [(1, old)], new)
+    assert cause.kind is CauseKind.UNKNOWN and cause.compared_with == 1
+    assert cause.text.endswith("jax.clear_caches() was called 2 times since, which dropped "
+                               "the compiled program")
+    unwatched = _causes.explain(INFO, 2, [(1, build(F32_3))],
+                                dataclasses.replace(build(F32_3), cache_clears=3))
+    assert "not found" in unwatched.text  # no count at the earlier compile: no evidence
 
 
 def test_nothing_to_compare_with_is_unknown():

@@ -125,3 +125,18 @@ def test_an_nnx_module_attribute_added():
     else:  # a flax whose Module pytrees this reader does not know: the node whole
         assert [(c.path, c.kind, c.detail) for c in found] == [
             ("model", CauseKind.PYTREE_STRUCTURE, Detail.VALUE)]
+
+
+@pytest.mark.parametrize(("leaf", "path", "key"), [
+    ("state.ema_params['b']", "state", "state.ema_params"),
+    ("state[1]['b']", "state", "state[1]"),
+    ("batch['a.b]']['c']", "batch", "batch['a.b]']"),
+    ("batch[\"it's\"]", "batch", "batch[\"it's\"]"),
+    ("batch['x\\'y'][0]", "batch", "batch['x\\'y']"),
+    ("state.step", "state", "state.step"),
+    ("other.step", "state", None),
+    ("state", "state", None),
+    ("statement.x", "state", None),
+])
+def test_the_key_after_a_path_is_read_from_a_leaf_path(leaf, path, key):
+    assert _trees.key_after(leaf, path) == key
