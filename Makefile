@@ -73,7 +73,7 @@ LIBRARY_TESTS := tests/test_causes.py tests/test_core.py tests/test_testing_kit.
 	tests/test_persistent_cache.py tests/test_persistent_cache_restarts.py \
 	tests/test_jax_versions.py \
 	tests/test_structlog.py \
-	tests/test_ledger_remote.py tests/test_background.py \
+	tests/test_ledger_remote.py tests/test_background.py tests/test_compile_counts.py \
 	tests/unit
 
 # The library's own behaviour on the oldest supported JAX (the integration
