@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import sys
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -493,31 +494,172 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
     it already described are not described again (a recompile of a large argument
     that changed one leaf reads one chunk of leaves, not all of them).
     ``context`` and ``placements``: the trace context (thread-local configuration) and
-    the arguments' placements as they were at the compile, when the signature is read
-    after it from the miss :func:`without_arrays` left; by default, read now.
+    the arguments' placements as they were at the compile; by default, read now.
     """
+    parameters = _jax_read.call_parameters(miss.jit_info, len(miss.args))
+    layout = _wrappers.layout_for(miss, parameters.positional)
+    exported = _jax_read.exported_program(miss.fun) if miss.fun is not None else None
+    read = _read(miss, stands_for, parameters, context, placements, exported,
+                 detached=False)
+    return _built(read, like, layout, exported)
+
+
+def detach(miss: Miss, stands_for: Any | None = None) -> Detached | None:
+    """What :func:`from_detached` needs of ``miss`` to make its signature later, read now
+    into plain data and weak references: nothing of the call's or of JAX's (the jitted
+    function, its jit options and parameters, a ``HashablePartial`` JAX jits per
+    primitive) outlives the call through it. JAX's caches hold functions and their
+    parameters weakly; one kept alive until the record is made would turn a later
+    compile JAX would have made into a cache hit.
+
+    The costly part (texts of abstract values, of static values that hold nothing but
+    scalars) is left to :func:`from_detached`. ``None``: a call a wrapper library lays
+    out or an exported program, read whole with :func:`from_miss` instead."""
+    parameters = _jax_read.call_parameters(miss.jit_info, len(miss.args))
+    if miss.fun is not None and _jax_read.exported_program(miss.fun) is not None:
+        return None
+    # A single primitive JAX applies (most eager ops) is no library's wrapper.
+    if (_jax_read.primitive_params(miss.fun) is None
+            and _wrappers.layout_for(miss, parameters.positional) is not None):
+        return None
+    return _read(miss, stands_for, parameters, None, None, None, detached=True)
+
+
+def from_detached(detached: Detached, like: Signature | None = None) -> Signature:
+    """The signature :func:`from_miss` would have read from the miss ``detached`` was
+    read from (``like`` as there)."""
+    return _built(detached, like)
+
+
+class _Pending(NamedTuple):
+    """A static value whose ``StaticArg`` is made when the signature is built."""
+
+    name: str
+    value: Any
+    keyword: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Detached:
+    """What a signature is built from, read off a dispatch miss (see :func:`detach`).
+
+    Read by :func:`detach`, it holds plain data and weak references only: abstract
+    values and the argument tree (values, compared by value), texts, numbers, and
+    static values that are scalars or tuples of them (``_inert``); every other static
+    value is a ``StaticArg`` already."""
+
+    avals: tuple[Any, ...]
+    in_tree: Any
+    arg_names: tuple[str, ...] | None  # JAX's leaf paths, when it kept them
+    out_count: int
+    op_count: int
+    placements: tuple[Placement, ...]
+    context: TraceContext
+    top_names: tuple[str, ...]
+    statics: tuple[StaticArg | _Pending, ...]  # the call's static arguments
+    params: tuple[StaticArg | _Pending, ...]  # an eager primitive's parameters
+    options: tuple[tuple[str, str], ...]
+    function_ref: Any
+    function_id: int
+    function_serial: int
+    bound_method: bool
+    bound: tuple[tuple[str, str], ...]
+    transformed: bool
+    transformation: str  # the transformations the program was traced under, as text
+    cache_clears: int  # ``jax.clear_caches()`` calls seen before the miss
+    var_keyword: str  # the ``**kwargs`` parameter's name, if any
+    keywords: frozenset[str]  # parameters a keyword argument can fill by name
+
+
+def _inert(value: Any, depth: int = 0) -> bool:
+    """Whether holding ``value`` holds nothing else and its text cannot change: a
+    built-in scalar, an enum member or a NumPy dtype (kept alive by their classes
+    anyway), a tuple or frozenset of those."""
+    kind = type(value)
+    if kind in PLAIN_TYPES or isinstance(value, enum.Enum):
+        return True
+    numpy = sys.modules.get("numpy")  # not imported: no value is one of its types
+    if numpy is not None and isinstance(value, (numpy.dtype, numpy.generic)):
+        return True
+    if isinstance(value, (tuple, frozenset)) and depth < 3 and len(value) <= 64:
+        return all(_inert(v, depth + 1) for v in value)
+    return False
+
+
+def _static_entry(name: str, value: Any, keyword: bool, detached: bool,
+                  ) -> StaticArg | _Pending:
+    if detached and not _inert(value):
+        return _static_arg(name, value, keyword=keyword)
+    return _Pending(name, value, keyword)
+
+
+def _static(entry: StaticArg | _Pending) -> StaticArg:
+    if isinstance(entry, StaticArg):
+        return entry
+    return _static_arg(entry.name, entry.value, keyword=entry.keyword)
+
+
+def _read(miss: Miss, stands_for: Any | None, parameters: _jax_read.CallParameters,
+          context: TraceContext | None, placements: Sequence[Placement] | None,
+          exported: Any | None, detached: bool) -> Detached:
+    """What the signature of ``miss`` is built from (``detached``: holding nothing of the
+    call's or JAX's, see :func:`detach`)."""
+    names = parameters.positional
     inputs = _jax_read.miss_inputs(miss)
-    flat = inputs.flat
+    flat, n = inputs.flat, len(inputs.avals)
+    if placements is None or len(placements) != n:
+        placements = _placements_of(flat) if len(flat) == n else (UNCOMMITTED,) * n
+    statics = tuple(_static_entry(name, v, name in miss.kwargs, detached)
+                    for name, v in _jax_read.static_arguments(miss, names))
+    primitive = _jax_read.primitive_params(miss.fun)
+    params = () if primitive is None else tuple(
+        _static_entry(EXPORTED_PROGRAM if v is exported else f"params.{k}", v, False, detached)
+        for k, v in sorted(primitive.items()))
+    # One function object per primitive parameters, and one jaxpr per argument
+    # types under a transformation: neither identity says anything more.
+    by_identity = primitive is None and not miss.transformed
+    identity = miss.fun if stands_for is None else stands_for
+    return Detached(
+        avals=inputs.avals, in_tree=inputs.in_tree, arg_names=inputs.arg_names,
+        out_count=inputs.out_count, op_count=inputs.op_count,
+        placements=tuple(placements),
+        context=_jax_read.trace_context_items() if context is None else context,
+        top_names=tuple(names[i] for i in _jax_read.dynamic_positions(miss)),
+        statics=statics, params=params,
+        # A library's internal jit wrapper derives its options (pmap's
+        # in_shardings) from the call: they are not the user's to change.
+        options=_options(miss.jit_info) if stands_for is None else (),
+        function_ref=_weak(identity) if by_identity else None,
+        function_id=id(identity) if by_identity else 0,
+        function_serial=SERIALS.of(identity) if by_identity else 0,
+        bound_method=by_identity and getattr(identity, "__self__", None) is not None
+        and hasattr(identity, "__func__"),
+        bound=bound_values(identity) if by_identity else (),
+        transformed=miss.transformed,
+        transformation=miss.transformation,
+        cache_clears=miss.cache_clears,
+        # A library's own jit wrapper (pmap's) takes **kwargs for the user's parameters.
+        var_keyword=parameters.var_keyword if stands_for is None else "",
+        keywords=parameters.keywords,
+    )
+
+
+def _built(read: Detached, like: Signature | None, layout: _wrappers.Layout | None = None,
+           exported: Any | None = None) -> Signature:
+    """The signature ``read`` describes; ``layout``, ``exported``: see :func:`from_miss`."""
     earlier = like if like is not None and like.captured else None
-    leaf_avals = Leaves.of(inputs.avals, like=_leaves(earlier, "avals"))
+    leaf_avals = Leaves.of(read.avals, like=_leaves(earlier, "avals"))
     avals: Sequence[Any] = leaf_avals
     types: Sequence[str] = leaf_avals.mapped(
         aval_text, _leaves(earlier, "avals"), _leaves(earlier, "types"))
-    if placements is None or len(placements) != len(types):
-        placements = (_placements_of(flat) if len(flat) == len(types)
-                      else (UNCOMMITTED,) * len(types))
-    parameters = _jax_read.call_parameters(miss.jit_info, len(miss.args))
-    names = parameters.positional
-    top_names = tuple(names[i] for i in _jax_read.dynamic_positions(miss))
-    statics = [_static_arg(n, v, keyword=n in miss.kwargs)
-               for n, v in _jax_read.static_arguments(miss, names)]
-    treedef, tree_hash = _reuse_tree(inputs.in_tree, earlier)
-    layout = _wrappers.layout_for(miss, names)
+    placements: Sequence[Placement] = read.placements
+    top_names = read.top_names
+    statics = [_static(s) for s in read.statics]
+    treedef, tree_hash = _reuse_tree(read.in_tree, earlier)
     # Read as JAX gave them, never inferred from an equal tree: trees compare dict
     # keys with == ({1: x} and {1.0: x} are equal), and a transformed program's
     # tree and names are stand-ins for the leaves its jaxpr names.
-    paths: Sequence[str] = inputs.arg_names or tuple(f"leaf[{i}]" for i in range(len(types)))
-    exported = _jax_read.exported_program(miss.fun) if miss.fun is not None else None
+    paths: Sequence[str] = read.arg_names or tuple(f"leaf[{i}]" for i in range(len(types)))
     if exported is not None and layout is None:
         # ``exported.call(...)`` binds the flat leaves: named by the tree it was exported with
         paths = _jax_read.exported_leaf_paths(exported, len(types)) or paths
@@ -533,29 +675,17 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
         for graph in layout.graphs:
             statics.extend(_graph_args(graph))
         statics.extend(_fallback_arg(name, tree) for name, tree in layout.fallback)
-    primitive = _jax_read.primitive_params(miss.fun)
-    if primitive is not None:
-        statics.extend(_static_arg(EXPORTED_PROGRAM if v is exported else f"params.{k}", v)
-                       for k, v in sorted(primitive.items()))
-    # One function object per primitive parameters, and one jaxpr per argument
-    # types under a transformation: neither identity says anything more.
-    by_identity = primitive is None and not miss.transformed
-    identity = miss.fun if stands_for is None else stands_for
+    statics.extend(_static(s) for s in read.params)
     # Every part equal to the earlier signature's is that part itself: kept
     # signatures of one function cost only what changed, and the diff skips
     # shared parts by identity.
     return Signature(
-        function_ref=_weak(identity) if by_identity else None,
-        function_id=id(identity) if by_identity else 0,
-        function_serial=SERIALS.of(identity) if by_identity else 0,
-        bound_method=by_identity and getattr(identity, "__self__", None) is not None
-        and hasattr(identity, "__func__"),
-        # A library's internal jit wrapper derives its options (pmap's
-        # in_shardings) from the call: they are not the user's to change.
-        options=_reuse(_options(miss.jit_info) if stands_for is None else (), earlier,
-                       "options"),
-        context=_reuse(_jax_read.trace_context_items() if context is None else context,
-                       earlier, "context"),
+        function_ref=read.function_ref,
+        function_id=read.function_id,
+        function_serial=read.function_serial,
+        bound_method=read.bound_method,
+        options=_reuse(read.options, earlier, "options"),
+        context=_reuse(read.context, earlier, "context"),
         treedef=treedef,
         tree_hash=tree_hash,
         avals=_as_leaves(avals, earlier, "avals"),
@@ -564,38 +694,15 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
         types=_as_leaves(types, earlier, "types"),
         placements=_as_leaves(placements, earlier, "placements"),
         statics=_reuse_statics(tuple(statics), earlier),
-        transform=TRANSFORMED if miss.transformed else "",
-        program=_program(len(avals), inputs.out_count, inputs.op_count)
-        if miss.transformed else "",
-        transformation=miss.transformation,
-        cache_clears=miss.cache_clears,
-        bound=bound_values(identity) if by_identity else (),
-        # A library's own jit wrapper (pmap's) takes **kwargs for the user's parameters.
-        var_keyword=parameters.var_keyword if stands_for is None else "",
-        keywords=_reuse(parameters.keywords, earlier, "keywords"),
+        transform=TRANSFORMED if read.transformed else "",
+        program=_program(len(avals), read.out_count, read.op_count)
+        if read.transformed else "",
+        transformation=read.transformation,
+        cache_clears=read.cache_clears,
+        bound=read.bound,
+        var_keyword=read.var_keyword,
+        keywords=_reuse(read.keywords, earlier, "keywords"),
     )
-
-
-def placements_of_miss(miss: Miss) -> tuple[Placement, ...]:
-    """The placements of the arguments of ``miss``, as :func:`from_miss` reads them."""
-    inputs = _jax_read.miss_inputs(miss)
-    if len(inputs.flat) != len(inputs.avals):
-        return (UNCOMMITTED,) * len(inputs.avals)
-    return _placements_of(inputs.flat)
-
-
-def without_arrays(miss: Miss) -> Miss:
-    """``miss`` holding none of the call's arrays: what :func:`from_miss` reads later, with
-    the placements (:func:`placements_of_miss`) read now. The static arguments stay (JAX's
-    cache keeps them anyway), each dynamic one is ``None``; the avals, the tree and the
-    names are in ``miss.params``."""
-    ji = miss.jit_info
-    static = set(getattr(ji, "static_argnums", ()))
-    names = set(getattr(ji, "static_argnames", ()))
-    return miss._replace(
-        args=tuple(a if i in static else None for i, a in enumerate(miss.args)),
-        kwargs={k: v for k, v in miss.kwargs.items() if k in names},
-        args_flat=())
 
 
 def _leaves(signature: Signature | None, part: str) -> Leaves[Any] | None:

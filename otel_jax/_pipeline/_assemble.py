@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from .._capture import _fingerprint, _jax_read, _naming, _signature
 from .._capture._correlate import Traced
 from .._capture._jax_hooks import CompileInputs, Miss
-from .._capture._source import user_callsite
+from .._capture._source import FunctionInfo, user_callsite
 from .._core._failopen import FailOpen
 from .._core._vocab import Phase
 from .._explain import _causes
@@ -45,7 +45,10 @@ def traced(miss: Miss, history: History, guard: FailOpen) -> Traced | None:
     signature = guard.call(
         "signature capture",
         lambda: _signature.from_miss(miss, naming.stands_for, latest), None)
-    return Traced(_jax_read.event_name(miss.fun), naming, signature, miss.started)
+    # Kept until its compile, or until later traces push it out: plain data only (the
+    # user's function that a library's jitted function stands for is in the signature).
+    return Traced(_jax_read.event_name(miss.fun), naming._replace(stands_for=None),
+                  signature, miss.started)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,19 +75,18 @@ class Captured:
     The argument avals, tree, statics, bound values and placements are read into the
     signature here (a static value or a closure cell may change once the call returns),
     except for JAX's own eager ops, whose arguments are arrays and whose parameters are
-    JAX's: their signature is read later from the dispatch miss, with the trace context
-    (thread-local configuration) taken now. Once the signature is read, nothing of the
-    user's is held (``taken`` without its miss): JAX's caches hold functions weakly, and
-    a function kept alive until its record is made would change what JAX compiles next;
-    an eager op's miss is kept without the call's arrays (``without_arrays``), which die
-    with the call as they would without otel_jax.
+    JAX's: what their signature is made of is read here into plain data and weak
+    references (``detached``: ``_signature.detach``), its texts made later. Nothing of
+    the user's or of JAX's is held past the call (``taken`` has no miss): JAX's caches
+    hold functions and their parameters weakly, and one kept alive until the record is
+    made (a function, the ``HashablePartial`` JAX jits per primitive under ``pmap``)
+    would turn a compile JAX would have made next into a cache hit.
     """
 
     taken: Taken
     naming: _naming.Naming
-    signature: _signature.Signature | None  # None: read from ``taken.miss`` later
-    context: _signature.TraceContext | None  # for a signature read later
-    placements: tuple[_signature.Placement, ...] | None  # for a signature read later
+    signature: _signature.Signature | None  # None: made from ``detached`` later
+    detached: _signature.Detached | None  # an eager op's signature, to be made later
     devices: Devices
     callsite: str | None  # the user's frame that made the jit call
     warmup_done: bool  # as of the compile, not of when the record is made
@@ -104,8 +106,7 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
     assembled on another thread, so an eager op's signature waits for it)."""
     miss, name = taken.miss, taken.name
     signature: _signature.Signature | None = None
-    context: _signature.TraceContext | None = None
-    placements: tuple[_signature.Placement, ...] | None = None
+    detached: _signature.Detached | None = None
     if miss is None and taken.traced is not None:  # an AOT compile of a lowering
         naming, signature = taken.traced.naming, taken.traced.signature
     else:
@@ -113,31 +114,26 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
                             _naming.fallback(name))
     if miss is not None:
         if later and naming.eager_op:
-            nothing: _signature.TraceContext = ()
-            context = guard.call("signature capture", _jax_read.trace_context_items, nothing)
-            placements = guard.call("signature capture",
-                                    lambda: _signature.placements_of_miss(miss), None)
-        else:
+            stands_for = naming.stands_for
+            detached = guard.call("signature capture",
+                                  lambda: _signature.detach(miss, stands_for), None)
+        if detached is None:
             signature = _signature_of(miss, naming, history, guard)
             if signature is None:
                 signature = _signature.uncaptured()
     cache_enabled = guard.call("persistent cache", _jax_read.persistent_cache_enabled, False)
-    if taken.compiled is not None and (naming.eager_op or not (
+    compiled = taken.compiled
+    if compiled is not None and (naming.eager_op or not (
             cache_enabled or _jax_read.coordination() is not None)):
         # The lowered program is read only for its fingerprint (see ``assemble``): not
         # kept while the record waits to be made, it can be large.
-        taken = dataclasses.replace(taken, compiled=None)
-    # Let go of the user's objects: an eager op's miss, read later, without the call's arrays.
-    if signature is None and miss is not None:
-        stripped = guard.call("signature capture", lambda: _signature.without_arrays(miss),
-                              None)
-        taken = dataclasses.replace(taken, miss=stripped, traced=None)
-    else:
-        taken = dataclasses.replace(taken, miss=None, traced=None)
-        naming = naming._replace(stands_for=None)
+        compiled = None
+    # Let go of the user's and JAX's objects: what is kept is plain data (the signature,
+    # or what an eager op's is made of) and weak references.
+    taken = dataclasses.replace(taken, miss=None, traced=None, compiled=compiled)
+    naming = naming._replace(stands_for=None)
     return Captured(
-        taken, naming, signature, context,
-        placements=placements,
+        taken, naming, signature, detached,
         devices=guard.call("device info", lambda: devices_of(miss), Devices()),
         # From the listener: the walk finds the innermost user frame above JAX and otel_jax.
         callsite=guard.call("callsite", lambda: user_callsite(skip=4), None),
@@ -146,20 +142,27 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
 
 
 def _signature_of(miss: Miss, naming: _naming.Naming, history: History, guard: FailOpen,
-                  context: _signature.TraceContext | None = None,
-                  placements: tuple[_signature.Placement, ...] | None = None,
                   ) -> _signature.Signature | None:
     info = naming.info
     latest = guard.call("history", lambda: history.latest(info), None)
     signature = guard.call(
         "signature capture",
-        lambda: _signature.from_miss(miss, naming.stands_for, latest, context, placements),
-        None)
+        lambda: _signature.from_miss(miss, naming.stands_for, latest), None)
     if signature is None and latest is not None:  # built on its own, sharing nothing
         signature = guard.call(
-            "signature capture",
-            lambda: _signature.from_miss(miss, naming.stands_for, context=context,
-                                         placements=placements), None)
+            "signature capture", lambda: _signature.from_miss(miss, naming.stands_for), None)
+    return signature
+
+
+def _signature_later(detached: _signature.Detached, info: FunctionInfo,
+                     history: History, guard: FailOpen) -> _signature.Signature | None:
+    """The signature of an eager op, made from what was read of it in the call."""
+    latest = guard.call("history", lambda: history.latest(info), None)
+    signature = guard.call(
+        "signature capture", lambda: _signature.from_detached(detached, latest), None)
+    if signature is None and latest is not None:  # built on its own, sharing nothing
+        signature = guard.call(
+            "signature capture", lambda: _signature.from_detached(detached), None)
     return signature
 
 
@@ -172,11 +175,10 @@ def assemble(captured: Captured, history: History, ledger: Ledger, guard: FailOp
     background thread: it reads only what ``captured`` kept and what does not change.
     """
     taken, naming = captured.taken, captured.naming
-    miss, info = taken.miss, naming.info
+    info = naming.info
     signature = captured.signature
-    if signature is None and miss is not None and captured.context is not None:
-        signature = _signature_of(miss, naming, history, guard, captured.context,
-                                  captured.placements)
+    if signature is None and captured.detached is not None:
+        signature = _signature_later(captured.detached, info, history, guard)
     if signature is None:
         signature = _signature.uncaptured()
     captured_signature = signature
