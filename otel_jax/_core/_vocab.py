@@ -304,9 +304,6 @@ class RunEnv:
 
     #: The folder where each process of the run writes its JSON log lines (``<pid>.jsonl``).
     DIR: Final = "OTEL_JAX_RUN_DIR"
-    #: Set for the program's own process only (the bootstrap takes it out of the
-    #: environment): the process that prints the summary at exit.
-    TOP: Final = "OTEL_JAX_RUN_TOP"
     #: ``auto`` (only when something recompiled), ``always`` or ``never``.
     SUMMARY: Final = "OTEL_JAX_RUN_SUMMARY"
     #: Where the top process writes the HTML page at exit (unset: none).

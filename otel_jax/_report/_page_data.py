@@ -249,7 +249,7 @@ class HtmlReport(Report):
 
     def add_other(self, line: bytes) -> bool:
         if _STORM_MARKER not in line:
-            return False
+            return super().add_other(line)
         try:
             ev = json.loads(line)
         except (ValueError, RecursionError):
