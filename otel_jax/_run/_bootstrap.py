@@ -197,8 +197,9 @@ def install() -> None:
     try:
         from otel_jax._setup import _install
 
-        if _run_log is not None and _run_log not in _install.EXTRA_JSON_STREAMS:
-            _install.EXTRA_JSON_STREAMS.append(_run_log)  # type: ignore[arg-type]
+        stream: Any = _run_log  # a text stream as far as the log emitter is concerned
+        if stream is not None and stream not in _install.EXTRA_JSON_STREAMS:
+            _install.EXTRA_JSON_STREAMS.append(stream)
         before = _install.installation()
         handle = _install.install(**_providers())
         if before is None:

@@ -44,13 +44,17 @@ def summary_text(report: Report, processes: int, cut: bool) -> str:
     """The text printed at exit."""
     rows = report.rows()
     recompiles = sum(r["recompiles"] for r in rows if r["row_kind"] not in _AGGREGATES)
-    head = (f"otel-jax run: {report.events} compiles, {recompiles} recompiles of the "
-            f"program's functions in {processes} process{'es' if processes != 1 else ''}"
+    head = (f"otel-jax run: {_n(report.events, 'compile')}, {_n(recompiles, 'recompile')} "
+            f"of the program's functions in {_n(processes, 'process', 'es')}"
             + ("; a process's log reached its size limit, later lines are not counted"
                if cut else "") + ". Per function, and why:\n")
     return (head + render_table(rows)
             + render_persistent_cache(report.persistent_cache(), "table")
             + render_steps(report.steps.summary(), "table"))
+
+
+def _n(count: int, noun: str, plural: str = "s") -> str:
+    return f"{count} {noun}{'' if count == 1 else plural}"
 
 
 def recompiled(report: Report) -> bool:
