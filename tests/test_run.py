@@ -156,20 +156,23 @@ def test_ctrl_c_ends_the_program_as_plain_python_does(tmp_path: Path) -> None:
 def test_a_forked_child_and_python_subprocesses(tmp_path: Path) -> None:
     script = write(tmp_path / "forks.py", """
         import os, subprocess, sys
-        import jax, jax.numpy as jnp
-        import otel_jax
 
-        f = jax.jit(lambda x: x - 1)
-        f(jnp.ones(2))
+        # forked before JAX is imported (JAX is not fork-safe once running): the child
+        # inherits the bootstrap, compiles, and exits as a program does (its exit
+        # handlers run) without a summary of its own
         pid = os.fork()
-        if pid == 0:  # the child (no JAX: it is not fork-safe) exits as a program does
+        if pid == 0:
+            import jax, jax.numpy as jnp, otel_jax
+            f = jax.jit(lambda x: x - 1)
             with otel_jax.step("child_step"):
-                pass
+                f(jnp.ones(2))
+                f(jnp.ones(5))
             otel_jax.flush()
-            sys.exit(0)  # its exit handlers run: no summary of its own
-        f(jnp.ones(5))
+            sys.exit(0)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
+        import jax, jax.numpy as jnp
+        jax.jit(lambda x: x + 10)(jnp.ones(2))
         plain = subprocess.run([sys.executable, "-c",
                                 "import sys; print('otel_jax' in sys.modules)"],
                                capture_output=True, text=True, timeout=120)
@@ -186,7 +189,7 @@ def test_a_forked_child_and_python_subprocesses(tmp_path: Path) -> None:
     # installed, and prints no summary of its own
     assert "child False True 0" in proc.stdout
     assert proc.stderr.count("otel-jax run: ") == 1, proc.stderr
-    # the forked child's step and the subprocess's compiles are in the program's summary
+    # the forked child's compiles and step, and the subprocess's, are in the summary
     assert "in 3 processes" in proc.stderr and "child_step" in proc.stderr
     assert "x: f32[2] -> f32[5]" in proc.stderr
 
