@@ -72,7 +72,7 @@ LIBRARY_TESTS := tests/test_causes.py tests/test_core.py tests/test_testing_kit.
 	tests/test_repr_cost.py tests/test_ranks.py tests/test_multiprocess.py \
 	tests/test_persistent_cache.py tests/test_persistent_cache_restarts.py \
 	tests/test_jax_versions.py \
-	tests/test_structlog.py \
+	tests/test_structlog.py tests/test_run.py \
 	tests/test_ledger_remote.py tests/test_background.py tests/test_delivery.py \
 	tests/test_compile_counts.py \
 	tests/unit

@@ -239,3 +239,94 @@ def test_demo_warmup_is_its_first_epoch():
     evaluations = [c["after_warmup"] for c in compiles
                    if c["function"] == "main.<locals>.<lambda>"]
     assert evaluations == [False, True, True]  # one per epoch
+
+
+# -- jax.step log lines ---------------------------------------------------------------
+
+
+def _step_lines(telemetry):
+    return [line for line in telemetry.log_lines() if line["event"] == "jax.step"]
+
+
+def test_every_step_that_compiled_is_a_line_and_the_others_are_sampled(telemetry):
+    from otel_jax._pipeline._steps import STEPS
+
+    STEPS.telemetry.log.interval_s = 3600.0  # no sample after the first of the name
+
+    @jax.jit
+    def update(x):
+        return x * 2
+
+    sizes = [3] * 10 + [4] + [4] * 5
+    for n in sizes:
+        with otel_jax.step("train_step"):
+            update(jnp.ones(n))
+    lines = _step_lines(telemetry)
+    # the first (chosen as the name's sample, and it compiled) and the one with a new shape
+    assert [(ln["compiled"], ln["compiles"], ln["steps"]) for ln in lines] == [
+        (True, 1, 1), (True, 1, 10)]
+    spans = {s.context.span_id: s for s in telemetry.exporter.get_finished_spans()
+             if s.name == "train_step"}
+    for line in lines:
+        assert line["step_name"] == "train_step" and line["nested"] is False
+        assert line["duration_s"] >= line["compile_s"] > 0
+        assert line["steps_s"] >= line["duration_s"]
+        span = spans[int(line["span_id"], 16)]
+        assert line["step_number"] == span.attributes["jax.step.number"]
+        assert line["trace_id"] == format(span.context.trace_id, "032x")
+    # at exit the steps after the last line get one: every step is counted
+    STEPS.telemetry.log_pending()
+    lines = _step_lines(telemetry)
+    assert len(lines) == 3 and lines[-1]["compiled"] is False and lines[-1]["steps"] == 5
+    assert sum(ln["steps"] for ln in lines) == len(sizes)
+    STEPS.telemetry.log_pending()  # nothing left
+    assert len(_step_lines(telemetry)) == 3
+
+
+def test_uncompiled_steps_are_sampled_once_per_interval_per_name(telemetry):
+    import time
+
+    from otel_jax._pipeline._steps import STEPS
+
+    STEPS.telemetry.log.interval_s = 0.2
+    update = jax.jit(lambda x: x + 1)
+    update(jnp.ones(2))  # compiled before the steps
+    start = time.monotonic()
+    n = 0
+    while time.monotonic() - start < 1.0:
+        with otel_jax.step("a"):
+            update(jnp.ones(2))
+        with otel_jax.step("b"):
+            pass
+        n += 1
+    lines = _step_lines(telemetry)
+    for name in ("a", "b"):
+        mine = [ln for ln in lines if ln["step_name"] == name]
+        assert 2 <= len(mine) <= 6, mine  # about 1 s / 0.2 s, never one per step
+        assert all(ln["compiled"] is False for ln in mine)
+        assert len(mine) < n
+    STEPS.telemetry.log_pending()
+    for name in ("a", "b"):
+        assert sum(ln["steps"] for ln in _step_lines(telemetry) if ln["step_name"] == name) == n
+
+
+def test_a_nested_step_line_says_so_and_warning_level_writes_none(telemetry):
+    with otel_jax.step("epoch"):
+        with otel_jax.step("train_step"):
+            jax.jit(lambda x: x - 1)(jnp.ones(5))
+    lines = {ln["step_name"]: ln for ln in _step_lines(telemetry)}
+    assert lines["epoch"]["nested"] is False and lines["train_step"]["nested"] is True
+    assert lines["epoch"]["compiled"] and lines["train_step"]["compiled"]
+    assert lines["epoch"]["step_number"] == lines["train_step"]["step_number"]
+
+    otel_jax.uninstall()
+    import io
+
+    quiet = io.StringIO()
+    otel_jax.install(tracer_provider=telemetry.tracer_provider,
+                     meter_provider=telemetry.meter_provider, log_output=quiet,
+                     log_level="warning")
+    with otel_jax.step("train_step"):
+        jax.jit(lambda x: x * 7)(jnp.ones(5))
+    otel_jax.flush()
+    assert "jax.step" not in quiet.getvalue()

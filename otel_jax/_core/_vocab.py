@@ -135,6 +135,8 @@ class Metric:
 EVENT_COMPILE: Final = "jax.compile"
 EVENT_STORM: Final = "jax.recompile_storm"
 EVENT_DIVERGENCE: Final = "jax.compile.divergence"
+#: One ``otel_jax.step()`` step (every step that compiled, a sample of the others).
+EVENT_STEP: Final = "jax.step"
 LOGGER_NAME: Final = "otel_jax"
 
 
@@ -184,6 +186,15 @@ class Field:
     DIVERGENCE: Final = "divergence"
     RANKS: Final = "ranks"
     MISSING_RANKS: Final = "missing_ranks"
+    # the step line's own fields (``compile_s``, ``trace_id`` and ``span_id`` are shared)
+    STEP_NAME: Final = "step_name"
+    STEP_NUMBER: Final = "step_number"
+    DURATION_S: Final = "duration_s"
+    COMPILED: Final = "compiled"
+    COMPILES: Final = "compiles"
+    NESTED: Final = "nested"
+    STEPS: Final = "steps"
+    STEPS_S: Final = "steps_s"
 
 
 class DiffKey:
@@ -285,6 +296,18 @@ class RowKind(str, enum.Enum):
 LEDGER_ENV: Final = "OTEL_JAX_LEDGER"
 #: Environment variable: what is scrubbed while ``install(scrub=...)`` is left ``None``.
 SCRUB_ENV: Final = "OTEL_JAX_SCRUB"
+
+
+class RunEnv:
+    """The environment ``otel-jax run`` hands to the program it starts (besides the
+    ``OTEL_JAX_*`` variables of ``install()``'s options, which its flags set)."""
+
+    #: The folder where each process of the run writes its JSON log lines (``<pid>.jsonl``).
+    DIR: Final = "OTEL_JAX_RUN_DIR"
+    #: ``auto`` (only when something recompiled), ``always`` or ``never``.
+    SUMMARY: Final = "OTEL_JAX_RUN_SUMMARY"
+    #: Where the top process writes the HTML page at exit (unset: none).
+    HTML: Final = "OTEL_JAX_RUN_HTML"
 
 
 class RankWire:

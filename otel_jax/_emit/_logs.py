@@ -43,6 +43,7 @@ from opentelemetry import trace
 from opentelemetry._logs import Logger as OtelLogger
 from opentelemetry._logs import LogRecord, SeverityNumber
 
+from .._core import _vocab
 from .._core._failopen import FailOpen, Topic, WarnKey
 from .._core._text import safe_repr
 from .._core._vocab import EVENT_COMPILE, EVENT_DIVERGENCE, EVENT_STORM, LOGGER_NAME, Attr, Field
@@ -242,6 +243,16 @@ class LogEmitter:
         """The WARNING of a divergence between ranks."""
         if 30 >= self._min_level:
             self._emit(30, EVENT_DIVERGENCE, divergence_fields(div))
+
+    def step(self, fields: dict[str, Any]) -> None:
+        """One ``jax.step`` INFO line (a step that compiled, or a sampled one: the
+        choice is ``otel_jax._pipeline._steps.StepLog``'s), written like the others."""
+        if 20 >= self._min_level:
+            self._emit(20, _vocab.EVENT_STEP, fields, self._step_context())
+
+    def _step_context(self) -> contextvars.Context | None:
+        """The context a step line is written in (only the structlog output uses one)."""
+        return None
 
     def _emit(self, level: int, event: str, fields: _Fields,
               context: contextvars.Context | None = None) -> None:
@@ -472,6 +483,9 @@ class StructlogEmitter(LogEmitter):
                 context = self._contexts.get(self._key(div.function, div.count, div.link))
             self._emit(30, EVENT_DIVERGENCE, divergence_fields(div),
                        context if context is not None else contextvars.copy_context())
+
+    def _step_context(self) -> contextvars.Context | None:
+        return contextvars.copy_context()
 
     def _write(self, batch: list[_Line]) -> None:
         for line in batch:

@@ -13,14 +13,22 @@ a ``train_step``): a compile inside is charged to every step open around it on i
 thread, since it slowed each of them. Only the outermost step is a training step:
 a step opened inside another one on the same thread is a part of it, takes its
 number and does not count toward warm-up.
+
+Each step can also be one ``jax.step`` log line (:class:`StepLog`): every step that
+compiled, and of the others at most one a second per step name, chosen when the step
+begins (so a slow step is not more likely to be chosen than a fast one). Each line
+carries how many steps of its name ended since the previous line and their seconds, so
+a reader counts every step and sums every step second from the lines alone.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ContextDecorator
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -30,7 +38,7 @@ from opentelemetry import trace
 from opentelemetry.metrics import Meter
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
-from .._core._vocab import Attr, Metric
+from .._core._vocab import Attr, Field, Metric
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,6 +48,11 @@ STEP_BUCKETS: tuple[float, ...] = (
     1.0, 2.5, 5.0, 10.0, 25.0, 60.0, 120.0, 300.0, 600.0,
 )
 DEFAULT_NAME = "step"
+#: A step that did not compile is logged at most once per this many seconds per step name.
+SAMPLE_INTERVAL_S = 1.0
+#: Step names tracked for sampling; a step of a name past these is logged only when it
+#: compiled (a program does not have hundreds of step names; memory stays bounded).
+MAX_SAMPLED_NAMES = 256
 
 
 class StepCounter(Protocol):
@@ -61,15 +74,134 @@ class StepTally:
     compile_s: float = 0.0
 
 
-class StepTelemetry:
-    """The tracer and step-time histogram of one installation."""
+class StepLineSink(Protocol):
+    """Where ``jax.step`` lines go (a log emitter of :mod:`otel_jax._emit._logs`)."""
 
-    def __init__(self, tracer: Tracer, meter: Meter) -> None:
+    def step(self, fields: dict[str, Any]) -> None: ...
+
+
+#: What is kept of the latest step not logged, to log it at exit: (number, seconds,
+#: nested, its span).
+_Unlogged = tuple[int, float, bool, Any]
+
+
+class _NameTally:
+    __slots__ = ("chosen_at", "steps", "steps_s", "last")
+
+    def __init__(self) -> None:
+        self.chosen_at = -float("inf")  # when a step of this name was last chosen
+        self.steps = 0  # steps ended since this name's last line
+        self.steps_s = 0.0
+        self.last: _Unlogged | None = None
+
+
+class StepLog:
+    """Which steps become ``jax.step`` lines, and what each line says about the steps it
+    stands for (see the module's text)."""
+
+    def __init__(self, interval_s: float = SAMPLE_INTERVAL_S,
+                 max_names: int = MAX_SAMPLED_NAMES) -> None:
+        self.interval_s = interval_s
+        self.max_names = max_names
+        self._reset()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        # a fresh lock in a forked child: the parent's may have been held by another thread
+        self._lock = threading.Lock()
+        self._names: dict[str, _NameTally] = {}
+
+    def choose(self, name: str) -> bool:
+        """At a step's start: whether it is this second's sample of its name."""
+        now = time.monotonic()
+        with self._lock:
+            tally = self._names.get(name)
+            if tally is None:
+                if len(self._names) >= self.max_names:
+                    return False
+                tally = self._names[name] = _NameTally()
+            if now - tally.chosen_at < self.interval_s:
+                return False
+            tally.chosen_at = now
+            return True
+
+    def ended(self, name: str, seconds: float, logged: bool,
+              unlogged: _Unlogged) -> tuple[int, float]:
+        """At a step's end: counted; when it is ``logged``, the steps and seconds its
+        line stands for (itself and the unlogged ones before it), and the count starts
+        over; when not, ``unlogged`` is kept to be logged at exit if no line follows."""
+        with self._lock:
+            tally = self._names.get(name)
+            if tally is None:  # a name past the cap
+                return 1, seconds
+            tally.steps += 1
+            tally.steps_s += seconds
+            out = (tally.steps, tally.steps_s)
+            if logged:
+                tally.steps, tally.steps_s, tally.last = 0, 0.0, None
+            else:
+                tally.last = unlogged
+            return out
+
+    def pending(self) -> list[tuple[str, int, float, _Unlogged]]:
+        """The names whose latest steps have no line yet (at exit): the latest step's
+        name, the count, seconds, and what was kept of it; the counts start over."""
+        with self._lock:
+            out = [(name, t.steps, t.steps_s, t.last) for name, t in self._names.items()
+                   if t.steps and t.last is not None]
+            for name, *_ in out:
+                tally = self._names[name]
+                tally.steps, tally.steps_s, tally.last = 0, 0.0, None
+        return out
+
+
+class StepTelemetry:
+    """The tracer, step-time histogram and ``jax.step`` lines of one installation."""
+
+    def __init__(self, tracer: Tracer, meter: Meter,
+                 lines: Sequence[StepLineSink] = ()) -> None:
         self.tracer = tracer
         self.duration = meter.create_histogram(
             Metric.STEP_DURATION, unit="s",
             description="Wall time of one training step, by whether it compiled",
             explicit_bucket_boundaries_advisory=list(STEP_BUCKETS))
+        self.lines = tuple(lines)
+        self.log = StepLog()
+        if self.lines:
+            # After the log emitters' own exit flush was registered: runs before it.
+            atexit.unregister(_log_pending_at_exit)
+            atexit.register(_log_pending_at_exit)
+
+    def line(self, name: str, number: int, seconds: float, compiles: int, compile_s: float,
+             nested: bool, steps: int, steps_s: float, span: Any) -> None:
+        """One ``jax.step`` line to every line sink."""
+        fields: dict[str, Any] = {
+            Field.STEP_NAME: name, Field.STEP_NUMBER: number,
+            Field.DURATION_S: round(seconds, 6), Field.COMPILED: compiles > 0,
+            Field.COMPILES: compiles, Field.COMPILE_S: round(compile_s, 6),
+            Field.NESTED: nested, Field.STEPS: steps, Field.STEPS_S: round(steps_s, 6)}
+        context = span.get_span_context() if span is not None else None
+        if context is not None and context.is_valid:
+            fields[Field.TRACE_ID] = trace.format_trace_id(context.trace_id)
+            fields[Field.SPAN_ID] = trace.format_span_id(context.span_id)
+        for sink in self.lines:
+            sink.step(fields)
+
+    def log_pending(self) -> None:
+        """At exit: the latest step of each name that has steps without a line, so
+        that the lines count every step."""
+        for name, steps, steps_s, (number, seconds, nested, span) in self.log.pending():
+            self.line(name, number, seconds, 0, 0.0, nested, steps, steps_s, span)
+
+
+def _log_pending_at_exit() -> None:
+    telemetry = STEPS.telemetry
+    if telemetry is not None:
+        try:
+            telemetry.log_pending()
+        except Exception:  # exit must never fail because of otel_jax
+            pass
 
 
 class _Steps:
@@ -121,6 +253,8 @@ class StepScope(ContextDecorator):
         self._span: Any = None
         self._token: object = None
         self._start = 0.0
+        self._chosen = False
+        self._nested = False
 
     def _recreate_cm(self) -> StepScope:
         # As a decorator: each call is a step of its own, counted when it starts.
@@ -134,7 +268,8 @@ class StepScope(ContextDecorator):
 
     def __enter__(self) -> StepScope:
         counted, self._counted = self._counted, False  # entered again: another step
-        if STEPS.open_here():
+        self._nested = STEPS.open_here()
+        if self._nested:
             # A part of the enclosing step: its number, no warm-up count of its own.
             if counted:
                 self._counter.step(-1)
@@ -143,6 +278,12 @@ class StepScope(ContextDecorator):
             self._number = self._counter.begin_step(counted)
         self._tally = STEPS.open()
         telemetry = STEPS.telemetry
+        self._chosen = False
+        if telemetry is not None and telemetry.lines:
+            try:
+                self._chosen = telemetry.log.choose(self.name)
+            except Exception:  # telemetry must not fail the step
+                pass
         self._start = time.perf_counter()
         if telemetry is not None:
             try:
@@ -173,10 +314,21 @@ class StepScope(ContextDecorator):
             if telemetry is not None:
                 telemetry.duration.record(seconds, {Attr.STEP_NAME: self.name,
                                                     Attr.STEP_COMPILED: compiled})
+                if telemetry.lines:
+                    self._log_line(telemetry, seconds, tally)
         except Exception:  # telemetry must not fail the step
             pass
         finally:
             self._span = self._token = self._tally = None
+
+    def _log_line(self, telemetry: StepTelemetry, seconds: float, tally: StepTally) -> None:
+        """The step's ``jax.step`` line, when it compiled or was chosen as a sample."""
+        logged = tally.compiles > 0 or self._chosen
+        steps, steps_s = telemetry.log.ended(
+            self.name, seconds, logged, (self._number, seconds, self._nested, self._span))
+        if logged:
+            telemetry.line(self.name, self._number, seconds, tally.compiles, tally.compile_s,
+                           self._nested, steps, steps_s, self._span)
 
 
 def _mark_failed(span: Any, exc: BaseException) -> None:

@@ -14,7 +14,7 @@ from typing import IO
 
 from ._aggregate import DEFAULT_MAX_FUNCTIONS, Report
 from ._read import open_log, read_errors
-from ._text import printable, render, render_persistent_cache, render_ranks
+from ._text import printable, render, render_persistent_cache, render_ranks, render_steps
 
 
 def _positive_int(text: str) -> int:
@@ -66,6 +66,10 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--include-eager", action="store_true",
                      help="list eager-op compiles per op instead of one "
                           "'(eager ops)' row")
+    sub.add_parser(
+        "run", add_help=False,
+        help="run a Python program with otel_jax installed, no code change "
+             "(otel-jax run [options] [--] python train.py ...; otel-jax run --help)")
     rep.add_argument("--max-functions", type=_positive_int, default=DEFAULT_MAX_FUNCTIONS,
                      metavar="N",
                      help="distinct rows kept before merging the rest into '(other)' "
@@ -114,6 +118,7 @@ def _run_report(args: argparse.Namespace) -> int:
             out.write(render(rows, args.format, width))
             if args.format != "json":  # the JSON output stays a list of rows
                 out.write(render_persistent_cache(report.persistent_cache(), args.format))
+                out.write(render_steps(report.steps.summary(), args.format))
         out.flush()
     finally:
         if out is not sys.stdout:
@@ -123,6 +128,8 @@ def _run_report(args: argparse.Namespace) -> int:
     if report.divergence_events:
         note += (f", {report.divergence_events} jax.compile.divergence events "
                  f"({len(report.divergences)} divergences)")
+    if report.steps.events:
+        note += f", {report.steps.events} jax.step events"
     if report.filtered:
         note += f", {report.filtered} filtered out by --function"
     if report.skipped:
@@ -172,9 +179,14 @@ def _feed(report: Report, path: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``otel-jax`` console command; returns the exit
     status (0 ok, 1 unreadable input, 2 usage error)."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] == ["run"]:
+        from .._run._launch import main as run
+
+        return run(words[1:])
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
     except SystemExit as exc:  # argparse exits on --help and on usage errors
         return exc.code if isinstance(exc.code, int) else 2
     try:

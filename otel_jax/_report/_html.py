@@ -203,6 +203,8 @@ def render_html(report: HtmlReport, rows: list[dict[str, Any]],
     if multi:
         links += [("divergences", "Ranks")]
     links += [("timeline", "Timeline")]
+    if report.steps.events:
+        links += [("steps", "Steps")]
     links += [("functions", "Functions"), ("callsites", "Call sites")]
     if report.persistent_cache():
         links.append(("cache", "Persistent cache"))
@@ -213,6 +215,7 @@ def render_html(report: HtmlReport, rows: list[dict[str, Any]],
     if multi:  # what differs between ranks comes first
         _ranks(add, report, rows)
     _timeline(add, report, rows, row_index)
+    _steps(add, report, rows, row_index)
     _functions(add, report, rows)
     _callsites(add, report)
     _cache(add, report)
@@ -232,7 +235,10 @@ def _summary(add: Any, report: HtmlReport) -> None:
         ("recompiles after warm-up", str(report.after_warmup), report.after_warmup > 0),
     ]
     ranks = max(1, len(report.ranks))
-    if report.first_start is not None and report.last_end is not None:
+    steps = report.steps.summary()
+    if steps is not None and steps["share"] is not None:
+        cards.append(("of step time compiling", f"{100 * steps['share']:.0f}%", False))
+    elif report.first_start is not None and report.last_end is not None:
         span = report.last_end - report.first_start
         if span > 0:
             share = min(1.0, seconds / (span * ranks))
@@ -249,7 +255,12 @@ def _summary(add: Any, report: HtmlReport) -> None:
             f'<div class="k">{label}</div></div>')
     add("</div>")
     notes = []
-    if report.first_start is not None and report.last_end is not None:
+    if steps is not None and steps["share"] is not None:
+        notes.append(f"The time share is the compile seconds inside steps "
+                     f"({_s(steps['compile_s'])} s) over the steps' seconds "
+                     f"({_s(steps['steps_s'])} s), from the jax.step lines (steps nested in "
+                     "another not counted twice).")
+    elif report.first_start is not None and report.last_end is not None:
         notes.append("The time share is compile seconds over the time from the first "
                      "compile's start to the last one's end"
                      + (f", summed over {ranks} ranks" if ranks > 1 else "") + ".")
@@ -402,6 +413,127 @@ def _timeline_chart(report: HtmlReport,
         fig_h = max(2.4, height)
         fig.subplots_adjust(left=min(0.4, label_pt / (13 * 72)), right=0.85,
                             bottom=0.5 / fig_h, top=1 - 0.12 / fig_h)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _steps(add: Any, report: HtmlReport, rows: list[dict[str, Any]], row_index: Any) -> None:
+    """Step durations over time with the compiles under them, then the per-step table;
+    nothing without ``jax.step`` lines."""
+    summary = report.steps.summary()
+    if summary is None:
+        return
+    add('<section id="steps"><h2>Steps</h2>')
+    compiled, sampled = report.step_points()
+    if compiled or sampled:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            add(_charts_missing())
+        else:
+            chart = _steps_chart(report, compiled, sampled, rows, row_index)
+            add(f'<img id="steps-chart" class="chart" alt="step durations over time, with '
+                f'the compiles under them" src="{chart}">')
+            add('<p class="legend muted">Above, each step from its start to its end at the '
+                'height of its duration: <span class="aw">compiled</span> in red, the others '
+                "a sample (about one a second per step name). Below, on the same time axis, "
+                "each compile on its function's lane, coloured by cause kind: a slow step "
+                "stands over the compile that made it slow.</p>")
+    add('<div class="scroll"><table id="steps-table" class="sortable"><thead><tr>'
+        '<th>Step</th><th class="n">Steps</th><th class="n">Compiled</th>'
+        '<th class="n">p50 s</th><th class="n">p95 s</th><th class="n">Step s</th>'
+        '<th class="n">Compile s</th><th class="n">Extra s</th></tr></thead><tbody>')
+    for r in summary["steps"]:
+        add(f"<tr><td><code>{_e(r['step'])}</code>"
+            + (' <span class="muted">(nested)</span>' if r["nested"] else "") + "</td>"
+            + _num(r["steps"]) + _num(r["compiled_steps"])
+            + "".join(_num(r[k], _s(r[k])) for k in (
+                "p50_s", "p95_s", "steps_s", "compile_s", "extra_s")) + "</tr>")
+    add("</tbody></table></div>")
+    add('<p class="muted">p50/p95: the steps that did not compile (a sample of them). Extra: '
+        "the time of the steps that compiled over the step's p50.</p>")
+    if summary["compiled"]:
+        add('<h3>Steps that compiled, longest first</h3><table id="compiled-steps"><thead>'
+            '<tr><th>Step</th><th class="n">Seconds</th><th class="n">Compiling s</th>'
+            '<th class="n">Extra s</th><th>At</th></tr></thead><tbody>')
+        for c in summary["compiled"]:
+            number = f" #{c['number']}" if c["number"] is not None else ""
+            add(f"<tr><td><code>{_e(c['step'])}</code>{_e(number)}</td>"
+                + _num(c["seconds"], _s(c["seconds"])) + _num(c["compile_s"], _s(c["compile_s"]))
+                + _num(c["extra_s"], _s(c["extra_s"]))
+                + f"<td class=\"mono\">{_e(c['timestamp'] or '')}</td></tr>")
+        add("</tbody></table>")
+    add("</section>")
+
+
+def _steps_chart(report: HtmlReport, compiled: list[tuple[float, float, str, float]],
+                 sampled: list[tuple[float, float, str, float]], rows: list[dict[str, Any]],
+                 row_index: Any) -> str:
+    import matplotlib
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    items = sorted(report.timeline, key=lambda t: t[2])
+    starts = [c[0] for c in compiled] + [c[0] for c in sampled] + [it[2] for it in items]
+    t0 = min(starts)
+    ends = ([c[0] + c[1] for c in compiled] + [c[0] + c[1] for c in sampled]
+            + [it[2] + it[0] for it in items])
+    span = max(max(ends) - t0, 1e-3)
+    lanes: list[str] = []
+    lane_of: dict[int, int] = {}
+    for it in items:
+        i = row_index(it[3])
+        key = i if i is not None and i < 8 else -1
+        if key not in lane_of:
+            lane_of[key] = len(lanes)
+            lanes.append(rows[key]["function"] if key >= 0 else "(other functions)")
+    rc: dict[str, Any] = {"svg.fonttype": "none", "svg.hashsalt": "otel_jax", "font.size": 9}
+    if "text.parse_math" in matplotlib.rcParams:
+        rc["text.parse_math"] = False
+    with matplotlib.rc_context(rc):  # type: ignore[arg-type]
+        lane_h = 0.3 * max(1, len(lanes))
+        fig = Figure(figsize=(13, 3.2 + lane_h), dpi=100)
+        top, bottom = fig.subplots(2, 1, sharex=True,
+                                   gridspec_kw={"height_ratios": [3.2, 0.6 + lane_h]})
+        for points, colour, width in ((sampled, "#7b8794", 1.2), (compiled, _AFTER_WARMUP, 2.4)):
+            if points:
+                top.hlines([p[1] for p in points], [p[0] - t0 for p in points],
+                           [p[0] + p[1] - t0 for p in points], colors=colour, linewidth=width)
+                top.scatter([p[0] + p[1] - t0 for p in points], [p[1] for p in points],
+                            s=10 if colour != _AFTER_WARMUP else 22, color=colour, zorder=3)
+        top.set_ylabel("step seconds")
+        top.set_ylim(bottom=0)
+        top.legend(handles=[Patch(color=_AFTER_WARMUP, label="step that compiled"),
+                            Patch(color="#7b8794", label="step (sampled)")],
+                   loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
+        per_lane: dict[int, tuple[list[tuple[float, float]], list[str]]] = {}
+        min_w = span * 0.002
+        for it in items:
+            i = row_index(it[3])
+            bars, colours = per_lane.setdefault(
+                lane_of[i if i is not None and i < 8 else -1], ([], []))
+            bars.append((it[2] - t0, max(it[0], min_w)))
+            colours.append(_colour(it[4]))
+        for y, (bars, colours) in per_lane.items():
+            bottom.broken_barh(bars, (y - 0.35, 0.7), facecolors=colours)
+        bottom.set_yticks(range(len(lanes)))
+        bottom.set_yticklabels([_clip(printable(n), 42) for n in lanes])
+        bottom.set_ylim(len(lanes) - 0.5, -0.5)
+        bottom.set_xlim(-span * 0.01, span * 1.01)
+        bottom.set_xlabel("seconds since the first step or compile started")
+        kinds = sorted({it[4] for it in items}, key=lambda k: (k != _FIRST, k))
+        if kinds:
+            bottom.legend(handles=[Patch(color=_colour(k), label=k) for k in kinds],
+                          loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False,
+                          fontsize=8)
+        for ax in (top, bottom):
+            ax.grid(axis="x", color="#e4e7eb")
+            ax.set_axisbelow(True)
+            for side in ("top", "right"):
+                ax.spines[side].set_visible(False)
+        label_pt = 9 * 0.6 * max([len(_clip(printable(n), 42)) for n in lanes] + [12]) + 16
+        fig.subplots_adjust(left=min(0.4, label_pt / (13 * 72)), right=0.85, hspace=0.08)
         buf = io.BytesIO()
         fig.savefig(buf, format="svg", metadata={"Date": None})
     return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import random
 from datetime import datetime, timezone
 from typing import Any
 
@@ -40,6 +41,10 @@ MAX_CALLSITES = 5000
 #: Distinct (function, rank) pairs counted for the side-by-side rank table.
 MAX_RANK_CELLS = 50_000
 MAX_STORMS = 1000
+
+#: Steps drawn on the steps chart: every step that compiled up to this many (the longest),
+#: and a sample of this many of the others (reservoir: evenly over the run).
+MAX_STEP_POINTS = 3000
 
 _STORM_MARKER = event_marker(EVENT_STORM)
 _OTHER_CALLSITES = "(other call sites)"
@@ -110,6 +115,12 @@ class HtmlReport(Report):
         self.recompiles = 0
         self.total_s = 0.0
         self.recompile_s = 0.0
+        #: steps for the chart: (start, seconds, name, compile_s); compiled: the longest,
+        #: behind their seconds (a heap)
+        self.compiled_steps: list[tuple[float, float, float, str, float]] = []
+        self.sampled_steps: list[tuple[float, float, str, float]] = []
+        self._sampled_seen = 0
+        self._rng = random.Random(0)  # the same log draws the same page
 
     @property
     def first_start(self) -> float | None:
@@ -125,6 +136,33 @@ class HtmlReport(Report):
         return None if self._last_stamp is None else _epoch(self._last_stamp, {})
 
     # -- input ---------------------------------------------------------------
+
+    def _stepped(self, ev: dict[str, Any], read: dict[str, Any]) -> None:
+        end = _epoch(ev.get(Field.TIMESTAMP), self._ts_cache)
+        if end is None:
+            return
+        seconds = read["seconds"]
+        item = (end - seconds, seconds, read["name"], read["compile_s"])
+        if read["compiled"]:
+            if len(self.compiled_steps) < MAX_STEP_POINTS:
+                heapq.heappush(self.compiled_steps, (seconds, *item))
+            elif seconds > self.compiled_steps[0][0]:
+                heapq.heapreplace(self.compiled_steps, (seconds, *item))
+            return
+        self._sampled_seen += 1
+        if len(self.sampled_steps) < MAX_STEP_POINTS:
+            self.sampled_steps.append(item)
+        else:
+            j = self._rng.randrange(self._sampled_seen)
+            if j < MAX_STEP_POINTS:
+                self.sampled_steps[j] = item
+
+    def step_points(self) -> tuple[list[tuple[float, float, str, float]],
+                                   list[tuple[float, float, str, float]]]:
+        """The steps to draw: (those that compiled, a sample of the others), each
+        ``(start, seconds, name, compile seconds)``, in time order."""
+        compiled = sorted((c[1], c[2], c[3], c[4]) for c in self.compiled_steps)
+        return compiled, sorted(self.sampled_steps)
 
     def _compiled(self, ev: dict[str, Any], row: _Row, function: str, recompile: bool,
                   cause_kind: str, seconds: float | None) -> None:
@@ -249,7 +287,7 @@ class HtmlReport(Report):
 
     def add_other(self, line: bytes) -> bool:
         if _STORM_MARKER not in line:
-            return False
+            return super().add_other(line)
         try:
             ev = json.loads(line)
         except (ValueError, RecursionError):

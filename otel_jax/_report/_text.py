@@ -176,6 +176,54 @@ def render_persistent_cache(section: dict[str, Any] | None, fmt: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def _pct(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.0f}%"
+
+
+def render_steps(summary: dict[str, Any] | None, fmt: str) -> str:
+    """The steps section after the table (``table`` or ``markdown``), from the
+    ``jax.step`` lines (:meth:`._aggregate.Steps.summary`): per step name the steps, how
+    many compiled, p50/p95 of those that did not, and the extra time of those that did;
+    then the longest steps that compiled, and compile seconds over step seconds. ``""``
+    without step lines."""
+    if not summary:
+        return ""
+    md = fmt == "markdown"
+    head = ["STEP", "STEPS", "COMPILED", "P50_S", "P95_S", "STEP_S", "COMPILE_S", "EXTRA_S"]
+    cells = [[printable(r["step"]) + (" (nested)" if r["nested"] else ""), str(r["steps"]),
+              str(r["compiled_steps"]), _fmt_s(r["p50_s"]), _fmt_s(r["p95_s"]),
+              _fmt_s(r["steps_s"]), _fmt_s(r["compile_s"]), _fmt_s(r["extra_s"])]
+             for r in summary["steps"]]
+    share = (f"compiling: {_pct(summary['share'])} of step time "
+             f"({_fmt_s(summary['compile_s'])} of {_fmt_s(summary['steps_s'])} s, steps "
+             "not nested in another)")
+    out: list[str] = [""]
+    if md:
+        out += ["**Steps**: " + _md(share), "",
+                "| Step | Steps | Compiled | p50 s | p95 s | Step s | Compile s | Extra s |",
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        out += ["| " + " | ".join([_md(c[0])] + c[1:]) + " |" for c in cells]
+    else:
+        widths = [max(len(c[i]) for c in [head, *cells]) for i in range(len(head))]
+        out.append("  ".join([head[0].ljust(widths[0])]
+                             + [h.rjust(w) for h, w in zip(head[1:], widths[1:])]))
+        out += ["  ".join([c[0].ljust(widths[0])]
+                          + [x.rjust(w) for x, w in zip(c[1:], widths[1:])]) for c in cells]
+        out.append(share)
+    if summary["compiled"]:
+        out.append("")
+        out.append(("**Steps that compiled**" if md else "steps that compiled")
+                   + " (longest first; extra: over the step's p50):")
+        for c in summary["compiled"]:
+            number = f" #{c['number']}" if c["number"] is not None else ""
+            extra = f", extra {_fmt_s(c['extra_s'])} s" if c["extra_s"] is not None else ""
+            line = (f"{printable(c['step'])}{number}: {_fmt_s(c['seconds'])} s, compiling "
+                    f"{_fmt_s(c['compile_s'])} s{extra}"
+                    + (f" (at {printable(c['timestamp'])})" if c["timestamp"] else ""))
+            out.append(("- " + _md(line)) if md else "  " + line)
+    return "\n".join(out) + "\n"
+
+
 def _finite(value: Any) -> Any:
     """``value`` with every non-finite float replaced by ``None`` (strict JSON)."""
     if isinstance(value, float):

@@ -57,6 +57,8 @@ class Installation:
     _log: LogEmitter | None = None  # the log-line emitter, flushed at uninstall()
     #: The barriers in the providers: their flush and shutdown emit otel_jax's pending work.
     _barriers: _barrier.Attached | None = None
+    #: Replaced, not kept, by a later install() with other arguments (``otel-jax run``'s).
+    _yields: bool = field(default=False, repr=False)
     _options: InstallOptions = field(default_factory=InstallOptions, repr=False)
 
     @property
@@ -69,6 +71,9 @@ class Installation:
 
 
 _current: Installation | None = None
+#: Text streams every installation also writes its JSON lines to (INFO), whatever
+#: ``log_output`` says: ``otel-jax run``'s per-process file, read for its summary at exit.
+EXTRA_JSON_STREAMS: list[IO[str]] = []
 
 
 def install(
@@ -196,8 +201,14 @@ def install(
     options = InstallOptions(**locals()).with_environment(
         warn=lambda key, message: warn_once(WarnKey(Topic.ENVIRONMENT, key), message))
     with _lock:
-        if _current is not None:
-            _warn_ignored(_current._options, options)
+        active = _current
+        if active is not None and not (active._yields and active._options.differing(options)):
+            _warn_ignored(active._options, options)
+            return active
+    if active is not None:  # ``otel-jax run``'s installation gives way to the program's own
+        uninstall()
+    with _lock:
+        if _current is not None:  # another thread installed meanwhile
             return _current
         # What is set up below is the checked options' (the environment's included).
         o = options
@@ -232,6 +243,8 @@ def install(
                                       log_level, failopen=ENGINE.failopen)
         if json_log is not None:
             sinks.append(json_log)
+        extra = [JsonLogEmitter(stream, failopen=ENGINE.failopen) for stream in EXTRA_JSON_STREAMS]
+        sinks += extra
         if providers.logger_provider is not None:
             sinks.append(OtelLogEmitter(providers.logger_provider.get_logger(scope, __version__)))
         ENGINE.storm_threshold = storm_threshold
@@ -244,7 +257,7 @@ def install(
         route = Route(ENGINE.failopen, SpanEmitter(tracer, eager_op_spans),
                       sinks if json_log is not None else [*sinks, STDLIB_WARNINGS])
         STEPS.telemetry = StepTelemetry(tracer, providers.meter_provider.get_meter(
-            scope, __version__))
+            scope, __version__), [e for e in (json_log, *extra) if e is not None])
         ENGINE.connect(route)
         ENGINE.cross_rank.rank_local = tuple(rank_local)
         ENGINE.cross_rank.configure(on_divergence, float(divergence_timeout_s),

@@ -1,0 +1,170 @@
+"""``otel-jax run [options] [--] python script.py args…``: the command (see :mod:`otel_jax._run`).
+
+Also ``otel-jax run script.py args…`` (run with this Python), ``otel-jax run -m module
+args…`` and ``otel-jax run some-console-script args…``. The options before the program
+are ``install()``'s (those with an ``OTEL_JAX_*`` variable, as flags that set it) and the
+command's own (``--summary``, ``--html``); everything from the program on is the
+program's, untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+from .._core._vocab import LEDGER_ENV, SCRUB_ENV, RunEnv
+
+SUMMARY_MODES = ("auto", "always", "never")
+#: ``python``, ``python3``, ``python3.12``, ``pythonw``: run as given, not as a script.
+_PYTHON = re.compile(r"python(w)?(\d+(\.\d+)*)?(\.exe)?$")
+_BOOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "boot")
+
+#: Options read where they are used (no parse at install()), given as flags all the same.
+_USED_WHERE_READ = {
+    "scrub": ("off|hidden", SCRUB_ENV),
+    "ledger_path": ("PATH|off", LEDGER_ENV),
+}
+
+
+def _option_flags() -> list[tuple[str, str, str, Any]]:
+    """(flag, variable, metavar, parse-and-check or None) for each option with a variable."""
+    from .._setup._options import PROMETHEUS_PORT_ENV, InstallOptions
+
+    out: list[tuple[str, str, str, Any]] = []
+    for f in dataclasses.fields(InstallOptions):
+        env, parse, check = f.metadata["env"], f.metadata["parse"], f.metadata["check"]
+        flag = "--" + f.name.replace("_", "-")
+        if f.name in _USED_WHERE_READ:
+            metavar, env = _USED_WHERE_READ[f.name]
+            out.append(("--ledger" if f.name == "ledger_path" else flag, env, metavar, None))
+        elif f.name == "prometheus_port":
+            out.append((flag, PROMETHEUS_PORT_ENV, "PORT",
+                        lambda raw: _port(raw)))
+        elif env is not None and parse is not None:
+            out.append((flag, env, f.name.upper(),
+                        lambda raw, parse=parse, check=check: check(parse(raw))))
+    return out
+
+
+def _port(raw: str) -> int:
+    port = int(raw)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"not a port number: {port}")
+    return port
+
+
+def _parser(flags: list[tuple[str, str, str, Any]]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="otel-jax run",
+        usage="otel-jax run [options] [--] (python [python options] script.py | script.py "
+              "| -m module | command) [args ...]",
+        description=(
+            "Run a Python program with otel_jax installed before its first line, with no "
+            "change to its code: in its own process (same sys.argv, __main__, signals and "
+            "exit status) and in every Python process it starts with the same environment. "
+            "At exit the per-function summary of `otel-jax report` goes to stderr when "
+            "something recompiled."),
+        epilog=("Each option of install() below sets its OTEL_JAX_* variable (see "
+                "docs/telemetry.md); variables already set apply as well. OpenTelemetry's "
+                "own OTEL_* configuration applies as without the command."))
+    parser.add_argument("--summary", choices=SUMMARY_MODES, default="auto",
+                        help="the summary at exit: auto (default: only when something "
+                             "recompiled), always, never")
+    parser.add_argument("--html", metavar="PATH",
+                        help="also write the HTML report of the run to PATH at exit")
+    group = parser.add_argument_group("install() options")
+    for flag, env, metavar, _ in flags:
+        group.add_argument(flag, metavar=metavar, dest=env, help=f"sets {env}")
+    return parser
+
+
+def _split(argv: Sequence[str], with_value: set[str]) -> tuple[list[str], list[str]]:
+    """The command's options, and the program with its arguments (from ``--``, ``-m`` or
+    the first word that is not an option)."""
+    ours: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return ours, list(argv[i + 1:])
+        if word == "-m" or not word.startswith("-"):
+            return ours, list(argv[i:])
+        ours.append(word)
+        if word in with_value and i + 1 < len(argv):
+            ours.append(argv[i + 1])
+            i += 1
+        i += 1
+    return ours, []
+
+
+def program_argv(words: Sequence[str]) -> tuple[str, list[str]]:
+    """The executable and the argv that run the program ``words``."""
+    first, rest = words[0], list(words[1:])
+    if first == "-m":
+        return sys.executable, [sys.executable, "-m", *rest]
+    if _PYTHON.match(os.path.basename(first)):
+        found = first if os.sep in first else shutil.which(first)
+        if found:
+            return found, [first, *rest]
+    if first.endswith((".py", ".pyw")) or os.path.isfile(first) or not shutil.which(first):
+        # a script (an unknown name too: Python says it cannot open it, as it would)
+        return sys.executable, [sys.executable, first, *rest]
+    found = shutil.which(first)
+    assert found is not None
+    return found, [first, *rest]
+
+
+def main(argv: Sequence[str]) -> int:
+    """``otel-jax run``: replaces this process with the program; returns only on an error
+    (2: usage, 127: the program cannot be started)."""
+    flags = _option_flags()
+    with_value = {"--summary", "--html"} | {flag for flag, *_ in flags}
+    ours, program = _split(argv, with_value)
+    parser = _parser(flags)
+    try:
+        args = parser.parse_args(ours)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+    if not program or program == ["-m"]:
+        parser.print_usage(sys.stderr)
+        print("otel-jax run: the program to run is missing", file=sys.stderr)
+        return 2
+    env = dict(os.environ)
+    for flag, var, _, check in flags:
+        raw = getattr(args, var)
+        if raw is None:
+            continue
+        if check is not None:
+            try:
+                check(raw)
+            except (ValueError, TypeError) as exc:
+                parser.print_usage(sys.stderr)
+                print(f"otel-jax run: {flag} {raw!r}: {exc}", file=sys.stderr)
+                return 2
+        env[var] = raw
+    env[RunEnv.SUMMARY] = args.summary
+    if args.html:
+        env[RunEnv.HTML] = os.path.abspath(args.html)  # the program may change directory
+    else:
+        env.pop(RunEnv.HTML, None)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [_BOOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    folder = tempfile.mkdtemp(prefix="otel_jax-run-")
+    env[RunEnv.DIR] = folder
+    executable, program_args = program_argv(program)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(executable, program_args, env)
+    except OSError as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        print(f"otel-jax run: cannot run {program[0]}: {exc.strerror or exc}", file=sys.stderr)
+        return 127
+    return 0  # not reached: execve replaced this process

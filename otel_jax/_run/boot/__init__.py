@@ -1,0 +1,1 @@
+"""The folder ``otel-jax run`` puts first on ``PYTHONPATH``: its ``sitecustomize`` only."""

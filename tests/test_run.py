@@ -1,0 +1,274 @@
+"""``otel-jax run``: real programs run through the command, in subprocesses (every wait
+bounded): exit status, argv and ``__main__`` kept, Ctrl-C, a forking program, ``-m``,
+Python subprocesses, a program that calls ``install()`` itself, OpenTelemetry's own
+configuration, flags, the summary and the HTML page at exit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT_S = 300
+
+pytestmark = pytest.mark.slow
+
+#: A program that recompiles once (a new shape) in steps; exits with argv[1] when given.
+RECOMPILES = textwrap.dedent("""
+    import sys
+    import jax, jax.numpy as jnp
+    import otel_jax
+
+    print("argv", sys.argv[1:], "main", __name__, "installed",
+          otel_jax.installation() is not None, flush=True)
+
+    @jax.jit
+    def update(x):
+        return x * 2
+
+    for n in (3, 3, 4, 4):
+        with otel_jax.step("train_step"):
+            update(jnp.ones(n))
+    sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+""")
+
+
+def env(**extra: str) -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OTEL_", "JAX_")) and k != "XLA_FLAGS"}
+    out.update(PYTHONPATH=str(ROOT), OTEL_TRACES_EXPORTER="none",
+               OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
+    out.update(extra)
+    return out
+
+
+def run(*args: str, cwd: Path, environ: dict[str, str] | None = None,
+        ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "otel_jax._report", "run", *args],
+                          capture_output=True, text=True, timeout=TIMEOUT_S, cwd=cwd,
+                          env=environ or env())
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_a_script_keeps_its_argv_main_and_exit_status_and_the_summary_says_why(
+        tmp_path: Path) -> None:
+    script = write(tmp_path / "train.py", RECOMPILES)
+    proc = run(str(script), "7", "--flag", cwd=tmp_path)
+    assert proc.returncode == 7, proc.stderr
+    assert "argv ['7', '--flag'] main __main__ installed True" in proc.stdout
+    err = proc.stderr
+    assert err.count("otel-jax run: ") == 1
+    assert "2 compiles, 1 recompile of the program's functions in 1 process" in err
+    assert "update" in err and "shape x1" in err and "x: f32[3] -> f32[4]" in err
+    # the steps: 4, 2 of them compiled, and compile seconds over step seconds
+    assert "train_step" in err and "of step time" in err
+    assert "steps that compiled" in err
+    # the JSON lines still go where install() puts them by default (stderr)
+    assert '"event": "jax.compile"' in err and '"event": "jax.step"' in err
+
+
+def test_python_form_no_recompile_no_summary_and_flags(tmp_path: Path) -> None:
+    script = write(tmp_path / "once.py", """
+        import jax, jax.numpy as jnp
+        jax.jit(lambda x: x + 1)(jnp.ones(3))
+    """)
+    proc = run("--log-output", "none", "--", sys.executable, str(script), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "otel-jax run" not in proc.stderr and "jax.compile" not in proc.stderr
+    proc = run("--summary", "always", "--log-output=none", sys.executable, str(script),
+               cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 compile, 0 recompiles" in proc.stderr and "<lambda>" in proc.stderr
+    assert "jax.compile" not in proc.stderr  # --log-output none: the summary only
+    bad = run("--storm-threshold", "0", str(script), cwd=tmp_path)
+    assert bad.returncode == 2 and "--storm-threshold '0'" in bad.stderr
+    missing = run("--summary", "always", cwd=tmp_path)
+    assert missing.returncode == 2 and "the program to run is missing" in missing.stderr
+
+
+def test_a_module_run_with_dash_m_and_the_html_page(tmp_path: Path) -> None:
+    write(tmp_path / "pkg" / "__init__.py", "")
+    write(tmp_path / "pkg" / "__main__.py", RECOMPILES)
+    page = tmp_path / "out" / "report.html"
+    page.parent.mkdir()
+    proc = run("--html", str(page.relative_to(tmp_path)), "-m", "pkg", "0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "argv ['0'] main __main__ installed True" in proc.stdout
+    assert f"wrote the report to {page}" in proc.stderr
+    html = page.read_text()
+    assert html.startswith("<!DOCTYPE html>") and 'id="steps"' in html
+    assert "update" in html
+
+
+def test_ctrl_c_ends_the_program_as_plain_python_does(tmp_path: Path) -> None:
+    script = write(tmp_path / "forever.py", """
+        import time
+        import jax, jax.numpy as jnp
+        f = jax.jit(lambda x: x * 3)
+        f(jnp.ones(2)); f(jnp.ones(3))
+        print("ready", flush=True)
+        time.sleep(600)
+    """)
+
+    def interrupted(argv: list[str]) -> tuple[int, str]:
+        # SIGINT back to its default first: a test run in the background inherits it ignored
+        argv = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, "
+                "signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])", *argv]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, cwd=tmp_path, env=env())
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()  # bounded: the program prints it or exits
+            assert line == "ready\n", proc.communicate(timeout=TIMEOUT_S)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=TIMEOUT_S)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=60)
+        return proc.returncode, err
+
+    # the same program with install() in its code, run by plain Python: the same ending
+    # (with otel_jax's JSON log output active Python exits with status 1 after the
+    # traceback rather than by the signal; without otel_jax it is -SIGINT)
+    installs = write(tmp_path / "installs.py", "import otel_jax; otel_jax.install()\n"
+                     + script.read_text())
+    plain_rc, plain_err = interrupted([sys.executable, str(installs)])
+    rc, err = interrupted([sys.executable, "-m", "otel_jax._report", "run", str(script)])
+    assert rc == plain_rc and rc in (1, -signal.SIGINT), (rc, plain_rc)
+    assert "KeyboardInterrupt" in err and "KeyboardInterrupt" in plain_err
+    # it recompiled before Ctrl-C: the summary is still printed, after the traceback
+    assert err.index("KeyboardInterrupt") < err.index("otel-jax run: 2 compiles")
+
+
+def test_a_forked_child_and_python_subprocesses(tmp_path: Path) -> None:
+    script = write(tmp_path / "forks.py", """
+        import os, subprocess, sys
+
+        # forked before JAX is imported (JAX is not fork-safe once running): the child
+        # inherits the bootstrap, compiles, and exits as a program does (its exit
+        # handlers run) without a summary of its own
+        pid = os.fork()
+        if pid == 0:
+            import jax, jax.numpy as jnp, otel_jax
+            f = jax.jit(lambda x: x - 1)
+            with otel_jax.step("child_step"):
+                f(jnp.ones(2))
+                f(jnp.ones(5))
+            otel_jax.flush()
+            sys.exit(0)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        import jax, jax.numpy as jnp
+        jax.jit(lambda x: x + 10)(jnp.ones(2))
+        plain = subprocess.run([sys.executable, "-c",
+                                "import sys; print('otel_jax' in sys.modules)"],
+                               capture_output=True, text=True, timeout=120)
+        with_jax = subprocess.run([sys.executable, "-c", (
+            "import jax, jax.numpy as jnp, otel_jax; jax.jit(lambda x: x)(jnp.ones(1));"
+            "jax.jit(lambda x: x)(jnp.ones(2)); print(otel_jax.installation() is not None)")],
+            capture_output=True, text=True, timeout=240)
+        print("child", plain.stdout.strip(), with_jax.stdout.strip(),
+              with_jax.stderr.count("otel-jax run:"), flush=True)
+    """)
+    proc = run("--log-output", "none", str(script), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    # a Python process that never imports JAX does not import otel_jax; one that does has it
+    # installed, and prints no summary of its own
+    assert "child False True 0" in proc.stdout
+    assert proc.stderr.count("otel-jax run: ") == 1, proc.stderr
+    # the forked child's compiles and step, and the subprocess's, are in the summary
+    assert "in 3 processes" in proc.stderr and "child_step" in proc.stderr
+    assert "x: f32[2] -> f32[5]" in proc.stderr
+
+
+def test_a_program_that_installs_otel_jax_itself(tmp_path: Path) -> None:
+    """Its own providers and options apply (the command's installation gives way), with no
+    warning; the command's flags still fill in what it leaves at the default."""
+    script = write(tmp_path / "own.py", """
+        import warnings
+        warnings.simplefilter("error")  # any OtelJaxWarning fails the program
+        import jax, jax.numpy as jnp
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter)
+        import otel_jax
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        handle = otel_jax.install(tracer_provider=provider)
+        assert otel_jax.install() is handle  # idempotent as ever
+        f = jax.jit(lambda x: x + 2)
+        f(jnp.ones(2)); f(jnp.ones(3))
+        otel_jax.flush()
+        names = [s.name for s in exporter.get_finished_spans()]
+        print("spans", sum(n.startswith("jax.compile") for n in names),
+              "storm", otel_jax.installation()._options.storm_threshold, flush=True)
+    """)
+    proc = run("--storm-threshold", "3", str(script), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "spans 2 storm 3" in proc.stdout
+    assert "Warning" not in proc.stderr and "ignored" not in proc.stderr
+    assert "otel-jax run: 2 compiles, 1 recompile" in proc.stderr
+
+
+def test_opentelemetry_configuration_still_applies(tmp_path: Path) -> None:
+    """A program that sets up its own provider after importing JAX gets the compile spans
+    in it; OTEL_TRACES_EXPORTER=console still prints them; a sitecustomize of the
+    environment's still runs."""
+    script = write(tmp_path / "configures.py", """
+        import jax, jax.numpy as jnp
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter)
+        import otel_jax, sitecustomize
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        jax.jit(lambda x: x * 5)(jnp.ones(2))
+        otel_jax.flush()
+        print("spans", len(exporter.get_finished_spans()),
+              "chained", getattr(sitecustomize, "CHAINED", False), flush=True)
+    """)
+    write(tmp_path / "site" / "sitecustomize.py", "CHAINED = True\n")
+    environ = env(PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path / "site")]))
+    proc = run("--log-output", "none", str(script), cwd=tmp_path, environ=environ)
+    assert proc.returncode == 0, proc.stderr
+    assert "spans 4 chained True" in proc.stdout, proc.stderr  # the compile, its 3 phases
+    assert "Overriding" not in proc.stderr  # the program's own set-up was not refused
+
+    once = write(tmp_path / "once.py", "import jax, jax.numpy as jnp\n"
+                                       "jax.jit(lambda x: x + 1)(jnp.ones(3))\n")
+    proc = run("--log-output", "none", str(once), cwd=tmp_path,
+               environ=env(OTEL_TRACES_EXPORTER="console"))
+    assert proc.returncode == 0, proc.stderr
+    assert '"name": "jax.compile ' in proc.stdout
+
+
+def test_the_bootstrap_imports_nothing_heavy(tmp_path: Path) -> None:
+    """A Python process of the run that never imports JAX pays for neither JAX nor otel_jax."""
+    code = ("import sys; print(sorted(m for m in ('jax', 'otel_jax', 'opentelemetry', "
+            "'structlog', 'numpy') if m in sys.modules))")
+    start = time.monotonic()
+    proc = run(sys.executable, "-c", code, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+    assert time.monotonic() - start < TIMEOUT_S
