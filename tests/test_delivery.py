@@ -454,3 +454,33 @@ def test_a_warning_from_the_background_thread_points_at_the_jit_call(monkeypatch
     ours = [w for w in caught if issubclass(w.category, OtelJaxWarning)]
     assert ours and all((w.filename, w.lineno) == (__file__, line) for w in ours), [
         (w.filename, w.lineno, str(w.message)) for w in ours]
+
+
+@pytest.mark.parametrize("kind", ["file", "pipe"])
+def test_a_log_output_that_does_not_keep_up_is_named_for_what_it_is(tmp_path, kind):
+    from otel_jax._emit._logs import JsonLogEmitter
+
+    if kind == "file":
+        stream = open(tmp_path / "log.jsonl", "w")  # noqa: SIM115 - closed below
+    else:
+        read_fd, write_fd = os.pipe()
+        stream = os.fdopen(write_fd, "w")
+    said: list[str] = []
+    emitter = JsonLogEmitter(stream, failopen=_failopen.FailOpen(warn=said.append),
+                             queue_size=2)
+    release = threading.Event()
+    emitter._write = lambda batch: release.wait(30)  # the writer is held: the queue fills
+    _failopen.reset_warnings()
+    try:
+        for _ in range(6):
+            emitter._emit(20, "jax.compile", {})
+    finally:
+        release.set()
+        emitter.close(5)
+        stream.close()
+        if kind == "pipe":
+            os.close(read_fd)
+    [message] = said
+    assert "2 log lines were waiting to be written" in message
+    assert ("a file" if kind == "file" else "a pipe") in message
+    assert "nobody reads" not in message
