@@ -921,7 +921,7 @@ def _cache_key_gap(cache_key: Any) -> str:
 # --- the coordination service of a multi-process job ------------------------------------
 
 #: The key-value methods of JAX's distributed runtime client that ``_ranks`` uses (present
-#: from JAX 0.8 to 0.10 with these names and arguments).
+#: from JAX 0.8 to 0.12 with these names and arguments).
 COORDINATION_METHODS = ("key_value_set", "key_value_dir_get", "key_value_delete",
                         "key_value_increment", "blocking_key_value_get")
 
@@ -1013,7 +1013,7 @@ def kv_wait(client: Any, key: str, timeout_ms: int) -> str | None:
 # --- the persistent cache's key, part by part -------------------------------------------
 
 #: The parts of JAX's persistent-cache key, in the order ``jax._src.cache_key.get`` hashes
-#: them (JAX 0.8 to 0.10); the first one that differs between two runs is the one named.
+#: them (JAX 0.8 to 0.12); the first one that differs between two runs is the one named.
 CACHE_KEY_PARTS = ("computation", "jax_lib version", "backend version", "XLA flags",
                    "compile_options", "accelerator_config", "compression", "custom_hook")
 _KEY_DIGITS = 16
@@ -1069,7 +1069,7 @@ def xla_flags_in_key(cache_key: Any = None) -> list[str]:
 
 
 def _compression(compilation_cache: Any) -> str:
-    # As compilation_cache.get_cache_key names it (JAX 0.8 - 0.10).
+    # As compilation_cache.get_cache_key names it (JAX 0.8 - 0.12).
     return "zstandard" if getattr(compilation_cache, "zstandard", None) is not None else "zlib"
 
 
