@@ -801,7 +801,8 @@ def program_digest(computation: Any) -> bytes | None:
 
 def _say_lost(capability: str, reason: str) -> None:
     """One warning, worded as install()'s, for a fact whose reader failed on its first real
-    input after install (install could not try it: it needs a compile's backend)."""
+    input after install (install could not try it: the probe program could not be built,
+    or the reader needs a compile's backend)."""
     from .._core._failopen import Topic, WarnKey, warn_once
     from ._jax_hooks import Capability, Unavailable, unavailable_message
 
@@ -893,7 +894,12 @@ def probe_fingerprints() -> None:
         return
     try:
         from jax._src import cache_key
-
+    except Exception:
+        return
+    if not callable(getattr(cache_key, "_hash_computation", None)):
+        _ProgramHashing.failure = "no jax._src.cache_key._hash_computation"
+        return
+    try:
         program = _probe_program()
     except Exception:
         return
