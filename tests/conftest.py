@@ -108,6 +108,24 @@ def telemetry():
     t.internal_errors = ENGINE.internal_errors - errors_before
 
 
+@pytest.fixture
+def persistent_cache(tmp_path):
+    """JAX's persistent compilation cache on, in this process, for one test."""
+    from jax._src import compilation_cache
+
+    names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
+    saved = {n: getattr(jax.config, n) for n in names}
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "cache"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    compilation_cache.reset_cache()
+    try:
+        yield
+    finally:
+        for n, v in saved.items():
+            jax.config.update(n, v)
+        compilation_cache.reset_cache()
+
+
 @pytest.fixture(autouse=True)
 def _no_internal_errors(request):
     """Any otel_jax internal error is a bug, unless the test injects one on purpose."""

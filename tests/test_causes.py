@@ -156,6 +156,30 @@ def test_static_argument_hashed_by_identity(telemetry):
         assert "0x" not in span.attributes["jax.compile.cause.diff"]
 
 
+def test_a_checkpoint_policy_built_every_step(telemetry):
+    """``save_only_these_names`` made in the loop and passed as a static argument. Version
+    note: up to JAX 0.10 it returns a frozen dataclass hashed by value (one compile); from
+    0.11 a closure, hashed by identity, so every step compiles again, and the cause must say
+    that it is a new function object of the same source and how to avoid it."""
+    @functools.partial(jax.jit, static_argnums=(1,))
+    def step(x, policy):
+        inner = jax.checkpoint(lambda y: jnp.sin(y) * 2, policy=policy)
+        return jax.grad(lambda y: inner(y).sum())(x)
+
+    for _ in range(3):
+        step(jnp.ones(3), jax.checkpoint_policies.save_only_these_names("hidden"))
+    spans = telemetry.compiles("test_a_checkpoint_policy_built_every_step.<locals>.step")
+    assert len(spans) in (1, 3)
+    assert spans[0].attributes["jax.compile.cause.kind"] == "first_compile"
+    for span in spans[1:]:
+        assert span.attributes["jax.compile.cause.kind"] == "static_argument"
+        change = only_change(span)
+        assert change["path"] == "policy"
+        assert "save_only_these_names" in change["before"]
+        assert "new function object, same source" in change["after"]
+        assert "define it once outside the loop" in span.attributes["jax.compile.hint"]
+
+
 def test_function_identity_lambda_recreated(telemetry):
     for _ in range(3):
         jax.jit(lambda x: x * 3)(jnp.ones(2))

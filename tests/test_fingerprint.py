@@ -9,7 +9,6 @@ import textwrap
 
 import jax
 import jax.numpy as jnp
-import pytest
 
 import otel_jax
 
@@ -71,24 +70,6 @@ def test_fingerprint_on_span_and_log_line_and_stable_in_process(telemetry):
              if '"jax.compile"' in line and "<locals>.f" in line]
     assert [line["fingerprint"] for line in lines] == prints
     assert otel_jax.CauseKind.UNKNOWN.value == spans[2].attributes["jax.compile.cause.kind"]
-
-
-@pytest.fixture
-def persistent_cache(tmp_path):
-    """JAX's persistent compilation cache on, in this process, for one test."""
-    from jax._src import compilation_cache
-
-    names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
-    saved = {n: getattr(jax.config, n) for n in names}
-    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "cache"))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    compilation_cache.reset_cache()
-    try:
-        yield
-    finally:
-        for n, v in saved.items():
-            jax.config.update(n, v)
-        compilation_cache.reset_cache()
 
 
 def test_one_process_without_a_persistent_cache_skips_the_program_fingerprint(telemetry):

@@ -286,3 +286,283 @@ def test_a_miss_path_that_cannot_be_wrapped_whole_is_not_wrapped_at_all(monkeypa
     np.testing.assert_allclose(out, [3.0, 3.0])
     [span] = [s for s in t.compiles() if s.attributes["code.function.name"].endswith("triple")]
     assert span.attributes["jax.compile.backend_compile_s"] > 0
+
+
+# --- the program readers, decided by what they do on a real program --------------------
+
+@pytest.fixture
+def program_hashing_unknown(monkeypatch):
+    """How ``_hash_computation`` is called is found afresh in this test (once per process
+    otherwise), and found again after it."""
+    from otel_jax._capture import _jax_read
+
+    monkeypatch.setattr(_jax_read._ProgramHashing, "tail", None)
+    monkeypatch.setattr(_jax_read._ProgramHashing, "failure", None)
+    return _jax_read
+
+
+def _from_jax(cache_key) -> bool:
+    """Whether the caller's caller is JAX's own cache-key code (its persistent cache keys
+    each compile with these functions too: a simulated change must leave JAX working)."""
+    import sys
+
+    return sys._getframe(2).f_code.co_filename == cache_key.__file__
+
+
+def _hash_all_value():
+    """The value of ``_hash_computation``'s third parameter meaning "hash everything" on the
+    installed JAX: ``IgnoreCallbacks.NO`` up to 0.10, ``False`` (``ignore_custom_partitioning``)
+    from 0.11."""
+    from jax._src import cache_key
+
+    return getattr(getattr(cache_key, "IgnoreCallbacks", None), "NO", False)
+
+
+def simulate_boolean_third_parameter(monkeypatch) -> list:
+    """JAX 0.11's ``_hash_computation(hash_obj, module, ignore_custom_partitioning: bool)``
+    on whichever JAX is installed; what otel_jax passed it. ``IgnoreCallbacks`` stays where
+    the installed JAX has it (its own code uses it): a stale name otel_jax must not trust."""
+    from jax._src import cache_key
+
+    original = cache_key._hash_computation
+    hash_all = _hash_all_value()
+    passed: list = []
+
+    def _hash_computation(hash_obj, module, ignore_custom_partitioning: bool):
+        if _from_jax(cache_key):
+            return original(hash_obj, module, ignore_custom_partitioning)
+        passed.append(ignore_custom_partitioning)
+        if type(ignore_custom_partitioning) is not bool:
+            raise TypeError("ignore_custom_partitioning must be a bool")
+        if ignore_custom_partitioning:
+            raise AssertionError("only the whole program is hashed")
+        return original(hash_obj, module, hash_all)
+
+    monkeypatch.setattr(cache_key, "_hash_computation", _hash_computation)
+    return passed
+
+
+def _program_fingerprints(t: Telemetry, name: str) -> list[str]:
+    return [s.attributes.get("jax.compile.program_fingerprint", "")
+            for s in t.compiles() if s.attributes["code.function.name"].endswith(name)]
+
+
+def test_a_program_hash_whose_third_parameter_changed_still_fingerprints(
+        monkeypatch, program_hashing_unknown, persistent_cache):
+    """JAX 0.11 renamed ``_hash_computation``'s third parameter and made it a bool (and
+    removed ``IgnoreCallbacks``): the reader still works, so nothing is said to be lost."""
+    passed = simulate_boolean_third_parameter(monkeypatch)
+    t = Telemetry()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        handle = _install(t)
+        try:
+            probed = list(passed)  # tried at install, on the probe program
+
+            @jax.jit
+            def halve(x):
+                return x / 2
+
+            halve(jnp.ones(2))
+            halve(jnp.ones(3))
+        finally:
+            otel_jax.uninstall()
+    assert handle.unavailable == frozenset() and not _unavailable_warnings(caught)
+    assert probed and probed[-1] is False
+    prints = _program_fingerprints(t, "halve")
+    assert len(prints) == 2 and all(len(p) == 16 for p in prints) and prints[0] != prints[1]
+
+
+def test_the_program_hash_is_called_as_the_installed_jax_calls_it(
+        program_hashing_unknown, persistent_cache):
+    """On the installed JAX, the whole program is hashed, as its persistent cache does."""
+    from jax._src import cache_key
+
+    otel_jax.uninstall()
+    handle = _install(Telemetry())
+    otel_jax.uninstall()
+    assert handle.unavailable == frozenset()
+    assert program_hashing_unknown._ProgramHashing.tail == (_hash_all_value(),)
+    lowered = jax.jit(lambda x: x * 3).lower(jnp.ones(2)).compiler_ir("stablehlo")
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=8)
+    cache_key._hash_computation(h, lowered, _hash_all_value())
+    assert program_hashing_unknown.program_digest(lowered) == h.digest()
+
+
+def test_a_program_hash_that_fails_on_every_program_costs_fingerprints_only(
+        monkeypatch, program_hashing_unknown, persistent_cache):
+    from jax._src import cache_key
+
+    original = cache_key._hash_computation
+
+    def _hash_computation(hash_obj, module, *rest):
+        if _from_jax(cache_key):
+            return original(hash_obj, module, *rest)
+        raise RuntimeError("the module API moved")
+
+    monkeypatch.setattr(cache_key, "_hash_computation", _hash_computation)
+    t = Telemetry()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        handle = _install(t)
+        try:
+            @jax.jit
+            def quarter(x):
+                return x / 4
+
+            out = quarter(jnp.ones(2))
+        finally:
+            otel_jax.uninstall()
+    assert handle.unavailable == {Capability.PROGRAM_FINGERPRINTS}
+    [message] = _unavailable_warnings(caught)
+    assert "program fingerprints (none)" in message
+    assert "_hash_computation fails on a lowered program (RuntimeError: the module API moved)" \
+        in message
+    np.testing.assert_allclose(out, [0.25, 0.25])
+    assert _program_fingerprints(t, "quarter") == [""]
+
+
+def test_probing_the_readers_at_install_traces_and_compiles_nothing(program_hashing_unknown):
+    """The probe program is parsed, not lowered: a user's own JAX listeners, and the
+    compile counts, see nothing of it."""
+    from jax._src import monitoring
+
+    seen: list[str] = []
+
+    def on_span(event, *args, **kwargs):
+        seen.append(event)
+
+    def on_event(event, **kwargs):
+        seen.append(event)
+
+    otel_jax.uninstall()
+    monitoring.register_event_time_span_listener(on_span)
+    monitoring.register_event_listener(on_event)
+    t = Telemetry()
+    try:
+        _install(t)
+        otel_jax.uninstall()
+    finally:
+        for name in ("unregister_event_time_span_listener",
+                     "_unregister_event_time_span_listener_by_callback"):
+            if hasattr(monitoring, name):
+                getattr(monitoring, name)(on_span)
+                break
+        for name in ("unregister_event_listener", "_unregister_event_listener_by_callback"):
+            if hasattr(monitoring, name):
+                getattr(monitoring, name)(on_event)
+                break
+    assert program_hashing_unknown._ProgramHashing.tail is not None  # the probe ran
+    assert seen == [] and t.compiles() == []
+
+
+def test_a_probe_that_cannot_be_built_leaves_the_decision_to_the_first_compile(
+        monkeypatch, program_hashing_unknown, persistent_cache):
+    def unbuildable():
+        raise ImportError("no MLIR parser here")
+
+    monkeypatch.setattr(program_hashing_unknown, "_probe_program", unbuildable)
+    passed = simulate_boolean_third_parameter(monkeypatch)
+    t = Telemetry()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        handle = _install(t)
+        try:
+            said_at_install = _unavailable_warnings(caught)
+
+            @jax.jit
+            def fifth(x):
+                return x / 5
+
+            fifth(jnp.ones(2))
+        finally:
+            otel_jax.uninstall()
+    assert handle.unavailable == frozenset() and said_at_install == []
+    assert passed and passed[-1] is False  # found on the user's program
+    assert not _unavailable_warnings(caught)
+    [program] = _program_fingerprints(t, "fifth")
+    assert len(program) == 16
+
+
+def test_a_program_hash_failing_on_the_first_compile_is_said_once(
+        monkeypatch, program_hashing_unknown, persistent_cache):
+    """Undecided at install (no probe program), every way of calling it fails on the first
+    real program: one warning then, worded as install's, and no fingerprints after."""
+    from jax._src import cache_key
+
+    def unbuildable():
+        raise ImportError("no MLIR parser here")
+
+    calls: list[int] = []
+    original = cache_key._hash_computation
+
+    def _hash_computation(hash_obj, module, *rest):
+        if _from_jax(cache_key):
+            return original(hash_obj, module, *rest)
+        calls.append(1)
+        raise RuntimeError("the module API moved")
+
+    monkeypatch.setattr(program_hashing_unknown, "_probe_program", unbuildable)
+    monkeypatch.setattr(cache_key, "_hash_computation", _hash_computation)
+    t = Telemetry()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _install(t)
+        try:
+            @jax.jit
+            def sixth(x):
+                return x / 6
+
+            out = [sixth(jnp.ones(2))]
+            otel_jax.flush()
+            tried_first = len(calls)
+            out += [sixth(jnp.ones(n)) for n in (3, 4)]
+            otel_jax.flush()
+        finally:
+            otel_jax.uninstall()
+    [message] = _unavailable_warnings(caught)
+    assert "program fingerprints (none)" in message and "RuntimeError" in message
+    # Each way tried once on the first program, none again after all failed.
+    assert tried_first == len(program_hashing_unknown._hash_tails(cache_key))
+    assert len(calls) == tried_first
+    np.testing.assert_allclose(out[2], [1 / 6] * 4, rtol=1e-6)
+    assert _program_fingerprints(t, "sixth") == ["", "", ""]
+
+
+def test_a_cache_key_part_failing_on_its_first_real_input_is_said_once(
+        monkeypatch, persistent_cache):
+    """The backend's part of the key can only be hashed at a compile (install starts no
+    backend): when JAX's hash of it fails there, the cache-miss reasons say so once."""
+    from jax._src import cache_key
+
+    from otel_jax._capture import _jax_read
+
+    original = cache_key._hash_platform
+
+    def _hash_platform(hash_obj, backend):
+        if _from_jax(cache_key):
+            return original(hash_obj, backend)
+        raise AttributeError("'Client' object has no attribute 'platform_version'")
+
+    monkeypatch.setattr(cache_key, "_hash_platform", _hash_platform)
+    monkeypatch.setattr(_jax_read, "_static_parts", {})
+    t = Telemetry()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        handle = _install(t)
+        try:
+            @jax.jit
+            def seventh(x):
+                return x / 7
+
+            for n in (2, 3):
+                seventh(jnp.ones(n))
+        finally:
+            otel_jax.uninstall()
+    assert handle.unavailable == frozenset()
+    [message] = _unavailable_warnings(caught)
+    assert "why the persistent cache missed" in message
+    assert "hashing the backend version part of the key fails (AttributeError" in message
+    assert all(len(p) == 16 for p in _program_fingerprints(t, "seventh"))

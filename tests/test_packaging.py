@@ -91,16 +91,25 @@ def test_pip_resolves_otel_jax_beside_a_newer_jax(tmp_path):
             for path, text in files.items():
                 z.writestr(path, text)
 
-    wheel("jax", "0.12.0", ["jaxlib>=0.12.0"])
-    wheel("jaxlib", "0.12.0", [])
+    from importlib.metadata import version
+
+    from packaging.version import Version
+
+    # One minor release past the JAX installed here (0.11.0 beside 0.10.2, 0.13.0 beside
+    # 0.12.0.1): a fixed number would not be newer than the JAX of the newest-JAX suite,
+    # and pip would keep the installed jaxlib instead of resolving the new one.
+    installed = Version(version("jax"))
+    newer = f"{installed.major}.{installed.minor + 1}.0"
+    wheel("jax", newer, [f"jaxlib>={newer}"])
+    wheel("jaxlib", newer, [])
     wheel("otel_jax", "99.0", [str(r) for r in _requirements().values()])
     out = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--find-links",
-         str(tmp_path), "--disable-pip-version-check", "otel_jax==99.0", "jax==0.12.0"],
+         str(tmp_path), "--disable-pip-version-check", "otel_jax==99.0", f"jax=={newer}"],
         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     would = out.stdout[out.stdout.index("Would install"):]
-    assert "jax-0.12.0" in would and "jaxlib-0.12.0" in would and "otel_jax-99.0" in would
+    assert f"jax-{newer}" in would and f"jaxlib-{newer}" in would and "otel_jax-99.0" in would
 
 
 def test_ci_runs_the_readme_test_command():
@@ -264,3 +273,97 @@ def test_the_export_layer_depends_on_the_core_only():
         ours = {d for d in graph[name] if d.startswith("otel_jax")}
         assert ours <= {"otel_jax._core._failopen", "otel_jax._core._text",
                         "otel_jax._core._vocab", "otel_jax._emit._export"}, (name, ours)
+
+
+def _makefile_list(name: str) -> list[str]:
+    """A ``NAME := a b \\`` list of the Makefile, its continuation lines joined."""
+    makefile = (ROOT / "Makefile").read_text()
+    found = re.search(rf"^{name} := ((?:.*\\\n)*.*)$", makefile, re.M)
+    assert found, name
+    return found.group(1).replace("\\\n", " ").split()
+
+
+def test_the_python_range_is_the_one_the_suites_run_on():
+    """requires-python and the classifiers say what ``make test`` runs: the default Python
+    (3.11, where JAX stops at 0.10.2) and the newest Python >= 3.12 found (where the newest
+    JAX installs); each suite checks that its own Python is listed."""
+    import tomllib
+
+    from packaging.specifiers import SpecifierSet
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    listed = sorted((int(c.rsplit(".", 1)[1]) for c in project["classifiers"]
+                     if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)))
+    assert listed == list(range(listed[0], listed[-1] + 1))  # no gap
+    assert SpecifierSet(project["requires-python"]) == SpecifierSet(f">=3.{listed[0]}")
+    assert sys.version_info[:2] >= (3, listed[0]) and sys.version_info[1] in listed
+    makefile = (ROOT / "Makefile").read_text()
+    newest_min = re.search(r"^LATEST_PYTHON_MIN := 3\.(\d+)$", makefile, re.M)
+    assert newest_min and int(newest_min.group(1)) in listed
+
+
+def test_the_files_the_suites_name_exist():
+    for name in ("LIBRARY_TESTS", "VERSION_FREE_TESTS"):
+        for path in _makefile_list(name):
+            assert (ROOT / path).exists(), (name, path)
+    assert not set(_makefile_list("LIBRARY_TESTS")) & set(_makefile_list("VERSION_FREE_TESTS"))
+
+
+def _stub_python(path: Path, version: str) -> Path:
+    """An executable that answers find-python's probe as a Python ``version`` would."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\necho "{version} {path}"\n')
+    path.chmod(0o755)
+    return path
+
+
+def _find_python(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    # PATH: the stubs, and only the tools the script needs (no real Python, no pyenv).
+    tools = tmp_path / "tools"
+    tools.mkdir(exist_ok=True)
+    import shutil
+
+    for tool in ("readlink", "sort", "timeout", "tail", "head"):
+        link = tools / tool
+        if not link.exists():
+            link.symlink_to(shutil.which(tool))
+    env = {"PATH": f"{tmp_path / 'bin'}:{tools}", "PYENV_ROOT": str(tmp_path / "pyenv"),
+           "HOME": str(tmp_path)}
+    return subprocess.run([shutil.which("bash"), str(ROOT / "scripts" / "find-python"),
+                           *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_find_python_picks_the_newest_that_runs(tmp_path):
+    _stub_python(tmp_path / "bin" / "python3", "3.11.9")
+    _stub_python(tmp_path / "bin" / "python3.12", "3.12.4")
+    shim = tmp_path / "bin" / "python3.13"  # a pyenv shim for a version not selected
+    shim.write_text("#!/bin/sh\necho 'pyenv: python3.13: command not found' >&2\nexit 127\n")
+    shim.chmod(0o755)
+    newest = _stub_python(tmp_path / "pyenv" / "versions" / "3.13.1" / "bin" / "python3",
+                          "3.13.1")
+    old = tmp_path / "pyenv" / "versions" / "3.9.18" / "bin" / "python3"
+    old.parent.mkdir(parents=True)
+    old.write_text(f"#!/bin/sh\ntouch {tmp_path / 'old-was-run'}\n")
+    old.chmod(0o755)
+    out = _find_python(tmp_path)
+    assert out.returncode == 0 and out.stdout == f"{newest}\n", out.stderr
+    assert not (tmp_path / "old-was-run").exists()  # named older than 3.12: not run
+    # None new enough: nothing printed, exit status 1 (make test then skips that suite).
+    out = _find_python(tmp_path, "3.14")
+    assert out.returncode == 1 and out.stdout == ""
+    # A tie: the one on PATH.
+    on_path = _stub_python(tmp_path / "bin" / "python3.13", "3.13.1")
+    assert _find_python(tmp_path).stdout == f"{on_path}\n"
+
+
+def test_find_python_on_this_machine_finds_a_python_that_runs():
+    out = subprocess.run([str(ROOT / "scripts" / "find-python")], capture_output=True,
+                         text=True, timeout=300)
+    if out.returncode == 1:
+        assert out.stdout == ""
+        return
+    found = subprocess.run([out.stdout.strip(), "-c", "import sys; print(sys.version_info[:2])"],
+                           capture_output=True, text=True, timeout=60, check=True)
+    import ast
+
+    assert ast.literal_eval(found.stdout.strip()) >= (3, 12)

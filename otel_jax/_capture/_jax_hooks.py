@@ -211,7 +211,7 @@ class CompileInputs(NamedTuple):
 _COMPILE_ENTRY = "compile_or_get_cached"
 
 
-# Its leading parameters, as JAX 0.8 - 0.10 name them; read by name or position.
+# Its leading parameters, as JAX 0.8 - 0.12 name them; read by name or position.
 _COMPILE_PARAMS = ("backend", "computation", "devices", "compile_options", "host_callbacks")
 
 

@@ -736,24 +736,117 @@ def transformed_source(source: str | None) -> tuple[str, str, int] | None:
 
 # --- the compiled program ------------------------------------------------------------
 
+#: A tiny program as JAX lowers ``jax.jit(lambda x: x + x)`` of an ``f32[2]``: the real
+#: input the program readers are tried on once, at install. Parsed, not lowered, so that
+#: the probe traces and compiles nothing a user's telemetry, listeners or caches could see.
+_PROBE_PROGRAM = """module @jit_probe attributes {mhlo.num_partitions = 1 : i32} {
+  func.func public @main(%arg0: tensor<2xf32>) -> (tensor<2xf32> {jax.result_info = ""}) {
+    %0 = stablehlo.add %arg0, %arg0 : tensor<2xf32>
+    return %0 : tensor<2xf32>
+  }
+}"""
+
+
+def _probe_program() -> Any:
+    """``_PROBE_PROGRAM`` as an MLIR module in a context like the one JAX lowers into."""
+    from jax._src.interpreters import mlir
+    from jax._src.lib import mlir as mlir_lib
+
+    ir: Any = getattr(mlir_lib, "ir")
+    return ir.Module.parse(_PROBE_PROGRAM, context=mlir.make_ir_context())
+
+
+def _hash_tails(cache_key: Any) -> list[tuple[Any, ...]]:
+    """What may follow ``(hash, module)`` in a call of ``_hash_computation``, each meaning
+    "hash the whole program", in the order tried: ``IgnoreCallbacks.NO`` (JAX 0.8 - 0.10's
+    ``ignore_callbacks``), ``False`` (0.11's ``ignore_custom_partitioning``), nothing (a
+    JAX that dropped the parameter). Passed by position: its name changes between versions.
+    The enum comes first where it exists: ``False`` runs there too but means another mode."""
+    tails: list[tuple[Any, ...]] = []
+    no = getattr(getattr(cache_key, "IgnoreCallbacks", None), "NO", None)
+    if no is not None:
+        tails.append((no,))
+    tails += [(False,), ()]
+    return tails
+
+
+class _ProgramHashing:
+    """How this JAX's ``_hash_computation`` is called, found by calling it on a real
+    program (the probe at install, else the first compile's): one process, one JAX."""
+
+    tail: tuple[Any, ...] | None = None  # the arguments after (hash, module) that work
+    failure: str | None = None  # why no way of calling it works, once every way failed
+
+
+def _digest(hash_computation: Any, computation: Any, tail: tuple[Any, ...]) -> bytes:
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=8)
+    hash_computation(h, computation, *tail)
+    return h.digest()
+
+
+def _find_hashing(cache_key: Any, computation: Any) -> bytes | None:
+    """Try each way of calling ``_hash_computation`` on ``computation``; the first that
+    works is kept (and its digest returned), or, when none does, why."""
+    hash_computation = getattr(cache_key, "_hash_computation", None)
+    if not callable(hash_computation):
+        _ProgramHashing.failure = "no jax._src.cache_key._hash_computation"
+        return None
+    error: Exception | None = None
+    for tail in _hash_tails(cache_key):
+        try:
+            digest = _digest(hash_computation, computation, tail)
+        except Exception as exc:
+            error = error or exc  # the first way's error says most
+            continue
+        _ProgramHashing.tail = tail
+        return digest
+    _ProgramHashing.failure = ("jax._src.cache_key._hash_computation fails on a lowered "
+                               f"program ({type(error).__name__}: {str(error)[:120]})")
+    return None
+
+
 def program_digest(computation: Any) -> bytes | None:
     """A digest of a lowered program, computed as JAX's persistent cache hashes it: the
     MLIR bytecode without debug information (no file paths or line numbers), so the
     same program gives the same digest in every process and run. ``None`` when JAX's
-    hashing moved."""
-    import hashlib
-
+    hashing fails on every program (said once, as install() says what it lacks)."""
     try:
         from jax._src import cache_key
     except Exception:
         return None
-    hash_computation = getattr(cache_key, "_hash_computation", None)
-    ignore = getattr(getattr(cache_key, "IgnoreCallbacks", None), "NO", None)
-    if hash_computation is None:
+    if _ProgramHashing.failure is not None:
         return None
-    h = hashlib.blake2b(digest_size=8)
-    hash_computation(h, computation, ignore)
-    return h.digest()
+    tail = _ProgramHashing.tail
+    if tail is not None:
+        # Found working: an error now is this program's, reported as an internal error.
+        return _digest(getattr(cache_key, "_hash_computation"), computation, tail)
+    digest = _find_hashing(cache_key, computation)
+    if _ProgramHashing.failure is not None:  # the probe could not run at install
+        _say_lost("program_fingerprints", _ProgramHashing.failure)
+    return digest
+
+
+def _say_lost(capability: str, reason: str) -> None:
+    """One warning, worded as install()'s, for a fact whose reader failed on its first real
+    input after install (install could not try it: the probe program could not be built,
+    or the reader needs a compile's backend)."""
+    from .._core._failopen import Topic, WarnKey, warn_once
+    from ._jax_hooks import Capability, Unavailable, unavailable_message
+
+    lost = Unavailable(Capability(capability), reason)
+    warn_once(WarnKey(Topic.JAX_UNAVAILABLE, capability),
+              unavailable_message(_jax_version(), [lost]))
+
+
+def _jax_version() -> str:
+    try:
+        import jax
+
+        return str(jax.__version__)
+    except Exception:  # pragma: no cover - jax itself is broken: say so in the warning
+        return "?"
 
 
 # --- devices --------------------------------------------------------------------------
@@ -796,8 +889,11 @@ _CACHE_KEY_HASHES = ("_hash_serialized_compile_options", "_hash_platform", "_has
 
 
 def reader_gaps() -> list[Unavailable]:
-    """The facts whose readers here would fall back on this JAX version (they still run and
-    fall back at each compile; this says so once, at install)."""
+    """The facts whose readers fail on this JAX version, found by running them on real
+    inputs: the program readers on a tiny program (once per process), the cache-key part
+    hashes that need no backend on real values. Readers that need a compile's backend
+    (not started at install: ``jax.distributed.initialize`` may not have run yet) are
+    only checked for presence here, and a first real use that fails says so then."""
     from ._jax_hooks import Capability, Unavailable
 
     gaps: list[Unavailable] = []
@@ -807,26 +903,60 @@ def reader_gaps() -> list[Unavailable]:
     except Exception:
         pass
     if cache_key is None:
-        gaps += [Unavailable(Capability.PROGRAM_FINGERPRINTS, "no jax._src.cache_key"),
-                 Unavailable(Capability.CACHE_MISS_REASONS, "no jax._src.cache_key")]
-    else:
-        if not callable(getattr(cache_key, "_hash_computation", None)) or getattr(
-                getattr(cache_key, "IgnoreCallbacks", None), "NO", None) is None:
-            gaps.append(Unavailable(Capability.PROGRAM_FINGERPRINTS,
-                                    "no jax._src.cache_key._hash_computation"))
-        missing = [n for n in _CACHE_KEY_HASHES if not callable(getattr(cache_key, n, None))]
-        if missing:
-            gaps.append(Unavailable(Capability.CACHE_MISS_REASONS,
-                                    f"no jax._src.cache_key.{', '.join(missing)}"))
+        return [Unavailable(Capability.PROGRAM_FINGERPRINTS, "no jax._src.cache_key"),
+                Unavailable(Capability.CACHE_MISS_REASONS, "no jax._src.cache_key")]
+    probe_fingerprints()
+    if _ProgramHashing.failure is not None:
+        gaps.append(Unavailable(Capability.PROGRAM_FINGERPRINTS, _ProgramHashing.failure))
+    failing = _cache_key_gap(cache_key)
+    if failing:
+        gaps.append(Unavailable(Capability.CACHE_MISS_REASONS, failing))
     # The trace context's names are not listed here: without them (JAX 0.8) a known
     # list of config values is read, the designed reader for those versions.
     return gaps
 
 
+def probe_fingerprints() -> None:
+    """Find how ``_hash_computation`` is called, on the probe program, unless known. Left
+    to the first compile when the probe itself cannot be built (MLIR's API moved)."""
+    if _ProgramHashing.tail is not None or _ProgramHashing.failure is not None:
+        return
+    try:
+        from jax._src import cache_key
+    except Exception:
+        return
+    if not callable(getattr(cache_key, "_hash_computation", None)):
+        _ProgramHashing.failure = "no jax._src.cache_key._hash_computation"
+        return
+    try:
+        program = _probe_program()
+    except Exception:
+        return
+    _find_hashing(cache_key, program)
+
+
+def _cache_key_gap(cache_key: Any) -> str:
+    """Why the cache-key part hashes fail (``""`` when they work): missing ones, and those
+    that need no backend run on real values (the string and XLA-flag parts)."""
+    import hashlib
+
+    missing = [n for n in _CACHE_KEY_HASHES if not callable(getattr(cache_key, n, None))]
+    if missing:
+        return f"no jax._src.cache_key.{', '.join(missing)}"
+    try:
+        h = hashlib.sha256()
+        cache_key._hash_string(h, "zlib")
+        cache_key._hash_xla_flags(h, list(getattr(cache_key, "get_flag_prefixes", list)()))
+    except Exception as exc:
+        return (f"jax._src.cache_key's part hashes fail ({type(exc).__name__}: "
+                f"{str(exc)[:120]})")
+    return ""
+
+
 # --- the coordination service of a multi-process job ------------------------------------
 
 #: The key-value methods of JAX's distributed runtime client that ``_ranks`` uses (present
-#: from JAX 0.8 to 0.10 with these names and arguments).
+#: from JAX 0.8 to 0.12 with these names and arguments).
 COORDINATION_METHODS = ("key_value_set", "key_value_dir_get", "key_value_delete",
                         "key_value_increment", "blocking_key_value_get")
 
@@ -918,7 +1048,7 @@ def kv_wait(client: Any, key: str, timeout_ms: int) -> str | None:
 # --- the persistent cache's key, part by part -------------------------------------------
 
 #: The parts of JAX's persistent-cache key, in the order ``jax._src.cache_key.get`` hashes
-#: them (JAX 0.8 to 0.10); the first one that differs between two runs is the one named.
+#: them (JAX 0.8 to 0.12); the first one that differs between two runs is the one named.
 CACHE_KEY_PARTS = ("computation", "jax_lib version", "backend version", "XLA flags",
                    "compile_options", "accelerator_config", "compression", "custom_hook")
 _KEY_DIGITS = 16
@@ -935,9 +1065,11 @@ class CacheKeyParts(NamedTuple):
 _static_parts: dict[Any, tuple[dict[str, str], dict[str, Any]]] = {}
 
 
-def _part_hash(fn: Any, *args: Any, **kwargs: Any) -> str:
+def _part_hash(part: str, fn: Any, *args: Any, **kwargs: Any) -> str:
     """One part hashed by JAX's own function for it, as JAX's DEBUG log prints it (the
-    first digits of a sha256 of that part alone); ``""`` when the function moved."""
+    first digits of a sha256 of that part alone); ``""`` when the function moved (said at
+    install) or fails on this real input (said once, here: most need a compile's backend,
+    so install could not try them)."""
     import hashlib
 
     if not callable(fn):
@@ -946,7 +1078,9 @@ def _part_hash(fn: Any, *args: Any, **kwargs: Any) -> str:
         h = hashlib.sha256()
         fn(h, *args, **kwargs)
         return h.hexdigest()[:_KEY_DIGITS]
-    except Exception:
+    except Exception as exc:
+        _say_lost("cache_miss_reasons", f"hashing the {part} part of the key fails "
+                  f"({type(exc).__name__}: {str(exc)[:120]})")
         return ""
 
 
@@ -970,7 +1104,7 @@ def xla_flags_in_key(cache_key: Any = None) -> list[str]:
 
 
 def _compression(compilation_cache: Any) -> str:
-    # As compilation_cache.get_cache_key names it (JAX 0.8 - 0.10).
+    # As compilation_cache.get_cache_key names it (JAX 0.8 - 0.12).
     return "zstandard" if getattr(compilation_cache, "zstandard", None) is not None else "zlib"
 
 
@@ -1004,7 +1138,7 @@ def cache_key_parts(inputs: Any, program: str = "") -> CacheKeyParts | None:
         version = getattr(cache_key, "jaxlib_version_str", None)
         if isinstance(version, str):
             hashes["jax_lib version"] = _part_hash(
-                lambda h: h.update(version.encode("utf-8")))
+                "jax_lib version", lambda h: h.update(version.encode("utf-8")))
             readable["jaxlib"] = version
         try:
             import jax
@@ -1012,18 +1146,19 @@ def cache_key_parts(inputs: Any, program: str = "") -> CacheKeyParts | None:
             readable["jax"] = str(jax.__version__)
         except Exception:
             pass
-        hashes["backend version"] = _part_hash(getattr(cache_key, "_hash_platform", None),
-                                               backend)
+        hashes["backend version"] = _part_hash(
+            "backend version", getattr(cache_key, "_hash_platform", None), backend)
         readable["backend"] = f"{platform} {getattr(backend, 'platform_version', '?')}"
         prefixes = list(flags_source[3])
-        hashes["XLA flags"] = _part_hash(getattr(cache_key, "_hash_xla_flags", None), prefixes)
+        hashes["XLA flags"] = _part_hash("XLA flags", getattr(cache_key, "_hash_xla_flags", None),
+                                         prefixes)
         try:
             readable["xla_flags"] = xla_flags_in_key(cache_key)
         except Exception:
             pass
         compression = _compression(compilation_cache)
-        hashes["compression"] = _part_hash(getattr(cache_key, "_hash_string", None),
-                                           compression)
+        hashes["compression"] = _part_hash(
+            "compression", getattr(cache_key, "_hash_string", None), compression)
         readable["compression"] = compression
         if len(_static_parts) > 64:
             _static_parts.clear()
@@ -1031,8 +1166,8 @@ def cache_key_parts(inputs: Any, program: str = "") -> CacheKeyParts | None:
     hashes = {"computation": program, **static[0]}
     readable = dict(static[1])
     hashes["compile_options"] = _part_hash(
-        getattr(cache_key, "_hash_serialized_compile_options", None), inputs.compile_options,
-        strip_device_assignment=(platform == "gpu"))
+        "compile_options", getattr(cache_key, "_hash_serialized_compile_options", None),
+        inputs.compile_options, strip_device_assignment=(platform == "gpu"))
     devices = inputs.devices
     hashes["accelerator_config"] = _accelerator_hash(cache_key, devices)
     try:
@@ -1044,7 +1179,8 @@ def cache_key_parts(inputs: Any, program: str = "") -> CacheKeyParts | None:
     hash_string = getattr(cache_key, "_hash_string", None)
     hook = getattr(cache_key, "custom_hook", None)
     hashes["custom_hook"] = _part_hash(
-        lambda h: hash_string(h, hook())) if callable(hook) and callable(hash_string) else ""
+        "custom_hook", lambda h: hash_string(h, hook())
+    ) if callable(hook) and callable(hash_string) else ""
     return CacheKeyParts({p: hashes.get(p, "") for p in CACHE_KEY_PARTS}, readable)
 
 
@@ -1059,7 +1195,8 @@ def _accelerator_hash(cache_key: Any, devices: Any) -> str:
         return ""
     found = _accelerator_hashes.get(ids)
     if found is None:
-        found = _part_hash(getattr(cache_key, "_hash_accelerator_config", None), devices)
+        found = _part_hash("accelerator_config",
+                           getattr(cache_key, "_hash_accelerator_config", None), devices)
         if len(_accelerator_hashes) > 256:
             _accelerator_hashes.clear()
         _accelerator_hashes[ids] = found
