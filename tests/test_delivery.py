@@ -14,7 +14,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 import warnings
 from pathlib import Path
 
@@ -397,60 +396,53 @@ def test_compiles_inside_otel_jax_never_hang_and_are_all_counted(tmp_path, how):
             assert inside_compiles > 0
 
 
-def test_a_users_logging_handler_that_raises_is_named_as_theirs():
+class RaisingHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        raise OSError("disk full")
+
+
+@pytest.fixture
+def raising_handler():
+    """A logging handler of the user's on otel_jax's logger that raises."""
     otel_jax.uninstall()
     _failopen.reset_warnings()
-
-    class Raising(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            raise OSError("disk full")
-
-    handler = Raising()
+    handler = RaisingHandler()
     logger = logging.getLogger("otel_jax")
     logger.addHandler(handler)
     try:
-        otel_jax.install(tracer_provider=TracerProvider(), log_output=None,
-                         storm_threshold=1, emit_in_background=False)
-        f = jax.jit(lambda x: x * 5)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            for n in range(1, 4):
-                f(jnp.ones(n))
-            otel_jax.flush()
-        ours = [str(w.message) for w in caught if issubclass(w.category, OtelJaxWarning)]
-        theirs = [m for m in ours if "your logging handler raised OSError: 'disk full'" in m]
-        assert len(theirs) == 1, ours
-        assert not any("internal error" in m for m in ours), ours
-        assert otel_jax.installation() is not None
+        yield
     finally:
         logger.removeHandler(handler)
         otel_jax.uninstall()
 
 
-def test_a_warning_from_the_background_thread_points_at_the_jit_call(monkeypatch):
-    otel_jax.uninstall()
-    _failopen.reset_warnings()
+def test_a_users_logging_handler_that_raises_is_named_as_theirs(raising_handler):
+    otel_jax.install(tracer_provider=TracerProvider(), log_output=None,
+                     storm_threshold=1, emit_in_background=False)
+    f = jax.jit(lambda x: x * 5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 4):
+            f(jnp.ones(n))
+        otel_jax.flush()
+    ours = [str(w.message) for w in caught if issubclass(w.category, OtelJaxWarning)]
+    theirs = [m for m in ours if "your logging handler raised OSError: 'disk full'" in m]
+    assert len(theirs) == 1, ours
+    assert not any("internal error" in m for m in ours), ours
+    assert otel_jax.installation() is not None
 
-    class Raising(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            raise OSError("disk full")
 
-    handler = Raising()
-    logger = logging.getLogger("otel_jax")
-    logger.addHandler(handler)
+def test_a_warning_from_the_background_thread_points_at_the_jit_call(raising_handler,
+                                                                       monkeypatch):
     caught: list[warnings.WarningMessage] = []
     monkeypatch.setattr(warnings, "showwarning",
                         lambda *a, **k: caught.append(warnings.WarningMessage(*a, **k)))
-    try:
-        otel_jax.install(tracer_provider=TracerProvider(), log_output=None, storm_threshold=1)
-        f = jax.jit(lambda x: x * 7)
-        line = sys._getframe().f_lineno + 2
-        for n in range(1, 4):
-            f(jnp.ones(n))
-        assert otel_jax.flush()
-    finally:
-        logger.removeHandler(handler)
-        otel_jax.uninstall()
+    otel_jax.install(tracer_provider=TracerProvider(), log_output=None, storm_threshold=1)
+    f = jax.jit(lambda x: x * 7)
+    line = sys._getframe().f_lineno + 2
+    for n in range(1, 4):
+        f(jnp.ones(n))
+    assert otel_jax.flush()
     ours = [w for w in caught if issubclass(w.category, OtelJaxWarning)]
     assert ours and all((w.filename, w.lineno) == (__file__, line) for w in ours), [
         (w.filename, w.lineno, str(w.message)) for w in ours]
@@ -461,7 +453,7 @@ def test_a_log_output_that_does_not_keep_up_is_named_for_what_it_is(tmp_path, ki
     from otel_jax._emit._logs import JsonLogEmitter
 
     if kind == "file":
-        stream = open(tmp_path / "log.jsonl", "w")  # noqa: SIM115 - closed below
+        stream = open(tmp_path / "log.jsonl", "w")
     else:
         read_fd, write_fd = os.pipe()
         stream = os.fdopen(write_fd, "w")

@@ -213,32 +213,30 @@ def _before(multi: Any, attribute: str, barrier: Any) -> Callable[[], tuple[Any,
     return before
 
 
-def _attach_spans(flush: Flush, provider: Any) -> Callable[[], None] | None:
-    add = getattr(provider, "add_span_processor", None)
-    if add is None:
+def _attach_processor(barrier: SpanBarrier | LogBarrier, provider: Any, add: str,
+                      multi: str, processors: str) -> Callable[[], None] | None:
+    """``barrier`` added by the provider's ``add`` method, then put first among the
+    ``processors`` of its ``multi``-processor; how to take it out again."""
+    adding = getattr(provider, add, None)
+    if adding is None:
         return None  # the API's proxy or no-op provider: nothing of otel_jax's is exported
-    barrier = SpanBarrier(flush)
-    add(barrier)
-    multi = getattr(provider, "_active_span_processor", None)
-    if multi is None:
+    adding(barrier)
+    found = getattr(provider, multi, None)
+    if found is None:
         return None
-    _to_front(multi, "_span_processors", barrier)
-    barrier.before = _before(multi, "_span_processors", barrier)
-    return lambda: _remove(multi, "_span_processors", barrier)
+    _to_front(found, processors, barrier)
+    barrier.before = _before(found, processors, barrier)
+    return lambda: _remove(found, processors, barrier)
+
+
+def _attach_spans(flush: Flush, provider: Any) -> Callable[[], None] | None:
+    return _attach_processor(SpanBarrier(flush), provider, "add_span_processor",
+                             "_active_span_processor", "_span_processors")
 
 
 def _attach_logs(flush: Flush, provider: Any) -> Callable[[], None] | None:
-    add = getattr(provider, "add_log_record_processor", None)
-    if add is None:
-        return None
-    barrier = LogBarrier(flush)
-    add(barrier)
-    multi = getattr(provider, "_multi_log_record_processor", None)
-    if multi is None:
-        return None
-    _to_front(multi, "_log_record_processors", barrier)
-    barrier.before = _before(multi, "_log_record_processors", barrier)
-    return lambda: _remove(multi, "_log_record_processors", barrier)
+    return _attach_processor(LogBarrier(flush), provider, "add_log_record_processor",
+                             "_multi_log_record_processor", "_log_record_processors")
 
 
 def _attach_metrics(flush: Flush, provider: Any) -> Callable[[], None] | None:
