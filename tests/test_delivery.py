@@ -476,3 +476,23 @@ def test_a_log_output_that_does_not_keep_up_is_named_for_what_it_is(tmp_path, ki
     assert "2 log lines were waiting to be written" in message
     assert ("a file" if kind == "file" else "a pipe") in message
     assert "nobody reads" not in message
+
+
+INTERRUPTED = """
+import io, os, signal, sys
+import jax, jax.numpy as jnp
+if sys.argv[1] == "installed":
+    import otel_jax
+    otel_jax.install(log_output=io.StringIO())
+jax.jit(lambda x: x + 1)(jnp.ones(3))
+os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, with the compile still to be reported
+"""
+
+
+@pytest.mark.slow
+def test_an_interrupted_program_dies_of_the_interrupt_as_without_otel_jax():
+    plain = _run(INTERRUPTED, "plain")
+    installed = _run(INTERRUPTED, "installed")
+    assert plain.returncode == -2  # killed by SIGINT, as Python does for a Ctrl-C
+    assert installed.returncode == plain.returncode, installed.stderr[-2000:]
+    assert "KeyboardInterrupt" in installed.stderr

@@ -369,6 +369,10 @@ class JsonLogEmitter(LogEmitter):
 
     def __init__(self, stream: IO[str] | None = None, level: str = "info", *,
                  failopen: FailOpen | None = None, queue_size: int | None = None) -> None:
+        # Its modules imported now, at install(): a line first written at exit would
+        # import them during interpreter shutdown (which also turns an interrupted
+        # program's exit status from the SIGINT it died of into 1).
+        _json_chain()
         self._stream = stream  # None: sys.stderr, resolved at write time
         self._immediate = isinstance(stream, io.StringIO)
         super().__init__(level, failopen=failopen, queue_size=queue_size)
