@@ -837,3 +837,31 @@ def test_equal_signatures_name_a_cache_clear_only_when_one_was_seen(telemetry):
     assert cleared.endswith("jax.clear_caches() was called once since, which dropped the "
                             "compiled program")
     assert "clear caches only where" in spans[2].attributes["jax.compile.hint"]
+
+
+def test_a_jitted_function_re_created_under_grad_is_a_new_function(telemetry):
+    def make():
+        def fn(p, x):
+            return p * x
+        return jax.grad(jax.jit(fn))
+
+    p, x = jnp.array(0.0), jnp.array(1.0)
+    make()(p, x)  # the forward and backward programs of the first fn
+    make()(p, x)  # the same, traced again for a new fn: JAX compiles both again
+    jax.clear_caches()
+    grad_fn = make()
+    grad_fn(p, x)  # after a clear: said as one, not as a new function
+    spans = telemetry.compiles(
+        "test_a_jitted_function_re_created_under_grad_is_a_new_function.<locals>.make"
+        ".<locals>.fn")
+    transformed = [s for s in spans if "transformed" in s.attributes.get(
+        "jax.compile.cause", "") or s.attributes["jax.compile.count"] > 2]
+    again = [s for s in spans if 3 <= s.attributes["jax.compile.count"] <= 4]
+    assert len(again) == 2, [s.attributes["jax.compile.cause"] for s in spans]
+    for span in again:
+        assert span.attributes["jax.compile.cause.kind"] == "function_identity"
+        assert "new function object" in span.attributes["jax.compile.cause"]
+    after_clear = [s for s in transformed if s.attributes["jax.compile.count"] >= 5]
+    assert after_clear and all("clear_caches" in s.attributes["jax.compile.cause"]
+                               for s in after_clear), [
+        s.attributes["jax.compile.cause"] for s in after_clear]

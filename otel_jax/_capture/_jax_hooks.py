@@ -32,6 +32,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from .._core._idcache import SERIALS
+
 # Event names JAX records around compilation (jax/_src/dispatch.py).
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -122,12 +124,15 @@ class TransformedFunction:
     that bound it is known (``origin``: under vmap, the call is still running).
     """
 
-    __slots__ = ("__name__", "source", "origin")
+    __slots__ = ("__name__", "origin", "program", "source")
 
-    def __init__(self, name: str, source: str | None, origin: Any = None) -> None:
+    def __init__(self, name: str, source: str | None, origin: Any = None,
+                 program: int = 0) -> None:
         self.__name__ = name
         self.source = source
         self.origin = origin
+        #: The traced program's number (``Serials``: the jaxpr is not held), ``0`` unknown.
+        self.program = program
 
     def __repr__(self) -> str:
         return f"<transformed {self.__name__}>"
@@ -399,7 +404,8 @@ def transformed_miss(args: tuple[Any, ...], params: dict[str, Any], started: flo
         compiler_options_kvs=params.get("compiler_options_kvs"),
     )
     fun = TransformedFunction(str(params.get("name", "<unnamed function>")),
-                              source if isinstance(source, str) else None, origin)
+                              source if isinstance(source, str) else None, origin,
+                              SERIALS.of(jaxpr))
     return Miss(fun, jit_info, args, {},
                 _TransformedParams(in_avals, _flat_in_tree(len(in_avals)), names, (),
                                    len(jaxpr.out_avals), len(getattr(inner, "eqns", ()))),

@@ -227,6 +227,10 @@ class Signature:
     transformation: str = ""
     # ``jax.clear_caches()`` calls seen before this compile (-1: not watched)
     cache_clears: int = -1
+    # transformed only: the number (``Serials``) of the traced program JAX compiled: JAX
+    # caches a transformed program's executable by that object, traced once per function
+    # object and argument types; another one with all else equal is a new trace
+    program_serial: int = 0
 
     @property
     def num_leaves(self) -> int:
@@ -567,6 +571,7 @@ class Detached:
     transformed: bool
     transformation: str  # the transformations the program was traced under, as text
     cache_clears: int  # ``jax.clear_caches()`` calls seen before the miss
+    program_serial: int  # transformed only: the traced program's number
     var_keyword: str  # the ``**kwargs`` parameter's name, if any
     keywords: frozenset[str]  # parameters a keyword argument can fill by name
 
@@ -638,6 +643,7 @@ def _read(miss: Miss, stands_for: Any | None, parameters: _jax_read.CallParamete
         transformed=miss.transformed,
         transformation=miss.transformation,
         cache_clears=miss.cache_clears,
+        program_serial=int(getattr(miss.fun, "program", 0) or 0) if miss.transformed else 0,
         # A library's own jit wrapper (pmap's) takes **kwargs for the user's parameters.
         var_keyword=parameters.var_keyword if stands_for is None else "",
         keywords=parameters.keywords,
@@ -699,6 +705,7 @@ def _built(read: Detached, like: Signature | None, layout: _wrappers.Layout | No
         if read.transformed else "",
         transformation=read.transformation,
         cache_clears=read.cache_clears,
+        program_serial=read.program_serial,
         bound=read.bound,
         var_keyword=read.var_keyword,
         keywords=_reuse(read.keywords, earlier, "keywords"),
