@@ -297,7 +297,12 @@ def missing_items(explanation: Explanation, record: dict[str, Any]) -> list[str]
     return missing
 
 
-def compare(plain: dict[str, Any], otel: dict[str, Any]) -> dict[str, Any]:
+def compare(plain: dict[str, Any] | None, otel: dict[str, Any]) -> dict[str, Any]:
+    """The two runs compared; without a plain run, otel_jax's records against the
+    listener and JAX's explanations of the same run only."""
+    with_plain = plain is not None
+    if plain is None:
+        plain = {"tests": {}, "wall_s": float("nan")}
     tests_plain, tests_otel = plain["tests"], otel["tests"]
     ids = [t for t in tests_plain if t != OUTSIDE_TESTS]
     ids += [t for t in tests_otel if t != OUTSIDE_TESTS and t not in tests_plain]
@@ -314,7 +319,7 @@ def compare(plain: dict[str, Any], otel: dict[str, Any]) -> dict[str, Any]:
         if test_id != OUTSIDE_TESTS:
             po = p["outcome"] if p else "absent"
             oo = o["outcome"] if o else "absent"
-            if po != oo:
+            if with_plain and po != oo:
                 outcome_diffs.append({"test": test_id, "plain": po, "otel": oo,
                                       "error": (o or p or {}).get("error", "")})
         p_events = p["events"] if p else []
@@ -324,7 +329,7 @@ def compare(plain: dict[str, Any], otel: dict[str, Any]) -> dict[str, Any]:
         records = o["records"] if o else []
         compiles += len(o_compiles)
         records_total += len(records)
-        if p_count != len(o_compiles):
+        if with_plain and p_count != len(o_compiles):
             listener_diffs.append({"test": test_id, "plain": p_count, "otel": len(o_compiles)})
         if len(records) != len(o_compiles):
             count_diffs.append({"test": test_id, "listener": len(o_compiles),
@@ -377,7 +382,9 @@ def compare(plain: dict[str, Any], otel: dict[str, Any]) -> dict[str, Any]:
             if missing and record["diff_total"] <= len(record["diff"]):
                 vaguer.append({**entry, "missing": missing})
     ratio = otel["wall_s"] / plain["wall_s"] if plain["wall_s"] else float("nan")
-    return {"jax": otel.get("jax"), "outcomes": {m: dict(c) for m, c in outcomes.items()},
+    return {"jax": otel.get("jax"), "modes": list(MODES) if with_plain else ["otel"],
+            "finished": bool(otel.get("finished", True) and plain.get("finished", True)),
+            "outcomes": {m: dict(c) for m, c in outcomes.items()},
             "outcome_diffs": outcome_diffs, "count_diffs": count_diffs,
             "listener_diffs": listener_diffs, "vaguer": vaguer, "different_views": views,
             "unknowns": unknowns, "misnamed": misnamed, "wrong_first_compile": wrong_first,
@@ -399,9 +406,11 @@ def _indent(text: str, prefix: str = "      ") -> str:
 
 def render(result: dict[str, Any], limit: int) -> str:
     lines = [f"JAX {result['jax']}"]
+    if not result.get("finished", True):
+        lines.append("a run was cut short: these are the tests it finished")
     if result["install_error"]:
         lines.append(f"otel_jax.install() FAILED: {result['install_error']}")
-    for mode in MODES:
+    for mode in result.get("modes", MODES):
         counts = result["outcomes"][mode]
         lines.append(f"{mode:6s} run: " + ", ".join(f"{counts[k]} {k}" for k in sorted(counts))
                      + f"  ({result['wall_s'][mode]:.1f} s)")
@@ -451,7 +460,7 @@ def problems(result: dict[str, Any]) -> int:
 
 def summary(result: dict[str, Any]) -> str:
     o = result["outcomes"]
-    return (f"corpus: {sum(o['plain'].values())} tests; outcome differences "
+    return (f"corpus: {sum(o['otel'].values())} tests; outcome differences "
             f"{len(result['outcome_diffs'])}; compiles {result['compiles']} (listener) vs "
             f"{result['records']} (otel_jax), tests with unequal counts "
             f"{len(result['count_diffs']) + len(result['listener_diffs'])}; "
@@ -474,6 +483,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--timeout", type=float, default=4 * 3600,
                         help="seconds each run may take")
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES),
+                        help="runs to make (otel alone: counts and causes, no outcomes)")
     parser.add_argument("--compare-only", action="store_true",
                         help="compare the results of the last runs in --out again")
     parser.add_argument("--limit", type=int, default=200, help="items printed per section")
@@ -484,18 +495,21 @@ def main(argv: list[str] | None = None) -> int:
         args.python = os.path.abspath(args.python)
     out.mkdir(parents=True, exist_ok=True)
     if args.compare_only:
-        runs = {m: json.loads((out / f"{m}.json").read_text()) for m in MODES}
+        runs = {m: json.loads((out / f"{m}.json").read_text()) for m in MODES
+                if (out / f"{m}.json").exists()}
     else:
         files = find_tests(args.python, args.files, args.all,
                            tuple(args.packages or DEFAULT_PACKAGES))
         print(f"corpus: {len(files)} test files, {args.python}", flush=True)
         runs = {}
-        for mode in MODES:
+        for mode in args.modes:
             runs[mode] = run_suite(args.python, mode, files, out, args.timeout,
                                    args.pytest_args)
             print(f"corpus: {mode} run done in {runs[mode]['process_wall_s']:.0f} s",
                   flush=True)
-    result = compare(runs["plain"], runs["otel"])
+    if "otel" not in runs:
+        raise SystemExit("corpus: no otel run to compare")
+    result = compare(runs.get("plain"), runs["otel"])
     (out / "corpus.json").write_text(json.dumps(result, indent=1, default=str))
     text = render(result, args.limit)
     (out / "corpus.txt").write_text(text + "\n")

@@ -29,6 +29,7 @@ OUTSIDE_TESTS = "<outside tests>"  # compiles while collecting (module imports) 
 TEXT_LIMIT = 2000
 DIFF_LIMIT = 20
 EXPLANATION_MARK = "TRACING CACHE MISS"
+CHECKPOINT_EVERY = 200  # tests: a run cut short still leaves what it saw
 
 
 def _cut(text: str) -> str:
@@ -115,16 +116,17 @@ class _Collector:
                 "compared_with": r.compared_with,
             })
 
-    def write(self) -> None:
+    def write(self, finished: bool = True) -> None:
         dropped = getattr(self.recorder, "dropped", 0) if self.recorder is not None else 0
         import jax
 
         data = {"mode": self.mode, "jax": jax.__version__,
                 "wall_s": time.perf_counter() - self.started,
                 "install_error": self.install_error, "records_dropped": dropped,
-                "tests": self.tests}
-        with open(self.out, "w", encoding="utf-8") as f:
+                "finished": finished, "tests": self.tests}
+        with open(self.out + ".tmp", "w", encoding="utf-8") as f:
             json.dump(data, f)
+        os.replace(self.out + ".tmp", self.out)
 
 
 class _Handler(logging.Handler):
@@ -184,6 +186,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     finally:
         collector.take_records(item.nodeid)
         collector.current = OUTSIDE_TESTS
+        if len(collector.tests) % CHECKPOINT_EVERY == 0:
+            collector.write(finished=False)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
