@@ -7,7 +7,8 @@ harness's own (``benchmarks/corpus_plugin.py``). Then prints:
 
 - the passed/failed/skipped counts of both runs, and every test whose outcome differs;
 - backend compiles counted by the listener vs otel_jax's records, per test (and the
-  listener's counts of the two runs);
+  listener's compiles of the two runs, per test and function: those of JAX's own eager
+  operations are listed apart, as garbage collection decides when JAX compiles them again);
 - every recompile where otel_jax's cause is vaguer than JAX's explanation of the same
   compile (definition below), and every ``unknown`` cause, with its test id;
 - the wall-time ratio of the two runs.
@@ -308,7 +309,12 @@ def compare(plain: dict[str, Any] | None, otel: dict[str, Any]) -> dict[str, Any
     ids += [t for t in tests_otel if t != OUTSIDE_TESTS and t not in tests_plain]
     outcomes = {m: Counter(d["tests"][t]["outcome"] for t in d["tests"] if t != OUTSIDE_TESTS)
                 for m, d in (("plain", plain), ("otel", otel))}
-    outcome_diffs, count_diffs, listener_diffs = [], [], []
+    outcome_diffs, count_diffs, listener_diffs, eager_diffs = [], [], [], []
+    # JAX keeps an eager primitive's executable only while objects it keys weakly live: when
+    # a garbage collection falls differs between runs, and so do those compiles (plain runs
+    # differ from each other there too). They are told apart by otel_jax's records.
+    eager_names = {short_name(r["qualname"]) for t in tests_otel.values()
+                   for r in t["records"] if r["eager_op"]}
     vaguer, views, unknowns, misnamed, only_otel = [], [], [], [], []
     wrong_first, first_explained = [], []
     seen_functions: set[tuple[Any, ...]] = set()
@@ -324,13 +330,18 @@ def compare(plain: dict[str, Any] | None, otel: dict[str, Any]) -> dict[str, Any
                                       "error": (o or p or {}).get("error", "")})
         p_events = p["events"] if p else []
         o_events = o["events"] if o else []
-        p_count = sum(e["type"] == "compile" for e in p_events)
+        p_names = Counter(short_name(e["fun_name"]) for e in p_events if e["type"] == "compile")
         o_compiles = [e for e in o_events if e["type"] == "compile"]
         records = o["records"] if o else []
         compiles += len(o_compiles)
         records_total += len(records)
-        if with_plain and p_count != len(o_compiles):
-            listener_diffs.append({"test": test_id, "plain": p_count, "otel": len(o_compiles)})
+        o_names = Counter(short_name(e["fun_name"]) for e in o_compiles)
+        if with_plain and p_names != o_names:
+            changed = {n for n in p_names.keys() | o_names.keys() if p_names[n] != o_names[n]}
+            entry = {"test": test_id, "plain": sum(p_names.values()),
+                     "otel": sum(o_names.values()),
+                     "functions": {n: [p_names[n], o_names[n]] for n in sorted(changed)}}
+            (eager_diffs if changed <= eager_names else listener_diffs).append(entry)
         if len(records) != len(o_compiles):
             count_diffs.append({"test": test_id, "listener": len(o_compiles),
                                 "records": len(records),
@@ -386,7 +397,8 @@ def compare(plain: dict[str, Any] | None, otel: dict[str, Any]) -> dict[str, Any
             "finished": bool(otel.get("finished", True) and plain.get("finished", True)),
             "outcomes": {m: dict(c) for m, c in outcomes.items()},
             "outcome_diffs": outcome_diffs, "count_diffs": count_diffs,
-            "listener_diffs": listener_diffs, "vaguer": vaguer, "different_views": views,
+            "listener_diffs": listener_diffs, "eager_count_diffs": eager_diffs,
+            "vaguer": vaguer, "different_views": views,
             "unknowns": unknowns, "misnamed": misnamed, "wrong_first_compile": wrong_first,
             "first_compiles_jax_explains": first_explained, "only_otel_explains": only_otel,
             "compiles": compiles, "records": records_total, "explained_by_jax": explained,
@@ -423,8 +435,9 @@ def render(result: dict[str, Any], limit: int) -> str:
          result["count_diffs"],
          lambda d: f"{d['test']}: listener {d['listener']}, records {d['records']}"
                    f"  listener {dict(d['listener_names'])} records {dict(d['record_names'])}"),
-        ("tests whose compile counts differ between the two runs", result["listener_diffs"],
-         lambda d: f"{d['test']}: plain {d['plain']}, otel {d['otel']}"),
+        ("tests whose compiles of user functions differ between the two runs",
+         result["listener_diffs"],
+         lambda d: f"{d['test']}: plain {d['plain']}, otel {d['otel']}  {d['functions']}"),
         ("compiles paired with a record of another function", result["misnamed"],
          lambda d: f"{d['test']}: listener {d['listener']}, record {d['record']}"),
         ("first compiles of a function recorded before", result["wrong_first_compile"],
@@ -442,6 +455,8 @@ def render(result: dict[str, Any], limit: int) -> str:
             lines.append("  " + fmt(item))
         if len(items) > limit:
             lines.append(f"  ... and {len(items) - limit} more (corpus.json)")
+    lines.append(f"tests whose eager-op compiles differ between the runs (not counted: "
+                 f"garbage collection decides them): {len(result['eager_count_diffs'])}")
     lines.append(f"compiles where JAX and otel_jax compared with different earlier calls "
                  f"(not counted): {len(result['different_views'])}; "
                  f"recompiles only otel_jax explains: {len(result['only_otel_explains'])}; "
