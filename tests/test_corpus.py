@@ -110,3 +110,35 @@ def test_optax_subset_runs_alike_with_otel_jax_installed(tmp_path):
     output = done.stdout + done.stderr
     assert "corpus: " in done.stdout.splitlines()[-1], output[-5000:]
     assert done.returncode == 0, output[-20000:]
+
+
+def run_of(tests: dict) -> dict:
+    return {"jax": "x", "wall_s": 2.0, "tests": tests}
+
+
+def test_outcomes_counts_and_unknown_causes_are_all_reported():
+    compile_f = {"type": "compile", "fun_name": "jit(f)"}
+    shape = explanation("  different input types:\n  * at x, now f32[4] and before f32[3]")
+    plain = run_of({"t::a": {"outcome": "passed", "events": [compile_f, compile_f],
+                             "records": []},
+                    "t::b": {"outcome": "passed", "events": [compile_f], "records": []}})
+    first = {"qualname": "f", "file": "t.py", "line": 1, "count": 1,
+             "cause_kind": "first_compile", "cause": "", "diff": [], "diff_total": 0,
+             "eager_op": False}
+    unknown = {**first, "count": 2, "cause_kind": "unknown", "cause": "same signature"}
+    otel = run_of({
+        "t::a": {"outcome": "passed", "records": [first, unknown],
+                 "events": [compile_f, {"type": "explain", "text": shape}, compile_f]},
+        "t::b": {"outcome": "failed", "events": [compile_f, compile_f], "records": [first]}})
+    result = corpus.compare(plain, otel)
+    assert [d["test"] for d in result["outcome_diffs"]] == ["t::b"]
+    assert [(d["test"], d["listener"], d["records"]) for d in result["count_diffs"]] == [
+        ("t::b", 2, 1)]
+    assert [d["test"] for d in result["listener_diffs"]] == ["t::b"]
+    assert [(d["test"], d["missing"]) for d in result["vaguer"]] == [
+        ("t::a", ["a cause (unknown)"])]
+    assert [d["test"] for d in result["unknowns"]] == ["t::a"]
+    assert [d["test"] for d in result["wrong_first_compile"]] == ["t::b"]
+    # an unknown JAX does not explain is listed, not counted (a real eviction says so)
+    assert result["wall_ratio"] == 1.0 and corpus.problems(result) == 5
+    assert corpus.summary(result).startswith("corpus: 2 tests; outcome differences 1;")
