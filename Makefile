@@ -23,7 +23,7 @@ JAX_OLDEST := 0.8.0
 # block; that one warning is silenced, any other still shows.
 PIP_QUIET := PYTHONWARNINGS="$${PYTHONWARNINGS:+$$PYTHONWARNINGS,}ignore:Editable installation"
 
-.PHONY: demo test test-default test-latest test-oldest lint tools browser bench clean
+.PHONY: demo test test-default test-latest test-oldest lint tools browser bench corpus clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,18 @@ $(LATEST_VENV)/.installed: pyproject.toml
 	echo "$$py -m venv $(LATEST_VENV)"; "$$py" -m venv $(LATEST_VENV)
 	$(LATEST_VENV)/bin/python -m pip install -q --upgrade pip
 	$(PIP_QUIET) $(LATEST_VENV)/bin/python -m pip install -q --upgrade -e '.[test]'
+	touch $@
+
+# The differential corpus check (benchmarks/corpus.py) runs peer libraries' own test suites,
+# as their wheels ship them, plain and with otel_jax installed; pinned beside one JAX.
+CORPUS_VENV := .venv-corpus
+CORPUS_PINS := 'jax==0.10.2' 'jaxlib==0.10.2' 'optax==0.2.8' 'chex==0.1.92' 'flax==0.12.8' \
+	'pytest>=8' 'scipy>=1.11' 'scikit-learn>=1.4'
+
+$(CORPUS_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(CORPUS_VENV)
+	$(CORPUS_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PIP_QUIET) $(CORPUS_VENV)/bin/python -m pip install -q -e . $(CORPUS_PINS)
 	touch $@
 
 demo: $(VENV)/.installed
@@ -134,5 +146,12 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/overhead.py
 	$(PY) benchmarks/compile_path.py --repeat 3
 
+# Every test optax and chex ship, twice (hours on a busy 2-core machine); the result is
+# printed and kept in test-output/corpus/corpus.txt (corpus.json: every item). A subset of
+# it runs in `make test` (tests/test_corpus.py).
+corpus: $(CORPUS_VENV)/.installed
+	$(CORPUS_VENV)/bin/python benchmarks/corpus.py --all --python $(CORPUS_VENV)/bin/python \
+		--out test-output/corpus
+
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) $(LATEST_VENV) *.egg-info
+	rm -rf $(VENV) $(OLDEST_VENV) $(LATEST_VENV) $(CORPUS_VENV) *.egg-info
