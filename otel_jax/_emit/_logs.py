@@ -500,8 +500,8 @@ class StructlogEmitter(LogEmitter):
                 if writable_now(sys.stderr):
                     self._failopen.warn_once(
                         WarnKey(Topic.STRUCTLOG_LINE, type(exc).__name__),
-                        f"otel_jax: your structlog configuration (a processor or handler) "
-                        f"raised {type(exc).__name__} ({safe_repr(str(exc), 200)}) on a {line[2]} "
+                        f"otel_jax: your structlog configuration raised {type(exc).__name__} "
+                        f"({safe_repr(str(exc), 200)}) in a processor or handler, on a {line[2]} "
                         "line; that line is dropped, later lines are still sent, and the "
                         "jit calls are unaffected.")
 

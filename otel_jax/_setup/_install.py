@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from opentelemetry import trace
 
@@ -16,7 +16,7 @@ from .._capture._jax_hooks import Capability
 from .._core import _scrub
 from .._core._failopen import Topic, WarnKey, warn_once
 from .._core._vocab import INSTRUMENTATION_SCOPE
-from .._emit import _barrier, _logs, _providers
+from .._emit import _logs, _providers
 from .._emit._logs import (
     STDERR,
     STRUCTLOG,
@@ -35,6 +35,9 @@ from .._pipeline._steps import STEPS, StepTelemetry
 from .._version import __version__
 from . import _exit
 from ._options import InstallOptions
+
+if TYPE_CHECKING:
+    from .._emit import _barrier
 
 _lock = threading.Lock()
 
@@ -267,6 +270,8 @@ def install(
         atexit.unregister(_flush_at_exit)
         atexit.register(_flush_at_exit)
         _exit.flush_in_forked_children(_flush_in_child)
+        from .._emit import _barrier  # the SDK's span processor: imported at install()
+
         barriers = _barrier.attach(_flush_for_provider, providers.tracer_provider,
                                    providers.meter_provider, providers.logger_provider)
         _current = Installation(
