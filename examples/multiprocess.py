@@ -57,6 +57,7 @@ def rank_main(rank: int, port: int, log_path: str, same: bool) -> None:
 
     from otel_jax._pipeline._engine import ENGINE
 
+    otel_jax.flush()  # the compile handed to the cross-rank check (on otel_jax's thread)
     checker = ENGINE.cross_rank.checker
     deadline = time.monotonic() + 30
     while checker is not None and not checker.settled() and time.monotonic() < deadline:
