@@ -131,7 +131,8 @@ class TransformedFunction:
         self.__name__ = name
         self.source = source
         self.origin = origin
-        #: The traced program's number (``Serials``: the jaxpr is not held), ``0`` unknown.
+        #: The number (``Serials``: it is not held) of the function the transformation was
+        #: applied to, ``0`` unknown.
         self.program = program
 
     def __repr__(self) -> str:
@@ -405,7 +406,7 @@ def transformed_miss(args: tuple[Any, ...], params: dict[str, Any], started: flo
     )
     fun = TransformedFunction(str(params.get("name", "<unnamed function>")),
                               source if isinstance(source, str) else None, origin,
-                              SERIALS.of(jaxpr))
+                              transformed_function_serial())
     return Miss(fun, jit_info, args, {},
                 _TransformedParams(in_avals, _flat_in_tree(len(in_avals)), names, (),
                                    len(jaxpr.out_avals), len(getattr(inner, "eqns", ()))),
@@ -479,6 +480,36 @@ def _read_transformation_codes() -> dict[Any, _Transformation]:
 
 
 _STACK_LIMIT = 1000  # frames walked at most
+
+
+def transformed_function_serial() -> int:
+    """The number (``Serials``) of the function the outermost transformation on the stack
+    was applied to (its ``fun``: the user's jitted function under ``jax.grad(jax.jit(f))``),
+    ``0`` when none is found. The function is not held: its number tells a function
+    re-created per call from the same one, whose forward and backward programs are
+    compiled apart."""
+    try:
+        codes = _transformation_codes
+        if codes is None:
+            transformations_on_stack()  # reads the codes once
+            codes = _transformation_codes
+        if not codes:
+            return 0
+        # The outermost one: the transformation the user applied, whose forward and
+        # backward programs are both compiled inside its one call (the transformations
+        # JAX applies inside it wrap the function anew for each program).
+        outermost: Any = None
+        frame: Any = sys._getframe(1)
+        for _ in range(_STACK_LIMIT):
+            if frame is None:
+                break
+            if (frame.f_code in codes or frame.f_code in _grad_wrappers) \
+                    and frame.f_locals.get("fun") is not None:
+                outermost = frame
+            frame = frame.f_back
+        return SERIALS.of(outermost.f_locals["fun"]) if outermost is not None else 0
+    except Exception:  # a frame that cannot be read: no number
+        return 0
 
 
 def transformations_on_stack() -> str:

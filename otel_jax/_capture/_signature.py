@@ -227,9 +227,9 @@ class Signature:
     transformation: str = ""
     # ``jax.clear_caches()`` calls seen before this compile (-1: not watched)
     cache_clears: int = -1
-    # transformed only: the number (``Serials``) of the traced program JAX compiled: JAX
-    # caches a transformed program's executable by that object, traced once per function
-    # object and argument types; another one with all else equal is a new trace
+    # transformed only: the number (``Serials``) of the function the transformation was
+    # applied to (``jax.grad(jitted)``'s ``jitted``): JAX traces it once per function
+    # object and argument types; another one with all else equal is a new function
     program_serial: int = 0
 
     @property

@@ -131,15 +131,12 @@ def diff(old: Signature, new: Signature) -> Diff:
     if (not out and old.program_serial and new.program_serial
             and old.program_serial != new.program_serial
             and old.cache_clears == new.cache_clears):  # a seen clear is said as one
-        # All else equal, another traced program: JAX traces a jitted function once per
-        # function object and argument types, and caches the transformed program's
-        # executable by that trace. A new one is a new function object (re-created in a
-        # loop or a factory) or a trace JAX dropped; JAX's own explainer says "never seen
-        # function" there.
-        add(Change("<function>", CauseKind.FUNCTION_IDENTITY, "earlier trace of the function",
-                   "new trace of the same source: the jitted function was re-created (a "
-                   "jax.jit(f) or a function defined anew each call), or JAX dropped its "
-                   "trace", Detail.NEW_FUNCTION))
+        # All else equal, the transformation was applied to another function object: JAX
+        # traces a jitted function once per object and argument types (JAX's explainer says
+        # "never seen function" there).
+        add(Change("<function>", CauseKind.FUNCTION_IDENTITY, "earlier function object",
+                   "new function object, same source, under the same transformation",
+                   Detail.NEW_FUNCTION))
     merged = drop_implied(merge_gone_and_back(merge_traced_and_static(out)))
     return Diff(tuple(merged), total - (len(out) - len(merged)))
 
