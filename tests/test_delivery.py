@@ -293,7 +293,7 @@ def compile_inside():
         budget["n"] += 1
         try:
             inside_fn(jnp.ones(100 + budget["n"]))
-        except RecursionError:  # JAX refuses a call landing in its own dispatch of it
+        except Exception:  # JAX cannot take a call landing inside its own dispatch
             pass
 
 how = sys.argv[1]

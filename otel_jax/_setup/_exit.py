@@ -38,7 +38,11 @@ def flush_in_forked_children(flush: Callable[[], None]) -> None:
     if _registered:
         return
     try:
+        # Imported now, at install(): nothing may be imported at a child's exit (the SDK's
+        # modules start thread pools as they load, refused there from Python 3.12).
         from multiprocessing import util
+
+        from .._emit import _export  # noqa: F401
 
         util.register_after_fork(_TOKEN, _in_child)
         _registered = True
@@ -70,7 +74,7 @@ def _at_child_exit() -> None:
 def flush_providers(*providers: Any, seconds: float = CHILD_EXPORT_S) -> None:
     """``force_flush`` each provider, side by side, within ``seconds`` in all: what their
     batch processors and readers hold is exported before the process ends."""
-    from .._emit import _export
+    from .._emit import _export  # imported at install(): see flush_in_forked_children
 
     calls = [(f, (max(1, int(seconds * 1000)),)) for f in
              (getattr(p, "force_flush", None) for p in providers if p is not None)
