@@ -137,6 +137,16 @@ def diff(old: Signature, new: Signature) -> Diff:
         add(Change("<function>", CauseKind.FUNCTION_IDENTITY, "earlier function object",
                    "new function object, same source, under the same transformation",
                    Detail.NEW_FUNCTION))
+    elif (not out and old.program_serial and old.program_serial == new.program_serial
+            and old.cache_clears == new.cache_clears):
+        # All else equal, the same function under the same transformation: JAX compiles
+        # each program it derives from one trace apart (grad's forward and backward pass),
+        # and compiles none of them twice.
+        add(Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY,
+                   f"transformed program ({old.program})",
+                   f"another transformed program of the same function ({new.program}): "
+                   "grad's forward and backward passes and each vmap are programs of their "
+                   "own", Detail.OTHER_PROGRAM))
     merged = drop_implied(merge_gone_and_back(merge_traced_and_static(out)))
     return Diff(tuple(merged), total - (len(out) - len(merged)))
 
