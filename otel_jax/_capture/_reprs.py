@@ -13,6 +13,7 @@ import threading
 import time
 import types
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 from .._core import _scrub
@@ -60,14 +61,29 @@ def static_fields(value: Any) -> tuple[tuple[str, str], ...]:
     its type only.
     """
     out: list[tuple[str, str]] = []
+    try:
+        for path, fname, v, shown in _leaf_fields(value):
+            out.append((path, one_line_repr(v, _FIELD_REPR, name=fname) if shown
+                        else f"<{type_name(v)}>"))
+    except Exception:  # a value whose fields cannot be read: diffed whole
+        return ()
+    return tuple(out)
 
-    def visit(obj: Any, prefix: str, depth: int) -> None:
+
+def _leaf_fields(value: Any) -> Iterator[tuple[str, str, Any, bool]]:
+    """``(path, name, value, shown in the type's repr)`` of each field of a dataclass-like
+    value that is not itself one, nested ones dotted: at most ``MAX_FIELDS`` of them,
+    ``_FIELD_DEPTH`` levels deep. A field that cannot be read is left out."""
+    count = 0
+
+    def visit(obj: Any, prefix: str, depth: int) -> Iterator[tuple[str, str, Any, bool]]:
+        nonlocal count
         names = field_names(obj)
         if names is None:
             return
         by_index = isinstance(obj, tuple)
         for i, (fname, shown) in enumerate(names):
-            if len(out) >= MAX_FIELDS:
+            if count >= MAX_FIELDS:
                 return
             try:
                 v = obj[i] if by_index else getattr(obj, fname)
@@ -75,17 +91,12 @@ def static_fields(value: Any) -> tuple[tuple[str, str], ...]:
                 continue
             path = f"{prefix}{fname}"
             if depth < _FIELD_DEPTH and field_names(v):
-                visit(v, path + ".", depth + 1)
-            elif shown:
-                out.append((path, one_line_repr(v, _FIELD_REPR, name=fname)))
+                yield from visit(v, path + ".", depth + 1)
             else:
-                out.append((path, f"<{type_name(v)}>"))
+                count += 1
+                yield path, fname, v, shown
 
-    try:
-        visit(value, "", 1)
-    except Exception:  # a value whose fields cannot be read: diffed whole
-        return ()
-    return tuple(out)
+    yield from visit(value, "", 1)
 
 
 def identity_fields(value: Any, number: Any) -> tuple[tuple[str, int, str, str], ...]:
@@ -96,28 +107,11 @@ def identity_fields(value: Any, number: Any) -> tuple[tuple[str, int, str, str],
     when one of these is another object; ``number`` (``SERIALS.of``) tells them apart
     after both are gone, ``site`` names a function's definition (``""`` otherwise)."""
     out: list[tuple[str, int, str, str]] = []
-
-    def visit(obj: Any, prefix: str, depth: int) -> None:
-        names = field_names(obj)
-        if names is None:
-            return
-        by_index = isinstance(obj, tuple)
-        for i, (fname, _) in enumerate(names):
-            if i >= MAX_FIELDS:
-                return
-            try:
-                v = obj[i] if by_index else getattr(obj, fname)
-            except Exception:
-                continue
-            path = f"{prefix}{fname}"
-            if depth < _FIELD_DEPTH and field_names(v):
-                visit(v, path + ".", depth + 1)
-            elif getattr(type(v), "__hash__", None) is object.__hash__ and not isinstance(
+    try:
+        for path, _, v, _ in _leaf_fields(value):
+            if getattr(type(v), "__hash__", None) is object.__hash__ and not isinstance(
                     v, type):
                 out.append((path, number(v) or id(v), _site(v), type_name(v)))
-
-    try:
-        visit(value, "", 1)
     except Exception:  # fields that cannot be read: compared whole
         return ()
     return tuple(out)
