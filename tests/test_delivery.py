@@ -268,7 +268,7 @@ def test_exit_is_bounded(case):
 # --- compiles inside otel_jax's own work --------------------------------------------------------
 
 REENTRANT = """
-import collections, gc, logging, random, signal, sys, threading
+import collections, gc, logging, os, random, signal, sys, threading
 import jax, jax.numpy as jnp
 from jax._src import monitoring
 from opentelemetry.sdk.trace import TracerProvider
@@ -285,10 +285,18 @@ monitoring.register_event_duration_secs_listener(listener)
 def inside_fn(x):
     return x * 3
 
+OURS = os.path.dirname(otel_jax.__file__) + os.sep
+
+def in_otel_jax(frame):
+    # JAX itself cannot take a jit call from a signal handler that lands while it builds
+    # a jit wrapper (it waits forever on its own cache's lock, with or without otel_jax, on
+    # every supported JAX): the handler compiles only where it interrupted otel_jax.
+    return frame is not None and frame.f_code.co_filename.startswith(OURS)
+
 budget = {"n": 0}
 def compile_inside():
-    # Called where the user's code runs: a signal handler may land inside a trace of
-    # JAX's (then this call is traced, not compiled), or inside otel_jax's own work.
+    # Called where the user's code runs: inside a trace of JAX's (then this call is
+    # traced, not compiled), or inside otel_jax's own work.
     if budget["n"] < 25:
         budget["n"] += 1
         try:
@@ -315,24 +323,39 @@ otel_jax.install(tracer_provider=provider, log_output=open(sys.argv[3], "a", buf
 
 if how == "signal":
     def handler(signum, frame):
-        compile_inside()
+        if in_otel_jax(frame):
+            compile_inside()
         signal.setitimer(signal.ITIMER_REAL, random.uniform(0.0002, 0.004))
     signal.signal(signal.SIGALRM, handler)
     signal.setitimer(signal.ITIMER_REAL, 0.001)
-if how == "locks":
-    # The signal lands while otel_jax holds its locks, on the compiling thread: each
-    # acquisition of these raises it (at most the handler's budget), so the handler runs
-    # inside the locked block, at the next instruction.
+if how in ("locks", "finalizer"):
+    # Interrupted while otel_jax holds its locks, on the compiling thread: each acquisition
+    # of these raises the signal (or runs the collector, whose finalizers compile), so the
+    # handler or finalizer runs inside the locked block, at the next instruction.
     from otel_jax._pipeline._engine import ENGINE
     from otel_jax._core import _failopen
 
-    class Signalling:
+    if how == "locks":
+        signal.signal(signal.SIGUSR1, lambda signum, frame: compile_inside())
+        interrupt = lambda: signal.raise_signal(signal.SIGUSR1)
+    else:
+        class Compiles:
+            def __init__(self):
+                self.me = self  # a cycle: freed by the collector, wherever it runs
+            def __del__(self):
+                compile_inside()
+        gc.disable()  # the collector runs where otel_jax holds its locks, and only there
+        def interrupt():
+            gc.collect()
+            Compiles()  # garbage for the next collection
+
+    class Interrupting:
         def __init__(self, lock):
             self._lock = lock
         def __enter__(self):
             self._lock.acquire()
             if threading.current_thread() is threading.main_thread():
-                signal.raise_signal(signal.SIGUSR1)
+                interrupt()
             return self
         def __exit__(self, *exc):
             self._lock.release()
@@ -341,27 +364,18 @@ if how == "locks":
         def release(self):
             self._lock.release()
 
-    signal.signal(signal.SIGUSR1, lambda signum, frame: compile_inside())
-    ENGINE.history._lock = Signalling(ENGINE.history._lock)
-    ENGINE.policy._lock = Signalling(ENGINE.policy._lock)
-    ENGINE.failopen._lock = Signalling(ENGINE.failopen._lock)
-    _failopen._ONCE._lock = Signalling(_failopen._ONCE._lock)
-if how == "finalizer":
-    class Compiles:
-        def __init__(self):
-            self.me = self  # a cycle: freed by the collector, wherever it runs
-        def __del__(self):
-            compile_inside()
-    gc.set_threshold(50, 1, 1)
+    if how == "finalizer":
+        Compiles()
+    ENGINE.history._lock = Interrupting(ENGINE.history._lock)
+    ENGINE.policy._lock = Interrupting(ENGINE.policy._lock)
+    ENGINE.failopen._lock = Interrupting(ENGINE.failopen._lock)
+    _failopen._ONCE._lock = Interrupting(_failopen._ONCE._lock)
 
 @jax.jit
 def step_fn(x):
     return x + 1
 
 for n in range(1, 61):
-    if how == "finalizer":
-        for _ in range(20):
-            Compiles()
     step_fn(jnp.ones(n)).block_until_ready()
 if how == "signal":
     signal.setitimer(signal.ITIMER_REAL, 0)
