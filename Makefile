@@ -1,11 +1,11 @@
 # Two commands do all set-up on a fresh machine:
 #   make demo   - install into .venv and run the training demo (no collector needed)
-#   make test   - install everything the tests need and run the suites: the whole suite
-#                 on the machine's default Python (the newest JAX pip gives it), the whole
-#                 suite on the newest Python >= 3.12 here with the newest JAX (JAX 0.11
-#                 and later need 3.12), and the library's tests on the oldest supported JAX
-#                 (all always run; a summary line per suite, with its Python and JAX, ends
-#                 the output)
+#   make test   - install everything the tests need and run the suites, side by side: the
+#                 whole suite on the machine's default Python (the newest JAX pip gives it),
+#                 the whole suite on the newest Python >= 3.12 here with the newest JAX
+#                 (JAX 0.11 and later need 3.12), and the library's tests on the oldest
+#                 supported JAX (all always run; a summary line per suite, with its Python
+#                 and JAX, ends the output)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -71,39 +71,12 @@ tools:
 browser:
 	@scripts/ensure-chromium
 
-# "Python X, jax Y" of the venv $(1), read from its interpreter.
-versions = $$($(1)/bin/python -c 'import importlib.metadata as m, platform; \
-	print("Python", platform.python_version() + ", jax", m.version("jax"))' 2>/dev/null \
-	|| echo "versions unreadable")
-
-# Every suite runs even when another fails; one line per suite says how each went and on
-# which Python and JAX, and the exit status is non-zero when any failed. Where no Python
-# >= LATEST_PYTHON_MIN exists, the newest-JAX suite is skipped (one line says so), not failed.
+# The suites run side by side (scripts/suites says why), each to its end even when another
+# fails; one line per suite says how each went, on which Python and JAX, and the exit status
+# is non-zero when any failed. Where no Python >= LATEST_PYTHON_MIN exists, the newest-JAX
+# suite is skipped (one line says so), not failed.
 test: tools browser $(VENV)/.installed $(OLDEST_VENV)/.installed
-	@lint=0; default=0; latest=0; oldest=0; py="$(LATEST_PYTHON)"; \
-	$(MAKE) --no-print-directory lint || lint=$$?; \
-	$(MAKE) --no-print-directory test-default || default=$$?; \
-	if [ -n "$$py" ]; then $(MAKE) --no-print-directory test-latest LATEST_PYTHON="$$py" \
-		|| latest=$$?; \
-	else latest=skipped; echo "make test: no Python >= $(LATEST_PYTHON_MIN) on this machine" \
-		"(PATH, pyenv): the newest-JAX suite is skipped"; fi; \
-	$(MAKE) --no-print-directory test-oldest || oldest=$$?; \
-	echo; \
-	if [ $$lint -eq 0 ]; then echo "make test: lint and type check passed"; \
-	else echo "make test: lint or type check FAILED (exit $$lint)"; fi; \
-	suite="default-Python suite ($(call versions,$(VENV)))"; \
-	if [ $$default -eq 0 ]; then echo "make test: $$suite passed"; \
-	else echo "make test: $$suite FAILED (exit $$default)"; fi; \
-	if [ "$$latest" = skipped ]; then \
-		echo "make test: newest-JAX suite skipped (no Python >= $(LATEST_PYTHON_MIN) here)"; \
-		latest=0; \
-	else suite="newest-JAX suite ($(call versions,$(LATEST_VENV)))"; \
-		if [ $$latest -eq 0 ]; then echo "make test: $$suite passed"; \
-		else echo "make test: $$suite FAILED (exit $$latest)"; fi; fi; \
-	suite="oldest-JAX suite ($(call versions,$(OLDEST_VENV)))"; \
-	if [ $$oldest -eq 0 ]; then echo "make test: $$suite passed"; \
-	else echo "make test: $$suite FAILED (exit $$oldest)"; fi; \
-	[ $$lint -eq 0 ] && [ $$default -eq 0 ] && [ $$latest -eq 0 ] && [ $$oldest -eq 0 ]
+	@scripts/suites "$(LATEST_PYTHON)" $(LATEST_PYTHON_MIN)
 
 # ruff over the package, mypy over it (strict on the public API: pyproject.toml).
 lint: $(VENV)/.installed
@@ -112,7 +85,7 @@ lint: $(VENV)/.installed
 
 # The whole suite on the machine's default Python.
 test-default: $(VENV)/.installed
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -o cache_dir=.pytest_cache/default
 
 LIBRARY_TESTS := tests/test_causes.py tests/test_core.py tests/test_testing_kit.py \
 	tests/test_transforms.py tests/test_wrappers.py tests/test_explanations.py \
@@ -129,7 +102,7 @@ LIBRARY_TESTS := tests/test_causes.py tests/test_core.py tests/test_testing_kit.
 # The library's own behaviour on the oldest supported JAX (the integration
 # tests exercise exporters and servers, which do not depend on the JAX version).
 test-oldest: $(OLDEST_VENV)/.installed
-	$(OLDEST_VENV)/bin/python -m pytest -q $(LIBRARY_TESTS)
+	$(OLDEST_VENV)/bin/python -m pytest -q -o cache_dir=.pytest_cache/oldest $(LIBRARY_TESTS)
 
 # The whole suite on the newest Python and JAX but for these files, which run on the default
 # Python only: they test the servers' build, the deploy stack (promtool and Prometheus on
@@ -140,7 +113,8 @@ test-oldest: $(OLDEST_VENV)/.installed
 VERSION_FREE_TESTS := tests/test_deploy.py tests/test_deploy_multiprocess.py \
 	tests/test_ensure_tools.py tests/test_report.py tests/test_report_hostile.py
 test-latest: $(LATEST_VENV)/.installed
-	$(LATEST_VENV)/bin/python -m pytest -q $(addprefix --ignore=,$(VERSION_FREE_TESTS))
+	$(LATEST_VENV)/bin/python -m pytest -q -o cache_dir=.pytest_cache/newest \
+		$(addprefix --ignore=,$(VERSION_FREE_TESTS))
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/overhead.py
