@@ -346,8 +346,9 @@ if how in ("locks", "finalizer"):
                 compile_inside()
         gc.disable()  # the collector runs where otel_jax holds its locks, and only there
         def interrupt():
-            gc.collect()
-            Compiles()  # garbage for the next collection
+            if budget["n"] < 25:
+                gc.collect(0)  # the young generation: where the garbage made below is
+                Compiles()  # garbage for the next collection
 
     class Interrupting:
         def __init__(self, lock):
