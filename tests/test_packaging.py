@@ -236,7 +236,7 @@ def test_the_report_flows_one_way_reading_aggregating_rendering_then_the_command
     report = {n: {d for d in deps if d.startswith("otel_jax.")}
               for n, deps in graph.items() if n.startswith("otel_jax._report.")}
     layers = [("_read",), ("_bounded",), ("_aggregate",), ("_page_data",), ("_text",),
-              ("_html",), ("_cli",), ("__main__",)]
+              ("_html_style",), ("_html_charts",), ("_html",), ("_cli",), ("__main__",)]
     rank = {f"otel_jax._report.{m}": i for i, names in enumerate(layers) for m in names}
     assert set(report) == set(rank)
     for name, deps in report.items():
@@ -252,7 +252,8 @@ def test_the_report_flows_one_way_reading_aggregating_rendering_then_the_command
     # the reading and aggregating layers render nothing
     for name in ("_read", "_bounded", "_aggregate", "_page_data"):
         assert not report[f"otel_jax._report.{name}"] & {
-            "otel_jax._report._text", "otel_jax._report._html", "otel_jax._report._cli"}
+            "otel_jax._report._text", "otel_jax._report._html_style",
+            "otel_jax._report._html_charts", "otel_jax._report._html", "otel_jax._report._cli"}
 
 
 def test_the_core_depends_on_itself_and_the_standard_library_only():

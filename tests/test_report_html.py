@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from otel_jax import _report
-from otel_jax._report import _html, _page_data
+from otel_jax._report import _html_style, _page_data
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Screenshots and pages kept for a person to look at (gitignored).
@@ -175,7 +175,7 @@ def test_detail_is_kept_for_the_longest_compiles_and_the_page_stays_bounded(
     lines = []
     big_diff = [{"path": f"p{i}" * 40, "kind": "shape", "before": "b" * 500, "after": "a" * 500}
                 for i in range(50)]
-    kinds = sorted(_html._COLOURS) + [f"kind{k}" for k in range(30)]
+    kinds = sorted(_html_style._COLOURS) + [f"kind{k}" for k in range(30)]
     for i in range(20_000):
         name = f"fn{i % 3000}_" + "n" * 180
         lines.append(event(name, 2 + i // 3000, 0.001 * (i % 997), 1 + i * 1e-3,
@@ -202,7 +202,7 @@ def test_import_otel_jax_does_not_import_matplotlib() -> None:
 def test_every_cause_kind_has_a_colour() -> None:
     from otel_jax._core._vocab import CAUSE_KINDS
 
-    assert set(CAUSE_KINDS) <= set(_html._COLOURS)
+    assert set(CAUSE_KINDS) <= set(_html_style._COLOURS)
 
 
 def test_timestamps() -> None:

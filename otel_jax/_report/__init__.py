@@ -19,7 +19,8 @@ Usage::
 Data flows one way, one concern to a module: :mod:`._read` reads the lines,
 :mod:`._aggregate` (with the estimators of :mod:`._bounded`) sums them up per function,
 :mod:`._text` renders the table, Markdown and JSON, :mod:`._page_data` and :mod:`._html` the
-HTML page, and :mod:`._cli` (the ``otel-jax`` command, :func:`main`) sits on top.
+HTML page (its look in :mod:`._html_style`, its matplotlib charts in :mod:`._html_charts`),
+and :mod:`._cli` (the ``otel-jax`` command, :func:`main`) sits on top.
 
 Design constraints, and how they are met:
 

@@ -7,28 +7,29 @@ lets no script run but its own one (by hash) and loads nothing from anywhere.  C
 drawn by matplotlib (the extra ``otel_jax[report]``) as SVG images inlined as ``data:``
 URIs, so nothing a chart contains can run either; without matplotlib the page says so and
 keeps every table.  matplotlib is imported only when a page is rendered.
+
+This module writes the sections from the data; the stylesheet, the script with its policy
+and the cause colours are in :mod:`._html_style`, the matplotlib charts in
+:mod:`._html_charts`.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import html
-import io
 import math
-import os
 from typing import Any
 
-from .._core._vocab import CauseKind, RowKind
+from .._core._vocab import RowKind
 from ._aggregate import _Row
+from ._html_charts import _steps_chart, _timeline_chart
+from ._html_style import _CSS, _FIRST, _JS, _colour, _csp, _location
 from ._page_data import HtmlReport
 from ._text import printable
 
 __all__ = ["render_html"]
 
-#: Functions listed in the table and on the timeline's lanes.
+#: Functions listed in the table.
 MAX_TABLE_ROWS = 250
-MAX_LANES = 24
 #: Ranks side by side in the rank table.
 MAX_RANK_COLUMNS = 64
 #: What the page lists at most: causes per function row, and call-site tree entries.
@@ -52,114 +53,8 @@ def _s(x: float | None) -> str:
     return f"{x:.3f}"
 
 
-#: One colour per cause kind (matplotlib's tab10/tab20, so the page and the charts agree).
-_COLOURS = {k.value: colour for k, colour in (
-    (CauseKind.FIRST_COMPILE, "#9aa5b1"), (CauseKind.SHAPE, "#1f77b4"),
-    (CauseKind.DTYPE, "#ff7f0e"), (CauseKind.WEAK_TYPE, "#2ca02c"),
-    (CauseKind.PYTREE_STRUCTURE, "#9467bd"), (CauseKind.STATIC_ARGUMENT, "#8c564b"),
-    (CauseKind.FUNCTION_IDENTITY, "#e377c2"), (CauseKind.TRACING_CONTEXT, "#bcbd22"),
-    (CauseKind.SHARDING, "#17becf"), (CauseKind.DEVICE_PLACEMENT, "#aec7e8"),
-    (CauseKind.JIT_OPTIONS, "#ffbb78"), (CauseKind.UNKNOWN, "#7f7f7f"),
-)}
-_AFTER_WARMUP = "#d62728"
-_FIRST = CauseKind.FIRST_COMPILE.value
-
-
-def _colour(kind: str) -> str:
-    return _COLOURS.get(kind, "#c49c94")
-
-
 def _chip(kind: str) -> str:
     return (f'<span class="chip" style="--c:{_colour(kind)}">{_e(kind)}</span>')
-
-
-_CSS = """
-:root{--fg:#1f2933;--muted:#616e7c;--line:#e4e7eb;--bg:#f5f7fa;--card:#fff;--accent:#2f6fde;
---warn:#d62728}
-*{box-sizing:border-box}
-body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;
-color:var(--fg);background:var(--bg)}
-header{background:#1f2933;color:#fff;padding:18px 32px}
-header h1{margin:0;font-size:20px;font-weight:600}
-header .src{color:#cbd2d9;font-size:12px;margin-top:4px;word-break:break-all}
-nav{position:sticky;top:0;z-index:2;background:#fff;border-bottom:1px solid var(--line);
-padding:8px 32px;font-size:13px}
-nav a{margin-right:16px;color:var(--accent);text-decoration:none}
-main{padding:20px 32px 60px;max-width:1400px}
-section{background:var(--card);border:1px solid var(--line);border-radius:8px;
-padding:16px 20px;margin:0 0 20px}
-h2{font-size:16px;margin:0 0 12px}
-h3{font-size:14px;margin:16px 0 8px}
-.cards{display:flex;flex-wrap:wrap;gap:12px}
-.card{flex:1 1 150px;border:1px solid var(--line);border-radius:8px;padding:10px 14px}
-.card .v{font-size:24px;font-weight:600}
-.card .k{color:var(--muted);font-size:12px}
-.card.warn .v{color:var(--warn)}
-table{border-collapse:collapse;width:100%;font-size:13px}
-th,td{text-align:left;padding:5px 8px;border-bottom:1px solid var(--line);vertical-align:top}
-th{background:#f0f4f8;font-weight:600;white-space:nowrap}
-th.sort{cursor:pointer}
-th.sort:after{content:" \\2195";color:#9aa5b1}
-td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
-code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px;
-overflow-wrap:anywhere}
-td.mono{white-space:nowrap}
-.scroll{overflow-x:auto}
-#functions-table td:first-child{max-width:320px}
-.cause{margin:0 0 3px}
-.muted{color:var(--muted)}
-.chip{display:inline-block;padding:0 7px;border-radius:10px;font-size:12px;
-background:color-mix(in srgb,var(--c) 22%,white);border:1px solid var(--c);white-space:nowrap}
-.aw{display:inline-block;padding:0 6px;border-radius:10px;font-size:12px;color:#fff;
-background:var(--warn)}
-.storm{display:inline-block;padding:0 6px;border-radius:10px;font-size:12px;color:#fff;
-background:#7b1fa2}
-details.compile{border:1px solid var(--line);border-radius:6px;margin:6px 0;padding:0 10px}
-details.compile[open]{padding-bottom:10px}
-details.compile>summary{cursor:pointer;padding:7px 0}
-details.compile.after{border-left:4px solid var(--warn)}
-table.kv th{width:170px;background:none;color:var(--muted);font-weight:500}
-table.diff td.before{background:#fff1f0}
-table.diff td.after{background:#f0fff4}
-.chart{max-width:100%;height:auto;display:block}
-.note{background:#fffbea;border:1px solid #f0d264;border-radius:6px;padding:8px 12px}
-ul.tree{list-style:none;padding-left:18px;margin:4px 0}
-ul.tree>li{margin:2px 0}
-.tree .fig{color:var(--muted);font-size:12px;margin-left:6px}
-tr.diverge td{background:#fff1f0}
-td.odd{background:#fff1f0;font-weight:600}
-.legend span{margin-right:10px}
-"""
-
-#: The page's one script: sortable tables.  Its hash is in the Content Security Policy,
-#: so no other script (an escaping mistake, an injected handler) could run.
-_JS = """
-document.querySelectorAll("table.sortable").forEach(function (table) {
-  var heads = table.tHead.rows[0].cells;
-  Array.prototype.forEach.call(heads, function (th, col) {
-    th.classList.add("sort");
-    th.addEventListener("click", function () {
-      var body = table.tBodies[0];
-      var rows = Array.prototype.slice.call(body.rows);
-      var down = th.getAttribute("data-dir") !== "desc";
-      th.setAttribute("data-dir", down ? "desc" : "asc");
-      rows.sort(function (a, b) {
-        var x = a.cells[col].getAttribute("data-v"), y = b.cells[col].getAttribute("data-v");
-        var r = (x !== null && y !== null) ? parseFloat(x) - parseFloat(y)
-          : a.cells[col].textContent.localeCompare(b.cells[col].textContent);
-        return down ? -r : r;
-      });
-      rows.forEach(function (r) { body.appendChild(r); });
-    });
-  });
-});
-"""
-
-
-def _csp() -> str:
-    digest = base64.b64encode(hashlib.sha256(_JS.encode()).digest()).decode()
-    return ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
-            f"script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'")
 
 
 def _num(value: float | int | None, text: str | None = None) -> str:
@@ -170,13 +65,6 @@ def _num(value: float | int | None, text: str | None = None) -> str:
 
 def _row_id(index: int) -> str:
     return f"fn-{index}"
-
-
-def _location(file: str | None, line: int | None) -> str:
-    if not file:
-        return ""
-    base = os.path.basename(file) or file
-    return f"{base}:{line}" if line is not None else base
 
 
 def render_html(report: HtmlReport, rows: list[dict[str, Any]],
@@ -309,115 +197,6 @@ def _timeline(add: Any, report: HtmlReport, rows: list[dict[str, Any]],
     add("</p></section>")
 
 
-def _timeline_chart(report: HtmlReport,
-                    items: list[tuple[float, int, float, _Row, str, bool, int | None]],
-                    row_index: Any, rows: list[dict[str, Any]]) -> str:
-    import matplotlib
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-
-    t0 = report.first_start or 0.0
-    span = max((report.last_end or t0) - t0, 1e-3)
-    # one lane per function (per function and rank for several ranks' logs), the
-    # functions in the table's order; the rest share one lane
-    per_rank = len(report.ranks) > 1
-    row_names = [r["function"] for r in rows[:MAX_LANES]]
-
-    def key_of(row: _Row, rank: int | None) -> tuple[int, int] | None:
-        i = row_index(row)
-        if i is None or i >= MAX_LANES:
-            return None
-        return (int(i), rank if per_rank and rank is not None else -1)
-
-    keys = sorted({k for it in items if (k := key_of(it[3], it[6])) is not None})
-    keys = keys[:MAX_LANES]
-    lane_index = {k: n for n, k in enumerate(keys)}
-    lanes: list[str] = []
-    for i, rank in keys:  # a name two rows share gets its location
-        r = rows[i]
-        where = _location(r["file"], r["line"])
-        label = (f"{r['function']} ({where})" if row_names.count(r["function"]) > 1 and where
-                 else r["function"])
-        lanes.append(label + (f" · rank {rank}" if rank >= 0 else ""))
-    other_lane = None
-
-    def lane(key: tuple[int, int] | None) -> int:
-        nonlocal other_lane
-        n = lane_index.get(key) if key is not None else None
-        if n is not None:
-            return n
-        if other_lane is None:
-            lanes.append("(other functions)")
-            other_lane = len(lanes) - 1
-        return other_lane
-
-    lane_of = {id(it): lane(key_of(it[3], it[6])) for it in items}
-    rc: dict[str, Any] = {"svg.fonttype": "none", "svg.hashsalt": "otel_jax", "font.size": 9}
-    if "text.parse_math" in matplotlib.rcParams:
-        rc["text.parse_math"] = False
-    with matplotlib.rc_context(rc):  # type: ignore[arg-type]
-        height = 1.2 + 0.32 * len(lanes)
-        fig = Figure(figsize=(13, max(2.4, height)), dpi=100)
-        ax = fig.subplots()
-        min_w = span * 0.0025
-        per_lane: dict[int, tuple[list[tuple[float, float]], list[str], list[str]]] = {}
-        for it in items:
-            secs, _, start, _, kind, after, _ = it
-            bars, cs, es = per_lane.setdefault(lane_of[id(it)], ([], [], []))
-            bars.append((start - t0, max(secs, min_w)))
-            cs.append(_colour(kind))
-            es.append(_AFTER_WARMUP if after and kind != _FIRST else "none")
-        for y, (bars, cs, es) in per_lane.items():  # one collection per lane: small, fast
-            ax.broken_barh(bars, (y - 0.31, 0.62), facecolors=cs, edgecolors=es,
-                           linewidth=1.4)
-        storms = [s for s in report.storms if s["time"] is not None]
-        if storms:
-            sx = [float(s["time"]) - t0 for s in storms]
-            by_name = {r["function"]: i for i, r in reversed(list(enumerate(rows[:MAX_LANES])))}
-            by_place = {(r["function"], r["file"], r["line"]): i
-                        for i, r in enumerate(rows[:MAX_LANES])}
-            sy = []
-            for st in storms:
-                si = by_place.get((st["function"], st["file"], st["line"]),
-                                  by_name.get(st["function"]))
-                srank = int(st["rank"]) if per_rank and st["rank"] is not None else -1
-                n = lane_index.get((si, srank)) if si is not None else None
-                if n is None and si is not None:  # the storm's rank drew no compile
-                    n = next((m for (j, _), m in lane_index.items() if j == si), None)
-                sy.append(n if n is not None else lane(None))
-            ax.scatter(sx, [y - 0.42 for y in sy], marker="v", s=46, color="#7b1fa2",
-                       zorder=3)
-        ax.set_yticks(range(len(lanes)))
-        ax.set_yticklabels([_clip(printable(n), 42) for n in lanes])
-        ax.invert_yaxis()
-        ax.set_xlim(-span * 0.01, span * 1.01)
-        ax.set_xlabel("seconds since the first compile started")
-        ax.grid(axis="x", color="#e4e7eb")
-        ax.set_axisbelow(True)
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
-        kinds = sorted({it[4] for it in items}, key=lambda k: (k != _FIRST, k))
-        handles: list[Any] = [Patch(color=_colour(k), label=k) for k in kinds]
-        if any(it[5] and it[4] != _FIRST for it in items):
-            handles.append(Patch(facecolor="white", edgecolor=_AFTER_WARMUP, linewidth=1.4,
-                                 label="after warm-up"))
-        if storms:
-            handles.append(Line2D([], [], marker="v", color="#7b1fa2", linestyle="none",
-                                  label="recompile storm"))
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0),
-                  frameon=False, fontsize=8)
-        # margins set from the longest label and the legend: tight_layout would draw the
-        # whole figure once more
-        label_pt = 9 * 0.6 * max(len(_clip(printable(n), 42)) for n in lanes) + 16
-        fig_h = max(2.4, height)
-        fig.subplots_adjust(left=min(0.4, label_pt / (13 * 72)), right=0.85,
-                            bottom=0.5 / fig_h, top=1 - 0.12 / fig_h)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode()
-
-
 def _steps(add: Any, report: HtmlReport, rows: list[dict[str, Any]], row_index: Any) -> None:
     """Step durations over time with the compiles under them, then the per-step table;
     nothing without ``jax.step`` lines."""
@@ -465,82 +244,6 @@ def _steps(add: Any, report: HtmlReport, rows: list[dict[str, Any]], row_index: 
                 + f"<td class=\"mono\">{_e(c['timestamp'] or '')}</td></tr>")
         add("</tbody></table>")
     add("</section>")
-
-
-def _steps_chart(report: HtmlReport, compiled: list[tuple[float, float, str, float]],
-                 sampled: list[tuple[float, float, str, float]], rows: list[dict[str, Any]],
-                 row_index: Any) -> str:
-    import matplotlib
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
-
-    items = sorted(report.timeline, key=lambda t: t[2])
-    starts = [c[0] for c in compiled] + [c[0] for c in sampled] + [it[2] for it in items]
-    t0 = min(starts)
-    ends = ([c[0] + c[1] for c in compiled] + [c[0] + c[1] for c in sampled]
-            + [it[2] + it[0] for it in items])
-    span = max(max(ends) - t0, 1e-3)
-    lanes: list[str] = []
-    lane_of: dict[int, int] = {}
-    for it in items:
-        i = row_index(it[3])
-        key = i if i is not None and i < 8 else -1
-        if key not in lane_of:
-            lane_of[key] = len(lanes)
-            lanes.append(rows[key]["function"] if key >= 0 else "(other functions)")
-    rc: dict[str, Any] = {"svg.fonttype": "none", "svg.hashsalt": "otel_jax", "font.size": 9}
-    if "text.parse_math" in matplotlib.rcParams:
-        rc["text.parse_math"] = False
-    with matplotlib.rc_context(rc):  # type: ignore[arg-type]
-        lane_h = 0.3 * max(1, len(lanes))
-        fig = Figure(figsize=(13, 3.2 + lane_h), dpi=100)
-        top, bottom = fig.subplots(2, 1, sharex=True,
-                                   gridspec_kw={"height_ratios": [3.2, 0.6 + lane_h]})
-        for points, colour, width in ((sampled, "#7b8794", 1.2), (compiled, _AFTER_WARMUP, 2.4)):
-            if points:
-                top.hlines([p[1] for p in points], [p[0] - t0 for p in points],
-                           [p[0] + p[1] - t0 for p in points], colors=colour, linewidth=width)
-                top.scatter([p[0] + p[1] - t0 for p in points], [p[1] for p in points],
-                            s=10 if colour != _AFTER_WARMUP else 22, color=colour, zorder=3)
-        top.set_ylabel("step seconds")
-        top.set_ylim(bottom=0)
-        top.legend(handles=[Patch(color=_AFTER_WARMUP, label="step that compiled"),
-                            Patch(color="#7b8794", label="step (sampled)")],
-                   loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
-        per_lane: dict[int, tuple[list[tuple[float, float]], list[str]]] = {}
-        min_w = span * 0.002
-        for it in items:
-            i = row_index(it[3])
-            bars, colours = per_lane.setdefault(
-                lane_of[i if i is not None and i < 8 else -1], ([], []))
-            bars.append((it[2] - t0, max(it[0], min_w)))
-            colours.append(_colour(it[4]))
-        for y, (bars, colours) in per_lane.items():
-            bottom.broken_barh(bars, (y - 0.35, 0.7), facecolors=colours)
-        bottom.set_yticks(range(len(lanes)))
-        bottom.set_yticklabels([_clip(printable(n), 42) for n in lanes])
-        bottom.set_ylim(len(lanes) - 0.5, -0.5)
-        bottom.set_xlim(-span * 0.01, span * 1.01)
-        bottom.set_xlabel("seconds since the first step or compile started")
-        kinds = sorted({it[4] for it in items}, key=lambda k: (k != _FIRST, k))
-        if kinds:
-            bottom.legend(handles=[Patch(color=_colour(k), label=k) for k in kinds],
-                          loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False,
-                          fontsize=8)
-        for ax in (top, bottom):
-            ax.grid(axis="x", color="#e4e7eb")
-            ax.set_axisbelow(True)
-            for side in ("top", "right"):
-                ax.spines[side].set_visible(False)
-        label_pt = 9 * 0.6 * max([len(_clip(printable(n), 42)) for n in lanes] + [12]) + 16
-        fig.subplots_adjust(left=min(0.4, label_pt / (13 * 72)), right=0.85, hspace=0.08)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode()
-
-
-def _clip(s: str, n: int) -> str:
-    return s if len(s) <= n else s[: n - 1] + "…"
 
 
 def _hint_title(hint: str | None) -> str:
