@@ -15,7 +15,7 @@ from jax._src import monitoring, pjit
 from opentelemetry import trace
 
 import otel_jax
-from otel_jax._capture import _jax_hooks, _signature
+from otel_jax._capture import _build, _jax_hooks
 from otel_jax._pipeline._engine import ENGINE
 from conftest import diff_of
 
@@ -284,7 +284,7 @@ def test_exception_in_signature_capture_does_not_reach_user(telemetry, monkeypat
     def broken(miss):
         raise RuntimeError("injected")
 
-    monkeypatch.setattr(_signature, "from_miss", broken)
+    monkeypatch.setattr(_build, "from_miss", broken)
 
     @jax.jit
     def safe(x):
@@ -352,7 +352,7 @@ def test_exception_in_a_sink_does_not_reach_user(telemetry, monkeypatch):
 
 @pytest.mark.injects_errors
 def test_warnings_as_errors_still_fail_open(telemetry, monkeypatch):
-    monkeypatch.setattr(_signature, "from_miss", lambda miss: 1 / 0)
+    monkeypatch.setattr(_build, "from_miss", lambda miss: 1 / 0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
 

@@ -296,7 +296,7 @@ def test_recreated_closure_names_the_captured_values_that_changed(telemetry):
 def test_bound_values_never_run_user_code_or_show_array_values():
     import numpy as np
 
-    from otel_jax._capture._signature import bound_values
+    from otel_jax._capture._reprs import bound_values
 
     class Loud:
         def __repr__(self):
@@ -411,7 +411,7 @@ def test_a_sharding_is_closer_to_a_sharding_than_to_one_device(telemetry):
 def test_reprs_of_named_values_pass_their_names_on(monkeypatch):
     """Field, parameter and bound-value reprs go through ``safe_repr(..., name=...)``,
     where values of sensitive-looking names can be kept out of telemetry."""
-    from otel_jax._capture import _reprs, _signature
+    from otel_jax._capture import _reprs, _statics
     from otel_jax._core import _text
 
     seen: list[str | None] = []
@@ -422,15 +422,15 @@ def test_reprs_of_named_values_pass_their_names_on(monkeypatch):
         return real(obj, limit, name=name)
 
     monkeypatch.setattr(_reprs, "safe_repr", recording)
-    _signature.static_fields(TrainConfig(0.1, 2, "secret"))
-    _signature.bound_values(functools.partial(scaled_power, k=2, scale=0.5))
+    _reprs.static_fields(TrainConfig(0.1, 2, "secret"))
+    _reprs.bound_values(functools.partial(scaled_power, k=2, scale=0.5))
     assert {"lr", "depth", "name", "k", "scale"} <= set(seen)
     # a static argument's own name reaches the scrubbing rules too
-    assert "abc" not in _signature._static_arg("api_key", "abc").repr
+    assert "abc" not in _statics.static_arg("api_key", "abc").repr
 
 
 def test_attrs_like_classes_are_read_field_by_field():
-    from otel_jax._capture._signature import static_fields
+    from otel_jax._capture._reprs import static_fields
 
     class Attribute:  # what attrs keeps per field
         def __init__(self, name, eq=True, repr=True):

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from otel_jax._capture import _reprs, _signature
+from otel_jax._capture import _reprs
 
 
 def _counting(name: str, delay: float = 0.0, hashed_by: str = "value"):
@@ -70,7 +70,7 @@ def test_an_identity_hashed_static_is_repr_d_once_per_object(telemetry):
 
 def test_a_slow_repr_is_taken_once_per_type(telemetry, monkeypatch):
     monkeypatch.setattr(_reprs, "SLOW_REPR_S", 0.01)
-    _signature.STATIC_REPRS.clear()
+    _reprs.STATIC_REPRS.clear()
     Config, calls = _counting("SlowConfig", delay=0.05)
     f = jax.jit(_scaled, static_argnums=1)
     for seed in range(1, 6):  # a new value every compile
@@ -79,7 +79,7 @@ def test_a_slow_repr_is_taken_once_per_type(telemetry, monkeypatch):
     span = telemetry.compiles()[-1]
     assert span.attributes["jax.compile.cause.kind"] == "static_argument"
     assert "repr not taken" in span.attributes["jax.compile.cause"]
-    _signature.STATIC_REPRS.clear()
+    _reprs.STATIC_REPRS.clear()
 
 
 def test_remembered_reprs_hold_no_value(telemetry):
@@ -160,8 +160,8 @@ class _EqRaises:
 
 def test_a_raising_eq_does_not_break_the_remembered_reprs():
     a, b = _EqRaises(), _EqRaises()  # JAX itself would call the same __eq__ on b
-    assert _signature.STATIC_REPRS.text(a, 7, False).startswith("<")
-    assert _signature.STATIC_REPRS.text(b, 7, False).startswith("<")
+    assert _reprs.STATIC_REPRS.text(a, 7, False).startswith("<")
+    assert _reprs.STATIC_REPRS.text(b, 7, False).startswith("<")
 
 
 # The fault family "hostile __repr__ of a static argument".

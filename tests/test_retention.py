@@ -97,14 +97,14 @@ def test_default_argument_arrays_die_with_their_jitted_function(telemetry):
 
 
 def test_the_cache_of_option_texts_holds_no_jit_wrapper(telemetry):
-    from otel_jax._capture import _signature
+    from otel_jax._capture import _arg_texts
 
     def scaled(x, scale=jnp.ones(2)):
         return x * scale[0]
 
     jax.jit(scaled)(jnp.ones(3))
     jax.jit(scaled, donate_argnums=0)(jnp.ones(3))
-    for key in _signature._options_text:
+    for key in _arg_texts._options_text:
         assert not type(key).__name__ == "PjitInfo"
 
 

@@ -11,14 +11,10 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from .._capture._arg_texts import aval_text
 from .._capture._leaves import differing
-from .._capture._signature import (
-    EXPORTED_PROGRAM,
-    Signature,
-    StaticArg,
-    StaticKind,
-    aval_text,
-)
+from .._capture._signature import Signature, StaticArg, StaticKind
+from .._capture._statics import EXPORTED_PROGRAM
 from .._core._text import safe_repr, truncate
 from .._core._vocab import CauseKind
 from ._merge import drop_implied, merge_gone_and_back, merge_traced_and_static

@@ -21,7 +21,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .._capture import _fingerprint, _jax_read, _naming, _signature
+from .._capture import _build, _detached, _fingerprint, _jax_read, _naming, _signature
 from .._capture._correlate import Traced
 from .._capture._jax_hooks import CompileInputs, Miss
 from .._capture._source import FunctionInfo, user_callsite
@@ -44,7 +44,7 @@ def traced(miss: Miss, history: History, guard: FailOpen) -> Traced | None:
     latest = guard.call("history", lambda: history.latest(naming.info), None)
     signature = guard.call(
         "signature capture",
-        lambda: _signature.from_miss(miss, naming.stands_for, latest), None)
+        lambda: _build.from_miss(miss, naming.stands_for, latest), None)
     # Kept until its compile, or until later traces push it out: plain data only (the
     # user's function that a library's jitted function stands for is in the signature).
     return Traced(_jax_read.event_name(miss.fun), naming._replace(stands_for=None),
@@ -76,7 +76,7 @@ class Captured:
     signature here (a static value or a closure cell may change once the call returns),
     except for JAX's own eager ops, whose arguments are arrays and whose parameters are
     JAX's: what their signature is made of is read here into plain data and weak
-    references (``detached``: ``_signature.detach``), its texts made later. Nothing of
+    references (``detached``: ``_detached.detach``), its texts made later. Nothing of
     the user's or of JAX's is held past the call (``taken`` has no miss): JAX's caches
     hold functions and their parameters weakly, and one kept alive until the record is
     made (a function, the ``HashablePartial`` JAX jits per primitive under ``pmap``)
@@ -86,7 +86,7 @@ class Captured:
     taken: Taken
     naming: _naming.Naming
     signature: _signature.Signature | None  # None: made from ``detached`` later
-    detached: _signature.Detached | None  # an eager op's signature, to be made later
+    detached: _detached.Detached | None  # an eager op's signature, to be made later
     devices: Devices
     callsite: str | None  # the user's frame that made the jit call
     warmup_done: bool  # as of the compile, not of when the record is made
@@ -106,7 +106,7 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
     assembled on another thread, so an eager op's signature waits for it)."""
     miss, name = taken.miss, taken.name
     signature: _signature.Signature | None = None
-    detached: _signature.Detached | None = None
+    detached: _detached.Detached | None = None
     if miss is None and taken.traced is not None:  # an AOT compile of a lowering
         naming, signature = taken.traced.naming, taken.traced.signature
     else:
@@ -116,7 +116,7 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
         if later and naming.eager_op:
             stands_for = naming.stands_for
             detached = guard.call("signature capture",
-                                  lambda: _signature.detach(miss, stands_for), None)
+                                  lambda: _detached.detach(miss, stands_for), None)
         if detached is None:
             signature = _signature_of(miss, naming, history, guard)
             if signature is None:
@@ -147,22 +147,22 @@ def _signature_of(miss: Miss, naming: _naming.Naming, history: History, guard: F
     latest = guard.call("history", lambda: history.latest(info), None)
     signature = guard.call(
         "signature capture",
-        lambda: _signature.from_miss(miss, naming.stands_for, latest), None)
+        lambda: _build.from_miss(miss, naming.stands_for, latest), None)
     if signature is None and latest is not None:  # built on its own, sharing nothing
         signature = guard.call(
-            "signature capture", lambda: _signature.from_miss(miss, naming.stands_for), None)
+            "signature capture", lambda: _build.from_miss(miss, naming.stands_for), None)
     return signature
 
 
-def _signature_later(detached: _signature.Detached, info: FunctionInfo,
+def _signature_later(detached: _detached.Detached, info: FunctionInfo,
                      history: History, guard: FailOpen) -> _signature.Signature | None:
     """The signature of an eager op, made from what was read of it in the call."""
     latest = guard.call("history", lambda: history.latest(info), None)
     signature = guard.call(
-        "signature capture", lambda: _signature.from_detached(detached, latest), None)
+        "signature capture", lambda: _build.from_detached(detached, latest), None)
     if signature is None and latest is not None:  # built on its own, sharing nothing
         signature = guard.call(
-            "signature capture", lambda: _signature.from_detached(detached), None)
+            "signature capture", lambda: _build.from_detached(detached), None)
     return signature
 
 

@@ -1,6 +1,6 @@
 """Signatures built by hand from real JAX values, for the unit tests of one module.
 
-``build`` lays out a call the way ``_signature.from_miss`` does (the tree is
+``build`` lays out a call the way ``_build.from_miss`` does (the tree is
 ``(positional_args, kwargs)``, leaves named by the parameter they belong to), from
 real arrays, Python scalars or ``jax.ShapeDtypeStruct``: their abstract values,
 types and placements come from JAX itself.
@@ -14,7 +14,7 @@ from typing import Any
 
 import jax
 
-from otel_jax._capture import _signature
+from otel_jax._capture import _arg_texts, _statics
 from otel_jax._capture._signature import Signature, StaticArg
 
 
@@ -47,12 +47,12 @@ def build(*args: Any, names: Sequence[str] = (), kwargs: dict[str, Any] | None =
         function_ref=weakref.ref(fun), function_id=id(fun), options=options,
         context=context, treedef=treedef, avals=avals, top_names=names[:len(args)],
         paths=[_name(names, p) for p, _ in with_paths],
-        types=[_signature.aval_text(a) for a in avals],
-        placements=[_signature.placement(leaf) for leaf in leaves],
+        types=[_arg_texts.aval_text(a) for a in avals],
+        placements=[_arg_texts.placement(leaf) for leaf in leaves],
         statics=tuple(statics), transform=transform, program=program, bound=bound,
         tree_hash=hash(treedef))
 
 
 def static(name: str, value: Any, **kw: Any) -> StaticArg:
     """A static argument as the signature records it."""
-    return _signature._static_arg(name, value, **kw)
+    return _statics.static_arg(name, value, **kw)

@@ -7,7 +7,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from otel_jax._capture import _signature
+from otel_jax._capture import _signature, _statics
 from otel_jax._capture._source import FunctionInfo
 from otel_jax._core._vocab import CauseKind
 from otel_jax._explain import _causes
@@ -93,8 +93,8 @@ def test_an_identity_hashed_static_names_its_type_and_fields():
 
 
 def test_the_hint_follows_the_top_change_s_detail():
-    earlier = [(1, build(F32_3, statics=[_signature._static_arg("n", 2)]))]
-    moved = build(F32_3, statics=[_signature._static_arg("n", 2, keyword=True)])
+    earlier = [(1, build(F32_3, statics=[_statics.static_arg("n", 2)]))]
+    moved = build(F32_3, statics=[_statics.static_arg("n", 2, keyword=True)])
     cause = _causes.explain(INFO, 2, earlier, moved)
     assert cause.kind is CauseKind.STATIC_ARGUMENT
     assert cause.hint == hint_for(CauseKind.STATIC_ARGUMENT, detail=Detail.MOVED.value)

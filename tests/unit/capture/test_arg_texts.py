@@ -1,0 +1,54 @@
+"""``_capture._arg_texts``: what abstract values, placements and jit options read as."""
+
+from __future__ import annotations
+
+import types
+
+import jax
+import jax.numpy as jnp
+
+from otel_jax._capture import _arg_texts
+from otel_jax._capture._signature import UNCOMMITTED
+
+
+def test_abstract_types_in_short_form():
+    assert _arg_texts.aval_text(jax.typeof(jnp.ones((2, 3)))) == "f32[2,3]"
+    assert _arg_texts.aval_text(jax.typeof(jnp.asarray(1.0))) == "f32[] (weak)"
+    assert _arg_texts.aval_text(jax.typeof(jnp.int32(1))) == "i32[]"
+
+
+def test_placements():
+    assert _arg_texts.placement(jnp.ones(2)) is UNCOMMITTED
+    assert _arg_texts.placement(1.0) is UNCOMMITTED  # a host value
+    devices = jax.devices()
+    committed = _arg_texts.placement(jax.device_put(jnp.ones(2), devices[1]))
+    assert committed.text == "committed cpu:1" and not committed.sharded
+
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = Mesh(devices[:2], ("data",))
+    sharded = _arg_texts.placement(jax.device_put(jnp.ones(4), NamedSharding(mesh, P("data"))))
+    assert sharded.sharded and sharded.spec == ("data",) and sharded.mesh == "data=2"
+    assert sharded.text == f"sharded {P('data')} over mesh(data=2)"
+
+
+def test_placements_of_all_leaves_match_each_leaf_s():
+    devices = jax.devices()
+    on_one = jax.device_put(jnp.ones(2), devices[1])
+    flat = [jnp.ones(2), 1.0, on_one, jax.device_put(jnp.zeros(3), devices[1])]
+    assert _arg_texts.placements_of(flat) == tuple(_arg_texts.placement(v) for v in flat)
+    assert _arg_texts.placements_of([jnp.ones(2), jnp.ones(3)]) == (UNCOMMITTED,) * 2
+
+
+def test_option_texts_are_rendered_once_per_distinct_options():
+    # a jit wrapper's options, as the attributes JAX keeps them under
+    info = types.SimpleNamespace(donate_argnums=(0,), inline=True, keep_unused=False)
+    texts = _arg_texts.option_texts(info)
+    assert ("donate_argnums", "(0,)") in texts and ("inline", "True") in texts
+    other = types.SimpleNamespace(donate_argnums=(0,), inline=True, keep_unused=False)
+    assert _arg_texts.option_texts(other) is texts  # equal values: rendered once
+    assert ("inline", "False") in _arg_texts.option_texts(
+        types.SimpleNamespace(donate_argnums=(0,), inline=False))
+    unhashable = types.SimpleNamespace(compiler_options_kvs=[("a", "1")])
+    assert ("compiler_options", "[('a', '1')]") in _arg_texts.option_texts(unhashable)
