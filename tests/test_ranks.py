@@ -411,7 +411,8 @@ def test_a_long_wait_is_one_read_that_closing_ends_at_once(records):
     assert all(ms > 1000 * _ranks_transport.WAIT_SLICE_S for _, ms in reads)
     # rank 1 ended its read by creating the verdict as WAKE; a later writer uses the next
     # generation of the key, which a rank that read that WAKE reads next
-    assert service.data[next(k for k in service.data if k.endswith(verdict))] == _ranks_transport.WAKE
+    assert (service.data[next(k for k in service.data if k.endswith(verdict))]
+            == _ranks_transport.WAKE)
     assert not any(c.off for c in checkers.values())
 
 
@@ -438,7 +439,8 @@ def test_a_rank_that_closes_while_reading_a_verdict_moves_its_peers_to_the_next_
     verdict = arrived.rpartition("/")[0] + "/" + _vocab.RankWire.VERDICT
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and not all(  # ranks 1 and 2 inside their read
-            (verdict, _ranks_transport.Read.SHARED) in checkers[r].channel._reading for r in (1, 2)):
+            (verdict, _ranks_transport.Read.SHARED) in checkers[r].channel._reading
+            for r in (1, 2)):
         time.sleep(0.01)
     assert checkers[1].close(1.0)
     deadline = time.monotonic() + 30
