@@ -1,10 +1,12 @@
 """The cross-rank check at fleet scale: what each compile costs JAX's coordination service.
 
-Drives the real checker (``otel_jax._fleet._ranks.Checker``: its publication, comparison,
-verdicts, takeover and clean-up) for N = 64 to 1,024 simulated ranks against an
-in-process key-value store with the coordination service's semantics (set, increment,
-directory read, directory delete, blocking read with a timeout), on a simulated clock:
-a 30 s straggler takes no 30 s. Each rank settles its compiles one after the other, as
+Drives the real protocol (``otel_jax._fleet._ranks_protocol.RankProtocol``: its
+publication, comparison, verdicts, takeover and clean-up) and its real calls
+(``_ranks_transport.Channel``) for N = 64 to 1,024 simulated ranks against an in-process
+key-value store with the coordination service's semantics, behind the same interface
+as JAX's client (``_ranks_transport.Store``: set, create, increment, directory read,
+directory delete, blocking read with a timeout), on a simulated clock: a 30 s straggler
+takes no 30 s. Each rank settles its compiles one after the other, as
 its settling thread does (a wait for a verdict, or for a key only that rank waits for, is
 one blocking read; a sliced wait is one read per ``WAIT_SLICE_S`` slice, as the thread
 reads). Every call and byte (keys and values,
@@ -43,9 +45,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from otel_jax._capture import _jax_read
 from otel_jax._core._failopen import FailOpen
-from otel_jax._fleet import _ranks
+from otel_jax._fleet import _ranks, _ranks_protocol, _ranks_transport
 from otel_jax._pipeline._record import CompileRecord, Divergence
 
 # --- the coordination service, in one process ------------------------------------------
@@ -91,8 +92,8 @@ class Service:
             waiting.remove(wake)
 
 
-class Client:
-    """One rank's distributed runtime client: the methods the checker calls, counted."""
+class Store:
+    """One rank's calls on the service (a ``_ranks_transport.Store``), counted."""
 
     def __init__(self, service: Service, stats: dict[str, int]) -> None:
         self.service = service
@@ -103,37 +104,38 @@ class Client:
         self.stats["calls"] += 1
         self.stats["bytes"] += n_bytes
 
-    def key_value_set(self, key: str, value: str, allow_overwrite: bool = False) -> None:
+    def set(self, key: str, value: str) -> None:
         self._count(len(key) + len(value))
-        if not allow_overwrite and key in self.service.data:
-            raise RuntimeError(f"ALREADY_EXISTS: {key}")
         self.service.set(key, value)
 
-    def key_value_increment(self, key: str, increment: int) -> int:
-        value = int(self.service.data.get(key, "0")) + increment
+    def create(self, key: str, value: str) -> bool:
+        self._count(len(key) + len(value))
+        if key in self.service.data:
+            return False
+        self.service.set(key, value)
+        return True
+
+    def increment(self, key: str, by: int) -> int:
+        value = int(self.service.data.get(key, "0")) + by
         self.service.set(key, str(value))
         self._count(len(key) + 8 + len(str(value)))
         return value
 
-    def key_value_dir_get(self, prefix: str) -> list[tuple[str, str]]:
-        found = self.service.dir_get(prefix)
-        self._count(len(prefix) + sum(len(k) + len(v) for k, v in found))
+    def dir_get(self, directory: str) -> list[tuple[str, str]]:
+        found = self.service.dir_get(directory)
+        self._count(len(directory) + sum(len(k) + len(v) for k, v in found))
         return found
 
-    def key_value_delete(self, key: str) -> None:
+    def delete(self, key: str) -> None:
         self._count(len(key))
         self.service.delete(key)
 
-    def key_value_try_get(self, key: str) -> str:
+    def wait(self, key: str, timeout_ms: int) -> str | None:
+        """A read answered at once: the simulated clock does not move inside a call (the
+        protocol's waits, ``Wait`` steps, are driven by the fleet: ``Fleet._wait``)."""
         value = self.service.data.get(key)
         self._count(len(key) + len(value or ""))
-        if value is None:
-            raise RuntimeError(f"NOT_FOUND: Config key {key} not found.")
         return value
-
-    # blocking reads are driven by the fleet (``Fleet._wait``), on the simulated clock
-    def blocking_key_value_get(self, key: str, timeout_in_ms: int) -> str:
-        raise NotImplementedError("the fleet drives blocking reads")
 
 
 # --- the fleet: ranks on a simulated clock ------------------------------------------------
@@ -142,7 +144,7 @@ class Client:
 class Rank:
     def __init__(self, fleet: Fleet, rank: int, timeout_s: float) -> None:
         self.stats = {"calls": 0, "bytes": 0}
-        self.client = Client(fleet.service, self.stats)
+        self.store = Store(fleet.service, self.stats)
         self.reports: list[Divergence] = []
         self.reported_at: list[float] = []  # on the simulated clock
 
@@ -150,13 +152,14 @@ class Rank:
             self.reports.append(div)
             self.reported_at.append(fleet.now)
 
-        self.checker = _ranks.Checker(
-            _jax_read.Coordination(self.client, rank, fleet.n), timeout_s, report,
-            FailOpen(), clock=lambda: fleet.now)
+        failopen = FailOpen()
+        channel = _ranks_transport.Channel(self.store, lambda: fleet.now, failopen)
+        self.protocol = _ranks_protocol.RankProtocol(channel, rank, fleet.n, timeout_s,
+                                                     report, failopen)
         self.rank = rank
-        self.pending: deque[_ranks.Compile] = deque()
+        self.pending: deque[_ranks_protocol.Compile] = deque()
         self.steps: Any = None  # the protocol steps of the compile being settled
-        self.item: _ranks.Compile | None = None
+        self.item: _ranks_protocol.Compile | None = None
         self.cpu_s = 0.0
         self.compare_cpu_s = 0.0  # of compiles this rank compared
         self.compared = 0
@@ -165,7 +168,7 @@ class Rank:
 
 
 class Fleet:
-    """N ranks of one job, each with its own checker, on one simulated clock."""
+    """N ranks of one job, each with its own protocol and store, on one simulated clock."""
 
     def __init__(self, n: int, timeout_s: float = _ranks.DEFAULT_TIMEOUT_S) -> None:
         self.n = n
@@ -192,8 +195,8 @@ class Fleet:
         if r.dead:
             return
         started = time.thread_time()
-        item = r.checker.compile_of(record, None)
-        published = r.checker.publish(item)
+        item = r.protocol.compile_of(record, None)
+        published = r.protocol.publish(item)
         r.cpu_s += time.thread_time() - started
         if not published:
             return
@@ -209,7 +212,7 @@ class Fleet:
             r.steps = r.item = None
             return
         r.item = r.pending.popleft()
-        r.steps = r.checker.settle(r.item)
+        r.steps = r.protocol.settle(r.item)
         self._step(r, None)
 
     def _step(self, r: Rank, value: str | None) -> None:
@@ -231,7 +234,7 @@ class Fleet:
             return
         self._wait(r, wait)
 
-    def _wait(self, r: Rank, wait: _ranks.Wait) -> None:
+    def _wait(self, r: Rank, wait: _ranks_transport.Wait) -> None:
         """A wait: answered when the key is set, or ``None`` at the deadline. The checker's
         threads read an own or shared key in one call, a sliced one in slices of
         ``WAIT_SLICE_S`` (bounded exit), each one call."""
@@ -243,11 +246,11 @@ class Fleet:
                 return
             done[0] = True
             self.service.forget(wait.key, wake)
-            slices = 1 if wait.read is not _ranks.Read.SLICED else max(
-                1, math.ceil((self.now - started) / _ranks.WAIT_SLICE_S))
+            slices = 1 if wait.read is not _ranks_transport.Read.SLICED else max(
+                1, math.ceil((self.now - started) / _ranks_transport.WAIT_SLICE_S))
             for _ in range(slices - 1):  # the reads that timed out
-                r.client._count(len(wait.key))
-            r.client._count(len(wait.key) + len(value or ""))
+                r.store._count(len(wait.key))
+            r.store._count(len(wait.key) + len(value or ""))
             self.at(self.now, lambda: self._step(r, value))
 
         if wait.key in self.service.data:

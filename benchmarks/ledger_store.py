@@ -59,7 +59,7 @@ def run(functions: int, signatures: int) -> None:
 
     from otel_jax._capture import _jax_read
     from otel_jax._core._failopen import FailOpen
-    from otel_jax._fleet import _ledger, _ledger_remote
+    from otel_jax._fleet import _ledger, _ledger_lines, _ledger_remote
 
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket="bench")
@@ -67,17 +67,19 @@ def run(functions: int, signatures: int) -> None:
 
     def store() -> _ledger_remote.RemoteStore:
         return _ledger_remote.RemoteStore(
-            url, _jax_read.cache_path(url), FailOpen(), _ledger.MARK, _ledger.VERSION,
-            _ledger.parse_entry, _ledger._key_of, _ledger.KEEP_PER_KEY)
+            url, _jax_read.cache_path(url), FailOpen(), _ledger_lines.MARK,
+            _ledger_lines.VERSION, _ledger_lines.parse_entry, _ledger_lines.key_of,
+            _ledger.KEEP_PER_KEY)
 
     key = {p: "0123456789abcdef" for p in _jax_read.CACHE_KEY_PARTS}
-    names, values = _ledger.context_items(_jax_read.trace_context_items())
+    names, values = _ledger_lines.context_items(_jax_read.trace_context_items())
     writer = store()
     record_us = []
     started = time.perf_counter()
     for i in range(functions * signatures):
         fn = f"model.block{i % functions}.apply@train.py"
-        entry = {_ledger.MARK: _ledger.VERSION, "t": time.time(), "run": "r", "pid": 1,
+        entry = {_ledger_lines.MARK: _ledger_lines.VERSION, "t": time.time(), "run": "r",
+                 "pid": 1,
                  "started": 0.0, "proc": 0, "fn": fn, "sig": f"{i // functions:016x}",
                  "prog": "f" * 16, "key": key, "jaxlib": "0.10.2", "jax": "0.10.2",
                  "backend": "cpu 0.10.2", "xla_flags": [], "compression": "zstandard",

@@ -494,7 +494,7 @@ _CROSS_RANK_WORKER = textwrap.dedent("""
         finally:
             own.append(time.perf_counter() - t)
     ENGINE.cross_rank.on_compile = on_compile
-    from otel_jax._fleet import _ranks
+    from otel_jax._fleet import _ranks_protocol, _ranks_transport
     background = [0.0]
     def timed(fn):
         def wrapper(*args, **kwargs):
@@ -506,8 +506,8 @@ _CROSS_RANK_WORKER = textwrap.dedent("""
         return wrapper
     # Its CPU, not its blocking waits: publishing an entry, and driving a compile's
     # verdict (the blocking read of it costs this thread no CPU while it waits).
-    _ranks.Checker.publish = timed(_ranks.Checker.publish)
-    _ranks.Checker._drive = timed(_ranks.Checker._drive)
+    _ranks_protocol.RankProtocol.publish = timed(_ranks_protocol.RankProtocol.publish)
+    _ranks_transport.Channel.drive = timed(_ranks_transport.Channel.drive)
     f = jax.jit(lambda x: jnp.tanh(x) * 2 + 1)
     size = [1]
     def loop(mode):

@@ -266,8 +266,8 @@ while checker is not None and not checker.settled() and time.monotonic() < deadl
     time.sleep(0.05)
 result["settled"] = checker is not None and checker.settled()
 if os.environ.get("OTEL_JAX_TEST_DEBUG") and checker is not None:
-    result["state"] = [checker.off, checker._failures, checker._closed, checker.dropped,
-                       checker.unresolved]
+    result["state"] = [checker.off, checker.channel._failures, checker.channel.closed,
+                       checker.dropped, checker.protocol.unresolved]
 if SCENARIO != "killed":
     from jax._src import distributed
 

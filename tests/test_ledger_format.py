@@ -13,7 +13,7 @@ from otel_jax._capture import _jax_read
 from otel_jax._capture._source import FunctionInfo
 from otel_jax._core._failopen import FailOpen
 from otel_jax._core._vocab import MissReason, NotWrittenReason
-from otel_jax._fleet import _ledger, _ledger_remote
+from otel_jax._fleet import _ledger, _ledger_lines, _ledger_remote
 from otel_jax._pipeline._record import PersistentCache
 
 PARTS = ("computation", "jax_lib version", "backend version", "XLA flags", "compile_options",
@@ -47,18 +47,18 @@ def _note(monkeypatch, tmp_path, parts, cache):
     monkeypatch.setattr(_jax_read, "persistent_cache_dir", lambda: str(tmp_path / "cache"))
     monkeypatch.setattr(_jax_read, "cache_key_parts", lambda inputs, program: parts)
     monkeypatch.setattr(_ledger, "_process_index", lambda: 0)
-    monkeypatch.setattr(_ledger, "of_signature", lambda info, signature: "basefp")
-    monkeypatch.setattr(_ledger.time, "time", lambda: 1700000000.5)
-    monkeypatch.setattr(_ledger.os, "getpid", lambda: 4242)
+    monkeypatch.setattr(_ledger_lines, "of_signature", lambda info, signature: "basefp")
+    monkeypatch.setattr(_ledger_lines.time, "time", lambda: 1700000000.5)
+    monkeypatch.setattr(_ledger_lines.os, "getpid", lambda: 4242)
     return _ledger.Ledger(FailOpen()).note(
         FunctionInfo("step", "/src/train.py", 12), "sigfp", "progfp", object(), cache,
         0.123456, _Signature())
 
 
 def test_a_compile_is_written_as_the_line_earlier_versions_wrote(monkeypatch, tmp_path):
-    monkeypatch.setattr(_ledger, "_RUN", "0123456789ab")
-    monkeypatch.setattr(_ledger, "_STARTED", 1699999990.0)
-    monkeypatch.setattr(_ledger, "_CONTEXT_NAMES", {})
+    monkeypatch.setattr(_ledger_lines, "_RUN", "0123456789ab")
+    monkeypatch.setattr(_ledger_lines, "_STARTED", 1699999990.0)
+    monkeypatch.setattr(_ledger_lines, "_CONTEXT_NAMES", {})
     _note(monkeypatch, tmp_path, _parts(), PersistentCache(
         hit=False, written=False,
         not_written_reason=NotWrittenReason.COMPILE_TIME_BELOW_MINIMUM))
@@ -67,7 +67,7 @@ def test_a_compile_is_written_as_the_line_earlier_versions_wrote(monkeypatch, tm
 
 def test_a_line_of_an_earlier_version_explains_a_miss(monkeypatch, tmp_path):
     (tmp_path / "cache.otel_jax-ledger.jsonl").write_bytes(LINE)
-    monkeypatch.setattr(_ledger, "_STARTED", 1800000000.0)  # a later run
+    monkeypatch.setattr(_ledger_lines, "_STARTED", 1800000000.0)  # a later run
     same = _note(monkeypatch, tmp_path, _parts(), PersistentCache(hit=False, written=True))
     assert same.miss_reason is MissReason.NOT_WRITTEN
     assert "(compile_time_below_minimum: it compiled faster than" in (same.miss_detail or "")
@@ -82,8 +82,9 @@ def test_a_line_of_an_earlier_version_explains_a_miss(monkeypatch, tmp_path):
 def test_a_remote_object_of_an_earlier_version_is_read():
     line = json.loads(LINE)
     data = b'{"otel_jax_ledger":1,"entries":[' + LINE.rstrip(b"\n") + b"]}"
-    entries, ours = _ledger_remote.decode_bucket(data, _ledger.MARK, _ledger.VERSION)
-    assert ours and [_ledger.parse_entry(e) for e in entries] == [line]
+    entries, ours = _ledger_remote.decode_bucket(data, _ledger_lines.MARK, _ledger_lines.VERSION)
+    assert ours and [_ledger_lines.parse_entry(e) for e in entries] == [line]
     written, dropped = _ledger_remote.encode_bucket(
-        [line], _ledger.MARK, _ledger.VERSION, _ledger._key_of, _ledger.KEEP_PER_KEY)
+        [line], _ledger_lines.MARK, _ledger_lines.VERSION, _ledger_lines.key_of,
+        _ledger.KEEP_PER_KEY)
     assert (written, dropped) == (data, 0)

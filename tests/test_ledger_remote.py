@@ -24,7 +24,7 @@ import pytest
 from conftest import PERSISTENT_CACHE_PREAMBLE, clean_env, free_port
 
 from otel_jax._core._failopen import FailOpen
-from otel_jax._fleet import _ledger, _ledger_remote
+from otel_jax._fleet import _ledger, _ledger_lines, _ledger_remote
 
 pytest.importorskip("moto")
 pytest.importorskip("s3fs")
@@ -349,24 +349,25 @@ def test_a_store_that_refuses_writes_costs_one_warning(tmp_path, s3_server):
 
 def _entry(fn, sig, t, **extra):
     key = {p: "k" for p in _ledger._jax_read.CACHE_KEY_PARTS}
-    return {_ledger.MARK: _ledger.VERSION, "fn": fn, "sig": sig, "t": t, "key": key,
+    return {_ledger_lines.MARK: _ledger_lines.VERSION, "fn": fn, "sig": sig, "t": t, "key": key,
             "xla_flags": ["--xla_flag_" + "x" * 200], **extra}
 
 
 def _store(root: Path, warned: list[str] | None = None) -> _ledger_remote.RemoteStore:
     failopen = FailOpen(warn=lambda msg, *a, **k: (warned if warned is not None
                                                    else []).append(msg))
-    return _ledger_remote.RemoteStore(str(root), root, failopen, _ledger.MARK,
-                                      _ledger.VERSION, _ledger.parse_entry, _ledger._key_of,
-                                      _ledger.KEEP_PER_KEY)
+    return _ledger_remote.RemoteStore(str(root), root, failopen, _ledger_lines.MARK,
+                                      _ledger_lines.VERSION, _ledger_lines.parse_entry,
+                                      _ledger_lines.key_of, _ledger.KEEP_PER_KEY)
 
 
 def test_an_object_keeps_the_latest_groups_under_its_byte_bound():
     entries = [_entry(f"f{i % 300}", f"s{i % 7}", float(i)) for i in range(3000)]
     data, dropped = _ledger_remote.encode_bucket(
-        entries, _ledger.MARK, _ledger.VERSION, _ledger._key_of, _ledger.KEEP_PER_KEY)
+        entries, _ledger_lines.MARK, _ledger_lines.VERSION, _ledger_lines.key_of,
+        _ledger.KEEP_PER_KEY)
     assert len(data) <= _ledger_remote.BUCKET_BYTES
-    kept, ours = _ledger_remote.decode_bucket(data, _ledger.MARK, _ledger.VERSION)
+    kept, ours = _ledger_remote.decode_bucket(data, _ledger_lines.MARK, _ledger_lines.VERSION)
     assert ours and dropped == len(entries) - len(kept) > 0
     assert max(e["t"] for e in kept) == 2999.0  # the newest is kept
     groups: dict = {}
@@ -433,8 +434,8 @@ def test_a_hanging_store_is_waited_for_once_then_not_at_all():
     root = _Hanging()
     warned: list[str] = []
     store = _ledger_remote.RemoteStore("s3://x/l", root, FailOpen(
-        warn=lambda msg, *a, **k: warned.append(msg)), _ledger.MARK, _ledger.VERSION,
-        _ledger.parse_entry, _ledger._key_of, _ledger.KEEP_PER_KEY)
+        warn=lambda msg, *a, **k: warned.append(msg)), _ledger_lines.MARK, _ledger_lines.VERSION,
+        _ledger_lines.parse_entry, _ledger_lines.key_of, _ledger.KEEP_PER_KEY)
     started = time.monotonic()
     assert store.fetch(1, wait=0.3) is None
     waited = time.monotonic() - started
@@ -489,8 +490,9 @@ def test_entries_waiting_to_be_written_are_bounded(monkeypatch):
     monkeypatch.setattr(_ledger_remote, "MAX_QUEUED", 50)
     root = _Hanging()  # the first write hangs: everything else waits behind it
     store = _ledger_remote.RemoteStore("s3://x/l", root, FailOpen(warn=lambda *a, **k: None),
-                                       _ledger.MARK, _ledger.VERSION, _ledger.parse_entry,
-                                       _ledger._key_of, _ledger.KEEP_PER_KEY)
+                                       _ledger_lines.MARK, _ledger_lines.VERSION,
+                                       _ledger_lines.parse_entry, _ledger_lines.key_of,
+                                       _ledger.KEEP_PER_KEY)
     for i in range(80):
         store.record(i % 7, _entry(f"f{i}", "s", float(i)))
     assert store._queued <= 50 and store.dropped == 80 - store._queued

@@ -20,7 +20,7 @@ from conftest import run_persistent_cache_program
 from otel_jax._capture import _jax_read
 from otel_jax._core._failopen import FailOpen, OtelJaxWarning
 from otel_jax._core._vocab import MissReason
-from otel_jax._fleet import _ledger
+from otel_jax._fleet import _ledger, _ledger_lines
 
 TIMEOUT_S = 180
 
@@ -107,7 +107,7 @@ def test_a_garbage_ledger_costs_one_warning_and_the_run_goes_on(tmp_path):
     assert "skipped 5 unreadable line(s)" in out["stderr"]
     assert not (tmp_path / ("jax-cache" + _ledger.SUFFIX)).exists()  # the variable wins
     # The truncated last line is left as it was; the new record is on a line of its own.
-    records = [_ledger.parse_line(raw) for raw in ledger.read_bytes().split(b"\n")]
+    records = [_ledger_lines.parse_line(raw) for raw in ledger.read_bytes().split(b"\n")]
     assert sum(r is not None for r in records) == 1
 
 
@@ -167,20 +167,20 @@ def test_a_ledger_path_that_is_a_directory_costs_one_warning(tmp_path):
 
 
 def test_the_context_that_changed_is_named_and_a_same_key_is_not_a_context_change():
-    names, values = _ledger.context_items(
+    names, values = _ledger_lines.context_items(
         [("jax_enable_x64", False), ("other", 1), ("mesh", ())])
     assert values == ["False", "1", "()"]
     before = _entry(sig="a", base="b", ctxn=names, ctx=values)
     after = _entry(sig="c", base="b", computation="z", ctxn=names, ctx=["True", "1", "x"])
-    reason, detail = _ledger.explain([], after, [before])
+    reason, detail = _ledger_lines.explain([], after, [before])
     assert reason is MissReason.KEY_CHANGED
     assert detail.startswith("tracing context changed: jax_enable_x64 False -> True, "
                              "mesh () -> x; since the run of ")
-    other_names, _ = _ledger.context_items([("jax_enable_x64", False)])
-    reason, detail = _ledger.explain([], {**after, "ctxn": other_names}, [before])
+    other_names, _ = _ledger_lines.context_items([("jax_enable_x64", False)])
+    reason, detail = _ledger_lines.explain([], {**after, "ctxn": other_names}, [before])
     assert detail.startswith("tracing context changed (a config value such as")
     # The context changed nothing JAX's key sees, and the earlier entry was not written.
-    reason, detail = _ledger.explain(
+    reason, detail = _ledger_lines.explain(
         [], _entry(sig="c", base="b", written=False),
         [_entry(sig="a", base="b", written=False, not_written_reason="not_process_0")])
     assert reason is MissReason.NOT_WRITTEN and "not_process_0" in detail
@@ -196,30 +196,30 @@ def test_process_lines_explain_other_processes_misses():
     never writes; any other part that differs is named, against process 0's run."""
     mine = {"proc": 5, "run": "now", "pid": 9}
     zero = {"proc": 0, "pid": 1}
-    reason, detail = _ledger.explain([_entry(**zero)], _entry(**mine))
+    reason, detail = _ledger_lines.explain([_entry(**zero)], _entry(**mine))
     assert reason is MissReason.NOT_WRITTEN
     assert detail.startswith("process 0's run of ") and "it is gone" in detail
-    reason, detail = _ledger.explain([_entry(**zero)],
-                                     _entry(accelerator_config="x", **mine))
+    reason, detail = _ledger_lines.explain([_entry(**zero)],
+                                           _entry(accelerator_config="x", **mine))
     assert reason is MissReason.NOT_WRITTEN and "only in the accelerator config" in detail
-    reason, detail = _ledger.explain(
+    reason, detail = _ledger_lines.explain(
         [_entry(**zero)], _entry(accelerator_config="x", **{"XLA flags": "y"}, **mine,
                                  xla_flags=["--xla_b=1"]))
     assert reason is MissReason.KEY_CHANGED
     assert detail.startswith("XLA flags: +--xla_b=1; since process 0's run of ")
-    reason, detail = _ledger.explain([], _entry(**mine), writer=0)
+    reason, detail = _ledger_lines.explain([], _entry(**mine), writer=0)
     assert reason is MissReason.NEVER_SEEN and detail.startswith("process 0 never recorded")
 
 
 WRITER = textwrap.dedent("""
     import sys
-    from otel_jax._fleet import _ledger
+    from otel_jax._fleet import _ledger, _ledger_lines
     from otel_jax._core._failopen import FailOpen
     ledger = _ledger.Ledger(FailOpen())
     who, n = sys.argv[2], int(sys.argv[3])
     for i in range(n):
         ledger._append(sys.argv[1], {
-            _ledger.MARK: _ledger.VERSION, "fn": who, "sig": str(i), "key": {},
+            _ledger_lines.MARK: _ledger_lines.VERSION, "fn": who, "sig": str(i), "key": {},
             "xla_flags": ["--xla_padding_" + who * 3000]})
 """)
 
@@ -239,12 +239,12 @@ def test_two_processes_writing_at_once_lose_and_interleave_nothing(tmp_path):
     assert rotated.exists()
     raw = (rotated.read_bytes() + path.read_bytes()).split(b"\n")
     assert raw[-1] == b""
-    records = [_ledger.parse_line(line) for line in raw[:-1]]
+    records = [_ledger_lines.parse_line(line) for line in raw[:-1]]
     assert all(r is not None for r in records)
     for who in ("a", "b"):
         sigs = [r["sig"] for r in records if r is not None and r["fn"] == who]
         assert sigs == [str(i) for i in range(n)]  # every line, in each writer's order
-    assert max(len(line) for line in raw) < _ledger.MAX_LINE
+    assert max(len(line) for line in raw) < _ledger_lines.MAX_LINE
 
 
 # --- the ledger itself (fast, in-process) ----------------------------------------------
@@ -253,7 +253,7 @@ KEY = {p: f"{i:016x}" for i, p in enumerate(_jax_read.CACHE_KEY_PARTS)}
 
 
 def _entry(**changes):
-    entry = {_ledger.MARK: 1, "run": "other", "t": 0, "pid": 7, "fn": "step@train.py",
+    entry = {_ledger_lines.MARK: 1, "run": "other", "t": 0, "pid": 7, "fn": "step@train.py",
              "sig": "s", "prog": "p", "key": dict(KEY), "jaxlib": "0.10.2", "jax": "0.10.2",
              "backend": "cpu cpu", "xla_flags": [], "compression": "zlib",
              "devices": "1 x cpu", "code": "train.py:12", "written": True,
@@ -267,7 +267,7 @@ def _entry(**changes):
 
 
 def _key_change(before, after):
-    reason, detail = _ledger.explain([before], after) or (None, "")
+    reason, detail = _ledger_lines.explain([before], after) or (None, "")
     assert reason is MissReason.KEY_CHANGED
     return detail
 
@@ -292,22 +292,23 @@ def test_each_key_part_is_named_with_before_and_after():
 
 
 def test_unknown_parts_are_not_differences_and_the_closest_key_is_compared():
-    assert _ledger.explain([_entry()], _entry(compile_options=""))[0] is MissReason.NOT_WRITTEN
+    assert (_ledger_lines.explain([_entry()], _entry(compile_options=""))[0]
+            is MissReason.NOT_WRITTEN)
     far = _entry(computation="a", compile_options="b", **{"XLA flags": "c"})
     near = _entry(computation="z")
     detail = _key_change(near, _entry(computation="y"))
-    assert _ledger.explain([near, far], _entry(computation="y"))[1] == detail
+    assert _ledger_lines.explain([near, far], _entry(computation="y"))[1] == detail
 
 
 def test_not_written_and_evicted():
-    reason, detail = _ledger.explain(
+    reason, detail = _ledger_lines.explain(
         [_entry(written=False, not_written_reason="not_process_0")], _entry(written=False))
     assert reason is MissReason.NOT_WRITTEN and "not_process_0" in detail
-    reason, detail = _ledger.explain([_entry()], _entry())
+    reason, detail = _ledger_lines.explain([_entry()], _entry())
     assert reason is MissReason.NOT_WRITTEN and "evicted" in detail
-    assert _ledger.explain([], _entry())[0] is MissReason.NEVER_SEEN
+    assert _ledger_lines.explain([], _entry())[0] is MissReason.NEVER_SEEN
     unreadable = _entry(**{p: "" for p in KEY})  # every hash function moved
-    assert _ledger.explain([_entry()], unreadable) is None
+    assert _ledger_lines.explain([_entry()], unreadable) is None
 
 
 def test_a_written_entry_is_remembered_over_later_unwritten_ones():
@@ -355,8 +356,8 @@ def test_the_ledger_rotates_and_reads_a_bounded_tail(tmp_path, monkeypatch):
     ledger = _ledger.Ledger(FailOpen())
     for i in range(40):
         ledger._append(path, _entry(sig=str(i)))
-    assert not os.path.exists(path) or os.path.getsize(path) <= 4000 + _ledger.MAX_LINE
-    assert os.path.getsize(path + ".1") <= 4000 + _ledger.MAX_LINE
+    assert not os.path.exists(path) or os.path.getsize(path) <= 4000 + _ledger_lines.MAX_LINE
+    assert os.path.getsize(path + ".1") <= 4000 + _ledger_lines.MAX_LINE
     reader = _ledger.Ledger(FailOpen())
     reader._load(path)
     sigs = sorted(int(s) for _, s in reader._index)
@@ -365,8 +366,8 @@ def test_the_ledger_rotates_and_reads_a_bounded_tail(tmp_path, monkeypatch):
 
 
 def test_a_line_too_long_drops_its_flags_or_is_not_written():
-    assert len(_ledger._encode(_entry(xla_flags=["--xla_x=" + "y" * 5000]))) < 4096
-    assert _ledger._encode(_entry(fn="f" * 5000)) is None
+    assert len(_ledger_lines.encode_line(_entry(xla_flags=["--xla_x=" + "y" * 5000]))) < 4096
+    assert _ledger_lines.encode_line(_entry(fn="f" * 5000)) is None
 
 
 def test_an_unwritable_ledger_warns_once(tmp_path):
@@ -525,10 +526,10 @@ def test_lines_of_processes_started_beside_this_one_are_not_earlier_runs(tmp_pat
     while this process lived (a notebook kernel's neighbour) still is."""
     import time
 
-    start = _ledger._STARTED
+    start = _ledger_lines._STARTED
     path = str(tmp_path / "ledger.jsonl")
     earlier = _entry(t=start - 3600, started=start - 3700, sig="s")
-    later_run = _entry(t=time.time(), started=start + 10 * _ledger.SIBLING_START_S, pid=9,
+    later_run = _entry(t=time.time(), started=start + 10 * _ledger_lines.SIBLING_START_S, pid=9,
                        sig="s", computation="y")
     sibling = _entry(t=time.time(), started=start + 1, sig="s", compile_options="x", pid=8)
     old_line = _entry(t=time.time(), sig="s", pid=6, compression="z")  # no start time
@@ -538,6 +539,7 @@ def test_lines_of_processes_started_beside_this_one_are_not_earlier_runs(tmp_pat
     ledger = _ledger.Ledger(FailOpen())
     ledger._load(path)
     assert sorted(e["pid"] for e in ledger._index[("step@train.py", "s")]) == [6, 7, 9]
-    assert _ledger._concurrent(sibling)
-    assert not any(map(_ledger._concurrent, (earlier, later_run, old_line)))
-    assert not _ledger._concurrent({**sibling, "run": _ledger._RUN})  # this process's own
+    assert _ledger_lines.is_concurrent(sibling)
+    assert not any(map(_ledger_lines.is_concurrent, (earlier, later_run, old_line)))
+    # this process's own
+    assert not _ledger_lines.is_concurrent({**sibling, "run": _ledger_lines._RUN})

@@ -23,7 +23,7 @@ from otel_jax._capture import _jax_read
 from otel_jax._core import _failopen, _vocab
 from otel_jax._core._failopen import FailOpen, OtelJaxWarning
 from otel_jax._core._vocab import DivergenceKind
-from otel_jax._fleet import _ranks, _wire
+from otel_jax._fleet import _ranks, _ranks_protocol, _ranks_transport, _wire
 from otel_jax._pipeline._engine import ENGINE
 from otel_jax._pipeline._record import Divergence, SpanLink
 
@@ -158,7 +158,7 @@ def test_a_comparer_that_dies_after_it_arrived_is_replaced(records):
         assert div.text == "batch['x']: f32[4] (ranks 0,1) vs f32[5] (rank 2)"
         # the takeover, once the wait for the verdict (2 timeouts and the margin) ran out
         [when] = fleet.ranks[rank].reported_at
-        assert 0.5 + 2 * 10.0 + _ranks.VERDICT_MARGIN_S <= when < 0.6 + 2 * 10.0 + 10.0
+        assert 0.5 + 2 * 10.0 + _ranks_protocol.VERDICT_MARGIN_S <= when < 0.6 + 2 * 10.0 + 10.0
 
 
 def test_traffic_per_compile_is_linear_in_the_rank_count(records):
@@ -234,13 +234,13 @@ def test_a_service_that_went_away_costs_one_warning_and_stops():
     checker = _ranks.Checker(_jax_read.Coordination(_Gone(), 0, 2), 1.0, seen.append,
                              failopen)
     for _ in range(5):
-        checker._call("publish", lambda: _jax_read.kv_set(checker.client, "k", "v"))
+        checker.channel.set("publish", "k", "v")
     assert checker.off
     assert len([m for m in seen if "coordination service" in m]) == 1
     before = _Gone.calls
-    checker._call("publish", lambda: _jax_read.kv_set(checker.client, "k", "v"))
+    checker.channel.set("publish", "k", "v")
     assert _Gone.calls == before  # off: no more calls
-    assert _Gone.calls == _ranks.MAX_FAILURES
+    assert _Gone.calls == _ranks_transport.MAX_FAILURES
     checker.close(1.0)
 
 
@@ -404,14 +404,15 @@ def test_a_long_wait_is_one_read_that_closing_ends_at_once(records):
     started = time.monotonic()
     for checker in checkers.values():
         assert checker.close(1.0)
-    assert time.monotonic() - started < 0.5 * _ranks.WAIT_SLICE_S
+    assert time.monotonic() - started < 0.5 * _ranks_transport.WAIT_SLICE_S
     # the comparer: one read of ``all``; rank 1: one read of the verdict, for the whole wait
     assert sorted(key.rpartition("/1/")[2] for key, _ in reads) == sorted(
         [f"{_vocab.RankWire.ENTRIES}/{_vocab.RankWire.ALL}", _vocab.RankWire.VERDICT])
-    assert all(ms > 1000 * _ranks.WAIT_SLICE_S for _, ms in reads)
+    assert all(ms > 1000 * _ranks_transport.WAIT_SLICE_S for _, ms in reads)
     # rank 1 ended its read by creating the verdict as WAKE; a later writer uses the next
     # generation of the key, which a rank that read that WAKE reads next
-    assert service.data[next(k for k in service.data if k.endswith(verdict))] == _ranks.WAKE
+    assert (service.data[next(k for k in service.data if k.endswith(verdict))]
+            == _ranks_transport.WAKE)
     assert not any(c.off for c in checkers.values())
 
 
@@ -438,13 +439,14 @@ def test_a_rank_that_closes_while_reading_a_verdict_moves_its_peers_to_the_next_
     verdict = arrived.rpartition("/")[0] + "/" + _vocab.RankWire.VERDICT
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and not all(  # ranks 1 and 2 inside their read
-            (verdict, _ranks.Read.SHARED) in checkers[r]._reading for r in (1, 2)):
+            (verdict, _ranks_transport.Read.SHARED) in checkers[r].channel._reading
+            for r in (1, 2)):
         time.sleep(0.01)
     assert checkers[1].close(1.0)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not (len(reports[0]) == 2 and len(reports[2]) == 2):
         time.sleep(0.05)
-    assert service.data[verdict] == _ranks.WAKE
+    assert service.data[verdict] == _ranks_transport.WAKE
     assert _vocab.RankWire.GROUPS in service.data[_wire.generation(verdict, 1)]
     for rank in (0, 2):
         kinds = sorted(d.kind.value for d in reports[rank])

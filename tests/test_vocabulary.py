@@ -170,6 +170,6 @@ def test_the_ledger_writes_and_reads_no_key_outside_the_vocabulary():
         return [k.value for k in found if isinstance(k, ast.Constant)
                 and isinstance(k.value, str)]
 
-    for name in ("_ledger.py", "_ledger_remote.py"):
+    for name in ("_ledger.py", "_ledger_lines.py", "_ledger_remote.py"):
         tree = ast.parse((ROOT / "otel_jax" / "_fleet" / name).read_text())
         assert keys(tree) == [], name

@@ -311,7 +311,8 @@ class RunEnv:
 
 
 class RankWire:
-    """Keys and fields of the cross-rank check on JAX's coordination service (``_ranks``).
+    """Keys and fields of the cross-rank check on JAX's coordination service
+    (``_ranks_protocol``).
 
     Short on purpose: every rank reads a verdict at every compile, so each byte of a
     name is paid once per rank per compile.
