@@ -313,7 +313,7 @@ def test_grpc_unimplemented_turns_the_signal_off():
 
 
 def test_answers_are_told_apart_by_status_code_and_exception_type():
-    from otel_jax._emit._export import Answer, Health, answer_from_error
+    from otel_jax._emit._health import Answer, Health, answer_from_error
 
     assert Answer(http_status=404).health is Health.NOT_ACCEPTED
     assert Answer(http_status=405).health is Health.NOT_ACCEPTED
