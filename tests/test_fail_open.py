@@ -26,7 +26,7 @@ from conftest import PLAIN_SCRIPT, clean_env, free_port
 
 import otel_jax
 from otel_jax._core import _failopen, _text
-from otel_jax._emit import _export, _providers
+from otel_jax._emit import _bounded, _export, _health, _observe, _providers
 from otel_jax._pipeline._engine import OtelJaxWarning
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -339,7 +339,7 @@ def fresh_warnings():
 @pytest.mark.parametrize("bad", ["lone \udcff surrogate", "\ud800", "x" * 10 + "\udfff"])
 def test_a_bad_record_is_not_an_outage(bad, fresh_warnings):
     inner = FakeExporter()
-    breaker = _export.Breaker("http://collector:4318")
+    breaker = _health.Breaker("http://collector:4318")
     exporter = _export.FailOpenSpanExporter(inner, breaker, 5.0)
     spans = finished_spans("fine", bad, "also fine")
     with warnings.catch_warnings(record=True) as caught:
@@ -372,7 +372,7 @@ def test_bad_metric_points_are_dropped_the_rest_exported(fresh_warnings):
             sent.append(metrics_data)
             return MetricExportResult.SUCCESS
 
-    breaker = _export.Breaker("http://collector:4318")
+    breaker = _health.Breaker("http://collector:4318")
     exporter = _export.FailOpenMetricExporter(Inner(), breaker, 5.0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -385,7 +385,7 @@ def test_bad_metric_points_are_dropped_the_rest_exported(fresh_warnings):
 
 def test_a_hung_export_is_cut_and_not_piled_up(fresh_warnings):
     inner = FakeExporter(delay=30.0)
-    breaker = _export.Breaker("http://hung:4318")
+    breaker = _health.Breaker("http://hung:4318")
     exporter = _export.FailOpenSpanExporter(inner, breaker, 0.1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -403,17 +403,17 @@ def test_a_hung_export_is_cut_and_not_piled_up(fresh_warnings):
 
 def test_a_window_bounds_exports_and_says_what_it_dropped(fresh_warnings):
     endpoint = "http://window-test:4318"
-    _export._breakers.pop((endpoint, "traces"), None)
-    _export._endpoints.pop(endpoint, None)
-    breaker = _export.breaker_for(endpoint, "traces")
+    _health._breakers.pop((endpoint, "traces"), None)
+    _health._endpoints.pop(endpoint, None)
+    breaker = _health.breaker_for(endpoint, "traces")
     exporter = _export.FailOpenSpanExporter(FakeExporter(delay=30.0), breaker, 600.0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        window = _export.open_window(0.5, "uninstall()")
+        window = _bounded.open_window(0.5, "uninstall()")
         started = time.monotonic()
         exporter.export(finished_spans("a", "b", "c"))
         exporter.export(finished_spans("d"))
-        _export.close_window(window)
+        _bounded.close_window(window)
         elapsed = time.monotonic() - started
     assert elapsed < 10
     ours = [str(w.message) for w in caught if issubclass(w.category, OtelJaxWarning)]
@@ -551,7 +551,7 @@ def test_collector_down_under_opentelemetry_instrument_costs_one_warning(tmp_pat
 
 def test_application_exporter_noise_is_announced_not_hidden(monkeypatch):
     _failopen.reset_warnings()
-    _export.quiet_exporter_logs()
+    _observe.quiet_exporter_logs()
     log = logging.getLogger("opentelemetry.exporter.otlp.common.http")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -754,7 +754,7 @@ class Answers:
 
     def export(self, batch, **kwargs):
         self.calls += 1
-        _export._observe(self.answer)
+        _observe._observe(self.answer)
         return _export.LogRecordExportResult.FAILURE
 
     def shutdown(self):
@@ -762,20 +762,20 @@ class Answers:
 
 
 @pytest.mark.parametrize("answer", [
-    _export.Answer(http_status=404, reason="Not Found"),
-    _export.Answer(grpc_code="UNIMPLEMENTED"),
-    _export.Answer(http_status=503, reason="Service Unavailable"),
-    _export.answer_from_error(ConnectionRefusedError(111, "Connection refused")),
+    _health.Answer(http_status=404, reason="Not Found"),
+    _health.Answer(grpc_code="UNIMPLEMENTED"),
+    _health.Answer(http_status=503, reason="Service Unavailable"),
+    _health.answer_from_error(ConnectionRefusedError(111, "Connection refused")),
 ], ids=["404", "UNIMPLEMENTED", "503", "refused"])
 def test_one_signals_failure_never_stops_another(fresh_warnings, answer):
     endpoint = f"http://health-{answer.describe(short=True).replace(' ', '-')}:4318"
     for signal in ("traces", "logs"):
-        _export._breakers.pop((endpoint, signal), None)
-    _export._endpoints.pop(endpoint, None)
+        _health._breakers.pop((endpoint, signal), None)
+    _health._endpoints.pop(endpoint, None)
     inner_logs, inner_traces = Answers(answer), FakeExporter()
-    logs = _export.FailOpenLogExporter(inner_logs, _export.breaker_for(endpoint, "logs"), 5.0,
+    logs = _export.FailOpenLogExporter(inner_logs, _health.breaker_for(endpoint, "logs"), 5.0,
                                        observed=True)
-    traces = _export.FailOpenSpanExporter(inner_traces, _export.breaker_for(endpoint, "traces"),
+    traces = _export.FailOpenSpanExporter(inner_traces, _health.breaker_for(endpoint, "traces"),
                                           5.0, observed=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -786,29 +786,29 @@ def test_one_signals_failure_never_stops_another(fresh_warnings, answer):
     assert inner_logs.calls == 1  # off, or its breaker open: not retried batch after batch
     ours = [str(w.message) for w in caught if issubclass(w.category, OtelJaxWarning)]
     assert len(ours) == 1, ours
-    if answer.health is _export.Health.NOT_ACCEPTED:
+    if answer.health is _health.Health.NOT_ACCEPTED:
         assert (f"the OTLP endpoint does not accept logs ({answer.describe(short=True)}): "
                 "logs off, traces" in ours[0])
-        assert _export.breaker_for(endpoint, "logs").off == answer.describe(short=True)
-    elif answer.health is _export.Health.UNREACHABLE:
+        assert _health.breaker_for(endpoint, "logs").off == answer.describe(short=True)
+    elif answer.health is _health.Health.UNREACHABLE:
         assert "unreachable (ConnectionRefusedError" in ours[0]
     else:
         assert "answered HTTP 503 Service Unavailable" in ours[0]
         assert "unreachable" not in ours[0]
-    assert _export.breaker_for(endpoint, "traces").allows()
+    assert _health.breaker_for(endpoint, "traces").allows()
 
 
 def test_a_window_does_not_count_what_a_signal_turned_off_dropped(fresh_warnings):
     endpoint = "http://window-off:4318"
-    _export._breakers.pop((endpoint, "logs"), None)
-    _export._endpoints.pop(endpoint, None)
-    logs = _export.FailOpenLogExporter(Answers(_export.Answer(http_status=404)),
-                                       _export.breaker_for(endpoint, "logs"), 5.0, observed=True)
+    _health._breakers.pop((endpoint, "logs"), None)
+    _health._endpoints.pop(endpoint, None)
+    logs = _export.FailOpenLogExporter(Answers(_health.Answer(http_status=404)),
+                                       _health.breaker_for(endpoint, "logs"), 5.0, observed=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        window = _export.open_window(2.0, "exit")
+        window = _bounded.open_window(2.0, "exit")
         logs.export(["a"])
         logs.export(["b"])
-        _export.close_window(window)
+        _bounded.close_window(window)
     ours = [str(w.message) for w in caught if issubclass(w.category, OtelJaxWarning)]
     assert len(ours) == 1 and "does not accept logs (HTTP 404)" in ours[0], ours

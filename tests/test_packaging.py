@@ -266,14 +266,20 @@ def test_the_core_depends_on_itself_and_the_standard_library_only():
             assert not outside, f"{name} imports {sorted(outside)}"
 
 
+EXPORT_SIDE = ("otel_jax._emit._providers", "otel_jax._emit._export", "otel_jax._emit._health",
+               "otel_jax._emit._observe", "otel_jax._emit._bounded", "otel_jax._emit._clean")
+
+
 def test_the_export_layer_depends_on_the_core_only():
-    # Providers and fail-open exporters warn through the core: nothing of the capture
+    # Providers and fail-open exporters (with their health model, request observers,
+    # bounded calls and bad-text cleaning) warn through the core: nothing of the capture
     # pipeline is imported to set up OpenTelemetry or to say that a collector is down.
     graph = _module_graph()
-    for name in ("otel_jax._emit._providers", "otel_jax._emit._export"):
+    assert set(EXPORT_SIDE) <= set(graph)
+    for name in EXPORT_SIDE:
         ours = {d for d in graph[name] if d.startswith("otel_jax")}
         assert ours <= {"otel_jax._core._failopen", "otel_jax._core._text",
-                        "otel_jax._core._vocab", "otel_jax._emit._export"}, (name, ours)
+                        "otel_jax._core._vocab", *EXPORT_SIDE}, (name, ours)
 
 
 def _makefile_list(name: str) -> list[str]:

@@ -310,27 +310,3 @@ def test_grpc_unimplemented_turns_the_signal_off():
         assert any(f"does not accept {signal} (gRPC UNIMPLEMENTED): {signal} off" in w
                    for w in said), said
     assert not any("unreachable" in w for w in said)
-
-
-def test_answers_are_told_apart_by_status_code_and_exception_type():
-    from otel_jax._emit._export import Answer, Health, answer_from_error
-
-    assert Answer(http_status=404).health is Health.NOT_ACCEPTED
-    assert Answer(http_status=405).health is Health.NOT_ACCEPTED
-    assert Answer(http_status=415).health is Health.NOT_ACCEPTED
-    assert Answer(http_status=400).health is Health.REJECTED
-    assert Answer(http_status=503).health is Health.REJECTED
-    assert Answer(grpc_code="UNIMPLEMENTED").health is Health.NOT_ACCEPTED
-    assert Answer(grpc_code="UNAVAILABLE").health is Health.UNREACHABLE
-    assert Answer(grpc_code="DEADLINE_EXCEEDED").health is Health.UNREACHABLE
-    assert Answer(grpc_code="PERMISSION_DENIED").health is Health.REJECTED
-    assert answer_from_error(ConnectionRefusedError(111, "refused")).health is Health.UNREACHABLE
-    assert answer_from_error(TimeoutError()).health is Health.UNREACHABLE
-    assert answer_from_error(socket.gaierror(-2, "Name unknown")).health is Health.UNREACHABLE
-    import requests
-
-    assert answer_from_error(requests.exceptions.ReadTimeout()).health is Health.UNREACHABLE
-    assert answer_from_error(requests.exceptions.InvalidURL("bad")).health is Health.FAILED
-    # The text of an error never decides: a message that reads like a 404 is still an error.
-    assert answer_from_error(RuntimeError("HTTP 404 not found")).health is Health.FAILED
-

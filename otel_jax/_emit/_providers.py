@@ -11,7 +11,7 @@ Fail open: nothing read from the environment can make ``install()`` raise. A
 Prometheus port that is taken or not a port, an exporter that cannot be built,
 cost one ``OtelJaxWarning`` each; providers become global only once all of
 them were built, so a failure leaves no half set-up behind. The providers
-otel_jax creates are shut down at exit within ``_export.EXIT_SECONDS``.
+otel_jax creates are shut down at exit within ``_bounded.EXIT_SECONDS``.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def export_timeout(signal: str) -> float:
 def _exporter(signal: str) -> Any:
     """The OTLP exporter for ``signal`` (gRPC when asked for and installed, else HTTP),
     wrapped so that an unreachable collector costs one warning, not the user's time."""
-    from . import _export
+    from . import _export, _health, _observe
 
     names = {"traces": "trace_exporter.OTLPSpanExporter",
              "metrics": "metric_exporter.OTLPMetricExporter",
@@ -143,7 +143,7 @@ def _exporter(signal: str) -> Any:
                              "http/protobuf")
         else:
             inner = getattr(mod, cls)(timeout=timeout)
-            observed = _export.observe_grpc(inner)
+            observed = _observe.observe_grpc(inner)
     if inner is None:
         mod = __import__(f"opentelemetry.exporter.otlp.proto.http.{module}", fromlist=[cls])
         # The session records each request's status or error, so that a signal the
@@ -152,15 +152,15 @@ def _exporter(signal: str) -> Any:
         # its own session: then failures are told apart less finely.
         if not _credential_provider(signal):
             try:
-                inner = getattr(mod, cls)(timeout=timeout, session=_export.observing_session())
+                inner = getattr(mod, cls)(timeout=timeout, session=_observe.observing_session())
                 observed = True
             except (ImportError, TypeError):  # no requests, or an exporter without session=
                 inner = None
         if inner is None:
             inner = getattr(mod, cls)(timeout=timeout)
     endpoint = otlp_endpoint(signal) or "the OTLP endpoint"
-    _export.quiet_exporter_logs()
-    return wrappers[signal](inner, _export.breaker_for(endpoint, signal), timeout, observed)
+    _observe.quiet_exporter_logs()
+    return wrappers[signal](inner, _health.breaker_for(endpoint, signal), timeout, observed)
 
 
 def _credential_provider(signal: str) -> bool:
@@ -384,26 +384,26 @@ def stop_prometheus(providers: Providers) -> None:
 
 
 def _bounded(fn: Any, seconds: float, *args: Any) -> None:
-    from . import _export
+    from ._bounded import run_bounded
 
-    _export.run_bounded(fn, seconds, *args)
+    run_bounded(fn, seconds, *args)
 
 
 def flush(providers: Providers) -> None:
-    """Flush what otel_jax created, within ``_export.UNINSTALL_SECONDS`` in all."""
+    """Flush what otel_jax created, within ``_bounded.UNINSTALL_SECONDS`` in all."""
     if not providers.owned:
         return
-    from . import _export
+    from ._bounded import UNINSTALL_SECONDS, close_window, open_window, run_all_bounded
 
-    window = _export.open_window(_export.UNINSTALL_SECONDS, "uninstall()")
+    window = open_window(UNINSTALL_SECONDS, "uninstall()")
     try:
         millis = max(1, int(window.remaining() * 1000))
         flushes = [getattr(p, "force_flush", None) for p in providers.owned]
         # Side by side: one signal's collector that does not answer costs no other its time.
-        _export.run_all_bounded([(f, (millis,)) for f in flushes if f is not None],
-                                window.deadline, name="otel_jax-flush")
+        run_all_bounded([(f, (millis,)) for f in flushes if f is not None],
+                        window.deadline, name="otel_jax-flush")
     finally:
-        _export.close_window(window)
+        close_window(window)
 
 
 # --- exit ------------------------------------------------------------------------------------
@@ -415,14 +415,16 @@ _exit_lock = threading.Lock()
 
 def _register_exit() -> None:
     global _exit_registered
-    # Imported now (nothing may be imported at exit), and its exit threads named.
-    from . import _export
+    # Imported now (nothing may be imported at exit): the exporters' module, with the
+    # bounded calls it uses, whose exit threads are named here.
+    from . import _export  # noqa: F401
+    from ._bounded import prestart_exit_threads
 
     with _exit_lock:
         if not _exit_registered:
             _exit_registered = True
             atexit.register(shutdown_at_exit)
-            before_exit(_export.prestart_exit_threads)
+            before_exit(prestart_exit_threads)
 
 
 def before_exit(fn: Any) -> None:
@@ -440,18 +442,18 @@ def before_exit(fn: Any) -> None:
 
 
 def shutdown_at_exit() -> None:
-    """Shut down the providers otel_jax created, within ``_export.EXIT_SECONDS`` in all
+    """Shut down the providers otel_jax created, within ``_bounded.EXIT_SECONDS`` in all
     (the SDK's own exit handlers wait up to 30 s per signal on a hung collector)."""
     with _exit_lock:
         owned, _exit_owned[:] = list(_exit_owned), []
     if not owned:
         return
-    _export = sys.modules["otel_jax._emit._export"]
-    window = _export.open_window(_export.EXIT_SECONDS, "exit")
+    bounded = sys.modules["otel_jax._emit._bounded"]
+    window = bounded.open_window(bounded.EXIT_SECONDS, "exit")
     try:
         # Side by side: one signal's collector that does not answer costs no other its time.
-        _export.run_all_bounded([(p.shutdown, ()) for p in owned],
+        bounded.run_all_bounded([(p.shutdown, ()) for p in owned],
                                 max(window.deadline, time.monotonic() + 0.2),
                                 name="otel_jax-shutdown")
     finally:
-        _export.close_window(window)
+        bounded.close_window(window)

@@ -42,7 +42,7 @@ def flush_in_forked_children(flush: Callable[[], None]) -> None:
         # modules start thread pools as they load, refused there from Python 3.12).
         from multiprocessing import util
 
-        from .._emit import _export  # noqa: F401
+        from .._emit import _bounded, _export  # noqa: F401
 
         util.register_after_fork(_TOKEN, _in_child)
         _registered = True
@@ -74,11 +74,12 @@ def _at_child_exit() -> None:
 def flush_providers(*providers: Any, seconds: float = CHILD_EXPORT_S) -> None:
     """``force_flush`` each provider, side by side, within ``seconds`` in all: what their
     batch processors and readers hold is exported before the process ends."""
-    from .._emit import _export  # imported at install(): see flush_in_forked_children
+    # imported at install(): see flush_in_forked_children
+    from .._emit._bounded import run_all_bounded
 
     calls = [(f, (max(1, int(seconds * 1000)),)) for f in
              (getattr(p, "force_flush", None) for p in providers if p is not None)
              if f is not None]
     if not calls:
         return
-    _export.run_all_bounded(calls, time.monotonic() + seconds, name="otel_jax-child-flush")
+    run_all_bounded(calls, time.monotonic() + seconds, name="otel_jax-child-flush")

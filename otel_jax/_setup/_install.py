@@ -342,7 +342,7 @@ def uninstall() -> None:
         if current._log is not None:
             current._log.close()  # bounded: waits for the stream at most UNINSTALL_FLUSH_S
         if current._providers is not None:
-            try:  # bounded: a hung collector costs at most _export.UNINSTALL_SECONDS
+            try:  # bounded: a hung collector costs at most _bounded.UNINSTALL_SECONDS
                 _providers.flush(current._providers)
             except Exception:  # never let a collector that is down fail uninstall
                 pass

@@ -59,9 +59,9 @@ class JaxInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                             f"{', '.join(OPTION_NAMES)}")
         _install.install(**kwargs)
         if _called_by_auto_instrumentation():
-            from .._emit import _export
+            from .._emit._observe import quiet_exporter_logs
 
-            _export.quiet_exporter_logs()
+            quiet_exporter_logs()
 
     def _uninstrument(self, **kwargs: Any) -> None:
         _install.uninstall()
