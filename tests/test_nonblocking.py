@@ -119,8 +119,9 @@ def test_a_blocked_stream_drops_and_counts_and_warns_once(monkeypatch):
         emitter = next(s for s in otel_jax.installation().sinks
                        if isinstance(s, _logs.JsonLogEmitter))
         assert elapsed < HANG
-        # 12 lines: one taken by the writer (blocked), 4 queued, the rest dropped
-        assert emitter.dropped >= 12 - 4 - 1
+        # 12 lines: the writer's batch (blocked; at most the 4 the queue held when it
+        # woke: one line, on a quiet machine), 4 queued again, the rest dropped
+        assert emitter.dropped >= 12 - 4 - 4
         dropped_warnings = [w for w in caught if issubclass(w.category, OtelJaxWarning)
                             and "dropped" in str(w.message)]
         assert len(dropped_warnings) == 1
