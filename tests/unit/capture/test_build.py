@@ -4,29 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
 
 import jax
 import jax.numpy as jnp
-import pytest
 
 import otel_jax
 from otel_jax._capture import _build, _detached
-from otel_jax._capture._signature import UNCOMMITTED, Signature, StaticKind
-
-
-@pytest.fixture
-def misses(telemetry, monkeypatch) -> list[Any]:
-    """The misses signatures are built from, in compile order (kept alive by the test)."""
-    seen: list[Any] = []
-    real = _build.from_miss
-
-    def recording(miss: Any, *args: Any, **kwargs: Any) -> Signature:
-        seen.append(miss)
-        return real(miss, *args, **kwargs)
-
-    monkeypatch.setattr(_build, "from_miss", recording)
-    return seen
+from otel_jax._capture._signature import UNCOMMITTED, StaticKind
 
 
 def test_a_compile_s_signature_built_from_its_miss(telemetry):

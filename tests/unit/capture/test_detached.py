@@ -6,29 +6,13 @@ from __future__ import annotations
 import enum
 import functools
 import weakref
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
-from otel_jax._capture import _build, _detached, _jax_read
-from otel_jax._capture._signature import Signature, StaticArg
-
-
-@pytest.fixture
-def misses(telemetry, monkeypatch) -> list[Any]:
-    """The misses signatures are built from, in compile order (kept alive by the test)."""
-    seen: list[Any] = []
-    real = _build.from_miss
-
-    def recording(miss: Any, *args: Any, **kwargs: Any) -> Signature:
-        seen.append(miss)
-        return real(miss, *args, **kwargs)
-
-    monkeypatch.setattr(_build, "from_miss", recording)
-    return seen
+from otel_jax._capture import _detached, _jax_read
+from otel_jax._capture._signature import StaticArg
 
 
 class Mode(enum.Enum):
