@@ -390,6 +390,7 @@ print("COUNTS", counted["jit(step_fn)"], counted["jit(inside_fn)"])
 @pytest.mark.parametrize("how", ["signal", "locks", "finalizer", "processor", "handler"])
 def test_compiles_inside_otel_jax_never_hang_and_are_all_counted(tmp_path, how):
     log = tmp_path / "compiles.jsonl"
+    landed = 0  # handler calls that compiled: the case tests nothing if none did
     for seed in (1, 2) if how == "signal" else (1,):
         log.write_text("")
         try:
@@ -407,8 +408,9 @@ def test_compiles_inside_otel_jax_never_hang_and_are_all_counted(tmp_path, how):
         # otel_jax's own work included; none is lost, none is made up.
         assert step_compiles == 60
         assert (reported["step_fn"], reported["inside_fn"]) == (60, inside_compiles)
-        if how in ("locks", "finalizer", "processor"):
-            assert inside_compiles > 0
+        landed += inside_compiles
+    if how != "handler":  # a log handler of the user's is called only on a warning
+        assert landed > 0
 
 
 class RaisingHandler(logging.Handler):
