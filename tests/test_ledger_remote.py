@@ -9,6 +9,7 @@ bounds and the store's failure handling are checked in-process against a directo
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -279,7 +280,7 @@ def test_a_miss_on_process_1_is_explained_by_what_process_0_recorded(tmp_path, s
     for rank, r in enumerate(flagged):
         if rank == 1 and r["step"]["persistent_cache_hit"]:
             continue
-        assert r["step"]["persistent_cache_miss_reason"] == "key_changed", r["step"]
+        assert r["step"].get("persistent_cache_miss_reason") == "key_changed", json.dumps([rank, r["step"]])
         assert r["step"]["persistent_cache_miss_detail"].startswith(
             "XLA flags: +--xla_cpu_enable_fast_math=true; since ")
     if not flagged[1]["step"]["persistent_cache_hit"]:
@@ -464,6 +465,54 @@ def test_a_failing_store_pauses_and_warns_once(tmp_path):
         store.fetch(i, wait=5)
     assert len(warned) == 1 and "failed (" in warned[0]
     assert store.dropped >= 4 and store.writes == 0
+
+
+class _Replaced:
+    """A prefix whose objects are rewritten by another process while they are read: the
+    first ``failures`` reads fail as s3fs's do when an object's ETag changed between its
+    requests (``FileExpired``, an ``OSError``)."""
+
+    def __init__(self, root: Path, failures: int) -> None:
+        self.root, self.failures = root, failures
+
+    def __truediv__(self, name: str) -> _Object:
+        return _Object(self, self.root / name)
+
+
+class _Object:
+    def __init__(self, prefix: _Replaced, path: Path) -> None:
+        self.prefix, self.path = prefix, path
+
+    def read_bytes(self) -> bytes:
+        if self.prefix.failures:
+            self.prefix.failures -= 1
+            raise OSError(errno.EBUSY, "The remote file no longer exists")
+        return self.path.read_bytes()
+
+
+def test_an_object_replaced_while_it_is_read_is_read_again(tmp_path):
+    bucket = _ledger_remote.bucket_of("a@x.py")
+    writer = _store(tmp_path)
+    writer.record(bucket, _entry("a@x.py", "s", 1.0))
+    assert writer.flush(30)
+    warned: list[str] = []
+    root = _Replaced(tmp_path, failures=_ledger_remote.READ_ATTEMPTS - 1)
+    store = _ledger_remote.RemoteStore("s3://x/l", root, FailOpen(
+        warn=lambda msg, *a, **k: warned.append(msg)), _ledger_lines.MARK,
+        _ledger_lines.VERSION, _ledger_lines.parse_entry, _ledger_lines.key_of,
+        _ledger.KEEP_PER_KEY)
+    got = store.fetch(bucket, wait=30)
+    assert got is not None and [e["sig"] for e in got[0]] == ["s"]
+    assert warned == [] and store.reads == _ledger_remote.READ_ATTEMPTS
+    # A store whose every read fails is still one warning, after a bounded number of reads.
+    failing = _Replaced(tmp_path, failures=10 * _ledger_remote.READ_ATTEMPTS)
+    store = _ledger_remote.RemoteStore("s3://x/m", failing, FailOpen(
+        warn=lambda msg, *a, **k: warned.append(msg)), _ledger_lines.MARK,
+        _ledger_lines.VERSION, _ledger_lines.parse_entry, _ledger_lines.key_of,
+        _ledger.KEEP_PER_KEY)
+    assert store.fetch(bucket, wait=30) is None
+    assert len(warned) == 1 and "failed (OSError" in warned[0]
+    assert store.reads == _ledger_remote.READ_ATTEMPTS
 
 
 def test_remote_ledger_without_a_file_system_layer_costs_one_warning(monkeypatch):

@@ -144,9 +144,10 @@ def breaker_for(endpoint: str, signal: str) -> Breaker:
         return _breakers.setdefault((endpoint, signal), Breaker(endpoint, signal))
 
 
-def _still_sent(signal: str) -> list[str]:
+def _still_sent(endpoint: str, signal: str) -> list[str]:
+    """The other signals this process sends to ``endpoint`` and the endpoint still takes."""
     with _state_lock:
-        breakers = list(_breakers.values())
+        breakers = [b for (url, _), b in _breakers.items() if url == endpoint]
     return [s for s in SIGNALS if s != signal
             and any(b.signal == s and b.off is None for b in breakers)]
 
@@ -206,7 +207,7 @@ class Breaker:
             if self.off is not None:
                 return
             self.off = status
-        others = _still_sent(self.signal)
+        others = _still_sent(self.endpoint, self.signal)
         flows = (f"{' and '.join(others)} still sent" if others
                  else "nothing else is sent there")
         emit(f"otel_jax: the OTLP endpoint does not accept {self.signal} ({status}): "

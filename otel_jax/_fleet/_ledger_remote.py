@@ -52,6 +52,10 @@ READ_WAIT_S = 2.0
 RETRY_AFTER_S = 60.0
 #: At exit, the longest wait for writes still queued (none while the store fails).
 EXIT_WAIT_S = 3.0
+#: Reads of one object before the store is taken as failing: an object rewritten by
+#: another process while it is read fails that read (s3fs raises ``FileExpired`` when
+#: the object's ETag changed between its requests), and the next read gets the new one.
+READ_ATTEMPTS = 3
 #: Objects whose writes may wait in the queue (one pending write per object).
 MAX_PENDING = BUCKETS
 #: Entries that may wait to be written, all objects together (each under 4 KiB).
@@ -247,11 +251,19 @@ class RemoteStore:
                     self._wake.notify_all()
 
     def _read_object(self, bucket: int) -> tuple[list[Entry], int]:
-        self.reads += 1  # requests, answered or not
-        try:
-            data = (self._root / object_name(bucket)).read_bytes()
-        except FileNotFoundError:
-            return [], 0
+        path = self._root / object_name(bucket)
+        for attempt in range(READ_ATTEMPTS):
+            self.reads += 1  # requests, answered or not
+            try:
+                data = path.read_bytes()
+                break
+            except FileNotFoundError:
+                return [], 0
+            except Exception:
+                # Told apart by what happens next, not by the error's type: a store that
+                # is down fails again, one whose object was replaced mid-read does not.
+                if attempt + 1 == READ_ATTEMPTS:
+                    raise
         raw, ours = decode_bucket(data, self._mark, self._version)
         entries = [e for e in map(self._parse, raw) if e is not None]
         return entries, (len(raw) - len(entries)) if ours else 1

@@ -90,6 +90,19 @@ def test_a_signal_the_endpoint_does_not_take_is_turned_off_naming_what_still_flo
     assert said(lambda: logs.failed(Health.NOT_ACCEPTED, "", Answer(http_status=404))) == []
 
 
+def test_what_still_flows_is_what_this_endpoint_still_takes(endpoint):
+    other = "http://unit-health-other:4318"
+    breaker_for(other, "metrics")  # sent elsewhere: not "still sent" to this endpoint
+    try:
+        logs = breaker_for(endpoint, "logs")
+        text = said(lambda: logs.failed(Health.NOT_ACCEPTED, "", Answer(http_status=404)))
+        assert text == [f"otel_jax: the OTLP endpoint does not accept logs (HTTP 404): "
+                        f"logs off, nothing else is sent there (endpoint {endpoint})."]
+    finally:
+        _health._breakers.pop((other, "metrics"), None)
+        _health._endpoints.pop(other, None)
+
+
 class Window:
     def __init__(self) -> None:
         self.details: dict[str, str] = {}
