@@ -62,7 +62,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import overhead
 
 import otel_jax
-from otel_jax._capture import _jax_hooks
+from otel_jax._capture._jax import _compile_entry, _miss_path
 from otel_jax._pipeline._engine import ENGINE
 
 # Input sizes never repeat in a process: every timed call is a first call.
@@ -240,7 +240,7 @@ class Timers:
         caller's code): the timer keeps that answer by calling it through a function of
         its own that it names as the miss path, only for calls from the real one."""
         timers = self
-        real = _jax_hooks._wrap_infer_params
+        real = _miss_path.wrap_infer_params
 
         def make(original: Callable[..., Any], miss_path: Any = None,
                  on_trace_only: Any = None) -> Any:
@@ -273,12 +273,12 @@ class Timers:
     def arm(self) -> None:
         """Time from the next install() on (the hooks are made at install)."""
         patches = [
-            (_jax_hooks, "_wrap_infer_params", self._own_infer_params()),
-            (_jax_hooks, "_wrap_run_python_pjit", self._own(_jax_hooks._wrap_run_python_pjit)),
-            (_jax_hooks, "_wrap_call_impl_python",
-             self._own(_jax_hooks._wrap_call_impl_python)),
-            (_jax_hooks, "_wrap_compile_or_get_cached",
-             self._own(_jax_hooks._wrap_compile_or_get_cached)),
+            (_miss_path, "wrap_infer_params", self._own_infer_params()),
+            (_miss_path, "wrap_run_python_pjit", self._own(_miss_path.wrap_run_python_pjit)),
+            (_miss_path, "wrap_call_impl_python",
+             self._own(_miss_path.wrap_call_impl_python)),
+            (_compile_entry, "wrap_compile_or_get_cached",
+             self._own(_compile_entry.wrap_compile_or_get_cached)),
         ]
         for name in ("_on_time_span", "_on_event", "_on_trace_only"):
             patches.append((ENGINE, name, self._timed(getattr(ENGINE, name), "listeners")))

@@ -57,7 +57,7 @@ def main() -> None:
 def run(functions: int, signatures: int) -> None:
     import boto3
 
-    from otel_jax._capture import _jax_read
+    from otel_jax._capture._jax import _cache_key, _config, _persistent_cache
     from otel_jax._core._failopen import FailOpen
     from otel_jax._fleet import _ledger, _ledger_lines, _ledger_remote
 
@@ -67,12 +67,12 @@ def run(functions: int, signatures: int) -> None:
 
     def store() -> _ledger_remote.RemoteStore:
         return _ledger_remote.RemoteStore(
-            url, _jax_read.cache_path(url), FailOpen(), _ledger_lines.MARK,
+            url, _persistent_cache.cache_path(url), FailOpen(), _ledger_lines.MARK,
             _ledger_lines.VERSION, _ledger_lines.parse_entry, _ledger_lines.key_of,
             _ledger.KEEP_PER_KEY)
 
-    key = {p: "0123456789abcdef" for p in _jax_read.CACHE_KEY_PARTS}
-    names, values = _ledger_lines.context_items(_jax_read.trace_context_items())
+    key = {p: "0123456789abcdef" for p in _cache_key.CACHE_KEY_PARTS}
+    names, values = _ledger_lines.context_items(_config.trace_context_items())
     writer = store()
     record_us = []
     started = time.perf_counter()

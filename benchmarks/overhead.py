@@ -436,11 +436,12 @@ def bench_slow_repr(shapes: int, rounds: int) -> tuple[float, float, int]:
 def bench_fingerprints(ops: int, compiles: int) -> tuple[float, float, float]:
     """Median ms of the signature fingerprint, of the program fingerprint, and of the
     compile, for a program of about ``ops`` operations."""
-    from otel_jax._capture import _fingerprint, _jax_read
+    from otel_jax._capture import _fingerprint
+    from otel_jax._capture._jax import _program
     from otel_jax._pipeline import _assemble
 
     spent: dict[str, list[float]] = {"sig": [], "prog": []}
-    real_sig, real_prog = _fingerprint.of_signature, _jax_read.program_digest
+    real_sig, real_prog = _fingerprint.of_signature, _program.program_digest
 
     def body(x):  # type: ignore[no-untyped-def]
         for i in range(ops // 2):
@@ -451,11 +452,11 @@ def bench_fingerprints(ops: int, compiles: int) -> tuple[float, float, float]:
     sink = otel_jax.testing.CompileRecorder(include_eager=True)
     ENGINE.add_emitter(sink)
     _assemble._fingerprint.of_signature = timing(real_sig, spent["sig"].append)  # type: ignore[assignment]
-    _assemble._jax_read.program_digest = timing(real_prog, spent["prog"].append)  # type: ignore[assignment]
+    _assemble._program.program_digest = timing(real_prog, spent["prog"].append)  # type: ignore[assignment]
     # The program fingerprint is taken where something compares it (several ranks, a
     # persistent cache): here as in a multi-process job.
-    real_coordination = _assemble._jax_read.coordination
-    _assemble._jax_read.coordination = lambda: True  # type: ignore[assignment]
+    real_coordination = _assemble._coordination.coordination
+    _assemble._coordination.coordination = lambda: True  # type: ignore[assignment]
     cross_rank = ENGINE.cross_rank.on_divergence
     ENGINE.cross_rank.on_divergence = "off"
     try:
@@ -464,8 +465,8 @@ def bench_fingerprints(ops: int, compiles: int) -> tuple[float, float, float]:
             f(jnp.ones((n + 3,)))
     finally:
         _assemble._fingerprint.of_signature = real_sig  # type: ignore[assignment]
-        _assemble._jax_read.program_digest = real_prog  # type: ignore[assignment]
-        _assemble._jax_read.coordination = real_coordination  # type: ignore[assignment]
+        _assemble._program.program_digest = real_prog  # type: ignore[assignment]
+        _assemble._coordination.coordination = real_coordination  # type: ignore[assignment]
         ENGINE.cross_rank.on_divergence = cross_rank
         ENGINE.remove_emitter(sink)
         otel_jax.uninstall()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from ._capture._jax_hooks import Capability
+from ._capture._jax._capabilities import Capability
 from ._capture._source import function_info as _function_info
 from ._core import _failopen
 from ._core._failopen import OtelJaxWarning

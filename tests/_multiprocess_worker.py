@@ -30,7 +30,7 @@ if SCENARIO == "exit_in_read":
         for thread in threading.enumerate():
             frame = frames.get(thread.ident or -1)
             if thread.name.startswith("otel_jax") and frame is not None \
-                    and frame.f_code.co_filename.endswith("_jax_read.py"):
+                    and frame.f_code.co_filename.endswith(os.path.join("_jax", "_coordination.py")):
                 inside.append(f"{thread.name} in {frame.f_code.co_name}")
         elapsed = time.monotonic() - EXIT_STARTED[0] if EXIT_STARTED else -1.0
         print("EXIT " + json.dumps({"inside_client": inside, "exit_s": elapsed}), flush=True)

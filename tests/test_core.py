@@ -15,7 +15,8 @@ from jax._src import monitoring, pjit
 from opentelemetry import trace
 
 import otel_jax
-from otel_jax._capture import _build, _jax_hooks
+from otel_jax._capture import _build
+from otel_jax._capture._jax import _miss_path
 from otel_jax._pipeline._engine import ENGINE
 from conftest import diff_of
 
@@ -226,7 +227,7 @@ def test_recompile_storm_warns_once(telemetry):
 
 def test_install_is_idempotent_and_uninstall_restores_jax():
     otel_jax.uninstall()
-    found = _jax_hooks.pjit_module()
+    found = _miss_path.pjit_module()
     assert found is not None, "this JAX version's miss path is not recognised"
     entry, scope = found.trace, found.scope
     original_infer, original_run = getattr(pjit, entry), getattr(pjit, scope)
@@ -237,7 +238,7 @@ def test_install_is_idempotent_and_uninstall_restores_jax():
     try:
         assert otel_jax.install(log_output=None) is handle
         assert getattr(pjit, entry) is not original_infer
-        assert _jax_hooks.pjit_patched()
+        assert _miss_path.pjit_patched()
     finally:
         otel_jax.uninstall()
     assert getattr(pjit, entry) is original_infer
@@ -245,7 +246,7 @@ def test_install_is_idempotent_and_uninstall_restores_jax():
     assert pjit._pjit_call_impl_python is original_impl
     assert (list(monitoring._event_time_span_listeners),
             list(monitoring._event_listeners)) == listeners_before
-    assert not _jax_hooks.pjit_patched()
+    assert not _miss_path.pjit_patched()
     assert otel_jax.installation() is None
     otel_jax.uninstall()  # a second uninstall is a no-op
 
@@ -463,12 +464,12 @@ def test_fallback_when_jax_internals_are_missing(monkeypatch):
     from conftest import Telemetry
 
     t = Telemetry()
-    monkeypatch.setattr(_jax_hooks, "pjit_module", lambda: None)
+    monkeypatch.setattr(_miss_path, "pjit_module", lambda: None)
     with pytest.warns(otel_jax.OtelJaxWarning, match="_infer_params"):
         otel_jax.install(tracer_provider=t.tracer_provider, meter_provider=t.meter_provider,
                          log_output=t.log)
     try:
-        assert not _jax_hooks.pjit_patched()
+        assert not _miss_path.pjit_patched()
 
         @jax.jit
         def fallback(x):

@@ -132,7 +132,6 @@ def test_closest_signature_counts_dtype_and_dimensions_inside_a_leaf(telemetry):
 
 
 
-import dataclasses  # noqa: E402
 from typing import NamedTuple  # noqa: E402
 
 
@@ -578,7 +577,7 @@ def _dense_change(telemetry, f) -> dict:
 
 
 def test_register_dataclass_meta_fields_are_named(telemetry, monkeypatch):
-    from otel_jax._capture import _jax_read
+    from otel_jax._capture._jax import _traced
 
     @jax.jit
     def named(layer):
@@ -588,11 +587,11 @@ def test_register_dataclass_meta_fields_are_named(telemetry, monkeypatch):
     def positional(layer):
         return layer.w * 2
 
-    assert _jax_read.dataclass_meta_fields(Dense) == ("width", "activation")
-    assert _jax_read.dataclass_meta_fields(int) is None
+    assert _traced.dataclass_meta_fields(Dense) == ("width", "activation")
+    assert _traced.dataclass_meta_fields(int) is None
     assert _dense_change(telemetry, named)["path"] == "layer.activation"
     # JAX moved its registry: the fields are read by position
-    monkeypatch.setattr(_jax_read, "dataclass_meta_fields", lambda node_type: None)
+    monkeypatch.setattr(_traced, "dataclass_meta_fields", lambda node_type: None)
     assert _dense_change(telemetry, positional)["path"] == "layer.<static 1>"
 
 

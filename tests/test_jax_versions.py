@@ -257,20 +257,20 @@ def test_every_capability_says_what_is_lost(capability):
 
 
 def test_a_miss_path_that_cannot_be_wrapped_whole_is_not_wrapped_at_all(monkeypatch):
-    from otel_jax._capture import _jax_hooks
+    from otel_jax._capture._jax import _miss_path
 
     otel_jax.uninstall()
 
     def refuse(original, trace_inside):
         raise TypeError("a scope JAX changed")
 
-    monkeypatch.setattr(_jax_hooks, "_wrap_run_python_pjit", refuse)
+    monkeypatch.setattr(_miss_path, "wrap_run_python_pjit", refuse)
     t = Telemetry()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         handle = _install(t)
         try:
-            patched = _jax_hooks.pjit_patched()
+            patched = _miss_path.pjit_patched()
 
             @jax.jit
             def triple(x):
@@ -294,11 +294,11 @@ def test_a_miss_path_that_cannot_be_wrapped_whole_is_not_wrapped_at_all(monkeypa
 def program_hashing_unknown(monkeypatch):
     """How ``_hash_computation`` is called is found afresh in this test (once per process
     otherwise), and found again after it."""
-    from otel_jax._capture import _jax_read
+    from otel_jax._capture._jax import _program
 
-    monkeypatch.setattr(_jax_read._ProgramHashing, "tail", None)
-    monkeypatch.setattr(_jax_read._ProgramHashing, "failure", None)
-    return _jax_read
+    monkeypatch.setattr(_program.ProgramHashing, "tail", None)
+    monkeypatch.setattr(_program.ProgramHashing, "failure", None)
+    return _program
 
 
 def _from_jax(cache_key) -> bool:
@@ -382,7 +382,7 @@ def test_the_program_hash_is_called_as_the_installed_jax_calls_it(
     handle = _install(Telemetry())
     otel_jax.uninstall()
     assert handle.unavailable == frozenset()
-    assert program_hashing_unknown._ProgramHashing.tail == (_hash_all_value(),)
+    assert program_hashing_unknown.ProgramHashing.tail == (_hash_all_value(),)
     lowered = jax.jit(lambda x: x * 3).lower(jnp.ones(2)).compiler_ir("stablehlo")
     import hashlib
 
@@ -454,7 +454,7 @@ def test_probing_the_readers_at_install_traces_and_compiles_nothing(program_hash
             if hasattr(monitoring, name):
                 getattr(monitoring, name)(on_event)
                 break
-    assert program_hashing_unknown._ProgramHashing.tail is not None  # the probe ran
+    assert program_hashing_unknown.ProgramHashing.tail is not None  # the probe ran
     assert seen == [] and t.compiles() == []
 
 
@@ -537,7 +537,7 @@ def test_a_cache_key_part_failing_on_its_first_real_input_is_said_once(
     backend): when JAX's hash of it fails there, the cache-miss reasons say so once."""
     from jax._src import cache_key
 
-    from otel_jax._capture import _jax_read
+    from otel_jax._capture._jax import _cache_key
 
     original = cache_key._hash_platform
 
@@ -547,7 +547,7 @@ def test_a_cache_key_part_failing_on_its_first_real_input_is_said_once(
         raise AttributeError("'Client' object has no attribute 'platform_version'")
 
     monkeypatch.setattr(cache_key, "_hash_platform", _hash_platform)
-    monkeypatch.setattr(_jax_read, "_static_parts", {})
+    monkeypatch.setattr(_cache_key, "_static_parts", {})
     t = Telemetry()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from otel_jax._capture import _jax_read
+from otel_jax._capture._jax import _cache_key, _persistent_cache
 from otel_jax._capture._source import FunctionInfo
 from otel_jax._core._failopen import FailOpen
 from otel_jax._core._vocab import MissReason, NotWrittenReason
@@ -36,16 +36,16 @@ class _Signature:
     context: tuple[tuple[str, object], ...] = (("jax_enable_x64", True), ("prec", None))
 
 
-def _parts(flags_hash: str = "c1", flags: str = "--xla_a=1") -> _jax_read.CacheKeyParts:
+def _parts(flags_hash: str = "c1", flags: str = "--xla_a=1") -> _cache_key.CacheKeyParts:
     hashes = dict(zip(PARTS, ("progfp", "a1", "b1", flags_hash, "d1", "e1", "f1", "g1")))
     readable = {"jaxlib": "0.10.2", "jax": "0.10.2", "backend": "cpu 0.1",
                 "xla_flags": [flags], "compression": "zlib", "devices": "1 x cpu"}
-    return _jax_read.CacheKeyParts(hashes, readable)
+    return _cache_key.CacheKeyParts(hashes, readable)
 
 
 def _note(monkeypatch, tmp_path, parts, cache):
-    monkeypatch.setattr(_jax_read, "persistent_cache_dir", lambda: str(tmp_path / "cache"))
-    monkeypatch.setattr(_jax_read, "cache_key_parts", lambda inputs, program: parts)
+    monkeypatch.setattr(_persistent_cache, "persistent_cache_dir", lambda: str(tmp_path / "cache"))
+    monkeypatch.setattr(_cache_key, "cache_key_parts", lambda inputs, program: parts)
     monkeypatch.setattr(_ledger, "_process_index", lambda: 0)
     monkeypatch.setattr(_ledger_lines, "of_signature", lambda info, signature: "basefp")
     monkeypatch.setattr(_ledger_lines.time, "time", lambda: 1700000000.5)

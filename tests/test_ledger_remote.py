@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from conftest import PERSISTENT_CACHE_PREAMBLE, clean_env, free_port
 
+from otel_jax._capture._jax import _cache_key, _persistent_cache
 from otel_jax._core._failopen import FailOpen
 from otel_jax._fleet import _ledger, _ledger_lines, _ledger_remote
 
@@ -349,7 +350,7 @@ def test_a_store_that_refuses_writes_costs_one_warning(tmp_path, s3_server):
 # --- the layout's bounds (in-process, against a directory) -----------------------------
 
 def _entry(fn, sig, t, **extra):
-    key = {p: "k" for p in _ledger._jax_read.CACHE_KEY_PARTS}
+    key = {p: "k" for p in _cache_key.CACHE_KEY_PARTS}
     return {_ledger_lines.MARK: _ledger_lines.VERSION, "fn": fn, "sig": sig, "t": t, "key": key,
             "xla_flags": ["--xla_flag_" + "x" * 200], **extra}
 
@@ -518,7 +519,7 @@ def test_an_object_replaced_while_it_is_read_is_read_again(tmp_path):
 def test_remote_ledger_without_a_file_system_layer_costs_one_warning(monkeypatch):
     warned: list[str] = []
     ledger = _ledger.Ledger(FailOpen(warn=lambda msg, *a, **k: warned.append(msg)))
-    monkeypatch.setattr(_ledger._jax_read, "cache_path", lambda url: None)
+    monkeypatch.setattr(_persistent_cache, "cache_path", lambda url: None)
     assert ledger._store("gs://b/l") is None and ledger._store("gs://b/l") is None
     assert len(warned) == 1 and "etils[epath]" in warned[0]
     assert "gs://b/l" in ledger._off
@@ -527,11 +528,10 @@ def test_remote_ledger_without_a_file_system_layer_costs_one_warning(monkeypatch
 def test_the_store_is_reached_through_jax_path_layer():
     from etils import epath
 
-    from otel_jax._capture import _jax_read
 
-    path = _jax_read.cache_path("s3://bucket/prefix")
+    path = _persistent_cache.cache_path("s3://bucket/prefix")
     assert isinstance(path, epath.Path) and str(path) == "s3://bucket/prefix"
-    assert os.fspath(_jax_read.cache_path("/tmp/x")) == "/tmp/x"
+    assert os.fspath(_persistent_cache.cache_path("/tmp/x")) == "/tmp/x"
 
 
 

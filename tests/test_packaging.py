@@ -231,6 +231,56 @@ def test_the_module_graph_is_acyclic_lazy_imports_included():
     assert _cycles(_module_graph()) == []
 
 
+#: The longest a module may be: past it, a module holds several concerns and a reader
+#: cannot find a thing by its file's name.
+MODULE_LINES_MAX = 700
+#: Where every use of a JAX internal lives (each with a fallback decided by what fails).
+JAX_BOUNDARY = "otel_jax._capture._jax"
+JAX_INTERNALS = ("jax._src", "jaxlib", "jax.interpreters", "jax.core", "jax.extend")
+
+
+def test_no_module_is_over_700_lines():
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines())
+             for p in (ROOT / "otel_jax").rglob("*.py")}
+    assert len(sizes) > 50 and max(sizes.values()) > 300  # the walk found the package
+    over = {path: n for path, n in sizes.items() if n > MODULE_LINES_MAX}
+    assert not over, f"modules over {MODULE_LINES_MAX} lines: {over}"
+
+
+def _jax_internals_used(tree) -> list[str]:
+    import ast
+
+    used = []
+    for node in ast.walk(tree):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                 else [])
+        used += [n for n in names if n.startswith(JAX_INTERNALS)]
+        if (isinstance(node, ast.ImportFrom) and node.module == "jax" and not node.level
+                and any(a.name in ("core", "interpreters", "extend") for a in node.names)):
+            used.append("jax." + next(a.name for a in node.names
+                                      if a.name in ("core", "interpreters", "extend")))
+    return used
+
+
+def test_every_use_of_a_jax_internal_is_inside_the_boundary():
+    import ast
+
+    assert _jax_internals_used(ast.parse("from jax._src import pjit\nimport jaxlib\n"
+                                         "from jax import core")) == [
+        "jax._src", "jaxlib", "jax.core"]
+    outside, inside = {}, 0
+    for path in (ROOT / "otel_jax").rglob("*.py"):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        used = _jax_internals_used(ast.parse(path.read_text()))
+        if module.startswith(JAX_BOUNDARY + "."):
+            inside += len(used)
+        elif used:
+            outside[module] = used
+    assert inside > 10  # the boundary is where they are
+    assert not outside, f"JAX internals used outside {JAX_BOUNDARY}: {outside}"
+
+
 def test_the_report_flows_one_way_reading_aggregating_rendering_then_the_command_line():
     graph = _module_graph()
     report = {n: {d for d in deps if d.startswith("otel_jax.")}

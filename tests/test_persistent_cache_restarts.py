@@ -17,7 +17,7 @@ import warnings
 import pytest
 from conftest import run_persistent_cache_program
 
-from otel_jax._capture import _jax_read
+from otel_jax._capture._jax import _cache_key, _compile_entry
 from otel_jax._core._failopen import FailOpen, OtelJaxWarning
 from otel_jax._core._vocab import MissReason
 from otel_jax._fleet import _ledger, _ledger_lines
@@ -249,7 +249,7 @@ def test_two_processes_writing_at_once_lose_and_interleave_nothing(tmp_path):
 
 # --- the ledger itself (fast, in-process) ----------------------------------------------
 
-KEY = {p: f"{i:016x}" for i, p in enumerate(_jax_read.CACHE_KEY_PARTS)}
+KEY = {p: f"{i:016x}" for i, p in enumerate(_cache_key.CACHE_KEY_PARTS)}
 
 
 def _entry(**changes):
@@ -438,15 +438,14 @@ def _compile_inputs(fn, *args):
     import jax
     from jax._src import compiler
 
-    from otel_jax._capture import _jax_hooks
 
     original = compiler.compile_or_get_cached
-    compiler.compile_or_get_cached = _jax_hooks._wrap_compile_or_get_cached(original)
+    compiler.compile_or_get_cached = _compile_entry.wrap_compile_or_get_cached(original)
     try:
         jax.jit(fn)(*args)
     finally:
         compiler.compile_or_get_cached = original
-    return _jax_hooks.take_compile_inputs()
+    return _compile_entry.take_compile_inputs()
 
 
 def test_every_key_part_is_read_with_jax_own_hash_functions_each_compile(monkeypatch):
@@ -456,20 +455,20 @@ def test_every_key_part_is_read_with_jax_own_hash_functions_each_compile(monkeyp
     from jax._src import cache_key
 
     inputs = _compile_inputs(lambda x: x * 5 + 2, jnp.ones(7))
-    first = _jax_read.cache_key_parts(inputs, "0123456789abcdef")
-    again = _jax_read.cache_key_parts(inputs, "0123456789abcdef")  # per-process parts kept
+    first = _cache_key.cache_key_parts(inputs, "0123456789abcdef")
+    again = _cache_key.cache_key_parts(inputs, "0123456789abcdef")  # per-process parts kept
     assert first == again
-    assert all(first.hashes[p] for p in _jax_read.CACHE_KEY_PARTS), first.hashes
+    assert all(first.hashes[p] for p in _cache_key.CACHE_KEY_PARTS), first.hashes
     h = hashlib.sha256()
     cache_key._hash_platform(h, inputs.backend)
     assert first.hashes["backend version"] == h.hexdigest()[:16]  # as JAX's DEBUG log
     assert first.readable["jaxlib"] and first.readable["devices"].startswith("1 x ")
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=true")
-    flagged = _jax_read.cache_key_parts(inputs, "0123456789abcdef")
+    flagged = _cache_key.cache_key_parts(inputs, "0123456789abcdef")
     assert flagged.hashes["XLA flags"] != first.hashes["XLA flags"]
     assert flagged.readable["xla_flags"] == ["--xla_cpu_enable_fast_math=true"]
     monkeypatch.delattr(cache_key, "_hash_serialized_compile_options")  # moved
-    moved = _jax_read.cache_key_parts(inputs, "0123456789abcdef")
+    moved = _cache_key.cache_key_parts(inputs, "0123456789abcdef")
     assert moved.hashes["compile_options"] == "" and moved.hashes["XLA flags"]
 
 
@@ -506,10 +505,10 @@ def test_the_miss_reason_is_on_the_span_and_the_log_line():
 @pytest.mark.slow
 def test_a_failing_ledger_fails_open(tmp_path):
     boom = """
-    from otel_jax._capture import _jax_read
+    from otel_jax._capture._jax import _cache_key
     def boom(*a, **k):
         raise RuntimeError('boom')
-    _jax_read.cache_key_parts = boom
+    _cache_key.cache_key_parts = boom
     """
     result, stderr = run_persistent_cache_program(
         tmp_path, textwrap.dedent(boom) + textwrap.dedent(PROGRAM.replace("SCALE", "3")),

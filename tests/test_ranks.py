@@ -19,7 +19,7 @@ import pytest
 import otel_jax
 import otel_jax.testing
 from benchmarks.fleet_scale import Fleet
-from otel_jax._capture import _jax_read
+from otel_jax._capture._jax import _coordination
 from otel_jax._core import _failopen, _vocab
 from otel_jax._core._failopen import FailOpen, OtelJaxWarning
 from otel_jax._core._vocab import DivergenceKind
@@ -209,7 +209,7 @@ def test_a_divergence_is_a_span_a_counter_and_a_warning_line(telemetry):
 
 
 def test_single_process_starts_no_thread_and_writes_no_key(telemetry):
-    assert _jax_read.coordination() is None
+    assert _coordination.coordination() is None
     jax.jit(lambda x: x * 3)(jnp.ones(3))
     assert ENGINE.cross_rank.checker is None
     assert not [t for t in threading.enumerate() if t.name == "otel_jax-ranks"]
@@ -231,7 +231,7 @@ class _Gone:
 def test_a_service_that_went_away_costs_one_warning_and_stops():
     seen: list = []
     failopen = FailOpen(warn=lambda message, *a, **k: seen.append(message))
-    checker = _ranks.Checker(_jax_read.Coordination(_Gone(), 0, 2), 1.0, seen.append,
+    checker = _ranks.Checker(_coordination.Coordination(_Gone(), 0, 2), 1.0, seen.append,
                              failopen)
     for _ in range(5):
         checker.channel.set("publish", "k", "v")
@@ -245,8 +245,8 @@ def test_a_service_that_went_away_costs_one_warning_and_stops():
 
 
 def test_a_client_without_the_methods_costs_one_warning(monkeypatch, telemetry):
-    monkeypatch.setattr(_jax_read, "coordination",
-                        lambda: _jax_read.Coordination(object(), 0, 2))
+    monkeypatch.setattr(_coordination, "coordination",
+                        lambda: _coordination.Coordination(object(), 0, 2))
     monkeypatch.setattr(ENGINE.cross_rank, "checker", None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -331,7 +331,7 @@ class _BlockingService:
 def test_the_threads_settle_a_divergence_and_close_in_bounded_time(records):
     service = _BlockingService()
     reports: dict[int, list] = {0: [], 1: []}
-    checkers = {r: _ranks.Checker(_jax_read.Coordination(service, r, 2), 2.0,
+    checkers = {r: _ranks.Checker(_coordination.Coordination(service, r, 2), 2.0,
                                   reports[r].append, FailOpen()) for r in (0, 1)}
     four, five = (dataclasses.replace(records[n], count=1) for n in (4, 5))
     checkers[0].submit(four, None)
@@ -355,15 +355,15 @@ def test_the_threads_settle_a_divergence_and_close_in_bounded_time(records):
 
 def test_a_blocking_read_that_times_out_is_no_failure():
     service = _BlockingService()
-    assert _jax_read.kv_wait(service, "never", 10) is None
+    assert _coordination.kv_wait(service, "never", 10) is None
     service.key_value_set("k", "v")
-    assert _jax_read.kv_wait(service, "k", 10) == "v"
+    assert _coordination.kv_wait(service, "k", 10) == "v"
 
 
 def test_a_dead_coordinator_through_the_threads_is_one_warning_and_no_hang(records):
     seen: list = []
     failopen = FailOpen(warn=lambda message, *a, **k: seen.append(message))
-    checker = _ranks.Checker(_jax_read.Coordination(_Gone(), 1, 4), 30.0, seen.append,
+    checker = _ranks.Checker(_coordination.Coordination(_Gone(), 1, 4), 30.0, seen.append,
                              failopen)
     for n in range(1, 6):
         checker.submit(dataclasses.replace(records[4], count=n), None)
@@ -389,7 +389,7 @@ def test_a_long_wait_is_one_read_that_closing_ends_at_once(records):
         return blocking(key, timeout_in_ms)
 
     service.blocking_key_value_get = counted
-    checkers = {r: _ranks.Checker(_jax_read.Coordination(service, r, 3), 30.0,
+    checkers = {r: _ranks.Checker(_coordination.Coordination(service, r, 3), 30.0,
                                   lambda d: None, FailOpen()) for r in (0, 1)}
     four = dataclasses.replace(records[4], count=1)
     checkers[0].submit(four, None)
@@ -422,7 +422,7 @@ def test_a_rank_that_closes_while_reading_a_verdict_moves_its_peers_to_the_next_
     there: one more read each, and the same verdict on every rank."""
     service = _BlockingService()
     reports: dict[int, list] = {0: [], 1: [], 2: []}
-    checkers = {r: _ranks.Checker(_jax_read.Coordination(service, r, 4), 3.0,
+    checkers = {r: _ranks.Checker(_coordination.Coordination(service, r, 4), 3.0,
                                   reports[r].append, FailOpen()) for r in (0, 1, 2)}
     four, five = (dataclasses.replace(records[n], count=1) for n in (4, 5))
     checkers[0].submit(four, None)

@@ -146,12 +146,12 @@ def test_every_ledger_name_is_documented_beside_the_ledger():
     assert f"`{LedgerWire.VERSION}`" in section
 
 
-def test_the_ledger_names_the_cache_key_parts_as_jax_read_does():
-    from otel_jax._capture import _jax_read
+def test_the_ledger_names_the_cache_key_parts_as_the_jax_boundary_does():
+    from otel_jax._capture._jax import _cache_key
     from otel_jax._core._vocab import LedgerWire
 
     parts = tuple(v for k, v in vars(LedgerWire).items() if k.startswith("PART_"))
-    assert parts == _jax_read.CACHE_KEY_PARTS
+    assert parts == _cache_key.CACHE_KEY_PARTS
 
 
 def test_the_ledger_writes_and_reads_no_key_outside_the_vocabulary():

@@ -12,7 +12,7 @@ from typing import Any
 
 from .._core._idcache import IdentityCache
 from .._core._text import safe_repr
-from . import _jax_read
+from ._jax import _jit_info, _values
 from ._signature import UNCOMMITTED, Placement
 
 _MAX_CACHED_STRINGS = 8192
@@ -75,7 +75,7 @@ def placement(value: Any) -> Placement:
     sharding = getattr(value, "sharding", None)
     if sharding is None:
         return UNCOMMITTED
-    committed = _jax_read.is_committed(value)
+    committed = _values.is_committed(value)
     key: tuple[Any, bool | None] | None = (sharding, committed)
     try:
         cached = _placements.get(key)
@@ -118,7 +118,7 @@ def placements_of(flat: Sequence[Any]) -> tuple[Placement, ...]:
     the most common leaves and all read the same: their flags are read at C
     speed, and committed arrays that share a sharding object are read once.
     """
-    committed = _jax_read.committed_flags(flat)
+    committed = _values.committed_flags(flat)
     if committed is None:
         return tuple(placement(v) for v in flat)
     if not any(committed):
@@ -139,7 +139,7 @@ def placements_of(flat: Sequence[Any]) -> tuple[Placement, ...]:
 
 def option_texts(jit_info: Any) -> tuple[tuple[str, str], ...]:
     """The jit options as ``(name, text)`` pairs, rendered once per distinct set of values."""
-    options = _jax_read.jit_options(jit_info)
+    options = _jit_info.jit_options(jit_info)
     try:
         cached = _options_text.get(options)
     except Exception:  # an unhashable option value: rendered every time

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import _jax_read, _wrappers
+from . import _wrappers
 from ._arg_texts import aval_text
 from ._detached import Detached, read_miss, resolved
+from ._jax import _eager, _jit_info, _traced
 from ._leaves import Leaves
 from ._signature import (
     TRANSFORMED,
@@ -25,7 +26,7 @@ from ._signature import (
 from ._statics import fallback_arg, graph_args, static_arg
 
 if TYPE_CHECKING:
-    from ._jax_hooks import Miss
+    from ._jax._miss import Miss
 
 
 def from_miss(miss: Miss, stands_for: Any | None = None,
@@ -41,9 +42,9 @@ def from_miss(miss: Miss, stands_for: Any | None = None,
     ``context`` and ``placements``: the trace context (thread-local configuration) and
     the arguments' placements as they were at the compile; by default, read now.
     """
-    parameters = _jax_read.call_parameters(miss.jit_info, len(miss.args))
+    parameters = _jit_info.call_parameters(miss.jit_info, len(miss.args))
     layout = _wrappers.layout_for(miss, parameters.positional)
-    exported = _jax_read.exported_program(miss.fun) if miss.fun is not None else None
+    exported = _eager.exported_program(miss.fun) if miss.fun is not None else None
     read = read_miss(miss, stands_for, parameters, context, placements, exported,
                      detached=False)
     return _built(read, like, layout, exported)
@@ -73,7 +74,7 @@ def _built(read: Detached, like: Signature | None, layout: _wrappers.Layout | No
     paths: Sequence[str] = read.arg_names or tuple(f"leaf[{i}]" for i in range(len(types)))
     if exported is not None and layout is None:
         # ``exported.call(...)`` binds the flat leaves: named by the tree it was exported with
-        paths = _jax_read.exported_leaf_paths(exported, len(types)) or paths
+        paths = _eager.exported_leaf_paths(exported, len(types)) or paths
     if layout is not None:
         treedef, top_names, paths, avals, types, placements = _as_user_paths(
             layout, treedef, top_names, tuple(paths), tuple(avals), tuple(types),
@@ -142,10 +143,10 @@ def _reuse_tree(treedef: Any, earlier: Signature | None) -> tuple[Any, int | Non
     else ``treedef`` and its hash."""
     if earlier is not None and treedef is earlier.treedef:
         return treedef, earlier.tree_hash
-    tree_hash = _jax_read.tree_hash(treedef)
+    tree_hash = _traced.tree_hash(treedef)
     if earlier is not None:
         try:
-            same = _jax_read.trees_equal(treedef, earlier.treedef, tree_hash,
+            same = _traced.trees_equal(treedef, earlier.treedef, tree_hash,
                                          earlier.tree_hash)
         except Exception:  # a node JAX cannot compare: keep both
             same = False

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from .._core._failopen import FailOpen
 from .._core._vocab import Phase
-from . import _jax_hooks, _jax_read, _naming, _signature
+from . import _naming, _signature
+from ._jax import _compile_entry, _listeners, _miss, _miss_path, _names
 
 #: Phases remembered per thread while no backend compile takes them (a trace without a
 #: compile, ``jax.eval_shape``, leaves one behind).
@@ -29,7 +30,7 @@ MAX_TRACED = 8
 #: same function seen this long before the compile is its own.
 UNMATCHED_PHASE_WINDOW_S = 60.0
 
-_PHASE_OF_EVENT = {_jax_hooks.TRACE_EVENT: Phase.TRACE, _jax_hooks.LOWER_EVENT: Phase.LOWER}
+_PHASE_OF_EVENT = {_listeners.TRACE_EVENT: Phase.TRACE, _listeners.LOWER_EVENT: Phase.LOWER}
 
 #: One phase as JAX reported it: which, and its own wall-clock start and end.
 PhaseSpan = tuple[Phase, float, float]
@@ -51,9 +52,9 @@ class Traced:
 class Correlated:
     """What one backend compile's thread saw of it before the compile ended."""
 
-    miss: _jax_hooks.Miss | None  # the dispatch miss that led here, if one was seen
+    miss: _miss.Miss | None  # the dispatch miss that led here, if one was seen
     traced: Traced | None  # without a miss: the trace it compiles (AOT), if seen
-    compiled: _jax_hooks.CompileInputs | None  # the lowered program, if it was seen
+    compiled: _compile_entry.CompileInputs | None  # the lowered program, if it was seen
     phases: tuple[PhaseSpan, ...]  # trace, lower, backend compile, in that order
     cache_hit: bool  # JAX's persistent cache served it
     cache_written: bool  # JAX wrote it to the persistent cache
@@ -68,9 +69,9 @@ class Correlator:
     # --- events as they come ---------------------------------------------------------
 
     def cache_event(self, event: str) -> None:
-        if event == _jax_hooks.CACHE_HIT_EVENT:
+        if event == _listeners.CACHE_HIT_EVENT:
             self._tls.cache_hit = True
-        elif event == _jax_hooks.CACHE_WRITE_EVENT:
+        elif event == _listeners.CACHE_WRITE_EVENT:
             self._tls.cache_written = True
 
     def phase(self, event: str, name: str, start: float, end: float) -> None:
@@ -106,7 +107,7 @@ class Correlator:
         tls.cache_hit = tls.cache_written = False
         miss = guard.call("dispatch miss", lambda: self._take_miss(name), None)
         traced = guard.call("trace-only read", lambda: self._take_traced(name, miss), None)
-        compiled = _jax_hooks.take_compile_inputs()
+        compiled = _compile_entry.take_compile_inputs()
         since = (miss.started if miss is not None else traced.started if traced is not None
                  else start - UNMATCHED_PHASE_WINDOW_S)
         phases = self._take_phases(name, since, start, end)
@@ -120,8 +121,8 @@ class Correlator:
         phase behind; ``since`` keeps it from being taken for a later compile.
         """
         pending = getattr(self._tls, "phases", None) or []
-        wanted = {_jax_hooks.TRACE_EVENT: _jax_read.function_name_from_event(name),
-                  _jax_hooks.LOWER_EVENT: name}
+        wanted = {_listeners.TRACE_EVENT: _names.function_name_from_event(name),
+                  _listeners.LOWER_EVENT: name}
         # Other functions' phases stay (a lowering whose AOT compile comes after this
         # eager op); this function's go, taken or too old to be anyone's.
         self._tls.phases = [p for p in pending if wanted[p[0]] != p[1]]
@@ -134,14 +135,14 @@ class Correlator:
         return tuple(found[p] for p in Phase if p in found)
 
     @staticmethod
-    def _take_miss(name: str) -> _jax_hooks.Miss | None:
-        miss = _jax_hooks.current_miss()
+    def _take_miss(name: str) -> _miss.Miss | None:
+        miss = _miss_path.current_miss()
         if miss is None or not _naming.belongs_to(miss, name):
             return None  # no miss, or a compile this miss did not cause (an eager op inside)
-        _jax_hooks.clear_miss()
+        _miss_path.clear_miss()
         return miss
 
-    def _take_traced(self, name: str, miss: _jax_hooks.Miss | None) -> Traced | None:
+    def _take_traced(self, name: str, miss: _miss.Miss | None) -> Traced | None:
         """What the trace-only reads of ``name`` on this thread tell its compile without a
         miss (an AOT ``lowered.compile()``).
 
@@ -153,7 +154,7 @@ class Correlator:
         kept: dict[str, list[Traced]] | None = getattr(self._tls, "traced", None)
         if not kept:
             return None
-        fun_name = _jax_read.function_name_from_event(name)
+        fun_name = _names.function_name_from_event(name)
         if miss is not None:
             kept.pop(fun_name, None)
             return None

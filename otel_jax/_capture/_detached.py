@@ -15,14 +15,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._core._idcache import SERIALS
-from . import _jax_read, _wrappers
+from . import _wrappers
 from ._arg_texts import option_texts, placements_of
+from ._jax import _config, _eager, _jit_info, _traced
 from ._reprs import PLAIN_TYPES, bound_values
 from ._signature import UNCOMMITTED, Placement, StaticArg, TraceContext
 from ._statics import EXPORTED_PROGRAM, static_arg
 
 if TYPE_CHECKING:
-    from ._jax_hooks import Miss
+    from ._jax._miss import Miss
 
 
 def detach(miss: Miss, stands_for: Any | None = None) -> Detached | None:
@@ -36,11 +37,11 @@ def detach(miss: Miss, stands_for: Any | None = None) -> Detached | None:
     The costly part (texts of abstract values, of static values that hold nothing but
     scalars) is left to ``_build.from_detached``. ``None``: a call a wrapper library lays
     out or an exported program, read whole with ``_build.from_miss`` instead."""
-    parameters = _jax_read.call_parameters(miss.jit_info, len(miss.args))
-    if miss.fun is not None and _jax_read.exported_program(miss.fun) is not None:
+    parameters = _jit_info.call_parameters(miss.jit_info, len(miss.args))
+    if miss.fun is not None and _eager.exported_program(miss.fun) is not None:
         return None
     # A single primitive JAX applies (most eager ops) is no library's wrapper.
-    if (_jax_read.primitive_params(miss.fun) is None
+    if (_eager.primitive_params(miss.fun) is None
             and _wrappers.layout_for(miss, parameters.positional) is not None):
         return None
     return read_miss(miss, stands_for, parameters, None, None, None, detached=True)
@@ -116,19 +117,19 @@ def resolved(entry: StaticArg | Pending) -> StaticArg:
     return static_arg(entry.name, entry.value, keyword=entry.keyword)
 
 
-def read_miss(miss: Miss, stands_for: Any | None, parameters: _jax_read.CallParameters,
+def read_miss(miss: Miss, stands_for: Any | None, parameters: _jit_info.CallParameters,
               context: TraceContext | None, placements: Sequence[Placement] | None,
               exported: Any | None, detached: bool) -> Detached:
     """What the signature of ``miss`` is built from (``detached``: holding nothing of the
     call's or JAX's, see :func:`detach`)."""
     names = parameters.positional
-    inputs = _jax_read.miss_inputs(miss)
+    inputs = _traced.miss_inputs(miss)
     flat, n = inputs.flat, len(inputs.avals)
     if placements is None or len(placements) != n:
         placements = placements_of(flat) if len(flat) == n else (UNCOMMITTED,) * n
     statics = tuple(_static_entry(name, v, name in miss.kwargs, detached)
-                    for name, v in _jax_read.static_arguments(miss, names))
-    primitive = _jax_read.primitive_params(miss.fun)
+                    for name, v in _jit_info.static_arguments(miss, names))
+    primitive = _eager.primitive_params(miss.fun)
     params = () if primitive is None else tuple(
         _static_entry(EXPORTED_PROGRAM if v is exported else f"params.{k}", v, False, detached)
         for k, v in sorted(primitive.items()))
@@ -140,8 +141,8 @@ def read_miss(miss: Miss, stands_for: Any | None, parameters: _jax_read.CallPara
         avals=inputs.avals, in_tree=inputs.in_tree, arg_names=inputs.arg_names,
         out_count=inputs.out_count, op_count=inputs.op_count,
         placements=tuple(placements),
-        context=_jax_read.trace_context_items() if context is None else context,
-        top_names=tuple(names[i] for i in _jax_read.dynamic_positions(miss)),
+        context=_config.trace_context_items() if context is None else context,
+        top_names=tuple(names[i] for i in _jit_info.dynamic_positions(miss)),
         statics=statics, params=params,
         # A library's internal jit wrapper derives its options (pmap's
         # in_shardings) from the call: they are not the user's to change.

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import _jax_read, _source
+from . import _source
+from ._jax import _eager, _jit_info, _names
 from ._source import FunctionInfo, function_info
 
 if TYPE_CHECKING:
-    from ._jax_hooks import Miss
+    from ._jax._miss import Miss
 
 
 class Naming(NamedTuple):
@@ -38,34 +39,34 @@ def belongs_to(miss: Miss, event_fun_name: str) -> bool:
     while tracing) must not take the miss's signature. Some JAX versions name
     partials and callable objects with a placeholder.
     """
-    event_fun = _jax_read.function_name_from_event(event_fun_name)
+    event_fun = _names.function_name_from_event(event_fun_name)
     # JAX names a function by its ``__name__`` when it has one: read that first.
     return (event_fun == getattr(miss.fun, "__name__", None)
-            or event_fun == _jax_read.event_name(miss.fun)
-            or event_fun in _jax_read.PLACEHOLDER_NAMES)
+            or event_fun == _names.event_name(miss.fun)
+            or event_fun in _names.PLACEHOLDER_NAMES)
 
 
 def name_compile(miss: Miss | None, event_fun_name: str) -> Naming:
     """The function a compile belongs to; may raise on hostile objects (caller guards)."""
     if miss is None:
-        return Naming(FunctionInfo(_jax_read.function_name_from_event(event_fun_name)))
+        return Naming(FunctionInfo(_names.function_name_from_event(event_fun_name)))
     fun = jitted_function(miss)
     if fun is None:  # a transformed program known only by its jaxpr
         info = _transformed_info(miss.fun)
         stands_for = None
     else:
-        exported = _jax_read.exported_program(fun)
+        exported = _eager.exported_program(fun)
         if exported is not None:
             # A served model (``exported.call``): named after the function it was
             # exported from; a user's program, whatever JAX calls its wrapper.
-            return Naming(FunctionInfo(_jax_read.exported_name(exported)))
+            return Naming(FunctionInfo(_eager.exported_name(exported)))
         info, stands_for = _named_function(fun, miss)
     return Naming(info, stands_for, _is_eager(fun, info))
 
 
 def fallback(event_fun_name: str) -> Naming:
     """The name when reading the miss failed: the bare name JAX's event carries."""
-    return Naming(FunctionInfo(_jax_read.function_name_from_event(event_fun_name)))
+    return Naming(FunctionInfo(_names.function_name_from_event(event_fun_name)))
 
 
 def jitted_function(miss: Miss) -> Any | None:
@@ -78,7 +79,7 @@ def _named_function(fun: Any, miss: Miss) -> tuple[FunctionInfo, Any | None]:
     info = function_info(fun)
     if info.file is None or not _source.is_library_file(info.file):
         return info, None
-    statics = () if miss.transformed else [v for _, v in _jax_read.static_arguments(miss)]
+    statics = () if miss.transformed else [v for _, v in _jit_info.static_arguments(miss)]
     user = _source.find_user_function(statics)
     if user is not None:
         return function_info(user), None
@@ -95,7 +96,7 @@ def _named_function(fun: Any, miss: Miss) -> tuple[FunctionInfo, Any | None]:
 def _transformed_info(fun: Any) -> FunctionInfo:
     """Name and site of a transformed program, from its jaxpr's debug source."""
     name = str(fun.__name__)
-    site = _jax_read.transformed_source(fun.source)
+    site = _names.transformed_source(fun.source)
     if site is None:
         return FunctionInfo(name)
     head, file, line = site
@@ -108,5 +109,5 @@ def _is_eager(fun: Any | None, info: FunctionInfo) -> bool:
         return info.file is not None and _source.is_jax_file(info.file)
     # A library's jitted function standing for a user's one (jax.pmap's)
     # is named after the user's function and is not an eager op.
-    return _jax_read.is_eager_op(fun) and (
+    return _eager.is_eager_op(fun) and (
         info.file is None or _source.is_library_file(info.file))

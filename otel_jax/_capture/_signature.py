@@ -1,7 +1,7 @@
 """The signature a compile saw: everything that is part of JAX's cache key, as plain data.
 
 A signature is built only when a backend compile really happens, from the
-references the dispatch-cache miss left (see ``_jax_hooks.Miss``). It keeps no
+references the dispatch-cache miss left (see ``_miss.Miss``). It keeps no
 array and no argument value: abstract types, placements, static-argument
 reprs and hashes, and a weak reference to the function object.
 
@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from .._core._text import safe_repr
 from .._core._vocab import CauseKind
-from . import _jax_read
+from ._jax import _config
 from ._static_value import StaticValue
 
 TRANSFORMED = "transformed (grad/jvp/vmap outside jit)"
@@ -170,5 +170,5 @@ class Signature:
 
 def uncaptured() -> Signature:
     """Stand-in when JAX gave us no miss to read (moved internals)."""
-    return Signature(None, 0, (), _jax_read.trace_context_items(), None, (), (), (), (), (),
+    return Signature(None, 0, (), _config.trace_context_items(), None, (), (), (), (), (),
                      (), captured=False)

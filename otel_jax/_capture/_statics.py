@@ -12,7 +12,8 @@ from typing import Any
 
 from .._core._idcache import SERIALS, IdentityCache
 from .._core._text import REPR_LIMIT, type_name
-from . import _jax_read, _wrappers
+from . import _wrappers
+from ._jax import _values
 from ._reprs import (
     DETAIL_LIMIT,
     MAX_FIELDS,
@@ -57,7 +58,7 @@ def static_arg(name: str, value: Any, kind: StaticKind = StaticKind.STATIC_ARGUM
         field_ids=identity_fields(value, SERIALS.of)
         if kind is StaticKind.STATIC_ARGUMENT and not identity else (),
         value=StaticValue(value) if identity or kind is StaticKind.STATIC_ARGUMENT else None,
-        interned=identity and _jax_read.interned_by_jax(value),
+        interned=identity and _values.interned_by_jax(value),
     )
 
 
@@ -65,7 +66,7 @@ def _readable_fields(value: Any, identity: bool) -> tuple[tuple[str, str], ...]:
     """What can be compared of a static value without running its code: a dataclass-like
     value's fields, a Mesh's axes and devices, and for an object hashed by identity its
     instance attributes (plain values by repr, anything else by type)."""
-    found = static_fields(value) or _jax_read.mesh_fields(value)
+    found = static_fields(value) or _values.mesh_fields(value)
     if found or not identity:
         return found or ()
     try:

@@ -412,16 +412,16 @@ def pmap_layout(miss: Any) -> Layout | None:
     """The layout of a ``jax.pmap`` call: JAX jits a function of its own over the
     flattened arguments (``flat_args[3]``); each leaf is named by the user's path
     (``batch['x']``), and the argument tree is the user's, keyed by those paths."""
-    from . import _jax_read
+    from ._jax import _pmap, _traced
 
     module = getattr(miss.fun, "__module__", None) or ""
     if not module.startswith("jax"):
         return None
-    jax_names = _jax_read.miss_inputs(miss).arg_names
+    jax_names = _traced.miss_inputs(miss).arg_names
     # pmap's function takes ``*flat_args``: JAX names every leaf by its position
     if not jax_names or not all(_FLAT_NAME.fullmatch(n) for n in jax_names):
         return None
-    found = _jax_read.pmap_arguments(miss.fun, len(jax_names))
+    found = _pmap.pmap_arguments(miss.fun, len(jax_names))
     if found is None:
         return None
     by_jax_name = dict(zip(jax_names, found.paths))

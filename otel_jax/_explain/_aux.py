@@ -8,7 +8,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from .._capture import _jax_read, _wrappers
+from .._capture import _wrappers
+from .._capture._jax import _traced
 from .._capture._reprs import one_line_repr
 from .._core._text import safe_repr
 from .._core._vocab import CauseKind
@@ -35,7 +36,7 @@ def _static_field_names(node_type: Any, n: int) -> list[str] | None:
               if f.metadata.get("static") or f.metadata.get("pytree_node") is False]
     if len(static) == n:
         return static
-    registered = _jax_read.dataclass_meta_fields(node_type)  # meta_fields=[...]
+    registered = _traced.dataclass_meta_fields(node_type)  # meta_fields=[...]
     if registered is not None and len(registered) == n:
         return list(registered)
     # equinox keeps one entry per field, a placeholder for the dynamic ones

@@ -8,7 +8,7 @@ import re
 import types
 from typing import Any
 
-from .._capture import _jax_read
+from .._capture._jax import _values
 from .._capture._reprs import field_names, one_line_repr
 from .._capture._signature import Placement
 from .._core._text import truncate, type_name
@@ -40,10 +40,10 @@ def leaf_change(path: str, old_aval: Any, new_aval: Any, before: str, after: str
     implementation is told apart (its fix is not a cast)."""
     kind = _leaf_kind(old_aval, new_aval)
     if kind is CauseKind.DTYPE:
-        impl_a, impl_b = _jax_read.prng_key_impl(old_aval), _jax_read.prng_key_impl(new_aval)
+        impl_a, impl_b = _values.prng_key_impl(old_aval), _values.prng_key_impl(new_aval)
         if impl_a is not None and impl_b is not None:
             return Change(path, kind, before, after, Detail.KEY_IMPL)
-        if (impl_a is None) != (impl_b is None) and _jax_read.is_raw_key_data(
+        if (impl_a is None) != (impl_b is None) and _values.is_raw_key_data(
                 old_aval if impl_a is None else new_aval):
             return Change(path, kind, before, after, Detail.KEY_STYLE)
     return Change(path, kind, before, after)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._capture import _jax_read
+from .._capture._jax import _traced
 from .._capture._signature import Signature, StaticArg
 from .._core._text import safe_repr
 
@@ -66,6 +66,6 @@ def treedef_equal(old: Signature, new: Signature) -> bool:
     """One argument structure, as JAX's cache compares treedefs (see ``trees_equal``)."""
     a, b = old.treedef, new.treedef
     try:
-        return _jax_read.trees_equal(a, b, old.tree_hash, new.tree_hash)
+        return _traced.trees_equal(a, b, old.tree_hash, new.tree_hash)
     except Exception:  # a node JAX cannot compare
         return safe_repr(a) == safe_repr(b)

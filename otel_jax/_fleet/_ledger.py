@@ -5,7 +5,7 @@ flags, the devices (and more) into one persistent-cache key, and says what each 
 hashed to only in DEBUG logs. For each compile that the cache did not serve (a user
 function, not an eager op), otel_jax keeps one small JSON line: the function, its
 signature and program fingerprints, the key's parts as hashes (JAX's own per-part
-hash functions, read by ``_jax_read.cache_key_parts``), the readable values that are
+hash functions, read by ``_cache_key.cache_key_parts``), the readable values that are
 cheap and safe (versions, XLA flags, backend, devices), and whether JAX wrote an
 entry. A later run compiling the same function and signature finds the earlier line
 and says why the cache missed: ``never_seen``, ``key_changed`` (naming the first part
@@ -43,7 +43,7 @@ import threading
 from dataclasses import replace
 from typing import Any
 
-from .._capture import _jax_read
+from .._capture._jax import _cache_key, _devices, _persistent_cache
 from .._capture._source import FunctionInfo
 from .._core._failopen import FailOpen, Topic, WarnKey
 from .._core._text import truncate
@@ -166,7 +166,7 @@ class Ledger:
         self.setting = setting
 
     def path(self) -> str | None:
-        return resolve(self.setting, _jax_read.persistent_cache_dir())
+        return resolve(self.setting, _persistent_cache.persistent_cache_dir())
 
     # --- one compile ------------------------------------------------------------------
 
@@ -179,7 +179,7 @@ class Ledger:
         path = self.path()
         if path is None or path in self._off:
             return cache
-        parts = _jax_read.cache_key_parts(inputs, program)
+        parts = _cache_key.cache_key_parts(inputs, program)
         if parts is None:
             return cache
         proc = _process_index()
@@ -287,7 +287,7 @@ class Ledger:
         file-system layer for it."""
         if url in self._stores:
             return self._stores[url]
-        root = _jax_read.cache_path(url)
+        root = _persistent_cache.cache_path(url)
         store = None
         if root is None:
             self._off.add(url)
@@ -383,7 +383,7 @@ def _remote() -> Any:
 
 def _process_index() -> int | None:
     try:
-        return _jax_read.process_index()
+        return _devices.process_index()
     except Exception:
         return None
 

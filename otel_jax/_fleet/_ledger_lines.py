@@ -6,7 +6,7 @@ no store), the same for a local ledger (``_ledger``) and a remote one
 (``_ledger_remote``, handed ``MARK``, ``VERSION``, ``parse_entry`` and ``key_of``).
 
 A line keeps the function, its signature and program fingerprints, the key's parts as
-hashes (JAX's own per-part hash functions, read by ``_jax_read.cache_key_parts``), the
+hashes (JAX's own per-part hash functions, read by ``_cache_key.cache_key_parts``), the
 readable values that are cheap and safe (versions, XLA flags, backend, devices), and
 whether JAX wrote an entry. A later run compiling the same function and signature finds
 the earlier line and says why the cache missed: ``never_seen``, ``key_changed`` (naming
@@ -28,8 +28,8 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from .._capture import _jax_read
 from .._capture._fingerprint import function_identity, of_signature
+from .._capture._jax import _cache_key
 from .._capture._source import FunctionInfo
 from .._core._scrub import without_digests
 from .._core._text import emitted, safe_repr
@@ -83,7 +83,7 @@ Entry = dict[str, Any]
 
 
 def line_of(info: FunctionInfo, fingerprint: str, program: str,
-            parts: _jax_read.CacheKeyParts, cache: PersistentCache, compile_s: float,
+            parts: _cache_key.CacheKeyParts, cache: PersistentCache, compile_s: float,
             signature: Any, proc: int | None) -> Entry:
     """The line of one compile the persistent cache did not serve."""
     reason = cache.not_written_reason
@@ -130,11 +130,11 @@ def key_of(entry: Entry) -> tuple[str, str]:
 def same_key(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Two keys agree on every part both know (a part JAX's hashing moved is ``""``)."""
     return all(not (a.get(p) and b.get(p)) or a.get(p) == b.get(p)
-               for p in _jax_read.CACHE_KEY_PARTS)
+               for p in _cache_key.CACHE_KEY_PARTS)
 
 
 def _differences(before: dict[str, Any], after: dict[str, Any]) -> int:
-    return sum(1 for part in _jax_read.CACHE_KEY_PARTS
+    return sum(1 for part in _cache_key.CACHE_KEY_PARTS
                if before.get(part) and after.get(part) and before.get(part) != after.get(part))
 
 
@@ -144,12 +144,12 @@ _PER_PROCESS_PARTS = frozenset({W.PART_COMPILE_OPTIONS, W.PART_ACCELERATOR_CONFI
 
 
 def _differing(before: dict[str, Any], after: dict[str, Any]) -> set[str]:
-    return {part for part in _jax_read.CACHE_KEY_PARTS
+    return {part for part in _cache_key.CACHE_KEY_PARTS
             if before.get(part) and after.get(part) and before.get(part) != after.get(part)}
 
 
 def _first_difference(before: dict[str, Any], after: dict[str, Any]) -> str | None:
-    for part in _jax_read.CACHE_KEY_PARTS:
+    for part in _cache_key.CACHE_KEY_PARTS:
         if before.get(part) and after.get(part) and before.get(part) != after.get(part):
             return part
     return None
@@ -292,7 +292,7 @@ def explain(earlier: list[Entry], now: Entry, alike: list[Entry] | None = None,
                 "entries are: a function that only this process compiles is not cached)")
         return MissReason.NEVER_SEEN, ("no earlier run recorded this function with this "
                                        "signature")
-    if not any(now[W.KEY].get(p) for p in _jax_read.CACHE_KEY_PARTS):
+    if not any(now[W.KEY].get(p) for p in _cache_key.CACHE_KEY_PARTS):
         return None  # JAX's key hashing moved: nothing to compare, no reason given
     same = [e for e in earlier if same_key(e[W.KEY], now[W.KEY])]
     if same:
@@ -316,7 +316,7 @@ def explain(earlier: list[Entry], now: Entry, alike: list[Entry] | None = None,
             and differing and differing <= _PER_PROCESS_PARTS):
         # Another process's key, different only in the parts that describe the devices as
         # each process sees them: JAX writes only process 0's, so this one never is.
-        parts = " and ".join(p.replace("_", " ") for p in _jax_read.CACHE_KEY_PARTS
+        parts = " and ".join(p.replace("_", " ") for p in _cache_key.CACHE_KEY_PARTS
                              if p in differing)
         return MissReason.NOT_WRITTEN, (
             f"{_when(entry, proc)} compiled it under a key that differs from this "

@@ -29,7 +29,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from .._capture import _jax_read
+from .._capture._jax import _coordination
 from .._core._failopen import FailOpen, Topic
 from .._pipeline._background import WORKER
 from .._pipeline._record import CompileRecord, Divergence, SpanLink
@@ -64,7 +64,7 @@ class Checker:
     ``clock`` is the time the deadlines of waits are measured in (``time.monotonic``).
     """
 
-    def __init__(self, coordination: _jax_read.Coordination, timeout_s: float,
+    def __init__(self, coordination: _coordination.Coordination, timeout_s: float,
                  report: Reporter, failopen: FailOpen,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.channel = Channel(ClientStore(coordination.client), clock, failopen)
@@ -220,13 +220,13 @@ class CrossRank:
         checker = self.checker
         if checker is not None:
             return None if checker.off else checker
-        coordination = _jax_read.coordination()
+        coordination = _coordination.coordination()
         if coordination is None:
             return None
         with self._lock:
             if self.checker is not None:
                 return self.checker
-            lacking = _jax_read.coordination_missing(coordination.client)
+            lacking = _coordination.coordination_missing(coordination.client)
             report = self.report
             checker = Checker(coordination, self.timeout_s,
                               report if report is not None else (lambda d: None),

@@ -3,10 +3,10 @@
 The protocol (``_ranks_protocol``) is written against :class:`Channel`, which makes
 its calls on a :class:`Store`: the few key-value calls of JAX's coordination service
 it uses, as :class:`ClientStore` makes them over the distributed runtime client (read
-through ``_jax_read``), and as ``benchmarks/fleet_scale.py``'s in-process store makes
-them for 1,024 simulated ranks. What is the service's and not the protocol's lives
-here: failing open, blocking reads that closing ends at once, and the generations of
-a key every rank reads.
+through ``_capture/_jax/_coordination.py``), and as ``benchmarks/fleet_scale.py``'s
+in-process store makes them for 1,024 simulated ranks. What is the service's and not
+the protocol's lives here: failing open, blocking reads that closing ends at once, and
+the generations of a key every rank reads.
 
 A key only this process waits for (``all`` for a comparer, a summary it asked for) is
 set to ``WAKE`` to end its read; a key every rank reads (the verdict, a named
@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Generator
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from .._capture import _jax_read
+from .._capture._jax import _coordination
 from .._core._failopen import FailOpen, Topic
 from .._core._text import safe_repr
 from ._wire import generation
@@ -77,28 +77,28 @@ class Store(Protocol):
 
 
 class ClientStore:
-    """The :class:`Store` of JAX's distributed runtime client (``_jax_read``'s calls)."""
+    """The :class:`Store` of JAX's distributed runtime client (``_coordination``'s calls)."""
 
     def __init__(self, client: Any) -> None:
         self.client = client
 
     def set(self, key: str, value: str) -> None:
-        _jax_read.kv_set(self.client, key, value)
+        _coordination.kv_set(self.client, key, value)
 
     def create(self, key: str, value: str) -> bool:
-        return _jax_read.kv_create(self.client, key, value)
+        return _coordination.kv_create(self.client, key, value)
 
     def increment(self, key: str, by: int) -> int:
-        return _jax_read.kv_increment(self.client, key, by)
+        return _coordination.kv_increment(self.client, key, by)
 
     def dir_get(self, directory: str) -> list[tuple[str, str]]:
-        return _jax_read.kv_dir_get(self.client, directory)
+        return _coordination.kv_dir_get(self.client, directory)
 
     def delete(self, key: str) -> None:
-        _jax_read.kv_delete(self.client, key)
+        _coordination.kv_delete(self.client, key)
 
     def wait(self, key: str, timeout_ms: int) -> str | None:
-        return _jax_read.kv_wait(self.client, key, timeout_ms)
+        return _coordination.kv_wait(self.client, key, timeout_ms)
 
 
 class Read(enum.Enum):

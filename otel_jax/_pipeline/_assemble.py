@@ -21,9 +21,11 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .._capture import _build, _detached, _fingerprint, _jax_read, _naming, _signature
+from .._capture import _build, _detached, _fingerprint, _naming, _signature
 from .._capture._correlate import Traced
-from .._capture._jax_hooks import CompileInputs, Miss
+from .._capture._jax import _coordination, _names, _persistent_cache, _program
+from .._capture._jax._compile_entry import CompileInputs
+from .._capture._jax._miss import Miss
 from .._capture._source import FunctionInfo, user_callsite
 from .._core._failopen import FailOpen
 from .._core._vocab import Phase
@@ -47,7 +49,7 @@ def traced(miss: Miss, history: History, guard: FailOpen) -> Traced | None:
         lambda: _build.from_miss(miss, naming.stands_for, latest), None)
     # Kept until its compile, or until later traces push it out: plain data only (the
     # user's function that a library's jitted function stands for is in the signature).
-    return Traced(_jax_read.event_name(miss.fun), naming._replace(stands_for=None),
+    return Traced(_names.event_name(miss.fun), naming._replace(stands_for=None),
                   signature, miss.started)
 
 
@@ -121,10 +123,11 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
             signature = _signature_of(miss, naming, history, guard)
             if signature is None:
                 signature = _signature.uncaptured()
-    cache_enabled = guard.call("persistent cache", _jax_read.persistent_cache_enabled, False)
+    cache_enabled = guard.call("persistent cache",
+                               _persistent_cache.persistent_cache_enabled, False)
     compiled = taken.compiled
     if compiled is not None and (naming.eager_op or not (
-            cache_enabled or _jax_read.coordination() is not None)):
+            cache_enabled or _coordination.coordination() is not None)):
         # The lowered program is read only for its fingerprint (see ``assemble``): not
         # kept while the record waits to be made, it can be large.
         compiled = None
@@ -191,9 +194,9 @@ def assemble(captured: Captured, history: History, ledger: Ledger, guard: FailOp
     # The program's fingerprint tells ranks and restarts apart; one process on its
     # own has nothing to compare it with, and it costs a serialisation of the program.
     if compiled is not None and not naming.eager_op and (
-            cache_enabled or _jax_read.coordination() is not None):
+            cache_enabled or _coordination.coordination() is not None):
         digest = guard.call("program fingerprint",
-                            lambda: _jax_read.program_digest(compiled.computation), None)
+                            lambda: _program.program_digest(compiled.computation), None)
         program = digest.hex() if digest else ""
     try:
         count, earlier = history.begin(info)
@@ -212,7 +215,8 @@ def assemble(captured: Captured, history: History, ledger: Ledger, guard: FailOp
     if cache_enabled:
         reason = None
         if not taken.cache_hit and not taken.cache_written:
-            reason = _jax_read.persistent_cache_skip_reason(compile_s, devices.process_index)
+            reason = _persistent_cache.persistent_cache_skip_reason(
+                compile_s, devices.process_index)
         cache = PersistentCache(taken.cache_hit, taken.cache_written, reason)
         if not taken.cache_hit and not naming.eager_op:
             cache = guard.call("compile ledger", functools.partial(

@@ -33,7 +33,8 @@ import os
 import threading
 from typing import Any, NamedTuple
 
-from .._capture import _correlate, _jax_hooks, _jax_read
+from .._capture import _correlate
+from .._capture._jax import _capabilities, _devices, _hooks, _listeners, _miss, _reader_gaps
 from .._core._failopen import FailOpen, OtelJaxWarning, Topic, at_site
 from .._fleet import _ranks
 from .._fleet._ledger import Ledger
@@ -104,8 +105,8 @@ class Engine:
         #: compile that starts there (a signal handler, a finalizer, a user's processor or
         #: log handler that calls a jitted function) is only captured, never made in place.
         self._inside = threading.local()
-        self._hooks: _jax_hooks.Hooks | None = None
-        self._unavailable: frozenset[_jax_hooks.Capability] = frozenset()
+        self._hooks: _hooks.Hooks | None = None
+        self._unavailable: frozenset[_capabilities.Capability] = frozenset()
         self._devices: tuple[Any, int] | None = None  # (default device, process index)
         #: Multi-process jobs: each compile compared with the other ranks' (``_ranks``).
         self.cross_rank = _ranks.CrossRank(self.failopen)
@@ -164,21 +165,21 @@ class Engine:
     def _hook(self) -> None:
         if self._hooks is not None:
             return
-        hooks = _jax_hooks.Hooks(self._on_time_span, self._on_event, self._on_trace_only)
+        hooks = _hooks.Hooks(self._on_time_span, self._on_event, self._on_trace_only)
         hooks.install()
         self._hooks = hooks
         gaps = list(hooks.unavailable)
         with self.failopen.guard("reading what this JAX version offers"):
-            gaps += [g for g in _jax_read.reader_gaps()
+            gaps += [g for g in _reader_gaps.reader_gaps()
                      if g.capability not in {h.capability for h in gaps}]
         self._unavailable = frozenset(g.capability for g in gaps)
         if gaps:
-            self.failopen.warn_once(Topic.JAX_UNAVAILABLE, _jax_hooks.unavailable_message(
-                _jax_version(), sorted(gaps, key=lambda g: list(_jax_hooks.Capability).index(
+            self.failopen.warn_once(Topic.JAX_UNAVAILABLE, _capabilities.unavailable_message(
+                _jax_version(), sorted(gaps, key=lambda g: list(_capabilities.Capability).index(
                     g.capability))))
 
     @property
-    def unavailable(self) -> frozenset[_jax_hooks.Capability]:
+    def unavailable(self) -> frozenset[_capabilities.Capability]:
         """The facts this JAX version's internals do not give (see ``Capability``), as of
         the last time JAX was hooked."""
         return self._unavailable
@@ -215,7 +216,7 @@ class Engine:
         with self.failopen.guard("event listener"):
             self.correlator.cache_event(event)
 
-    def _on_trace_only(self, miss: _jax_hooks.Miss) -> None:
+    def _on_trace_only(self, miss: _miss.Miss) -> None:
         """A trace with no call around it (``f.lower(x)``): read now, kept for its compile."""
         with self.failopen.guard("trace-only listener"):
             traced = _assemble.traced(miss, self.history, self.failopen)
@@ -231,7 +232,7 @@ class Engine:
         self._inside.depth = depth
 
     def _on_time_span(self, event: str, start: float, end: float, **kwargs: Any) -> None:
-        if event not in _jax_hooks.PHASE_EVENTS:
+        if event not in _listeners.PHASE_EVENTS:
             return
         depth = self._enter()
         try:
@@ -253,7 +254,7 @@ class Engine:
         deque and queueing a job take no lock this thread could already hold."""
         with self.failopen.guard("compile listener (nested)"):
             name = str(kwargs.get("fun_name", "?"))
-            if event != _jax_hooks.BACKEND_COMPILE_EVENT:
+            if event != _listeners.BACKEND_COMPILE_EVENT:
                 self.correlator.phase(event, name, start, end)
                 return
             captured = self._capture(name, start, end, True)
@@ -267,7 +268,7 @@ class Engine:
         captured: _assemble.Captured | None = None
         with self.failopen.guard("compile listener"):
             name = str(kwargs.get("fun_name", "?"))
-            if event != _jax_hooks.BACKEND_COMPILE_EVENT:
+            if event != _listeners.BACKEND_COMPILE_EVENT:
                 self.correlator.phase(event, name, start, end)
                 return
             installed, added = self._installed, self._added
@@ -429,15 +430,15 @@ class Engine:
             info, count, signature, entry, record.cause_kind.value, record.is_recompile), None)
         return record, self.policy.storm(record, fh)
 
-    def _devices_of(self, miss: _jax_hooks.Miss | None) -> Devices:
-        devices = _jax_read.argument_devices(miss.args_flat) if miss is not None else set()
+    def _devices_of(self, miss: _miss.Miss | None) -> Devices:
+        devices = _devices.argument_devices(miss.args_flat) if miss is not None else set()
         if self._devices is None:
-            self._devices = (_jax_read.default_device(), _jax_read.process_index())
+            self._devices = (_devices.default_device(), _devices.process_index())
         default, process_index = self._devices
         if not devices:
             devices = {default}
         device = min(devices, key=lambda d: getattr(d, "id", 0))
-        platform, kind = _jax_read.device_facts(device)
+        platform, kind = _devices.device_facts(device)
         return Devices(platform, kind, len(devices), process_index)
 
     # --- delivery ---------------------------------------------------------------------

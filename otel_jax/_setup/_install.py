@@ -12,7 +12,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 
 from opentelemetry import trace
 
-from .._capture._jax_hooks import Capability
+from .._capture._jax._capabilities import Capability
 from .._core import _scrub
 from .._core._failopen import Topic, WarnKey, warn_once
 from .._core._vocab import INSTRUMENTATION_SCOPE

@@ -5,12 +5,13 @@ from __future__ import annotations
 import threading
 from types import SimpleNamespace
 
-from otel_jax._capture import _correlate, _jax_hooks
+from otel_jax._capture import _correlate
 from otel_jax._capture._correlate import Correlator, Traced
+from otel_jax._capture._jax import _listeners
 from otel_jax._core._failopen import FailOpen
 from otel_jax._core._vocab import Phase
 
-TRACE, LOWER = _jax_hooks.TRACE_EVENT, _jax_hooks.LOWER_EVENT
+TRACE, LOWER = _listeners.TRACE_EVENT, _listeners.LOWER_EVENT
 
 
 def traced(fun_name: str, key: str, started: float, signature: object = "sig") -> Traced:
@@ -50,7 +51,7 @@ def test_pending_phases_stay_bounded():
 
 def test_cache_events_belong_to_the_next_compile_only():
     c = Correlator()
-    c.cache_event(_jax_hooks.CACHE_HIT_EVENT)
+    c.cache_event(_listeners.CACHE_HIT_EVENT)
     first = c.take("jit(f)", 1.0, 1.1, FailOpen())
     second = c.take("jit(f)", 2.0, 2.1, FailOpen())
     assert (first.cache_hit, first.cache_written) == (True, False)

@@ -11,7 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from otel_jax._capture import _detached, _jax_read
+from otel_jax._capture import _detached
+from otel_jax._capture._jax import _jit_info
 from otel_jax._capture._signature import StaticArg
 
 
@@ -53,7 +54,7 @@ def test_a_full_read_leaves_every_static_pending(misses):
 
     f(jnp.ones(2), Config(1.0))
     [miss] = misses
-    parameters = _jax_read.call_parameters(miss.jit_info, len(miss.args))
+    parameters = _jit_info.call_parameters(miss.jit_info, len(miss.args))
     read = _detached.read_miss(miss, None, parameters, None, None, None, detached=False)
     [entry] = read.statics
     assert isinstance(entry, _detached.Pending) and entry.name == "cfg" and not entry.keyword

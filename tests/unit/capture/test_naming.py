@@ -5,7 +5,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from otel_jax._capture import _naming
-from otel_jax._capture._jax_hooks import Miss, TransformedFunction
+from otel_jax._capture._jax._miss import Miss
+from otel_jax._capture._jax._transformed import TransformedFunction
 from otel_jax._capture._source import FunctionInfo
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from otel_jax._capture import _jax_read
+from otel_jax._capture._jax import _cache_key
 from otel_jax._capture._source import FunctionInfo
 from otel_jax._core._vocab import MissReason, NotWrittenReason
 from otel_jax._fleet import _ledger_lines
@@ -21,11 +21,11 @@ from otel_jax._fleet._ledger_lines import (
 )
 from otel_jax._pipeline._record import PersistentCache
 
-KEY = {p: f"{i:016x}" for i, p in enumerate(_jax_read.CACHE_KEY_PARTS)}
+KEY = {p: f"{i:016x}" for i, p in enumerate(_cache_key.CACHE_KEY_PARTS)}
 
 
 def _line(**changes):
-    parts = _jax_read.CacheKeyParts(dict(KEY), {"jaxlib": "0.10.2", "xla_flags": ["--a=1"]})
+    parts = _cache_key.CacheKeyParts(dict(KEY), {"jaxlib": "0.10.2", "xla_flags": ["--a=1"]})
     cache = PersistentCache(hit=False, written=False,
                             not_written_reason=NotWrittenReason.NOT_PROCESS_0)
     line = line_of(FunctionInfo("step", "/src/train.py", 12), "sigfp", "progfp", parts, cache,

@@ -1,0 +1,290 @@
+"""A jitted computation JAX evaluates under a transformation outside jit
+(``jax.grad(jitted)(x)``): its miss, made from ``jit_p``'s parameters, and which
+transformations the running code is under, read off the stack.
+
+Its own module: the jaxpr's debug info, ``jit_p``'s parameter names and the code objects
+of JAX's transformation closures are all JAX's private layout. Checked on JAX 0.8.0,
+0.10.2 and 0.12.0.1 (the oldest, default and newest test venvs). Fallback: arguments
+without debug names are ``args[i]``; the transformations not found (their closures moved)
+are ``""`` and the function's number ``0``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from typing import Any, NamedTuple
+
+from ..._core._idcache import SERIALS
+from ._cache_clears import cache_clears
+from ._miss import Miss
+
+
+class TransformedFunction:
+    """Stands in for the function of a computation JAX runs under a transformation.
+
+    Only the jaxpr reaches the miss, so the name and definition site come from
+    its debug info (``"f at /path/train.py:12"``), unless the jitted function
+    that bound it is known (``origin``: under vmap, the call is still running).
+    """
+
+    __slots__ = ("__name__", "origin", "program", "source")
+
+    def __init__(self, name: str, source: str | None, origin: Any = None,
+                 program: int = 0) -> None:
+        self.__name__ = name
+        self.source = source
+        self.origin = origin
+        #: The number (``Serials``: it is not held) of the function the transformation was
+        #: applied to, ``0`` unknown.
+        self.program = program
+
+    def __repr__(self) -> str:
+        return f"<transformed {self.__name__}>"
+
+
+class _TransformedParams(NamedTuple):
+    in_avals: tuple[Any, ...]
+    in_tree: Any
+    arg_names: tuple[str, ...]
+    consts: tuple[Any, ...]
+    out_count: int  # with the input count, tells grad's forward and backward programs apart
+    op_count: int = 0  # ... and so does this when both have as many inputs and outputs
+
+
+class _TransformedJitInfo(NamedTuple):
+    """The jit options a transformed computation carries, under ``PjitInfo``'s field names.
+
+    Output shardings and layouts are per output: the program's shape
+    (``out_count``) tells those programs apart instead.
+    """
+
+    donate_argnums: tuple[int, ...]
+    in_shardings_leaves: Any
+    in_layouts_leaves: Any
+    keep_unused: Any
+    inline: Any
+    compiler_options_kvs: Any
+
+
+_in_trees: dict[int, Any] = {}
+
+
+def _flat_in_tree(n: int) -> Any:
+    """The ``(args, kwargs)`` tree of ``n`` positional leaves, as a jit call has."""
+    tree = _in_trees.get(n)
+    if tree is None:
+        from jax import tree_util
+
+        if len(_in_trees) > 256:
+            _in_trees.clear()
+        tree = _in_trees[n] = tree_util.tree_structure((tuple(range(n)), {}))
+    return tree
+
+
+def transformed_miss(args: tuple[Any, ...], params: dict[str, Any], started: float,
+                     origin: Any = None) -> Miss:
+    """The miss of a jitted computation JAX evaluates under a transformation."""
+    jaxpr = params["jaxpr"]
+    # A ClosedJaxpr (JAX <= 0.10), or from 0.11 the Jaxpr it was merged into.
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    debug = getattr(inner, "debug_info", None)
+    source = getattr(debug, "func_src_info", None)
+    in_avals = tuple(jaxpr.in_avals)
+    names = getattr(debug, "arg_names", None)
+    if (not isinstance(names, tuple) or len(names) != len(in_avals)
+            or not all(isinstance(n, str) and n for n in names)):
+        names = tuple(f"args[{i}]" for i in range(len(in_avals)))
+    donated = params.get("donated_invars") or ()
+    jit_info = _TransformedJitInfo(
+        donate_argnums=tuple(i for i, d in enumerate(donated) if d),
+        in_shardings_leaves=params.get("in_shardings"),
+        in_layouts_leaves=params.get("in_layouts"),
+        keep_unused=params.get("keep_unused"),
+        inline=params.get("inline"),
+        compiler_options_kvs=params.get("compiler_options_kvs"),
+    )
+    fun = TransformedFunction(str(params.get("name", "<unnamed function>")),
+                              source if isinstance(source, str) else None, origin,
+                              transformed_function_serial())
+    return Miss(fun, jit_info, args, {},
+                _TransformedParams(in_avals, _flat_in_tree(len(in_avals)), names, (),
+                                   len(jaxpr.out_avals), len(getattr(inner, "eqns", ()))),
+                args, started, transformed=True, transformation=transformations_on_stack(),
+                cache_clears=cache_clears())
+
+
+# --- which transformations a computation runs under ----------------------------------
+#
+# A jitted function called under jax.grad outside jit is evaluated as a new program per
+# transformation and its parameters: grad(argnums=0) and grad(argnums=(0, 1)) compile
+# forward programs that may read the same argument for argument. Only the jaxpr reaches
+# the miss; the transformations are read off the stack, from the frames of JAX's own
+# transformation closures (their parameters are those closures' free variables). JAX
+# code only, never the user's: nothing is called, values are rendered only when plain.
+
+
+class _Transformation(NamedTuple):
+    name: str
+    always: tuple[str, ...]  # parameters always shown
+    when_set: tuple[tuple[str, Any], ...]  # parameters shown when not at their default
+
+
+_GRAD = _Transformation("grad", ("argnums",), (("has_aux", False), ("holomorphic", False),
+                                                ("allow_int", False)))
+_JAC = ("argnums",), (("has_aux", False), ("holomorphic", False), ("allow_int", False))
+_VMAP = _Transformation("vmap", ("in_axes",), (("out_axes", 0), ("axis_name", None),
+                                               ("axis_size", None),
+                                               ("spmd_axis_name", None)))
+_AUX_ONLY: tuple[tuple[str, Any], ...] = (("has_aux", False),)
+
+# code object -> what its frame stands for; ``None`` until first needed, ``{}`` if unreadable
+_transformation_codes: dict[Any, _Transformation] | None = None
+_grad_wrappers: frozenset[Any] = frozenset()  # grad's closures around value_and_grad's
+_jax_dir = ""
+
+
+def _closure_code(function: Any, name: str) -> Any:
+    code = getattr(inspect.unwrap(function), "__code__", None)
+    return next((c for c in getattr(code, "co_consts", ())
+                 if getattr(c, "co_name", None) == name), None)
+
+
+def _read_transformation_codes() -> dict[Any, _Transformation]:
+    global _grad_wrappers, _jax_dir
+    import os
+
+    import jax
+    from jax._src import api
+
+    codes: dict[Any, _Transformation] = {}
+    closures: tuple[tuple[Any, str, _Transformation], ...] = (
+            (api.value_and_grad, "value_and_grad_f", _GRAD._replace(name="value_and_grad")),
+            (api.jacfwd, "jacfun", _Transformation("jacfwd", *_JAC)),
+            (api.jacrev, "jacfun", _Transformation("jacrev", *_JAC)),
+            (api.vmap, "vmap_f", _VMAP))
+    for function, closure, meaning in closures:
+        code = _closure_code(function, closure)
+        if code is not None:
+            codes[code] = meaning
+    plain: tuple[tuple[Any, str], ...] = (
+        (api.jvp, "jvp"), (api.vjp, "vjp"), (api.linearize, "linearize"))
+    for top, name in plain:
+        code = getattr(inspect.unwrap(top), "__code__", None)
+        if code is not None:
+            codes[code] = _Transformation(name, (), _AUX_ONLY)
+    _grad_wrappers = frozenset(c for name in ("grad_f", "grad_f_aux")
+                               if (c := _closure_code(api.grad, name)) is not None)
+    _jax_dir = os.path.dirname(os.path.abspath(jax.__file__)) + os.sep
+    return codes
+
+
+_STACK_LIMIT = 1000  # frames walked at most
+
+
+def transformed_function_serial() -> int:
+    """The number (``Serials``) of the function the outermost transformation on the stack
+    was applied to (its ``fun``: the user's jitted function under ``jax.grad(jax.jit(f))``),
+    ``0`` when none is found. The function is not held: its number tells a function
+    re-created per call from the same one, whose forward and backward programs are
+    compiled apart."""
+    try:
+        codes = _transformation_codes
+        if codes is None:
+            transformations_on_stack()  # reads the codes once
+            codes = _transformation_codes
+        if not codes:
+            return 0
+        # The outermost one: the transformation the user applied, whose forward and
+        # backward programs are both compiled inside its one call (the transformations
+        # JAX applies inside it wrap the function anew for each program).
+        outermost: Any = None
+        frame: Any = sys._getframe(1)
+        for _ in range(_STACK_LIMIT):
+            if frame is None:
+                break
+            if (frame.f_code in codes or frame.f_code in _grad_wrappers) \
+                    and frame.f_locals.get("fun") is not None:
+                outermost = frame
+            frame = frame.f_back
+        return SERIALS.of(outermost.f_locals["fun"]) if outermost is not None else 0
+    except Exception:  # a frame that cannot be read: no number
+        return 0
+
+
+def transformations_on_stack() -> str:
+    """The transformations the running code is under, outermost first and as a user
+    applied them (``vmap(in_axes=0) of grad(argnums=0)``); those JAX applies inside
+    another (jacrev's own vjp and vmap) are left out. ``""`` when none is found."""
+    global _transformation_codes
+    try:
+        if _transformation_codes is None:
+            try:
+                _transformation_codes = _read_transformation_codes()
+            except Exception:  # moved: the transformations are not named
+                _transformation_codes = {}
+        codes = _transformation_codes
+        if not codes:
+            return ""
+        found: list[str] = []
+        pending: tuple[Any, _Transformation] | None = None
+        frame: Any = sys._getframe(1)
+        for _ in range(_STACK_LIMIT):
+            if frame is None:
+                break
+            code = frame.f_code
+            meaning = codes.get(code)
+            if pending is not None:
+                if meaning is not None or code in _grad_wrappers:
+                    # called by another transformation's own code: part of that one,
+                    # unless it is grad's wrapper around value_and_grad
+                    if code in _grad_wrappers and pending[1] is not None:
+                        found.append(_render(pending[0], pending[1]._replace(name="grad")))
+                    pending = None
+                elif not code.co_filename.startswith(_jax_dir):
+                    found.append(_render(*pending))  # called from the user's code
+                    pending = None
+            if meaning is not None:
+                pending = (frame, meaning)
+            frame = frame.f_back
+        if pending is not None:
+            found.append(_render(*pending))
+        return " of ".join(reversed(found))
+    except Exception:  # a frame that cannot be read: not named
+        return ""
+
+
+def _render(frame: Any, meaning: _Transformation) -> str:
+    values = frame.f_locals
+    shown = [f"{p}={_plain(values.get(p))}" for p in meaning.always if p in values]
+    # a parameter JAX replaced by a sentinel object of its own (vmap's axis_name) is
+    # not one the user set
+    shown += [f"{p}={text}" for p, default in meaning.when_set
+              if p in values and not _is_default(values[p], default)
+              and not (text := _plain(values[p])).startswith("<")]
+    return f"{meaning.name}({', '.join(shown)})"
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    return value is default or (type(value) is type(default) and value == default)
+
+
+_PLAIN_LIMIT = 80
+
+
+def _plain(value: Any, depth: int = 0) -> str:
+    """A parameter's text without running user code: built-in values by repr, containers
+    of them item by item, anything else by its type's name."""
+    t = type(value)
+    if value is None or t in (bool, int, float, str):
+        text = repr(value)
+    elif t in (tuple, list) and depth < 3 and len(value) <= 16:
+        items = [_plain(v, depth + 1) for v in value]
+        text = (f"({items[0]},)" if t is tuple and len(items) == 1 else
+                ("({})" if t is tuple else "[{}]").format(", ".join(items)))
+    elif t is dict and depth < 3 and len(value) <= 16:
+        text = "{" + ", ".join(f"{_plain(k, depth + 1)}: {_plain(v, depth + 1)}"
+                               for k, v in value.items()) + "}"
+    else:
+        text = f"<{getattr(t, '__qualname__', 'object')}>"
+    return text if len(text) <= _PLAIN_LIMIT else text[:_PLAIN_LIMIT - 3] + "..."
