@@ -87,6 +87,48 @@ def test_vmap_of_a_jitted_function_outside_jit_is_captured(telemetry):
     assert not any(s.attributes["jax.compile.eager_op"] for s in spans)
 
 
+def _checked(check_positive):
+    def checked_log(x):  # re-created per call: one definition, new function objects
+        check_positive(x)
+        return jnp.log(x)
+
+    return checked_log
+
+
+def test_a_function_re_created_under_a_transformation_otel_jax_does_not_know(telemetry):
+    """checkify traces the jitted function inside its own trace and evaluates the
+    program after, with no transformation closure of JAX's on the stack: the function
+    re-created each call is still named as JAX's explainer does (another function
+    defined on the same line), never ``unknown``."""
+    from jax.experimental import checkify
+
+    def check_positive(x):
+        checkify.check(jnp.all(x > 0), "not positive")
+
+    x = jnp.ones(3)
+    for _ in range(3):
+        error, out = checkify.checkify(jax.jit(_checked(check_positive)))(x)
+        error.throw()
+    kept = jax.jit(_checked(check_positive))
+    for _ in range(2):
+        checkify.checkify(kept)(x)[0].throw()
+    checkify.checkify(kept)(jnp.ones(4))[0].throw()
+
+    spans = telemetry.compiles("_checked.<locals>.checked_log")
+    kinds = causes(spans)
+    # One compile per new function object and one for the new shape; the same object
+    # with the same types is served from JAX's caches.
+    assert kinds == ["first_compile"] + ["function_identity"] * 3 + ["shape"], [
+        s.attributes["jax.compile.cause"] for s in spans]
+    for span in spans[1:4]:
+        assert diff_of(span) == [{
+            "path": "<function>", "kind": "function_identity",
+            "before": "earlier function object",
+            "after": "new function object, same source, under the same transformation"}]
+    change = diff_of(spans[4])[0]
+    assert (change["before"], change["after"]) == ("f32[3]", "f32[4]")
+
+
 def test_jax_own_functions_under_grad_stay_eager_ops(telemetry):
     grad = jax.grad(lambda x: jnp.sum(x))  # jnp.sum is a jitted function inside JAX
     grad(jnp.ones(3))

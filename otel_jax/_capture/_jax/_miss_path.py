@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 from ._cache_clears import cache_clears
 from ._miss import Miss
 from ._patch import leading_parameters
-from ._transformed import transformed_miss
+from ._transformed import note_nested_trace, transformed_miss
 
 _tls = threading.local()
 
@@ -93,7 +93,10 @@ def wrap_infer_params(original: Callable[..., Any], miss_path: Any = None,
     def _infer_params(fun, ji, args, kwargs):  # type: ignore[no-untyped-def]
         if not top_level():
             # A jitted call made while tracing another (every jnp op inside a
-            # jitted function): it binds into that trace and never compiles.
+            # jitted function): it binds into that trace and never compiles, unless
+            # a transformation evaluates the trace after (checkify): its function is
+            # noted for that compile.
+            note_nested_trace(fun)
             return original(fun, ji, args, kwargs)
         started = time.time()
         result = original(fun, ji, args, kwargs)

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import inspect
 import sys
+import threading
 from typing import Any, NamedTuple
 
 from ..._core._idcache import SERIALS
 from ._cache_clears import cache_clears
 from ._miss import Miss
+from ._names import transformed_source
 
 
 class TransformedFunction:
@@ -104,14 +106,53 @@ def transformed_miss(args: tuple[Any, ...], params: dict[str, Any], started: flo
         inline=params.get("inline"),
         compiler_options_kvs=params.get("compiler_options_kvs"),
     )
+    serial = transformed_function_serial()
+    if not serial:
+        # A transformation whose closures are not known here (checkify, a library's own).
+        # Under vmap the jitted function whose call bound this program is still running;
+        # otherwise (checkify traces first, evaluates after) the function last traced
+        # from this definition on this thread is the one. Either is what a re-created
+        # function changes: JAX traces once per function object.
+        serial = (SERIALS.of(origin) if origin is not None
+                  else _nested_serial(source if isinstance(source, str) else None))
     fun = TransformedFunction(str(params.get("name", "<unnamed function>")),
-                              source if isinstance(source, str) else None, origin,
-                              transformed_function_serial())
+                              source if isinstance(source, str) else None, origin, serial)
     return Miss(fun, jit_info, args, {},
                 _TransformedParams(in_avals, _flat_in_tree(len(in_avals)), names, (),
                                    len(jaxpr.out_avals), len(getattr(inner, "eqns", ()))),
                 args, started, transformed=True, transformation=transformations_on_stack(),
                 cache_clears=cache_clears())
+
+
+# --- which function a program of an unknown transformation was traced from -----------
+
+_nested = threading.local()
+#: Definitions remembered per thread (cleared past it: a serial missed is a vaguer cause).
+_NESTED_MAX = 1024
+
+
+def note_nested_trace(fun: Any) -> None:
+    """Remember ``fun`` as the function last traced, inside another trace, from its
+    definition (file and first line, as a jaxpr's debug source names it). Called for
+    every jitted call made while tracing: cheap, and never raises."""
+    try:
+        if hasattr(fun, "__wrapped__"):  # as JAX names a decorated function's definition
+            fun = inspect.unwrap(fun)
+        code = fun.__code__
+        seen = _nested.__dict__.setdefault("serials", {})
+        if len(seen) >= _NESTED_MAX:
+            seen.clear()
+        seen[(code.co_filename, code.co_firstlineno)] = SERIALS.of(fun)
+    except Exception:  # not a plain function (a partial, a callable object): not named
+        pass
+
+
+def _nested_serial(source: str | None) -> int:
+    site = transformed_source(source)
+    if site is None:
+        return 0
+    serials: dict[tuple[str, int], int] = _nested.__dict__.get("serials", {})
+    return serials.get((site[1], site[2]), 0)
 
 
 # --- which transformations a computation runs under ----------------------------------
