@@ -267,6 +267,15 @@ def _core_type(text: str) -> str:
     return match.group(1) if match else text.strip()
 
 
+def key_names(text: str) -> list[str]:
+    """The keys of JAX's key set as it prints it: ``'a', 'b'`` or, on the JAX versions that
+    join them with spaces, ``'a' 'b'``; unquoted keys (integers) split on both."""
+    quoted = re.findall(r"'([^']*)'|\"([^\"]*)\"", text)
+    if quoted:
+        return [single or double for single, double in quoted]
+    return [k for k in re.split(r"[,\s]+", text) if k]
+
+
 def missing_items(explanation: Explanation, record: dict[str, Any]) -> list[str]:
     """What JAX's explanation names that the record's diff does not (empty: none)."""
     changes = record["diff"]
@@ -285,7 +294,7 @@ def missing_items(explanation: Explanation, record: dict[str, Any]) -> list[str]
                 missing.append(f"{item['name']} now {now} (otel_jax: {change['after']})")
         elif explanation.category == "pytree":
             arg, rest = _below_argument(item["path"])
-            keys = [k.strip().strip("'\"") for k in item["keys"].split(",") if k.strip()]
+            keys = key_names(item["keys"])
             if rest and not any(p.endswith(rest) for p in paths):
                 missing.append(f"input path {item['path']}")
             elif arg and not any(p.startswith(arg) for p in paths):

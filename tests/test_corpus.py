@@ -57,6 +57,18 @@ def test_jax_pytree_explanation_names_the_path_below_the_argument_and_changed_ke
     assert corpus.missing_items(parsed, record(("p['v']", "<absent>", "f32[]"))) == []
     assert corpus.missing_items(parsed, record(("p['w']", "f32[2]", "f32[3]"))) == [
         "key 'v' at input path [0][1]"]
+    # The key set as JAX 0.10 prints it (joined with spaces): each key is its own item.
+    both = corpus.parse_explanation(explanation(
+        "  different input pytree:\n  * at input path [1], now <class 'dict'> with 2 "
+        "children and before <class 'dict'> with 0 child, so the numbers of children do not "
+        "match, with the symmetric difference of key sets: {'x' 'y'}"))
+    by_keyword = record(("x", "passed positionally (i32[1,2])", "passed by keyword (i32[1,2])"),
+                        ("y", "passed positionally (i32[])", "passed by keyword (i32[])"),
+                        kind="pytree_structure")
+    assert corpus.missing_items(both, by_keyword) == []
+    assert corpus.missing_items(both, record(("x", "a", "b"))) == ["key 'y' at input path [1]"]
+    assert corpus.key_names("'a', 'b'") == corpus.key_names("'a' 'b'") == ["a", "b"]
+    assert corpus.key_names("0, 1") == ["0", "1"]
     keyword = corpus.parse_explanation(explanation(
         "  different input pytree:\n  * at input path [1]['k']['a'], now pytree leaf and "
         "before <class 'list'>, so their Python types differ"))
