@@ -6,7 +6,8 @@ Its own module: the jaxpr's debug info, ``jit_p``'s parameter names and the code
 of JAX's transformation closures are all JAX's private layout. Checked on JAX 0.8.0,
 0.10.2 and 0.12.0.1 (the oldest, default and newest test venvs). Fallback: arguments
 without debug names are ``args[i]``; the transformations not found (their closures moved)
-are ``""`` and the function's number ``0``.
+are ``""``, and the function's number is then the one last traced from the program's
+definition (its debug source), else ``0``.
 """
 
 from __future__ import annotations
