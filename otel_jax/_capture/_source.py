@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._core import _failopen
+from .._core._walk import walk
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,14 +189,7 @@ def find_user_function_in_closure(fun: Any, depth: int = 6, budget: int = 64) ->
     wrappers, bound methods and closures (as a ``lu.WrappedFun``, whose ``.f``
     is the user's function).
     """
-    stack = [(fun, depth)]
-    seen: set[int] = set()
-    while stack and budget > 0:
-        value, d = stack.pop()
-        budget -= 1
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
+    for value in walk(fun, _inner_callables, depth, budget):
         try:
             code = getattr(value, "__code__", None)
             filename = code.co_filename if code is not None else None
@@ -203,8 +197,6 @@ def find_user_function_in_closure(fun: Any, depth: int = 6, budget: int = 64) ->
             continue
         if isinstance(filename, str) and not is_library_file(filename):
             return value
-        if d > 0:
-            stack.extend((child, d - 1) for child in reversed(_inner_callables(value)))
     return None
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from ..._core._walk import walk
+
 
 class PmapArguments(NamedTuple):
     """What ``jax.pmap`` keeps of a call's arguments beside the function it jits."""
@@ -34,17 +36,9 @@ def pmap_arguments(fun: Any, n: int) -> PmapArguments | None:
     parameter names. Static arguments (``static_broadcasted_argnums``) are bound to
     the wrapped function by ``argnums_partial`` in both. Read with a bounded walk.
     """
-    stack: list[tuple[Any, int]] = [(fun, 6)]
-    seen: set[int] = set()
-    budget = 96
     paths: tuple[tuple[str, ...], tuple[tuple[str, Any], ...]] | None = None
     statics: tuple[tuple[str, Any], ...] | None = None
-    while stack and budget > 0 and (paths is None or statics is None):
-        value, depth = stack.pop()
-        budget -= 1
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
+    for value in walk(fun, _pmap_inner, depth=6, budget=96):
         try:
             if paths is None:
                 paths = _pmap_paths_at(value, n)
@@ -52,8 +46,8 @@ def pmap_arguments(fun: Any, n: int) -> PmapArguments | None:
                 statics = _pmap_statics_at(value)
         except Exception:
             pass
-        if depth > 0:
-            stack.extend((v, depth - 1) for v in _pmap_inner(value))
+        if paths is not None and statics is not None:
+            break
     return PmapArguments(paths[0], statics or (), paths[1]) if paths is not None else None
 
 
