@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .._core._idcache import SERIALS
 from . import _wrappers
 from ._arg_texts import option_texts, placements_of
-from ._jax import _config, _eager, _jit_info, _traced
+from ._jax import _config, _eager, _jit_info, _traced, _transformed
 from ._reprs import PLAIN_TYPES, bound_values
 from ._signature import UNCOMMITTED, Placement, StaticArg, TraceContext
 from ._statics import EXPORTED_PROGRAM, static_arg
@@ -154,7 +154,9 @@ def read_miss(miss: Miss, stands_for: Any | None, parameters: _jit_info.CallPara
         and hasattr(identity, "__func__"),
         bound=bound_values(identity) if by_identity else (),
         transformed=miss.transformed,
-        transformation=miss.transformation,
+        # a jitted transformation (``jax.jit(jax.vmap(f, out_axes=1))``): its parameters
+        transformation=miss.transformation or (
+            _transformed.transformations_of(identity) if by_identity else ""),
         cache_clears=miss.cache_clears,
         program_serial=int(getattr(miss.fun, "program", 0) or 0) if miss.transformed else 0,
         # A library's own jit wrapper (pmap's) takes **kwargs for the user's parameters.

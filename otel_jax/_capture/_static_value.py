@@ -8,6 +8,7 @@ its items) without keeping it alive.
 from __future__ import annotations
 
 import functools
+import sys
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -51,7 +52,9 @@ def _value_ref(value: Any, depth: int = 0) -> Callable[[], Any] | None:
     """A way back to ``value`` that keeps nothing of the user's alive: a weak reference;
     built-in scalars as they are; a tuple (an optax ``GradientTransformation``), which
     cannot be weakly referenced, rebuilt from references to its items."""
-    if type(value) in PLAIN_TYPES:
+    if type(value) in PLAIN_TYPES or _is_dtype(value):
+        # kept as they are: a built-in scalar holds nothing of the user's, and numpy keeps
+        # one object per dtype for good (a dtype cannot be weakly referenced)
         return functools.partial(_same, value)
     try:
         return weakref.ref(value)
@@ -62,6 +65,11 @@ def _value_ref(value: Any, depth: int = 0) -> Callable[[], Any] | None:
         if len(items) == len(value):
             return functools.partial(_rebuilt, type(value), items)
     return None
+
+
+def _is_dtype(value: Any) -> bool:
+    numpy = sys.modules.get("numpy")  # not loaded: the value is no dtype
+    return numpy is not None and isinstance(value, numpy.dtype)
 
 
 def _same(value: Any) -> Any:

@@ -20,6 +20,7 @@ class CauseKind(str, enum.Enum):
     """
 
     FIRST_COMPILE = "first_compile"
+    TRANSFORM_PARAMS = "transform_params"
     FUNCTION_IDENTITY = "function_identity"
     JIT_OPTIONS = "jit_options"
     TRACING_CONTEXT = "tracing_context"
@@ -39,6 +40,7 @@ class CauseKind(str, enum.Enum):
 #: Kinds a difference between two signatures can have, most significant first:
 #: the one a user has to fix before the others matter.
 DIFFERENCE_KINDS: Final[tuple[CauseKind, ...]] = (
+    CauseKind.TRANSFORM_PARAMS,
     CauseKind.FUNCTION_IDENTITY,
     CauseKind.JIT_OPTIONS,
     CauseKind.TRACING_CONTEXT,

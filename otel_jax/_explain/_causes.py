@@ -14,6 +14,7 @@ from .._capture._signature import Signature
 from .._capture._source import FunctionInfo
 from .._core._vocab import CauseKind
 from . import _diff
+from ._compare import _equal
 from ._diff import Change, Detail, Diff
 from ._hints import hint_for
 
@@ -41,8 +42,7 @@ def explain(info: FunctionInfo, count: int, earlier: Sequence[tuple[int, Signatu
     """
     transformed = bool(signature.transform)
     if count == 1:
-        return _cause(CauseKind.FIRST_COMPILE, f"first compilation of {info.qualname}",
-                      transformed=transformed)
+        return _cause(CauseKind.FIRST_COMPILE, f"first compilation of {info.qualname}")
     if not signature.captured:
         return _cause(CauseKind.UNKNOWN,
                       "signature not captured for this compile (no jit dispatch miss seen: a "
@@ -59,8 +59,10 @@ def explain(info: FunctionInfo, count: int, earlier: Sequence[tuple[int, Signatu
     compared = earlier[index][0]
     if not d.changes:
         return _same_signature(old, signature, d, compared)
+    top = _top(d)
     return _cause(d.kind, describe(d), d, compared, transformed=transformed,
-                  detail=_top(d).detail.value)
+                  detail=_checked_detail(top, earlier, signature),
+                  transformation=signature.transformation)
 
 
 def _same_signature(old: Signature, new: Signature, d: Diff, compared: int) -> Cause:
@@ -97,9 +99,41 @@ def diff_failed(exc: BaseException, compared: int) -> Cause:
 
 
 def _cause(kind: CauseKind, text: str, diff: Diff = NO_DIFF, compared: int | None = None,
-           transformed: bool = False, detail: str | None = None) -> Cause:
+           transformed: bool = False, detail: str | None = None,
+           transformation: str = "") -> Cause:
     return Cause(kind, text, diff, compared,
-                 hint_for(kind, transformed=transformed, detail=detail))
+                 hint_for(kind, transformed=transformed, detail=detail,
+                          transformation=transformation))
+
+
+def _checked_detail(top: Change, earlier: Sequence[tuple[int, Signature]],
+                    signature: Signature) -> str:
+    """The top change's detail, checked against the function's whole history where its
+    hint makes a claim the history can contradict: "an equal value hits the cache" is
+    not said of a static value == to one compiled before under another type or hash
+    (the closest earlier signature may hold a third value)."""
+    if top.kind == CauseKind.STATIC_ARGUMENT and top.detail in (Detail.VALUE,
+                                                                 Detail.UNSHOWN_VALUE):
+        if _equal_value_compiled_before(top.path, earlier, signature):
+            return Detail.EQUAL_HASHED_APART.value
+    return top.detail.value
+
+
+def _equal_value_compiled_before(name: str, earlier: Sequence[tuple[int, Signature]],
+                                 signature: Signature) -> bool:
+    new = next((s for s in signature.statics if s.name == name and s.value is not None), None)
+    value = new.value.get() if new is not None and new.value is not None else None
+    if new is None or value is None:
+        return False
+    for _, old_signature in earlier:
+        old = next((s for s in old_signature.statics
+                    if s.name == name and s.kind is new.kind), None)
+        if old is None or old.value is None or (old.type, old.hash) == (new.type, new.hash):
+            continue
+        before = old.value.get()
+        if before is not None and before is not value and _equal(before, value):
+            return True
+    return False
 
 
 def _top(d: Diff) -> Change:

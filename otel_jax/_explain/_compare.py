@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._capture._arg_texts import aval_text
+from .._capture._reprs import MAX_FIELDS, bound_text
 from .._capture._leaves import differing
 from .._capture._signature import Signature, StaticArg, StaticKind
 from .._capture._statics import EXPORTED_PROGRAM
@@ -70,36 +71,32 @@ def diff(old: Signature, new: Signature) -> Diff:
         # Arguments of two different programs (f, and grad's jvp of f) do not
         # line up: the transformation is the whole story.
         add(Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY,
-                   old.transform or CALLED_DIRECTLY, new.transform or CALLED_DIRECTLY,
-                   Detail.TRANSFORMATION))
+                   _applied(old), _applied(new), Detail.TRANSFORMATION))
         return Diff(tuple(out), total)
-    if old.program != new.program and transformations_differ(old, new):
+    if transformations_differ(old, new) and (old.program != new.program
+                                             or not (old.transform or treedef_equal(old, new))):
         # Other transformation parameters: a new program, whose arguments need not line
-        # up with the earlier one's. Named by what the user changed.
-        add(Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY, old.transformation,
+        # up with the earlier one's (vmap's in_axes batch other dimensions). Named by what
+        # the user changed, the same on every JAX whatever its arguments read as.
+        add(Change(TRANSFORMATION_PATH, CauseKind.TRANSFORM_PARAMS, old.transformation,
                    new.transformation, Detail.TRANSFORMATION_PARAMETERS))
+        if not old.transform and not same_function(old, new):
+            add(_new_function(old, new))  # a re-created jax.jit(jax.vmap(...)): also new
         return Diff(tuple(out), total)
     if old.program != new.program:
         add(Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY,
                    f"transformed program ({old.program})",
                    f"another transformed program of the same function ({new.program}): "
-                   "grad's forward and backward passes and each vmap are programs of their "
-                   "own", Detail.OTHER_PROGRAM))
+                   + _programs_apart(new.transformation), Detail.OTHER_PROGRAM))
         return Diff(tuple(out), total)
     if transformations_differ(old, new):
         # The same program shape under other transformation parameters: JAX traced a
         # new program (grad(argnums=(0, 1)) differentiates more than grad(argnums=0)).
-        add(Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY, old.transformation,
+        add(Change(TRANSFORMATION_PATH, CauseKind.TRANSFORM_PARAMS, old.transformation,
                    new.transformation, Detail.TRANSFORMATION_PARAMETERS))
     if not same_function(old, new):
-        alive = old.function_ref is not None and old.function_ref() is not None
-        before = "earlier function object" + ("" if alive else " (garbage-collected)")
-        if is_bound_method(new):
-            add(Change("<function>", CauseKind.FUNCTION_IDENTITY, before,
-                       "new bound method object, same method", Detail.BOUND_METHOD))
-        else:
-            add(Change("<function>", CauseKind.FUNCTION_IDENTITY, before,
-                       "new function object, same source", Detail.NEW_FUNCTION))
+        add(_new_function(old, new))
+        if not is_bound_method(new):
             _bound_changes(old.bound, new.bound, add)
     for (name, a), (_, b) in zip(old.options, new.options):
         if a != b:
@@ -141,10 +138,44 @@ def diff(old: Signature, new: Signature) -> Diff:
         add(Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY,
                    f"transformed program ({old.program})",
                    f"another transformed program of the same function ({new.program}): "
-                   "grad's forward and backward passes and each vmap are programs of their "
-                   "own", Detail.OTHER_PROGRAM))
+                   + _programs_apart(new.transformation), Detail.OTHER_PROGRAM))
     merged = drop_implied(merge_gone_and_back(merge_traced_and_static(out)))
     return Diff(tuple(merged), total - (len(out) - len(merged)))
+
+
+def _applied(sig: Signature) -> str:
+    """How the function was called: directly, or under the transformations read (named as
+    the user applied them: ``checkify()``, ``grad(argnums=0)``)."""
+    if not sig.transform:
+        return CALLED_DIRECTLY
+    return sig.transformation or UNNAMED_TRANSFORMATION
+
+
+#: A transformed program whose transformations were not read off the stack.
+UNNAMED_TRANSFORMATION = "under a transformation outside jit (not named)"
+# Transformations that derive a forward and a backward program from one trace.
+_TWO_PASSES = ("grad", "value_and_grad", "jacrev", "vjp", "linearize")
+
+
+def _programs_apart(transformation: str) -> str:
+    """Why one transformation compiles several programs of one function, for the one
+    applied (the outermost): said of grad only where grad was applied."""
+    outer = transformation.partition("(")[0]
+    if outer in _TWO_PASSES:
+        return f"{outer}'s forward and backward passes are programs of their own"
+    if outer:
+        return f"{outer} compiles each program it derives from the function apart"
+    return "a transformation compiles each program it derives from the function apart"
+
+
+def _new_function(old: Signature, new: Signature) -> Change:
+    alive = old.function_ref is not None and old.function_ref() is not None
+    before = "earlier function object" + ("" if alive else " (garbage-collected)")
+    if is_bound_method(new):
+        return Change("<function>", CauseKind.FUNCTION_IDENTITY, before,
+                      "new bound method object, same method", Detail.BOUND_METHOD)
+    return Change("<function>", CauseKind.FUNCTION_IDENTITY, before,
+                  "new function object, same source", Detail.NEW_FUNCTION)
 
 
 def _live_values(prev: StaticArg, new: StaticArg) -> tuple[Any, Any] | None:
@@ -295,6 +326,16 @@ def _static_changes(old: Signature, new: Signature, add: AddChange, add_structur
                 # what else differs, read off both values: the fields that changed
                 _field_changes(name, prev.fields, s.fields, lambda c: add(Change(
                     c.path, c.kind, c.before, c.after, Detail.FIELD_OF_IDENTITY)))
+            elif (live := _live_values(prev, s)) is not None and _equal(*live):
+                # == yet told apart: JAX's cache finds a value by its hash (and type)
+                # first, so each spelling (jnp.bfloat16, x.dtype, "bfloat16") compiles
+                apart = " and ".join(
+                    [w for w, differs in (("of another type", prev.type != s.type),
+                                          ("hashed differently", prev.hash != s.hash))
+                     if differs]) or "told apart by JAX's cache"
+                add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
+                           f"{s.repr} (== to it, but {apart})", Detail.EQUAL_HASHED_APART,
+                           s.type))
             elif prev.type == s.type and (
                     _field_changes(name, prev.fields, s.fields, add)
                     | _identity_field_changes(name, prev, s, add)):
@@ -304,9 +345,7 @@ def _static_changes(old: Signature, new: Signature, add: AddChange, add_structur
                 add(Change(name, CauseKind.STATIC_ARGUMENT,
                            *where_texts_differ(prev.detail, s.detail, len(s.repr))))
             elif prev.repr == s.repr:
-                add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
-                           f"{s.repr} (looks the same but is not == to it or hashes "
-                           "differently, e.g. a NaN)", Detail.LOOKS_EQUAL))
+                _same_text_change(name, prev, s, add)
             else:
                 add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr, s.repr))
     for key in olds.keys() - news.keys():
@@ -318,6 +357,64 @@ def _static_changes(old: Signature, new: Signature, add: AddChange, add_structur
             add_structure(removed(gone.name, CauseKind.PYTREE_STRUCTURE, gone.repr))
         else:
             add(removed(gone.name, CauseKind.STATIC_ARGUMENT, gone.repr))
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """``a == b`` when it says so plainly (a bool), never raising: else not equal."""
+    try:
+        result = a == b
+        return result if type(result) is bool else False
+    except Exception:  # a broken __eq__: not known to be equal
+        return False
+
+
+def _same_text_change(name: str, prev: StaticArg, new: StaticArg, add: AddChange) -> None:
+    """A static value that prints as the earlier one did but is another: said by what was
+    seen of the two values (while JAX's cache holds them), so that the hint's claim holds:
+    a value that is not == to itself (a NaN) or a type that compares by identity never
+    hits the cache; another value of a value-compared type is just another value, named by
+    the attributes that differ where they can be read."""
+    live = _live_values(prev, new)
+    if live is None:
+        add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
+                   f"{new.repr} (prints the same but JAX's cache told them apart; the values "
+                   "are no longer held to say why)", Detail.PRINTS_SAME))
+        return
+    before, after = live
+    if not _equal(after, after) or type(after).__eq__ is object.__eq__:
+        add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
+                   f"{new.repr} (looks the same but is not == to it: "
+                   + ("not == to itself, e.g. a NaN)" if not _equal(after, after) else
+                      f"{new.type} compares by identity)"), Detail.LOOKS_EQUAL))
+        return
+    if not _attribute_changes(name, before, after, add):
+        add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
+                   f"{new.repr} (another value that prints the same: not == to it)",
+                   Detail.UNSHOWN_VALUE))
+
+
+def _attribute_changes(name: str, before: Any, after: Any, add: AddChange) -> bool:
+    """``self.scale: 2.0 -> 3.0`` for each instance attribute of two values of one type
+    that differs, read without running their code; whether any did."""
+    if type(before) is not type(after):
+        return False
+    try:
+        old = object.__getattribute__(before, "__dict__")
+        new = object.__getattribute__(after, "__dict__")
+    except Exception:  # slots, or no attributes
+        return False
+    if type(old) is not dict or type(new) is not dict:
+        return False
+    found = False
+    for key in list(new)[:MAX_FIELDS]:
+        if not isinstance(key, str):
+            continue
+        text = bound_text(new[key], key)
+        prev = bound_text(old[key], key) if key in old else ABSENT
+        if prev != text:
+            add(Change(f"{name}.{key}", CauseKind.STATIC_ARGUMENT, prev, text))
+            found = True
+    return found
 
 
 def _field_changes(name: str, before: tuple[tuple[str, str], ...],

@@ -23,6 +23,11 @@ HINTS: dict[str, str] = {
         "every new static value compiles again: make it a traced argument, or give its type "
         "value-based __eq__/__hash__ (or pass a tuple) instead of a fresh object compared by "
         "identity"),
+    CauseKind.TRANSFORM_PARAMS: (
+        "a transformation with other parameters (vmap's in_axes/out_axes, grad's argnums) is "
+        "another program of this function, compiled once per set of parameters: keep them "
+        "fixed, and build each jitted variant (jax.jit(jax.vmap(f, in_axes=1))) once, "
+        "outside the loop"),
     CauseKind.FUNCTION_IDENTITY: (
         "hoist jax.jit out of the loop: jit a named function once and reuse it instead of "
         "re-creating jax.jit(lambda ...), jax.jit(functools.partial(...)) or "
@@ -73,9 +78,24 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
         "shape): each one compiles when first called; export once with symbolic dimensions "
         "(jax.export.symbolic_shape('b')) so one program serves every batch size"),
     (CauseKind.STATIC_ARGUMENT, Detail.LOOKS_EQUAL.value): (
-        "this static value is not == to an equal-looking earlier one (a NaN, or a type whose "
-        "__eq__/__hash__ is not value-based), so it never hits the cache: pass a value that "
-        "equals itself, or make it a traced argument"),
+        "this static value is not == to an equal-looking earlier one: it is not == to itself "
+        "(a NaN) or its type compares by identity, so a new one never hits the cache: pass a "
+        "value that equals itself (give its type value-based __eq__/__hash__), or make it a "
+        "traced argument"),
+    (CauseKind.STATIC_ARGUMENT, Detail.UNSHOWN_VALUE.value): (
+        "another value of a type that compares by value, though it prints the same: every "
+        "distinct value of a static argument compiles once (later calls with an equal value "
+        "hit the cache); keep it to a few values, or pass what changes as a traced argument"),
+    (CauseKind.STATIC_ARGUMENT, Detail.PRINTS_SAME.value): (
+        "this static value prints as an earlier one did, but JAX's cache told them apart: "
+        "if its type compares by value it is another value (each compiles once); if it is "
+        "not == to itself (a NaN) or compares by identity, a new one never hits the cache; "
+        "give it a repr that shows what differs, or make it a traced argument"),
+    (CauseKind.STATIC_ARGUMENT, Detail.EQUAL_HASHED_APART.value): (
+        "this static value is == to one compiled before but of another type or hash, and "
+        "JAX's cache finds a static value by its hash, so each spelling compiles once (a "
+        "dtype passed as jnp.bfloat16, x.dtype or 'bfloat16'): pass one canonical form "
+        "every call (jnp.dtype(d) for a dtype)"),
     (CauseKind.STATIC_ARGUMENT, Detail.MOVED.value): (
         "JAX keys a static argument by how it is passed as well as by its value: pass it the "
         "same way every call (always by keyword or always positionally)"),
@@ -122,21 +142,39 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
 
 
 TRANSFORMED_HINT = (
-    "jax.grad/vmap/jvp of a jitted function, called outside jit, compiles each transformed "
-    "program separately: jit the transformed function instead (jax.jit(jax.grad(loss))), "
-    "once, outside the loop")
+    "a transformation of a jitted function (grad, vmap, checkify), called outside jit, "
+    "compiles each program it derives apart from the plain call: jit the transformed "
+    "function instead (jax.jit(jax.grad(loss))), once, outside the loop")
+
+# How a user applies a transformation a compile was read under, for the fix.
+_APPLIED = {"checkify": "checkify.checkify"}
 
 
-def hint_for(kind: str, transformed: bool = False, detail: str | None = None) -> str:
+def transformed_hint(transformation: str) -> str:
+    """The hint for a jitted function's programs under the transformations read
+    (``grad(argnums=0)``, ``checkify()``): the transformation named as it was applied."""
+    outer = transformation.partition("(")[0]
+    if not outer.isidentifier():
+        return TRANSFORMED_HINT
+    applied = _APPLIED.get(outer, f"jax.{outer}")
+    return (f"{applied} of a jitted function, called outside jit, compiles each program it "
+            "derives apart from the plain call: jit the transformed function instead "
+            f"(jax.jit({applied}(f))), once, outside the loop")
+
+
+def hint_for(kind: str, transformed: bool = False, detail: str | None = None,
+             transformation: str = "") -> str:
     """The fix hint for a cause kind (the ``unknown`` hint for an unrecognised one).
 
     ``transformed``: the compile was of a jitted function's computation under a
     transformation outside jit, where a function-identity cause means the
-    transformation itself. ``detail``: what sort of difference the top change
-    is (``_diff.Detail`` values), for a hint that fits it.
+    transformation itself (unless the function object is new). ``detail``: what sort of
+    difference the top change is (``_diff.Detail`` values), for a hint that fits it.
+    ``transformation``: the transformations read (``checkify()``), named in the hint.
     """
-    if transformed and kind == CauseKind.FUNCTION_IDENTITY:
-        return TRANSFORMED_HINT
+    if transformed and kind == CauseKind.FUNCTION_IDENTITY \
+            and detail != Detail.NEW_FUNCTION.value:
+        return transformed_hint(transformation)
     if detail is not None:
         fine = DETAIL_HINTS.get((str(kind), detail))
         if fine is not None:

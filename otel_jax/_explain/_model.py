@@ -35,7 +35,10 @@ class Detail(enum.Enum):
     OTHER_PROGRAM = "other_program"  # another transformed program of the function
     TRANSFORMATION_PARAMETERS = "transformation_parameters"  # grad(argnums=0) vs (0, 1)
     IDENTITY_HASHED = "identity_hashed"  # a new instance of a type hashed by identity
-    LOOKS_EQUAL = "looks_equal"  # equal reprs, unequal values
+    LOOKS_EQUAL = "looks_equal"  # equal reprs; not == to itself, or compared by identity
+    PRINTS_SAME = "prints_same"  # equal reprs, told apart; the values were not held to say why
+    UNSHOWN_VALUE = "unshown_value"  # equal reprs, another value of a value-compared type
+    EQUAL_HASHED_APART = "equal_hashed_apart"  # == to the earlier value, hashed/typed apart
     RETRACED_BODY = "retraced_body"  # an eager control-flow body traced again
     MOVED = "moved"  # passed positionally vs by keyword
     TRACED_STATIC = "traced_static"  # a traced array vs a static value

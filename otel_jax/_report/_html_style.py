@@ -23,6 +23,7 @@ _COLOURS = {k.value: colour for k, colour in (
     (CauseKind.FUNCTION_IDENTITY, "#e377c2"), (CauseKind.TRACING_CONTEXT, "#bcbd22"),
     (CauseKind.SHARDING, "#17becf"), (CauseKind.DEVICE_PLACEMENT, "#aec7e8"),
     (CauseKind.JIT_OPTIONS, "#ffbb78"), (CauseKind.UNKNOWN, "#7f7f7f"),
+    (CauseKind.TRANSFORM_PARAMS, "#f7b6d2"),
 )}
 _AFTER_WARMUP = "#d62728"
 _FIRST = CauseKind.FIRST_COMPILE.value

@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import sys
 import threading
+import types
 from typing import Any, NamedTuple
 
 from ..._core._idcache import SERIALS
@@ -179,6 +180,8 @@ _VMAP = _Transformation("vmap", ("in_axes",), (("out_axes", 0), ("axis_name", No
                                                ("axis_size", None),
                                                ("spmd_axis_name", None)))
 _AUX_ONLY: tuple[tuple[str, Any], ...] = (("has_aux", False),)
+# its one parameter, the error set, is a set of classes: never shown
+_CHECKIFY = _Transformation("checkify", (), ())
 
 # code object -> what its frame stands for; ``None`` until first needed, ``{}`` if unreadable
 _transformation_codes: dict[Any, _Transformation] | None = None
@@ -217,6 +220,14 @@ def _read_transformation_codes() -> dict[Any, _Transformation]:
             codes[code] = _Transformation(name, (), _AUX_ONLY)
     _grad_wrappers = frozenset(c for name in ("grad_f", "grad_f_aux")
                                if (c := _closure_code(api.grad, name)) is not None)
+    try:  # apart: a checkify that moved leaves the others named
+        from jax._src import checkify
+
+        code = _closure_code(checkify.checkify, "checked_fun")
+        if code is not None:
+            codes[code] = _CHECKIFY
+    except Exception:
+        pass
     _jax_dir = os.path.dirname(os.path.abspath(jax.__file__)) + os.sep
     return codes
 
@@ -245,11 +256,14 @@ def transformed_function_serial() -> int:
         for _ in range(_STACK_LIMIT):
             if frame is None:
                 break
-            if (frame.f_code in codes or frame.f_code in _grad_wrappers) \
-                    and frame.f_locals.get("fun") is not None:
-                outermost = frame
+            if frame.f_code in codes or frame.f_code in _grad_wrappers:
+                values = frame.f_locals
+                if values.get("fun", values.get("f")) is not None:
+                    outermost = values
             frame = frame.f_back
-        return SERIALS.of(outermost.f_locals["fun"]) if outermost is not None else 0
+        if outermost is None:
+            return 0
+        return SERIALS.of(outermost.get("fun", outermost.get("f")))
     except Exception:  # a frame that cannot be read: no number
         return 0
 
@@ -281,23 +295,79 @@ def transformations_on_stack() -> str:
                     # called by another transformation's own code: part of that one,
                     # unless it is grad's wrapper around value_and_grad
                     if code in _grad_wrappers and pending[1] is not None:
-                        found.append(_render(pending[0], pending[1]._replace(name="grad")))
+                        found.append(_render(pending[0].f_locals,
+                                             pending[1]._replace(name="grad")))
                     pending = None
                 elif not code.co_filename.startswith(_jax_dir):
-                    found.append(_render(*pending))  # called from the user's code
+                    # called from the user's code
+                    found.append(_render(pending[0].f_locals, pending[1]))
                     pending = None
             if meaning is not None:
                 pending = (frame, meaning)
             frame = frame.f_back
         if pending is not None:
-            found.append(_render(*pending))
+            found.append(_render(pending[0].f_locals, pending[1]))
         return " of ".join(reversed(found))
     except Exception:  # a frame that cannot be read: not named
         return ""
 
 
-def _render(frame: Any, meaning: _Transformation) -> str:
-    values = frame.f_locals
+_WRAPPER_DEPTH = 8  # functions walked into at most, from a jitted callable
+# the cells that hold the function a transformation or JAX's api boundary wraps
+_WRAPPED_CELLS = ("fun", "f", "value_and_grad_f")
+
+
+def transformations_of(fun: Any) -> str:
+    """The transformations a jitted callable is made of, outermost first and as a user
+    applied them (``vmap(in_axes=0, out_axes=1)`` for ``jax.jit(jax.vmap(f, out_axes=1))``),
+    read from the closures of JAX's transformations: a re-created one with other
+    parameters is another program. ``""`` when none is found. Reads function objects and
+    closure cells only: no user code runs."""
+    try:
+        codes = _transformation_codes
+        if codes is None:
+            transformations_on_stack()  # reads the codes once
+            codes = _transformation_codes
+        if not codes:
+            return ""
+        found: list[str] = []
+        for _ in range(_WRAPPER_DEPTH):
+            if type(fun) is not types.FunctionType:
+                break
+            code = fun.__code__
+            cells = dict(zip(code.co_freevars, (_cell(c) for c in fun.__closure__ or ())))
+            if code in _grad_wrappers:
+                inner = _unwrapped(cells.get("value_and_grad_f"))
+                meaning = codes.get(getattr(inner, "__code__", None))
+                if inner is not None and meaning is not None:
+                    values = dict(zip(inner.__code__.co_freevars,
+                                      (_cell(c) for c in inner.__closure__ or ())))
+                    found.append(_render(values, meaning._replace(name="grad")))
+                    fun = values.get("fun")
+                    continue
+            elif code in codes:
+                found.append(_render(cells, codes[code]))
+            fun = next((cells[n] for n in _WRAPPED_CELLS if cells.get(n) is not None), None)
+        return " of ".join(found)
+    except Exception:  # a closure that cannot be read: not named
+        return ""
+
+
+def _cell(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
+
+
+def _unwrapped(fun: Any) -> Any:
+    """The function inside JAX's api-boundary wrapper (its one cell, ``fun``)."""
+    if type(fun) is types.FunctionType and fun.__code__.co_freevars == ("fun",):
+        return _cell(fun.__closure__[0])  # type: ignore[index]
+    return fun
+
+
+def _render(values: Any, meaning: _Transformation) -> str:
     shown = [f"{p}={_plain(values.get(p))}" for p in meaning.always if p in values]
     # a parameter JAX replaced by a sentinel object of its own (vmap's axis_name) is
     # not one the user set
