@@ -848,3 +848,121 @@ def test_a_node_without_keys_names_its_children_by_position_never_a_guessed_fiel
                           "guessed_field.<locals>.total")
     assert only_change(span) == {"path": "s[0]", "kind": "pytree_structure",
                                  "before": "None", "after": "f32[2]"}
+
+
+# --- hints that hold for what was seen ------------------------------------------------
+
+class ValueHashedModel:
+    """The JAX FAQ's pattern for a static ``self``: hashed and compared by value."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+    def __hash__(self) -> int:
+        return hash(self.scale)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ValueHashedModel) and self.scale == other.scale
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def apply(self, x):
+        return x * self.scale
+
+
+def test_a_value_hashed_static_self_that_differs_is_another_value_not_a_nan(telemetry):
+    ValueHashedModel(2.0).apply(jnp.ones(3))
+    ValueHashedModel(2.0).apply(jnp.ones(3))  # an equal new instance: a cache hit
+    ValueHashedModel(3.0).apply(jnp.ones(3))
+    spans = telemetry.compiles("ValueHashedModel.apply")
+    assert [s.attributes["jax.compile.count"] for s in spans] == [1, 2]
+    assert only_change(spans[1]) == {"path": "self.scale", "kind": "static_argument",
+                                     "before": "2.0", "after": "3.0"}
+    hint = spans[1].attributes["jax.compile.hint"]
+    assert "equal value hit the cache" in hint
+    assert "NaN" not in hint and "never hits" not in hint
+
+
+def test_a_static_nan_still_never_hits_the_cache(telemetry):
+    @functools.partial(jax.jit, static_argnums=1)
+    def shift(x, eps):
+        return x + eps
+
+    shift(jnp.ones(2), float("nan"))
+    shift(jnp.ones(2), float("nan"))
+    span = telemetry.last("test_a_static_nan_still_never_hits_the_cache.<locals>.shift")
+    assert "not == to itself" in only_change(span)["after"]
+    assert "never hits the cache" in span.attributes["jax.compile.hint"]
+
+
+def test_a_dtype_spelled_three_ways_is_never_said_to_hit_the_cache(telemetry):
+    @functools.partial(jax.jit, static_argnames="compute_dtype")
+    def cast(x, compute_dtype):
+        return x.astype(compute_dtype)
+
+    half = jnp.ones(3, jnp.bfloat16)
+    cast(jnp.ones(3), compute_dtype=jnp.bfloat16)
+    cast(jnp.ones(3), compute_dtype=half.dtype)  # == jnp.bfloat16, hashed apart
+    cast(jnp.ones(3), compute_dtype="bfloat16")  # == half.dtype, hashed apart
+    spans = telemetry.compiles(
+        "test_a_dtype_spelled_three_ways_is_never_said_to_hit_the_cache.<locals>.cast")
+    assert [s.attributes["jax.compile.cause.kind"] for s in spans] == [
+        "first_compile", "static_argument", "static_argument"]
+    for span in spans[1:]:
+        change = only_change(span)
+        assert change["path"] == "compute_dtype"
+        assert "== to it, but of another type and hashed differently" in change["after"]
+        hint = span.attributes["jax.compile.hint"]
+        assert "each spelling compiles once" in hint
+        assert "equal value hit" not in hint
+
+
+def test_a_value_compiled_before_under_another_spelling_is_not_said_to_hit(telemetry):
+    """The closest earlier compile holds a third value: the hint is checked against every
+    value compiled before, not only against the one compared with."""
+    @functools.partial(jax.jit, static_argnames="compute_dtype")
+    def cast(x, compute_dtype):
+        return x.astype(compute_dtype)
+
+    cast(jnp.ones(3), compute_dtype=jnp.dtype("float16"))
+    cast(jnp.ones(3), compute_dtype="bfloat16")
+    cast(jnp.ones(3), compute_dtype="float16")  # == the first, hashed apart from it
+    span = telemetry.last("test_a_value_compiled_before_under_another_spelling_is_not_said_"
+                          "to_hit.<locals>.cast")
+    assert span.attributes["jax.compile.count"] == 3
+    hint = span.attributes["jax.compile.hint"]
+    assert "each spelling compiles once" in hint and "equal value hit" not in hint
+
+
+def test_compiler_options_given_to_lowered_compile_are_named(telemetry):
+    @jax.jit
+    def step(x):
+        return x + 1
+
+    x = jnp.ones(3)
+    step.lower(x).compile()
+    step.lower(x).compile(compiler_options={"xla_backend_optimization_level": 1})
+    step.lower(x).compile(compiler_options={"xla_backend_optimization_level": 1})  # cached
+    step(x)  # the plain call: the first executable
+    spans = telemetry.compiles(
+        "test_compiler_options_given_to_lowered_compile_are_named.<locals>.step")
+    assert [s.attributes["jax.compile.cause.kind"] for s in spans] == [
+        "first_compile", "jit_options"]
+    assert only_change(spans[1]) == {
+        "path": "compile(compiler_options)['xla_backend_optimization_level']",
+        "kind": "jit_options", "before": "<absent>", "after": "1"}
+    hint = spans[1].attributes["jax.compile.hint"]
+    assert "compile(compiler_options=" in hint and "another jax.jit wrapper" not in hint
+
+
+def test_compiler_options_on_a_jit_wrapper_are_named_once(telemetry):
+    def step(x):
+        return x + 1
+
+    x = jnp.ones(3)
+    jax.jit(step)(x)
+    jax.jit(step, compiler_options={"xla_backend_optimization_level": 1})(x)
+    span = telemetry.last(
+        "test_compiler_options_on_a_jit_wrapper_are_named_once.<locals>.step")
+    changes = [c for c in diff_of(span) if c["kind"] == "jit_options"]
+    assert [c["path"] for c in changes] == ["jit(compiler_options)"]
+    assert "xla_backend_optimization_level" in changes[0]["after"]

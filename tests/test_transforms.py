@@ -38,9 +38,10 @@ def test_grad_of_a_jitted_function_outside_jit_explains_its_recompile(telemetry)
     assert kinds[:3] == ["first_compile", "function_identity", "function_identity"]
     assert diff_of(spans[1]) == [{
         "path": "<transformation>", "kind": "function_identity", "before": "called directly",
-        "after": "transformed (grad/jvp/vmap outside jit)"}]
+        "after": "grad(argnums=0)"}]
     assert "another transformed program" in spans[2].attributes["jax.compile.cause"]
-    assert "jax.jit(jax.grad(loss))" in spans[1].attributes["jax.compile.hint"]
+    assert "grad's forward and backward passes" in spans[2].attributes["jax.compile.cause"]
+    assert "jax.jit(jax.grad(f))" in spans[1].attributes["jax.compile.hint"]
     # The new batch size is named, with before and after, in both programs.
     assert kinds[3:] == ["shape", "shape"]
     for span in spans[3:]:
@@ -270,3 +271,62 @@ def test_qualified_name_is_read_from_the_source():
         assert qualname_at(code.co_filename, code.co_firstlineno, fun.__name__) == \
             fun.__qualname__
     assert qualname_at("<no such file>", 1, "f") is None
+
+
+def test_checkify_of_a_jitted_function_is_named_checkify(telemetry):
+    from jax.experimental import checkify
+
+    @jax.jit
+    def safe_log(x):
+        return jnp.log(x)
+
+    safe_log(jnp.ones(3))
+    checkify.checkify(safe_log)(jnp.ones(3))
+    span = telemetry.last("test_checkify_of_a_jitted_function_is_named_checkify.<locals>."
+                          "safe_log")
+    assert diff_of(span) == [{"path": "<transformation>", "kind": "function_identity",
+                              "before": "called directly", "after": "checkify()"}]
+    hint = span.attributes["jax.compile.hint"]
+    assert "jax.jit(checkify.checkify(f))" in hint
+    assert "grad" not in hint and "vmap" not in hint
+    assert "grad" not in span.attributes["jax.compile.cause"]
+
+
+def test_a_re_created_jit_of_vmap_names_the_out_axes_that_changed(telemetry):
+    def double(x):
+        return x * 2
+
+    x = jnp.ones((3, 4))
+    jax.jit(jax.vmap(double))(x)
+    jax.jit(jax.vmap(double, out_axes=1))(x)
+    span = telemetry.last(
+        "test_a_re_created_jit_of_vmap_names_the_out_axes_that_changed.<locals>.double")
+    assert span.attributes["jax.compile.cause.kind"] == "transform_params"
+    changes = diff_of(span)
+    assert changes[0] == {"path": "<transformation>", "kind": "transform_params",
+                          "before": "vmap(in_axes=0)",
+                          "after": "vmap(in_axes=0, out_axes=1)"}
+    assert changes[1]["path"] == "<function>"  # a new function object too
+    assert "out_axes" in span.attributes["jax.compile.cause"]
+
+
+def test_vmap_in_axes_of_a_jitted_function_is_its_own_kind(telemetry):
+    @jax.jit
+    def double(x):
+        return x * 2
+
+    @jax.jit
+    def triple(x):
+        return x * 3
+
+    # the vmapped dimensions of other sizes, and of equal ones
+    for f, batched in ((double, jnp.ones((3, 4))), (triple, jnp.ones((3, 3)))):
+        jax.vmap(f, in_axes=0)(batched)
+        jax.vmap(f, in_axes=1)(batched)
+        span = telemetry.last(
+            f"test_vmap_in_axes_of_a_jitted_function_is_its_own_kind.<locals>.{f.__name__}")
+        assert span.attributes["jax.compile.count"] == 2
+        assert span.attributes["jax.compile.cause.kind"] == "transform_params"
+        assert diff_of(span)[0] == {"path": "<transformation>", "kind": "transform_params",
+                                    "before": "vmap(in_axes=0)", "after": "vmap(in_axes=1)"}
+        assert "in_axes" in span.attributes["jax.compile.hint"]

@@ -7,13 +7,16 @@ earlier signature's is shared with it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+from .._core._text import safe_repr
 
 from . import _wrappers
 from ._arg_texts import aval_text
 from ._detached import Detached, read_miss, resolved
-from ._jax import _eager, _jit_info, _traced
+from ._jax import _compile_entry, _eager, _jit_info, _traced
 from ._leaves import Leaves
 from ._signature import (
     TRANSFORMED,
@@ -26,6 +29,7 @@ from ._signature import (
 from ._statics import fallback_arg, graph_args, static_arg
 
 if TYPE_CHECKING:
+    from ._jax._compile_entry import CompileInputs
     from ._jax._miss import Miss
 
 
@@ -116,6 +120,19 @@ def _built(read: Detached, like: Signature | None, layout: _wrappers.Layout | No
         var_keyword=read.var_keyword,
         keywords=_reuse(read.keywords, earlier, "keywords"),
     )
+
+
+def with_compiler_options(signature: Signature, inputs: CompileInputs) -> Signature:
+    """``signature`` with the compiler options its backend compile was asked for (those
+    given to ``Lowered.compile`` reach the compile only, not the trace it compiles)."""
+    options = _compile_entry.compiler_options(inputs)
+    if not options:
+        return signature
+    texts = tuple((k, safe_repr(v, _OPTION_REPR)) for k, v in options)
+    return dataclasses.replace(signature, compiler_options=texts)
+
+
+_OPTION_REPR = 200  # characters of one compiler option's value
 
 
 def _leaves(signature: Signature | None, part: str) -> Leaves[Any] | None:

@@ -150,6 +150,9 @@ class Signature:
     # applied to (``jax.grad(jitted)``'s ``jitted``): JAX traces it once per function
     # object and argument types; another one with all else equal is a new function
     program_serial: int = 0
+    # The XLA compiler options the backend compile was asked for, ``(name, text)`` sorted:
+    # the jit wrapper's and those given to ``Lowered.compile(compiler_options=...)``
+    compiler_options: tuple[tuple[str, str], ...] = ()
 
     @property
     def num_leaves(self) -> int:

@@ -55,6 +55,9 @@ def distance(old: Signature, new: Signature) -> int:
         n = sum(1 for (_, a), (_, b) in zip(old.options, new.options) if a != b)
         d += n
         fine += n
+    if old.compiler_options != new.compiler_options:  # given to Lowered.compile
+        d += 1
+        fine += 1
     if safe_ne(old.context, new.context):
         n = sum(1 for (_, a), (_, b) in zip(old.context, new.context) if safe_ne(a, b))
         d += n

@@ -54,6 +54,8 @@ from ._trees import structure_changes, tree_changes
 AddFallback = Callable[[tuple[str, Any, Any]], None]
 
 CALLED_DIRECTLY = "called directly"
+# The jit option holding the wrapper's own compiler options (``_jit_info``'s public name).
+_WRAPPER_COMPILER_OPTIONS = "compiler_options"
 
 
 def diff(old: Signature, new: Signature) -> Diff:
@@ -101,6 +103,17 @@ def diff(old: Signature, new: Signature) -> Diff:
     for (name, a), (_, b) in zip(old.options, new.options):
         if a != b:
             add(Change(f"jit({name})", CauseKind.JIT_OPTIONS, a, b))
+    if old.compiler_options != new.compiler_options and (
+            dict(old.options).get(_WRAPPER_COMPILER_OPTIONS)
+            == dict(new.options).get(_WRAPPER_COMPILER_OPTIONS)):
+        # The same wrapper's options, yet the compile was asked for others: given to
+        # Lowered.compile (ahead of time). Named option by option.
+        before, after = dict(old.compiler_options), dict(new.compiler_options)
+        for key in sorted(before.keys() | after.keys()):
+            if before.get(key) != after.get(key):
+                add(Change(f"compile(compiler_options)[{key!r}]", CauseKind.JIT_OPTIONS,
+                           before.get(key, ABSENT), after.get(key, ABSENT),
+                           Detail.COMPILE_OPTIONS))
     if safe_ne(old.context, new.context):
         for (name, a), (_, b) in zip(old.context, new.context):
             if safe_ne(a, b):

@@ -135,6 +135,11 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
         "jax.clear_caches() call: the cause is outside what it captures (a "
         "jitted.clear_cache() call, a JAX cache at its size limit, a transformation it "
         "does not name); jax_explain_cache_misses may tell more"),
+    (CauseKind.JIT_OPTIONS, Detail.COMPILE_OPTIONS.value): (
+        "compiler options given at compile time (jitted.lower(...).compile(compiler_options="
+        "...)) make another executable: each distinct set compiles once, and a plain call of "
+        "the jitted function never uses it; pass the same options every time, or set them "
+        "once on the wrapper (jax.jit(f, compiler_options=...))"),
     (CauseKind.PYTREE_STRUCTURE, Detail.MOVED.value): (
         "an argument passed positionally in one call and by keyword in another changes the "
         "argument tree: pass it the same way every call"),

@@ -51,6 +51,7 @@ class Detail(enum.Enum):
     FUNCTION_FIELD = "function_field"  # a static value's field holds a new function object
     OTHER_EXPORT = "other_export"  # another jax.export program of the function
     KEY_STYLE = "key_style"  # a typed PRNG key vs a legacy uint32 one
+    COMPILE_OPTIONS = "compile_options"  # compiler options given at compile time (AOT)
     KEY_IMPL = "key_impl"  # typed PRNG keys of two implementations (threefry vs rbg)
     # no change at all (an ``unknown`` cause's hint only):
     CACHE_CLEARED = "cache_cleared"  # equal signatures, jax.clear_caches() called between

@@ -123,9 +123,15 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
             signature = _signature_of(miss, naming, history, guard)
             if signature is None:
                 signature = _signature.uncaptured()
+    compiled = taken.compiled
+    if compiled is not None and signature is not None and signature.captured:
+        # what the backend compile was asked for: Lowered.compile's options among them
+        with_options = signature
+        signature = guard.call("compiler options",
+                               lambda: _build.with_compiler_options(with_options, compiled),
+                               signature)
     cache_enabled = guard.call("persistent cache",
                                _persistent_cache.persistent_cache_enabled, False)
-    compiled = taken.compiled
     if compiled is not None and (naming.eager_op or not (
             cache_enabled or _coordination.coordination() is not None)):
         # The lowered program is read only for its fingerprint (see ``assemble``): not

@@ -58,6 +58,26 @@ def wrap_compile_or_get_cached(original: Callable[..., Any]) -> Callable[..., An
     return compile_or_get_cached
 
 
+# Options JAX moves out of the overrides onto the build options (JAX 0.5+), at their defaults
+# when unset.
+_BUILD_OPTIONS = ("exec_time_optimization_effort", "memory_fitting_effort")
+
+
+def compiler_options(inputs: CompileInputs) -> tuple[tuple[str, Any], ...]:
+    """The XLA compiler options one backend compile was asked for, by name and sorted:
+    a jit wrapper's ``compiler_options`` and those given to ``Lowered.compile`` alike, as
+    JAX passed them on (its ``env_option_overrides``, and the build options it moves some
+    to). Empty when none were given, or when JAX keeps them elsewhere."""
+    options = inputs.compile_options
+    found = dict(getattr(options, "env_option_overrides", None) or ())
+    build = getattr(options, "executable_build_options", None)
+    for name in _BUILD_OPTIONS:
+        value = getattr(build, name, None)
+        if value:  # set: the defaults are 0
+            found[name] = value
+    return tuple(sorted((str(k), v) for k, v in found.items()))
+
+
 def take_compile_inputs() -> CompileInputs | None:
     """The inputs of the backend compile that just ended on this thread (then forgotten:
     the lowered program can be large)."""

@@ -136,7 +136,12 @@ def test_a_transformation_is_the_whole_story():
     transformed = build(sds((3,)), transform=_signature.TRANSFORMED, program="1 inputs")
     assert changes(plain, transformed) == [
         Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY, _compare.CALLED_DIRECTLY,
-               _signature.TRANSFORMED, Detail.TRANSFORMATION)]
+               _compare.UNNAMED_TRANSFORMATION, Detail.TRANSFORMATION)]
+    # named as applied where the transformations were read
+    checked = dataclasses.replace(transformed, transformation="checkify()")
+    assert changes(plain, checked) == [
+        Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY, _compare.CALLED_DIRECTLY,
+               "checkify()", Detail.TRANSFORMATION)]
 
 
 def test_a_prng_key_of_another_style():
