@@ -60,6 +60,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+try:  # run as a script (its folder first on sys.path) or imported as benchmarks.corpus
+    import corpus_hints
+except ImportError:
+    from benchmarks import corpus_hints
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DEFAULT_OUT = ROOT / "test-output" / "corpus"
@@ -413,6 +418,7 @@ def compare(plain: dict[str, Any] | None, otel: dict[str, Any]) -> dict[str, Any
             "compiles": compiles, "records": records_total, "explained_by_jax": explained,
             "wall_s": {"plain": plain["wall_s"], "otel": otel["wall_s"]}, "wall_ratio": ratio,
             "install_error": otel.get("install_error"),
+            **corpus_hints.check(tests_otel),
             "records_dropped": otel.get("records_dropped", 0),
             "failed": {m: sorted(t for t, v in d["tests"].items()
                                  if v["outcome"] == "failed")
@@ -455,6 +461,8 @@ def render(result: dict[str, Any], limit: int) -> str:
          lambda d: f"{d['test']}\n      otel_jax: {d['function']} #{d['count']} {d['kind']}: "
                    f"{d['otel_jax']}\n      missing: {'; '.join(d['missing'])}\n"
                    f"      JAX:\n{_indent(d['jax'], '        ')}"),
+        (corpus_hints.SECTION_TITLE, result.get("hints_contradicted", []),
+         corpus_hints.format_entry),
         ("unknown causes", result["unknowns"],
          lambda d: f"{d['test']}: {d['function']} #{d['count']}: {d['cause']}"),
     ]
@@ -478,7 +486,7 @@ def render(result: dict[str, Any], limit: int) -> str:
 def problems(result: dict[str, Any]) -> int:
     return (len(result["outcome_diffs"]) + len(result["count_diffs"])
             + len(result["listener_diffs"]) + len(result["misnamed"]) + len(result["vaguer"])
-            + len(result["wrong_first_compile"])
+            + len(result["wrong_first_compile"]) + len(result.get("hints_contradicted", []))
             + (1 if result["install_error"] else 0) + (1 if result["records_dropped"] else 0))
 
 
@@ -490,6 +498,7 @@ def summary(result: dict[str, Any]) -> str:
             f"{len(result['count_diffs']) + len(result['listener_diffs'])}; "
             f"{result['explained_by_jax']} recompiles JAX explains, otel_jax vaguer on "
             f"{len(result['vaguer'])}; unknown causes {len(result['unknowns'])}; "
+            f"hints contradicted {len(result.get('hints_contradicted', []))}; "
             f"wall time otel/plain {result['wall_ratio']:.2f}")
 
 

@@ -95,6 +95,8 @@ class _Collector:
         """Every record made so far that was not taken yet belongs to ``nodeid``."""
         if self.recorder is None:
             return
+        import corpus_hints
+
         import otel_jax
 
         otel_jax.flush()
@@ -114,6 +116,7 @@ class _Collector:
                 "diff_total": r.diff.total,
                 "eager_op": r.eager_op,
                 "compared_with": r.compared_with,
+                **corpus_hints.record_facts(self.recorder, r),
             })
 
     def write(self, finished: bool = True) -> None:
@@ -159,15 +162,16 @@ def pytest_configure(config: pytest.Config) -> None:
         jax_logger.setLevel(logging.WARNING)
     if mode == "otel":
         try:
+            import corpus_hints  # imports otel_jax: in this run only
+
             import otel_jax
-            from otel_jax.testing import CompileRecorder
 
             log_path = os.path.splitext(out)[0] + ".jsonl"
             # the JSON lines go to a file as a user's would: their cost is part of the run
             # (left open: otel_jax flushes to it at exit)
             stream = open(log_path, "w", encoding="utf-8")
             otel_jax.install(log_output=stream)
-            collector.recorder = CompileRecorder(include_eager=True).__enter__()
+            collector.recorder = corpus_hints.Recorder(include_eager=True).__enter__()
         except Exception as exc:  # the run goes on; the comparison says it
             collector.install_error = f"{type(exc).__name__}: {exc}"
 

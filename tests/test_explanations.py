@@ -11,9 +11,9 @@ import warnings
 import jax
 import jax.numpy as jnp
 import pytest
+from conftest import diff_of
 
 import otel_jax
-from conftest import diff_of
 
 
 def only_change(span) -> dict:
@@ -361,9 +361,9 @@ def test_static_field_with_equal_short_reprs_is_not_called_identity_hashed(telem
 
 def test_closest_signature_counts_sharding_entries(telemetry):
     import numpy as np
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-
     from conftest import cpu_devices
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     mesh = Mesh(np.array(cpu_devices(4)[:4]).reshape(2, 2), ("a", "b"))
 
@@ -382,9 +382,9 @@ def test_closest_signature_counts_sharding_entries(telemetry):
 
 def test_a_sharding_is_closer_to_a_sharding_than_to_one_device(telemetry):
     import numpy as np
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-
     from conftest import cpu_devices
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     devices = cpu_devices(4)[:4]
     mesh = Mesh(np.array(devices), ("data",))

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._core._text import safe_repr
-
 from . import _wrappers
 from ._arg_texts import aval_text
 from ._detached import Detached, read_miss, resolved

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .._capture._arg_texts import aval_text
-from .._capture._reprs import MAX_FIELDS, bound_text
 from .._capture._leaves import differing
+from .._capture._reprs import MAX_FIELDS, bound_text
 from .._capture._signature import Signature, StaticArg, StaticKind
 from .._capture._statics import EXPORTED_PROGRAM
 from .._core._text import safe_repr, truncate
@@ -394,7 +394,8 @@ def _same_text_change(name: str, prev: StaticArg, new: StaticArg, add: AddChange
                    "are no longer held to say why)", Detail.PRINTS_SAME))
         return
     before, after = live
-    if not _equal(after, after) or type(after).__eq__ is object.__eq__:
+    by_identity = getattr(type(after), "__eq__", None) is getattr(object, "__eq__", None)
+    if not _equal(after, after) or by_identity:
         add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
                    f"{new.repr} (looks the same but is not == to it: "
                    + ("not == to itself, e.g. a NaN)" if not _equal(after, after) else

@@ -126,9 +126,9 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
     compiled = taken.compiled
     if compiled is not None and signature is not None and signature.captured:
         # what the backend compile was asked for: Lowered.compile's options among them
-        with_options = signature
+        with_options, inputs = signature, compiled
         signature = guard.call("compiler options",
-                               lambda: _build.with_compiler_options(with_options, compiled),
+                               lambda: _build.with_compiler_options(with_options, inputs),
                                signature)
     cache_enabled = guard.call("persistent cache",
                                _persistent_cache.persistent_cache_enabled, False)
