@@ -81,7 +81,8 @@ class Detached:
     bound_method: bool
     bound: tuple[tuple[str, str], ...]
     transformed: bool
-    transformation: str  # the transformations the program was traced under, as text
+    transformation: str  # the transformations the program was traced under or the jitted
+    # callable is made of, as text
     cache_clears: int  # ``jax.clear_caches()`` calls seen before the miss
     program_serial: int  # transformed only: the traced program's number
     var_keyword: str  # the ``**kwargs`` parameter's name, if any

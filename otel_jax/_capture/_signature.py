@@ -141,8 +141,9 @@ class Signature:
     # keyword argument that ``**kwargs`` collects is named ``kwargs['k']``.
     var_keyword: str = ""
     keywords: frozenset[str] = frozenset()
-    # transformed only: the transformations and their parameters, outermost first
-    # (``grad(argnums=(0, 1))``); "" when not read
+    # the transformations and their parameters, outermost first (``grad(argnums=(0, 1))``):
+    # a transformed program's, read off the stack, or those a jitted callable is made of
+    # (``jax.jit(jax.vmap(f, out_axes=1))``), read from its closures; "" when none or not read
     transformation: str = ""
     # ``jax.clear_caches()`` calls seen before this compile (-1: not watched)
     cache_clears: int = -1

@@ -3,8 +3,9 @@ what each backend compile was asked to compile, kept on its thread for its event
 
 Its own module: a patch of its own, independent of the jit miss path. Checked on JAX
 0.8.0, 0.10.2 and 0.12.0.1 (the oldest, default and newest test venvs). Fallback:
-arguments that moved leave no inputs (no fingerprint, no cache-key parts); the compile
-itself always runs untouched. Whether the entry can be wrapped at all is decided at
+arguments that moved leave no inputs (no fingerprint, no cache-key parts, no compiler
+options); compile options whose fields moved read as none given; the compile itself always
+runs untouched. Whether the entry can be wrapped at all is decided at
 install (``_hooks``).
 """
 
