@@ -258,14 +258,14 @@ def transformed_function_serial() -> int:
         for _ in range(_STACK_LIMIT):
             if frame is None:
                 break
-            if frame.f_code in codes or frame.f_code in _grad_wrappers:
-                values = frame.f_locals
-                if values.get("fun", values.get("f")) is not None:
-                    outermost = values
+            # checkify traces first and evaluates after: its function is not the one
+            # whose program this is (``_nested_serial`` finds that one)
+            if (codes.get(frame.f_code, _CHECKIFY) is not _CHECKIFY
+                    or frame.f_code in _grad_wrappers) \
+                    and frame.f_locals.get("fun") is not None:
+                outermost = frame
             frame = frame.f_back
-        if outermost is None:
-            return 0
-        return SERIALS.of(outermost.get("fun", outermost.get("f")))
+        return SERIALS.of(outermost.f_locals["fun"]) if outermost is not None else 0
     except Exception:  # a frame that cannot be read: no number
         return 0
 
