@@ -197,6 +197,25 @@ def _closure_code(function: Any, name: str) -> Any:
                  if getattr(c, "co_name", None) == name), None)
 
 
+_checkify_read = False
+
+
+def _add_checkify(codes: dict[Any, _Transformation]) -> None:
+    """checkify's closure, once its module is loaded (never loaded here: importing it
+    would cost the first compile of a program that never uses it)."""
+    global _checkify_read
+    checkify = sys.modules.get("jax._src.checkify")
+    if checkify is None:
+        return
+    _checkify_read = True
+    try:  # apart: a checkify that moved leaves the others named
+        code = _closure_code(checkify.checkify, "checked_fun")
+    except Exception:
+        return
+    if code is not None:
+        codes[code] = _CHECKIFY
+
+
 def _read_transformation_codes() -> dict[Any, _Transformation]:
     global _grad_wrappers, _jax_dir
     import os
@@ -222,14 +241,6 @@ def _read_transformation_codes() -> dict[Any, _Transformation]:
             codes[code] = _Transformation(name, (), _AUX_ONLY)
     _grad_wrappers = frozenset(c for name in ("grad_f", "grad_f_aux")
                                if (c := _closure_code(api.grad, name)) is not None)
-    try:  # apart: a checkify that moved leaves the others named
-        from jax._src import checkify
-
-        code = _closure_code(checkify.checkify, "checked_fun")
-        if code is not None:
-            codes[code] = _CHECKIFY
-    except Exception:
-        pass
     _jax_dir = os.path.dirname(os.path.abspath(jax.__file__)) + os.sep
     return codes
 
@@ -284,6 +295,8 @@ def transformations_on_stack() -> str:
         codes = _transformation_codes
         if not codes:
             return ""
+        if not _checkify_read:
+            _add_checkify(codes)
         found: list[str] = []
         pending: tuple[Any, _Transformation] | None = None
         frame: Any = sys._getframe(1)
@@ -332,6 +345,8 @@ def transformations_of(fun: Any) -> str:
             codes = _transformation_codes
         if not codes:
             return ""
+        if not _checkify_read:
+            _add_checkify(codes)
         found: list[str] = []
         for _ in range(_WRAPPER_DEPTH):
             if type(fun) is not types.FunctionType:
