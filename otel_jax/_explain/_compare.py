@@ -339,7 +339,14 @@ def _static_changes(old: Signature, new: Signature, add: AddChange, add_structur
                 # what else differs, read off both values: the fields that changed
                 _field_changes(name, prev.fields, s.fields, lambda c: add(Change(
                     c.path, c.kind, c.before, c.after, Detail.FIELD_OF_IDENTITY)))
-            elif (live := _live_values(prev, s)) is not None and _equal(*live):
+            elif (live := _live_values(prev, s)) is not None and live[0] is live[1]:
+                # one object, whose hash or text changed since: mutated in place
+                add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
+                           "the same object, changed in place since"
+                           + (" (its hash changed)" if prev.hash != s.hash else
+                              f" ({s.repr})" if s.repr != prev.repr else ""),
+                           Detail.MUTATED, s.type))
+            elif live is not None and _equal(*live):
                 # == yet told apart: JAX's cache finds a value by its hash (and type)
                 # first, so each spelling (jnp.bfloat16, x.dtype, "bfloat16") compiles
                 apart = " and ".join(

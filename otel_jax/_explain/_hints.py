@@ -91,6 +91,11 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
         "if its type compares by value it is another value (each compiles once); if it is "
         "not == to itself (a NaN) or compares by identity, a new one never hits the cache; "
         "give it a repr that shows what differs, or make it a traced argument"),
+    (CauseKind.STATIC_ARGUMENT, Detail.MUTATED.value): (
+        "this static value was changed in place after an earlier call: JAX keyed that call "
+        "by its hash and value then, so it is another key now (and a JAX that finds the "
+        "object by identity may even run the stale program); treat static values as "
+        "immutable (a frozen dataclass) and pass a new one instead of mutating it"),
     (CauseKind.STATIC_ARGUMENT, Detail.EQUAL_HASHED_APART.value): (
         "this static value is == to one compiled before but of another type or hash, and "
         "JAX's cache finds a static value by its hash, so each spelling compiles once (a "

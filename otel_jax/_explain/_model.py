@@ -38,6 +38,7 @@ class Detail(enum.Enum):
     LOOKS_EQUAL = "looks_equal"  # equal reprs; not == to itself, or compared by identity
     PRINTS_SAME = "prints_same"  # equal reprs, told apart; the values were not held to say why
     UNSHOWN_VALUE = "unshown_value"  # equal reprs, another value of a value-compared type
+    MUTATED = "mutated"  # the same static object, its hash or text changed since
     EQUAL_HASHED_APART = "equal_hashed_apart"  # == to the earlier value, hashed/typed apart
     RETRACED_BODY = "retraced_body"  # an eager control-flow body traced again
     MOVED = "moved"  # passed positionally vs by keyword
