@@ -51,7 +51,7 @@ def env(**extra: str) -> dict[str, str]:
 
 def run(*args: str, cwd: Path, environ: dict[str, str] | None = None,
         ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "otel_jax._report", "run", *args],
+    return subprocess.run([sys.executable, "-m", "otel_jax", "run", *args],
                           capture_output=True, text=True, timeout=TIMEOUT_S, cwd=cwd,
                           env=environ or env())
 
@@ -146,7 +146,7 @@ def test_ctrl_c_ends_the_program_as_plain_python_does(tmp_path: Path) -> None:
                      + script.read_text())
     plain_rc, plain_err = interrupted([sys.executable, str(script)])
     installs_rc, installs_err = interrupted([sys.executable, str(installs)])
-    rc, err = interrupted([sys.executable, "-m", "otel_jax._report", "run", str(script)])
+    rc, err = interrupted([sys.executable, "-m", "otel_jax", "run", str(script)])
     assert rc == installs_rc == plain_rc == -signal.SIGINT, (rc, installs_rc, plain_rc)
     assert "KeyboardInterrupt" in err and "KeyboardInterrupt" in installs_err
     # it recompiled before Ctrl-C: the summary is still printed, after the traceback
