@@ -369,7 +369,8 @@ def test_the_core_depends_on_itself_and_the_standard_library_only():
 
 
 EXPORT_SIDE = ("otel_jax._emit._providers", "otel_jax._emit._export", "otel_jax._emit._health",
-               "otel_jax._emit._observe", "otel_jax._emit._bounded", "otel_jax._emit._clean")
+               "otel_jax._emit._observe", "otel_jax._emit._bounded", "otel_jax._emit._clean",
+               "otel_jax._emit._resource")
 
 
 def test_the_export_layer_depends_on_the_core_only():
