@@ -128,9 +128,9 @@ def test_benchmark_runs_and_prints_its_ratios():
     assert out.stdout.count("ratio") == 4
 
 
-def test_readme_layout_names_every_module():
-    readme = (ROOT / "README.md").read_text()
-    layout = readme[readme.index("## Layout"):]
+def test_the_layout_names_every_module():
+    page = (ROOT / "docs" / "how-it-works.md").read_text()
+    layout = page[page.index("## Layout"):]
     layout = layout[:layout.index("```", layout.index("```") + 3)]
     lines = layout.splitlines()
 
@@ -151,7 +151,7 @@ def test_readme_layout_names_every_module():
     assert any(len(m.parts) > 1 for m in modules)  # subpackages are walked
     missing = [str(m) for m in modules if m.name != "__init__.py" and m.name not in (
         layout if len(m.parts) == 1 else entry("/".join(m.parts[:-1])))]
-    assert not missing, f"README's Layout does not name {missing}"
+    assert not missing, f"docs/how-it-works.md's Layout does not name {missing}"
 
 
 def _module_graph() -> dict[str, set[str]]:
