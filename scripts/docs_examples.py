@@ -51,9 +51,10 @@ def run_demo(folder: Path) -> tuple[str, Path]:
 
 
 def report(log: Path, *args: str) -> str:
-    return subprocess.run([sys.executable, "-m", "otel_jax", "report", *args, str(log)],
-                          env=environment(), capture_output=True, text=True, timeout=600,
-                          check=True).stdout
+    """``otel-jax report ARGS compiles.log``, run beside the log (the page names the file)."""
+    return subprocess.run([sys.executable, "-m", "otel_jax", "report", *args, log.name],
+                          cwd=log.parent, env=environment(), capture_output=True, text=True,
+                          timeout=600, check=True).stdout
 
 
 def json_line(log: Path, width: int = 92) -> str:
