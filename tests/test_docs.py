@@ -250,7 +250,6 @@ def check_installable(names: list[str], block: Block) -> None:
     """``pip install`` of otel_jax (by name or as the checkout ``.``, with extras it
     declares), its dependencies or the OpenTelemetry distro."""
     import tomllib
-
     from packaging.requirements import Requirement
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
