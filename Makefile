@@ -23,7 +23,7 @@ JAX_OLDEST := 0.8.0
 # block; that one warning is silenced, any other still shows.
 PIP_QUIET := PYTHONWARNINGS="$${PYTHONWARNINGS:+$$PYTHONWARNINGS,}ignore:Editable installation"
 
-.PHONY: demo test test-default test-latest test-oldest lint tools browser bench corpus clean
+.PHONY: demo test test-default test-latest test-oldest lint tools browser bench corpus docs clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,12 @@ $(CORPUS_VENV)/.installed: pyproject.toml
 
 demo: $(VENV)/.installed
 	$(PY) examples/train.py
+
+# The README's demo output, JSON line and `otel-jax report` example, and the screenshots in
+# docs/, made again from the current code (scripts/docs_examples.py; tests/test_docs.py
+# checks the README's against what the demo prints).
+docs: browser $(VENV)/.installed
+	$(PY) scripts/docs_examples.py
 
 # Jaeger v2, Prometheus 3 and promtool 3, built once per machine from their Go modules
 # (scripts/tools.versions) into ~/.cache/otel_jax-tools; tests/conftest.py finds them there.

@@ -107,7 +107,7 @@ def main() -> int:
                 print(f"  rank {event['process_index']}: {event['function']} "
                       f"#{event['count']} ({event['divergence_kind']}): {event['divergence']}")
     print("\n$ otel-jax report " + " ".join(str(p) for p in logs), flush=True)
-    return subprocess.call([sys.executable, "-m", "otel_jax._report", "report",
+    return subprocess.call([sys.executable, "-m", "otel_jax", "report",
                             *map(str, logs)])
 
 

@@ -7,10 +7,17 @@ import json
 import os
 import textwrap
 
+# The suite's outcome must not depend on the environment it was started from: a user's
+# OpenTelemetry or JAX settings (an OTLP endpoint, JAX_ENABLE_X64, another platform, XLA
+# flags) would change what the tests in this process see and what every subprocess they
+# start inherits. Only the suite's own variable (where the test servers are) is kept.
+for _name in [n for n in os.environ if n.startswith(("OTEL_", "JAX_")) or n == "XLA_FLAGS"]:
+    if _name != "OTEL_JAX_TOOLS_DIR":
+        del os.environ[_name]
+os.environ["JAX_PLATFORMS"] = "cpu"
 # Several CPU devices for the sharding and device-placement tests; must be set
 # before JAX starts its backend.
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + " --xla_force_host_platform_device_count=4").strip()
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

@@ -497,6 +497,11 @@ def test_a_log_output_that_does_not_keep_up_is_named_for_what_it_is(tmp_path, ki
 
 INTERRUPTED = """
 import io, os, signal, sys
+# Ctrl-C raises KeyboardInterrupt only where SIGINT has Python's handler: a job started with
+# `&` from a non-interactive shell (CI, `nohup make test &`) inherits SIGINT ignored, and the
+# interpreter then leaves it ignored. Both runs set the disposition they rely on.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 import jax, jax.numpy as jnp
 if sys.argv[1] == "installed":
     import otel_jax

@@ -856,11 +856,11 @@ def test_trace_to_metrics_link_filters_by_a_tag_jaeger_shows():
 
 
 def test_jaeger_alone_runs_the_image_of_the_pipeline_and_says_where_the_ui_is():
-    # The top-level README's "Jaeger alone" command pulls the Jaeger image the pipeline
-    # pins, and both READMEs say the Jaeger the tests build has no web UI, and where it is.
+    # The docs' "Jaeger alone" command pulls the Jaeger image the pipeline pins, and both
+    # pages say the Jaeger the tests build has no web UI, and where it is.
     image = compose()["services"]["jaeger"]["image"]
-    top = (REPO / "README.md").read_text(encoding="utf-8")
-    section = top[top.index("### Jaeger alone, as it ships"):]
+    top = (REPO / "docs" / "observability.md").read_text(encoding="utf-8")
+    section = top[top.index("## Jaeger alone, as it ships"):]
     command = next(ln for ln in section.splitlines() if ln.startswith("docker run"))
     assert command.split()[-1] == image
     for text in (section, README.read_text(encoding="utf-8")):

@@ -562,10 +562,10 @@ def test_application_exporter_noise_is_announced_not_hidden(monkeypatch):
     assert len(ours) == 1 and "Connection refused" in ours[0]
 
 
-def test_readme_states_the_history_bounds_precisely():
+def test_the_docs_state_the_history_bounds_precisely():
     from otel_jax._pipeline import _history
 
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "how-it-works.md").read_text()
     assert (f"among the last {_history.DEFAULT_SIGNATURES_PER_FUNCTION} signatures"
             in readme)
     assert f"the last {_history.DEFAULT_ENTRIES_PER_FUNCTION} compiles" in readme

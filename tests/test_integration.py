@@ -179,6 +179,41 @@ def test_otlp_grpc_export_to_a_real_receiver():
 
 
 
+def test_the_service_is_named_after_the_program_unless_the_environment_names_it(
+        otlp_receiver, tmp_path):
+    """Only the endpoint set: the traces land under the program's name (the script's stem,
+    the module's name for ``-m``), for ``otel-jax run`` and for install() in the code; a
+    name in the environment wins."""
+    import os
+
+    collected, endpoint = otlp_receiver
+    (tmp_path / "my_trainer.py").write_text(PLAIN_SCRIPT)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "trainer.py").write_text(
+        "import otel_jax\notel_jax.install(log_output=None)\n" + PLAIN_SCRIPT)
+    env = clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_BSP_SCHEDULE_DELAY="200",
+                    OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none",
+                    PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]))
+    named = {**env, "OTEL_RESOURCE_ATTRIBUTES": "service.name=chosen"}
+    runs = [([sys.executable, "-m", "otel_jax", "run", "--log-output", "none",
+              str(tmp_path / "my_trainer.py")], env),
+            ([sys.executable, "-m", "pkg.trainer"], env),
+            ([sys.executable, "-m", "otel_jax", "run", "--log-output", "none", "-m",
+              "pkg.trainer"], named)]
+    for cmd, run_env in runs:
+        result = subprocess.run(cmd, env=run_env, cwd=tmp_path, capture_output=True,
+                                text=True, timeout=180)
+        assert result.returncode == 0, result.stderr[-3000:]
+
+    def services():
+        return sorted(s["resource"].get("service.name") for s in collected.spans
+                      if s["name"] == "jax.compile step")
+
+    expected = sorted(["my_trainer", "pkg.trainer", "chosen"] * 2)  # 2 compiles each
+    wait_for(lambda: services() == expected, 30, f"compile spans of services {expected}")
+
+
 @pytest.mark.parametrize("disabled", [False, True])
 def test_zero_code_opentelemetry_instrument(otlp_receiver, tmp_path, disabled):
     collected, endpoint = otlp_receiver

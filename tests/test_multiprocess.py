@@ -338,7 +338,7 @@ def test_traffic_on_the_coordination_service_is_linear_in_the_rank_count(job, co
 # --- otel-jax report over the logs of several ranks ---------------------------------------
 
 def _report(args, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "otel_jax._report", "report", *args],
+    return subprocess.run([sys.executable, "-m", "otel_jax", "report", *args],
                           input=stdin, capture_output=True, text=True, timeout=120)
 
 

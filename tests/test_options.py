@@ -235,9 +235,9 @@ def _shown(value: object) -> str:
     return f'"{value}"' if isinstance(value, str) else repr(value)
 
 
-def test_readme_api_names_every_option_with_its_default():
-    readme = (ROOT / "README.md").read_text()
-    api = readme[readme.index("## API"):]
+def test_the_docs_api_names_every_option_with_its_default():
+    readme = (ROOT / "docs" / "configuration.md").read_text()
+    api = readme[readme.index("## `install()`"):]
     block = api[api.index("```python"):api.index("```", api.index("```python") + 3)]
     for f in FIELDS:
         assert f"{f.name}={_shown(f.default)}" in block, f.name

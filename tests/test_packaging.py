@@ -19,7 +19,7 @@ def test_entry_points_are_registered():
     plugins = {ep.name: ep.value for ep in entry_points(group="pytest11")}
     assert plugins["otel_jax"] == "otel_jax.pytest_plugin"
     scripts = {ep.name: ep.value for ep in entry_points(group="console_scripts")}
-    assert scripts["otel-jax"] == "otel_jax._report:main"
+    assert scripts["otel-jax"] == "otel_jax._cli:main"
 
 
 def test_import_is_light():
@@ -128,9 +128,9 @@ def test_benchmark_runs_and_prints_its_ratios():
     assert out.stdout.count("ratio") == 4
 
 
-def test_readme_layout_names_every_module():
-    readme = (ROOT / "README.md").read_text()
-    layout = readme[readme.index("## Layout"):]
+def test_the_layout_names_every_module():
+    page = (ROOT / "docs" / "how-it-works.md").read_text()
+    layout = page[page.index("## Layout"):]
     layout = layout[:layout.index("```", layout.index("```") + 3)]
     lines = layout.splitlines()
 
@@ -151,7 +151,7 @@ def test_readme_layout_names_every_module():
     assert any(len(m.parts) > 1 for m in modules)  # subpackages are walked
     missing = [str(m) for m in modules if m.name != "__init__.py" and m.name not in (
         layout if len(m.parts) == 1 else entry("/".join(m.parts[:-1])))]
-    assert not missing, f"README's Layout does not name {missing}"
+    assert not missing, f"docs/how-it-works.md's Layout does not name {missing}"
 
 
 def _module_graph() -> dict[str, set[str]]:
@@ -220,7 +220,7 @@ def test_the_graph_walk_sees_lazy_imports_and_cycles():
     graph = _module_graph()
     # a lazy import inside a function is an edge; ``from . import mod`` names the module
     assert "otel_jax._emit._export" in graph["otel_jax._emit._providers"]
-    assert "otel_jax._report._html" in graph["otel_jax._report._cli"]
+    assert "otel_jax._report._html" in graph["otel_jax._report._command"]
     assert "otel_jax._core._vocab" in graph["otel_jax._report._read"]
     assert "ext:opentelemetry" in graph["otel_jax._emit._providers"]
     assert _cycles({"a": {"b"}, "b": {"c", "ext:os"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
@@ -291,24 +291,71 @@ def test_the_report_flows_one_way_reading_aggregating_rendering_then_the_command
     report = {n: {d for d in deps if d.startswith("otel_jax.")}
               for n, deps in graph.items() if n.startswith("otel_jax._report.")}
     layers = [("_read",), ("_bounded",), ("_aggregate",), ("_page_data",), ("_text",),
-              ("_html_style",), ("_html_charts",), ("_html",), ("_cli",), ("__main__",)]
+              ("_html_style",), ("_html_charts",), ("_html",), ("_command",)]
     rank = {f"otel_jax._report.{m}": i for i, names in enumerate(layers) for m in names}
     assert set(report) == set(rank)
     for name, deps in report.items():
         ours = {d for d in deps if d.startswith("otel_jax._report.")}
         assert all(rank[d] < rank[name] for d in ours), (name, sorted(ours))
-        # beside its own modules the report reads the vocabulary only; the command line
-        # also hands ``otel-jax run`` to its own package (imported for that command only)
-        allowed = {"otel_jax._core._vocab"} | (
-            {"otel_jax._run._launch"} if name == "otel_jax._report._cli" else set())
-        assert deps - ours <= allowed, (name, sorted(deps - ours))
-    # the package itself is the command line's entry point (``otel_jax._report:main``)
-    assert graph["otel_jax._report"] == {"otel_jax._report._cli"}
+        # beside its own modules the report reads the vocabulary only
+        assert deps - ours <= {"otel_jax._core._vocab"}, (name, sorted(deps - ours))
+    # the package exports the ``otel-jax report`` command, which the command line calls
+    assert graph["otel_jax._report"] == {"otel_jax._report._command"}
     # the reading and aggregating layers render nothing
     for name in ("_read", "_bounded", "_aggregate", "_page_data"):
         assert not report[f"otel_jax._report.{name}"] & {
             "otel_jax._report._text", "otel_jax._report._html_style",
-            "otel_jax._report._html_charts", "otel_jax._report._html", "otel_jax._report._cli"}
+            "otel_jax._report._html_charts", "otel_jax._report._html",
+            "otel_jax._report._command"}
+
+
+#: The command line's side of the package, lowest layer first: the report reads logs (it
+#: depends on the vocabulary alone, so the rest of the package may use it too), the run
+#: command launches a program (and summarises it with the report), the command line
+#: (``otel-jax``, and ``python -m otel_jax``) calls both. No module imports one of a higher
+#: layer, and the command line enters each sub-command's package through its exports.
+COMMAND_LAYERS = (("otel_jax._report",), ("otel_jax._run",), ("otel_jax._cli",),
+                  ("otel_jax.__main__",))
+
+
+def _command_layer_breaches(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Each import (module, imported) that runs up to a higher command-line layer (a module
+    outside them all counts as the lowest); and each import of a sub-command's package by
+    the command line that does not go through the package's own exports."""
+    def layer(module: str) -> int | None:
+        for i, names in enumerate(COMMAND_LAYERS):
+            if any(module == n or module.startswith(n + ".") for n in names):
+                return i
+        return None
+
+    breaches = []
+    for name, deps in graph.items():
+        here = layer(name) or 0
+        for dep in sorted(d for d in deps if d.startswith("otel_jax")):
+            there = layer(dep)
+            if there is not None and there > here:
+                breaches.append((name, dep))
+            elif here == layer("otel_jax._cli") and there is not None and there < here \
+                    and dep not in {n for names in COMMAND_LAYERS for n in names}:
+                breaches.append((name, dep))  # past a package's exports
+    return breaches
+
+
+def test_the_command_line_sits_on_top_and_no_import_runs_back_up():
+    graph = _module_graph()
+    assert _command_layer_breaches(graph) == []
+    assert graph["otel_jax._cli"] >= {"otel_jax._report", "otel_jax._run"}
+    assert graph["otel_jax.__main__"] == {"otel_jax._cli", "ext:sys"}
+    # the check fails on the layout where the report package held the command line and
+    # handed ``otel-jax run`` up to the run package
+    old = {**graph, "otel_jax._report._command": graph["otel_jax._report._command"]
+           | {"otel_jax._run._launch"}}
+    assert ("otel_jax._report._command", "otel_jax._run._launch") in \
+        _command_layer_breaches(old)
+    assert ("otel_jax._cli", "otel_jax._run._launch") in _command_layer_breaches(
+        {**graph, "otel_jax._cli": {"otel_jax._run._launch"}})
+    assert ("otel_jax._setup._install", "otel_jax._cli") in _command_layer_breaches(
+        {**graph, "otel_jax._setup._install": {"otel_jax._cli"}})
 
 
 def test_the_core_depends_on_itself_and_the_standard_library_only():
@@ -322,7 +369,8 @@ def test_the_core_depends_on_itself_and_the_standard_library_only():
 
 
 EXPORT_SIDE = ("otel_jax._emit._providers", "otel_jax._emit._export", "otel_jax._emit._health",
-               "otel_jax._emit._observe", "otel_jax._emit._bounded", "otel_jax._emit._clean")
+               "otel_jax._emit._observe", "otel_jax._emit._bounded", "otel_jax._emit._clean",
+               "otel_jax._emit._resource")
 
 
 def test_the_export_layer_depends_on_the_core_only():

@@ -398,7 +398,7 @@ def _log_line(hit, reason=None, detail=None, function="step", eager=False):
 
 
 def test_the_report_counts_hits_and_misses_by_reason(tmp_path, capsys):
-    from otel_jax import _report
+    from otel_jax import _cli
     from otel_jax._report import _aggregate
 
     flag = "XLA flags: +--xla_cpu_enable_fast_math=true; since the run of ..."
@@ -409,7 +409,7 @@ def test_the_report_counts_hits_and_misses_by_reason(tmp_path, capsys):
              "not json", json.dumps({"event": "jax.compile", "persistent_cache_hit": "yes"})]
     log = tmp_path / "app.log"
     log.write_text("\n".join(lines) + "\n")
-    assert _report.main(["report", str(log)]) == 0
+    assert _cli.main(["report", str(log)]) == 0
     out = capsys.readouterr().out
     assert "Persistent cache: 8 lookups, 3 hits (38%), 5 misses" in out
     assert f"  key_changed         2  {flag} (x2)" in out
@@ -419,18 +419,18 @@ def test_the_report_counts_hits_and_misses_by_reason(tmp_path, capsys):
     section = report.persistent_cache()
     assert [(m["reason"], m["count"]) for m in section["misses_by_reason"]] == [
         ("key_changed", 2), ("unexplained", 2), ("never_seen", 1)]
-    assert _report.main(["report", "--format", "markdown", str(log)]) == 0
+    assert _cli.main(["report", "--format", "markdown", str(log)]) == 0
     assert "| key_changed | 2 |" in capsys.readouterr().out
-    assert _report.main(["report", "--format", "json", str(log)]) == 0
+    assert _cli.main(["report", "--format", "json", str(log)]) == 0
     assert isinstance(json.loads(capsys.readouterr().out), list)  # rows, as before
 
 
 def test_no_section_without_miss_reasons(tmp_path, capsys):
-    from otel_jax import _report
+    from otel_jax import _cli
 
     log = tmp_path / "app.log"
     log.write_text(_log_line(True) + "\n" + _log_line(False) + "\n")
-    assert _report.main(["report", str(log)]) == 0
+    assert _cli.main(["report", str(log)]) == 0
     assert "Persistent cache" not in capsys.readouterr().out
 
 

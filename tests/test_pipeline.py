@@ -46,7 +46,7 @@ DATASOURCES_FILE = DEPLOY / "grafana" / "provisioning" / "datasources" / "dataso
 
 pytestmark = pytest.mark.slow
 
-# The demo's compiles of train_step (README.md, "Two commands").
+# The demo's compiles of train_step (README.md, "What it shows").
 DEMO_TRAIN_STEP_CAUSES = ["first_compile", "weak_type", "shape", "pytree_structure", "shape"]
 PHASES = {"jax.trace", "jax.lower", "jax.backend_compile"}
 # The storm alert's `for:` in the test's copy of the rules (5m as shipped): the expression,

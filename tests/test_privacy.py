@@ -25,7 +25,7 @@ except ImportError:  # older SDKs
 from conftest import Telemetry, diff_of
 
 import otel_jax
-from otel_jax import ScrubRules, _report
+from otel_jax import ScrubRules, _cli
 from otel_jax._core import _scrub
 from otel_jax._core._text import safe_repr
 
@@ -127,7 +127,7 @@ def _report_of(t, path) -> str:
     path.write_text(t.log.getvalue())
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        _report.main(["report", str(path)])
+        _cli.main(["report", str(path)])
     return out.getvalue()
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from otel_jax import _report
+from otel_jax import _cli
 from otel_jax._report import _aggregate, _bounded, _read, _text
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -125,7 +125,7 @@ def log_file(tmp_path: Path) -> Path:
 
 
 def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    rc = _report.main(list(argv))
+    rc = _cli.main(list(argv))
     out, err = capsys.readouterr()
     return rc, out, err
 
@@ -308,7 +308,7 @@ def test_markdown_escapes_pipes() -> None:
 
 def test_stdin_subprocess(log_file: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "otel_jax._report", "report", "--format", "json", "-"],
+        [sys.executable, "-m", "otel_jax", "report", "--format", "json", "-"],
         input=log_file.read_bytes(), capture_output=True, cwd=REPO_ROOT, env=_env(),
         timeout=60, check=False,
     )
@@ -320,7 +320,7 @@ def test_stdin_subprocess(log_file: Path) -> None:
 
     # No file argument reads stdin too; the default format is the table.
     proc = subprocess.run(
-        [sys.executable, "-m", "otel_jax._report", "report"],
+        [sys.executable, "-m", "otel_jax", "report"],
         input=log_file.read_bytes(), capture_output=True, cwd=REPO_ROOT, env=_env(),
         timeout=60, check=False,
     )
@@ -448,7 +448,7 @@ def report(path):
     out, real = io.StringIO(), sys.stdout
     sys.stdout = out
     try:
-        rc = mod.main(["report", "--format", "json", path])
+        rc = mod.main(["--format", "json", path])
     finally:
         sys.stdout = real
     return rc, json.loads(out.getvalue())

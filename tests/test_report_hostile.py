@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from otel_jax import _report
+from otel_jax import _cli
 from otel_jax._report import _aggregate, _read, _text
 
 
@@ -30,7 +30,7 @@ def strict_json(text: str) -> Any:
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    rc = _report.main(list(argv))
+    rc = _cli.main(list(argv))
     out, err = capsys.readouterr()
     return rc, out, err
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from otel_jax import _report
+from otel_jax import _cli
 from otel_jax._report import _html_style, _page_data
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,7 +82,7 @@ def html_report(capsys: pytest.CaptureFixture[str], tmp_path: Path, *logs: str,
         path.write_text(text)
         paths.append(str(path))
     out = tmp_path / "report.html"
-    rc = _report.main(["report", "--format", "html", "-o", str(out), *extra, *paths])
+    rc = _cli.main(["report", "--format", "html", "-o", str(out), *extra, *paths])
     _, err = capsys.readouterr()
     assert rc == 0, err
     return out.read_text(), err
@@ -161,7 +161,7 @@ def test_ranks_divergences_first_then_counts_side_by_side(
 
 def test_stdin_and_stdout(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "otel_jax._report", "report", "--format", "html"],
+        [sys.executable, "-m", "otel_jax", "report", "--format", "html"],
         input=sample_log().encode(), capture_output=True, timeout=120, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr.decode()
@@ -247,7 +247,7 @@ def test_the_demo_report_in_headless_chromium(chromium: str, tmp_path: Path) -> 
     stamp = json.loads(demo.stderr.splitlines()[0])["timestamp"]
     log.write_bytes(demo.stderr + sample_log(hour=stamp[11:16]).encode())
     page = tmp_path / "report.html"
-    assert _report.main(["report", "--format", "html", "-o", str(page), str(log)]) == 0
+    assert _cli.main(["report", "--format", "html", "-o", str(page), str(log)]) == 0
 
     OUTPUT.mkdir(exist_ok=True)
     with Browser(chromium) as browser:
@@ -358,7 +358,7 @@ def test_real_rank_logs_in_headless_chromium(chromium: str, tmp_path: Path) -> N
     logs = command.split()[3:]
     assert len(logs) == 2
     page = tmp_path / "ranks.html"
-    assert _report.main(["report", "--format", "html", "-o", str(page), *logs]) == 0
+    assert _cli.main(["report", "--format", "html", "-o", str(page), *logs]) == 0
     text = page.read_text()
     assert text.index('id="divergences"') < text.index('id="timeline"')
     OUTPUT.mkdir(exist_ok=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from otel_jax import _report
+from otel_jax import _cli
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "test-output"
@@ -58,7 +58,7 @@ def report(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str],
            *extra: str) -> tuple[str, str]:
     log = tmp_path / "run.log"
     log.write_text(text)
-    assert _report.main(["report", *extra, str(log)]) == 0
+    assert _cli.main(["report", *extra, str(log)]) == 0
     out, err = capsys.readouterr()
     return out, err
 
@@ -178,7 +178,7 @@ def test_a_real_run_s_page_in_headless_chromium(chromium: str, tmp_path: Path) -
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "JAX_"))}
     env.update(PYTHONPATH=str(ROOT), OTEL_TRACES_EXPORTER="none",
                OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
-    proc = subprocess.run([sys.executable, "-m", "otel_jax._report", "run", "--log-output",
+    proc = subprocess.run([sys.executable, "-m", "otel_jax", "run", "--log-output",
                            "none", "--html", str(page), str(script)], capture_output=True,
                           text=True, timeout=600, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -1,9 +1,9 @@
 """OpenTelemetry providers: the application's when it set them up, a working default otherwise.
 
-The default honours the standard ``OTEL_*`` variables (service name and
-resource attributes, OTLP endpoint, protocol, headers, timeouts, the
-``OTEL_{TRACES,METRICS,LOGS}_EXPORTER`` selectors and the Prometheus
-exporter's host and port). Export never blocks the training loop: spans and
+The default honours the standard ``OTEL_*`` variables (service name, by default
+the program's (:mod:`._resource`), and resource attributes, OTLP endpoint,
+protocol, headers, timeouts, the ``OTEL_{TRACES,METRICS,LOGS}_EXPORTER`` selectors
+and the Prometheus exporter's host and port). Export never blocks the training loop: spans and
 logs go through batch processors with bounded queues, metrics through a
 periodic reader, all on background threads.
 
@@ -170,9 +170,9 @@ def _credential_provider(signal: str) -> bool:
 
 
 def _resource() -> Any:
-    from opentelemetry.sdk.resources import Resource
+    from . import _resource
 
-    return Resource.create()  # OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
+    return _resource.resource()  # OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, the program
 
 
 class _Build:

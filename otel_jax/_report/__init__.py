@@ -14,13 +14,14 @@ Usage::
     otel-jax report --format json app.log   # list of per-function objects
     otel-jax report --format markdown -     # GitHub table, log on stdin
     otel-jax report --format html -o report.html rank*.log   # one page
-    python -m otel_jax._report report app.log.gz --top 5 --function train_step
+    python -m otel_jax report app.log.gz --top 5 --function train_step
 
 Data flows one way, one concern to a module: :mod:`._read` reads the lines,
 :mod:`._aggregate` (with the estimators of :mod:`._bounded`) sums them up per function,
 :mod:`._text` renders the table, Markdown and JSON, :mod:`._page_data` and :mod:`._html` the
 HTML page (its look in :mod:`._html_style`, its matplotlib charts in :mod:`._html_charts`),
-and :mod:`._cli` (the ``otel-jax`` command, :func:`main`) sits on top.
+and :mod:`._command` (the ``otel-jax report`` command, :func:`main`, which the
+``otel-jax`` command line :mod:`otel_jax._cli` calls) sits on top.
 
 Design constraints, and how they are met:
 
@@ -52,6 +53,6 @@ Log fields read from each ``jax.compile`` line (all optional except
 ``backend_compile_s``.
 """
 
-from ._cli import main
+from ._command import main
 
 __all__ = ["main"]

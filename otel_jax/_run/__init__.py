@@ -11,3 +11,7 @@ that never does stays as light as without otel_jax). Each process writes its JSO
 lines to a file of the run's folder, besides where ``log_output`` says; at exit the
 program's own process prints the summary of them all (:mod:`._summary`).
 """
+
+from ._launch import main
+
+__all__ = ["main"]

@@ -43,9 +43,14 @@ def _feed(report: Report, folder: str) -> tuple[int, bool]:
 def summary_text(report: Report, processes: int, cut: bool) -> str:
     """The text printed at exit."""
     rows = report.rows()
+    eager = sum(r["compiles"] for r in rows if r["row_kind"] == RowKind.EAGER_OPS.value)
     recompiles = sum(r["recompiles"] for r in rows if r["row_kind"] not in _AGGREGATES)
-    head = (f"otel-jax run: {_n(report.events, 'compile')}, {_n(recompiles, 'recompile')} "
-            f"of the program's functions in {_n(processes, 'process', 'es')}"
+    # JAX's eager ops compile one primitive at a time: counted apart from the program's
+    # functions, whose compiles the summary is about
+    head = (f"otel-jax run: {_n(report.events - eager, 'compile')}, "
+            f"{_n(recompiles, 'recompile')} of the program's functions"
+            + (f" and {_n(eager, 'compile')} of JAX's eager ops" if eager else "")
+            + f" in {_n(processes, 'process', 'es')}"
             + ("; a process's log reached its size limit, later lines are not counted"
                if cut else "") + ". Per function, and why:\n")
     return (head + render_table(rows)

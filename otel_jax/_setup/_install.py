@@ -74,8 +74,9 @@ class Installation:
 
 
 _current: Installation | None = None
-#: Text streams every installation also writes its JSON lines to (INFO), whatever
-#: ``log_output`` says: ``otel-jax run``'s per-process file, read for its summary at exit.
+#: Text streams every installation also writes its JSON lines to (JAX's eager ops' DEBUG
+#: lines too), whatever ``log_output`` says: ``otel-jax run``'s per-process file, read for
+#: its summary at exit.
 EXTRA_JSON_STREAMS: list[IO[str]] = []
 
 
@@ -203,6 +204,12 @@ def install(
     # checked here, at the caller's line, before anything is set up.
     options = InstallOptions(**locals()).with_environment(
         warn=lambda key, message: warn_once(WarnKey(Topic.ENVIRONMENT, key), message))
+    # JAX is imported before the lock is taken: ``otel-jax run`` installs otel_jax when the
+    # program imports JAX, so a program that calls install() before it imports JAX would
+    # otherwise import JAX (in the hooks) with the lock held, and wait for ever on the
+    # command's install() waiting for the lock. Imported here, the command's installation
+    # is made first and gives way to this one, as when the program imports JAX first.
+    import jax  # noqa: F401
     with _lock:
         active = _current
         if active is not None and not (active._yields and active._options.differing(options)):
@@ -246,7 +253,9 @@ def install(
                                       log_level, failopen=ENGINE.failopen)
         if json_log is not None:
             sinks.append(json_log)
-        extra = [JsonLogEmitter(stream, failopen=ENGINE.failopen) for stream in EXTRA_JSON_STREAMS]
+        # Every compile, JAX's eager ops' (DEBUG) too: ``otel-jax run``'s summary counts them.
+        extra = [JsonLogEmitter(stream, "debug", failopen=ENGINE.failopen)
+                 for stream in EXTRA_JSON_STREAMS]
         sinks += extra
         if providers.logger_provider is not None:
             sinks.append(OtelLogEmitter(providers.logger_provider.get_logger(scope, __version__)))

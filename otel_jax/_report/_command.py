@@ -1,8 +1,9 @@
-"""The ``otel-jax`` command line: arguments, the files read, the report written.
+"""The ``otel-jax report`` command: its arguments, the files read, the report written.
 
 Reading (:mod:`._read`) feeds the aggregate (:mod:`._aggregate`), which the renderers
 turn into text (:mod:`._text`) or one HTML page (:mod:`._html`, imported only for
-``--format html``); this module sits on top of them all.
+``--format html``); this module sits on top of them all. The ``otel-jax`` command line
+(:mod:`otel_jax._cli`) calls :func:`main` for its ``report`` sub-command.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from typing import IO
 
 from ._aggregate import DEFAULT_MAX_FUNCTIONS, Report
@@ -28,15 +30,8 @@ def _positive_int(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="otel-jax",
-        description="Tools for otel_jax's JSON compile logs.",
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
-    rep = sub.add_parser(
-        "report",
-        help="summarise jax.compile log lines per function",
+    rep = argparse.ArgumentParser(
+        prog="otel-jax report",
         description=(
             "Summarise otel_jax JSON log lines (one object per line) per "
             "function: compiles, recompiles, compile seconds, p95, seconds "
@@ -66,15 +61,11 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--include-eager", action="store_true",
                      help="list eager-op compiles per op instead of one "
                           "'(eager ops)' row")
-    sub.add_parser(
-        "run", add_help=False,
-        help="run a Python program with otel_jax installed, no code change "
-             "(otel-jax run [options] [--] python train.py ...; otel-jax run --help)")
     rep.add_argument("--max-functions", type=_positive_int, default=DEFAULT_MAX_FUNCTIONS,
                      metavar="N",
                      help="distinct rows kept before merging the rest into '(other)' "
                           f"(default: {DEFAULT_MAX_FUNCTIONS})")
-    return parser
+    return rep
 
 
 def _run_report(args: argparse.Namespace) -> int:
@@ -176,17 +167,12 @@ def _feed(report: Report, path: str) -> int:
     return status
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``otel-jax`` console command; returns the exit
-    status (0 ok, 1 unreadable input, 2 usage error)."""
-    words = sys.argv[1:] if argv is None else list(argv)
-    if words[:1] == ["run"]:
-        from .._run._launch import main as run
-
-        return run(words[1:])
+def main(argv: Sequence[str]) -> int:
+    """``otel-jax report ARGS``: the exit status (0 ok, 1 unreadable input, 2 usage
+    error, 130 interrupted)."""
     parser = _parser()
     try:
-        args = parser.parse_args(words)
+        args = parser.parse_args(list(argv))
     except SystemExit as exc:  # argparse exits on --help and on usage errors
         return exc.code if isinstance(exc.code, int) else 2
     try:

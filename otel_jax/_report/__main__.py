@@ -1,7 +1,0 @@
-"""``python -m otel_jax._report``: the ``otel-jax`` command without its console script."""
-
-import sys
-
-from ._cli import main
-
-sys.exit(main())

@@ -1,0 +1,141 @@
+"""The README's examples and the docs' screenshots, made from the current code (`make docs`).
+
+Runs the demo (examples/train.py) once, then writes, in place:
+
+- README.md: the block after each ``<!-- make docs: NAME -->`` comment (NAME: ``demo-stdout``,
+  ``demo-json-line``, ``report``): the demo's stdout, its weak-type compile's JSON line
+  (wrapped) and ``otel-jax report`` of its log;
+- docs/report-html.png (the top of the HTML report of the demo's log) and
+  docs/report-steps.png (the page's steps section), with headless Chromium
+  (``scripts/ensure-chromium``; without it the screenshots are left as they are, and one
+  line says so).
+
+tests/test_docs.py checks that the README's blocks match what the demo prints now.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Where the README's JSON line says the checkout is.
+HOME = "/home/me/otel_jax"
+MARKER = re.compile(r"(<!-- make docs: (?P<name>[\w-]+) -->\n```[^\n]*\n)(?P<body>.*?)(^```)",
+                    re.M | re.S)
+
+
+def environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OTEL_", "JAX_")) and k != "XLA_FLAGS"}
+    env.update(PYTHONPATH=str(ROOT), OTEL_TRACES_EXPORTER="none",
+               OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none", JAX_PLATFORMS="cpu")
+    return env
+
+
+def run_demo(folder: Path) -> tuple[str, Path]:
+    """The demo's stdout, and its log (stderr) as ``compiles.log`` in ``folder``."""
+    log = folder / "compiles.log"
+    with log.open("w") as err:
+        proc = subprocess.run([sys.executable, str(ROOT / "examples" / "train.py")],
+                              cwd=folder, env=environment(), stdout=subprocess.PIPE,
+                              stderr=err, text=True, timeout=1200, check=True)
+    return proc.stdout, log
+
+
+def report(log: Path, *args: str) -> str:
+    """``otel-jax report ARGS compiles.log``, run beside the log (the page names the file)."""
+    return subprocess.run([sys.executable, "-m", "otel_jax", "report", *args, log.name],
+                          cwd=log.parent, env=environment(), capture_output=True, text=True,
+                          timeout=600, check=True).stdout
+
+
+def json_line(log: Path, width: int = 92) -> str:
+    """The demo's weak-type compile, one JSON object wrapped between fields."""
+    for line in log.read_text().splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if event.get("event") == "jax.compile" and event.get("cause_kind") == "weak_type":
+            break
+    else:
+        raise SystemExit("the demo's log has no weak_type compile")
+    # the checkout's path as a user's would read (the rest is as the demo wrote it)
+    event = json.loads(json.dumps(event).replace(json.dumps(str(ROOT))[1:-1], HOME))
+    fields = [f"{json.dumps(k)}: {json.dumps(v)}" for k, v in event.items()]
+    lines, current = [], "{"
+    for i, field in enumerate(fields):
+        piece = field + ("," if i < len(fields) - 1 else "}")
+        if len(current) + 1 + len(piece) > width and current.strip("{ "):
+            lines.append(current)
+            current = " " + piece
+        else:
+            current += ("" if current == "{" else " ") + piece
+    lines.append(current)
+    return "\n".join(lines) + "\n"
+
+
+def blocks(stdout: str, log: Path) -> dict[str, str]:
+    return {"demo-stdout": stdout, "demo-json-line": json_line(log), "report": report(log)}
+
+
+def write_readme(made: dict[str, str], readme: Path = ROOT / "README.md") -> None:
+    text = readme.read_text()
+    names = {m.group("name") for m in MARKER.finditer(text)}
+    missing = set(made) - names
+    if missing:
+        raise SystemExit(f"README.md has no block for {sorted(missing)}")
+    readme.write_text(MARKER.sub(
+        lambda m: m.group(1) + made.get(m.group("name"), m.group("body")) + m.group(4), text))
+
+
+def screenshots(log: Path, folder: Path) -> bool:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from _browser import Browser, find_chromium
+
+    binary = find_chromium()
+    if binary is None:
+        print("docs: no Chromium (scripts/ensure-chromium): the screenshots are left as "
+              "they are")
+        return False
+    page = folder / "report.html"
+    report(log, "--format", "html", "-o", str(page))
+    with Browser(binary, width=1280, height=900) as browser:
+        browser.open(page)
+        browser.screenshot(ROOT / "docs" / "report-html.png", full_page=False)
+        box = browser.evaluate("""(() => {
+            const r = document.getElementById("steps").getBoundingClientRect();
+            return {x: r.left + window.scrollX, y: r.top + window.scrollY,
+                    width: r.width, height: r.height};
+        })()""")
+        data = browser.call("Page.captureScreenshot", {
+            "format": "png", "captureBeyondViewport": True,
+            "clip": {**box, "scale": 1}}, session=True)["data"]
+        (ROOT / "docs" / "report-steps.png").write_bytes(base64.b64decode(data))
+    return True
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-screenshots", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="otel_jax-docs-") as tmp:
+        folder = Path(tmp)
+        stdout, log = run_demo(folder)
+        write_readme(blocks(stdout, log))
+        print("docs: README.md's demo output, JSON line and report written")
+        if not args.no_screenshots and screenshots(log, folder):
+            print("docs: docs/report-html.png and docs/report-steps.png written")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
