@@ -327,6 +327,7 @@ class RankWire:
     SUMMARIES: Final = "s"  # .../s/<rank>: a signature summary, published on request
     TAKEOVER: Final = "t"  # counter: who compares when the comparer never answered
     GENERATION: Final = "~"  # v~1, v~2: a shared key again, after a rank closed reading it
+    NODE: Final = "h"  # h/<level>.<node>/: a node of the tree (more ranks than its fan-in)
     # fields of the verdict and of the named divergence
     GROUPS: Final = "g"  # [[signature fp, program fp, ranks as ranges], ...]
     MISSING: Final = "m"  # ranks as ranges

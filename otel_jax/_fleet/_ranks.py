@@ -33,7 +33,8 @@ from .._capture._jax import _coordination
 from .._core._failopen import FailOpen, Topic
 from .._pipeline._background import WORKER
 from .._pipeline._record import CompileRecord, Divergence, SpanLink
-from ._ranks_protocol import Compile, RankProtocol, Reporter
+from ._ranks_protocol import Compile, Reporter
+from ._ranks_tree import protocol
 from ._ranks_transport import WAIT_SLICE_S, Channel, ClientStore
 
 #: Compiles waiting to be published or settled; past this they are not compared (and
@@ -58,8 +59,8 @@ class DivergenceError(RuntimeError):
 
 class Checker:
     """Publishes this rank's compiles and settles them with its peers (one per process),
-    on its threads: the protocol (``RankProtocol``) over the job's client (``Channel``
-    over ``ClientStore``).
+    on its threads: the protocol (``RankProtocol``, or ``TreeProtocol`` past its fan-in)
+    over the job's client (``Channel`` over ``ClientStore``).
 
     ``clock`` is the time the deadlines of waits are measured in (``time.monotonic``).
     """
@@ -68,8 +69,8 @@ class Checker:
                  report: Reporter, failopen: FailOpen,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.channel = Channel(ClientStore(coordination.client), clock, failopen)
-        self.protocol = RankProtocol(self.channel, coordination.process_index,
-                                     coordination.process_count, timeout_s, report, failopen)
+        self.protocol = protocol(self.channel, coordination.process_index,
+                                 coordination.process_count, timeout_s, report, failopen)
         self._failopen = failopen
         self._cond = threading.Condition(threading.RLock())
         self._queue: deque[Compile] = deque()  # to publish

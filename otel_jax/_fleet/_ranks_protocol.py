@@ -111,7 +111,7 @@ class Compile:
     """One compile of this rank, from its publication to its verdict."""
 
     __slots__ = ("function", "count", "function_dir", "directory", "program", "signature",
-                 "link", "arrival", "arrived_at")
+                 "link", "arrival", "arrived_at", "stage")
 
     def __init__(self, function: str, count: int, function_key: str, program: Program,
                  signature: Signature | None, link: SpanLink | None) -> None:
@@ -124,6 +124,7 @@ class Compile:
         self.link = link
         self.arrival = 0  # what the arrival counter returned (1: this rank compares)
         self.arrived_at = 0.0
+        self.stage = 0  # the tree (``_ranks_tree``): the first level whose verdict it awaits
 
 
 class RankProtocol:
@@ -236,6 +237,16 @@ class RankProtocol:
         groups = sorted((Group(p, tuple(r)) for p, r in by_program.items()),
                         key=lambda g: g.ranks[0])
         absent = [r for r in range(self.count) if r not in entries]
+        return (yield from self._decide(item, groups, absent, entries))
+
+    def _decide(self, item: Compile, groups: list[Group], absent: list[int],
+                entries: dict[int, Program],
+                ) -> Generator[Wait, str | None, tuple[dict[str, Any] | None,
+                                                         dict[str, Any] | None]]:
+        """The verdict of the compared ranks (``groups``: every rank that arrived, by
+        program; ``absent``: the others), published for every rank to read, and the
+        divergence named from the two sides' summaries. ``entries``: the programs of at
+        least this rank, the ranks of the groups that differ from it and ``absent``."""
         if absent:
             shifted = self._ordinals.shifted(item.function_dir, item.count, absent,
                                              entries)
@@ -341,7 +352,7 @@ class RankProtocol:
         """This rank arrived after the verdict: it was reported missing. Its entry goes;
         it names a difference with the others itself, from the comparer's summary."""
         # The comparer deleted the entries before this one came (and the others as late).
-        self.channel.delete("clean-up", f"{item.directory}{W.ENTRIES}")
+        self.channel.delete("clean-up", self._late_entries(item))
         if not groups or any(not differ(g.program, item.program) for g in groups):
             return None  # the others' program: late, and reported missing, only
         comparer = verdict.get(W.COMPARER)
@@ -361,6 +372,10 @@ class RankProtocol:
                          named_text(diff, theirs.ranks, me), (theirs.ranks, me), (),
                          tuple(diff), self.rank, time.time())
         return self._emit(item, div)
+
+    def _late_entries(self, item: Compile) -> str:
+        """The key a late rank deletes: its entry, written after the comparer read them."""
+        return f"{item.directory}{W.ENTRIES}"
 
     # --- reports -----------------------------------------------------------------------
 

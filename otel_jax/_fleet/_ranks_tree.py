@@ -1,0 +1,365 @@
+"""The cross-rank check as a tree: jobs of more ranks than ``FAN_IN``.
+
+A job of ``FAN_IN`` ranks or fewer is one group, compared as ``_ranks_protocol`` says
+(one comparer reads every entry). Past that, no rank reads every entry: the ranks
+compare in groups of at most ``FAN_IN`` (the nodes of level 0: ranks ``0-127``,
+``128-255``, ...), and each group sends one summary to its parent (level 1: nodes of
+``FAN_IN`` groups), and so on up to the root, whose summary is the verdict. Each node
+is what the flat protocol is for the whole job, with the same keys under
+``<ordinal>/h/<level>.<node>/``: ``e/<slot>`` (a rank's entry at level 0; a child's
+summary above), ``n`` (the arrival counter), ``e/all``, ``t`` (takeover). A summary is
+the node's ranks grouped by program, as ranges, and the ones missing::
+
+    {"g": [[signature fp, program fp, "0-16382"], ...], "m": "16383"}
+
+so it stays a few hundred bytes whatever the node's size, and merging ``FAN_IN`` of them
+costs the parent no more than reading ``FAN_IN`` entries. The verdict (``v``), the
+named divergence (``d``), the summaries a comparer asks for (``s/<rank>``) are the flat
+protocol's, at the ordinal's directory: every rank reads the verdict in one read.
+
+Who compares a node: the first to arrive there (a rank at level 0; above, the rank
+that pushed the first child summary), as in the flat protocol; it waits for ``all``
+(set by the last to arrive) or its deadline, then closes the node (``CLOSED``: a later
+arrival is late and is reported missing, and checks itself against the verdict),
+reads the node's entries once, pushes the summary up (created, never overwritten:
+the first summary of a node stands), and only then deletes the entries. Deadlines,
+from the comparer's own arrival at level 0: ``timeout_s`` at level 0 (the flat
+protocol's), and at level ``L`` the moment a node below could have been taken over
+(``stage_s(L - 1)``) plus ``VERDICT_MARGIN_S``.
+
+A comparer that dies at any level is replaced as in the flat protocol, one level at a
+time: a rank waits for the verdict until ``stage_s(0)`` after it arrived (the first
+two arrivals of a node; the others ``VERDICT_MARGIN_S`` longer, so that a late verdict
+costs one call per node, not per rank), then takes over its level-0 node if it is
+first on the node's takeover counter (a node already reported has no entries left:
+nothing to do), and waits again until ``stage_s(1)`` before trying level 1, and so on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator, Iterable
+from typing import Any
+
+from .._core._vocab import RankWire as W
+from ._ranks_protocol import (
+    CLOSED,
+    KEEP,
+    VERDICT_MARGIN_S,
+    Compile,
+    RankProtocol,
+    Reporter,
+    Steps,
+)
+from ._ranks_transport import Channel, Read, Wait
+from ._wire import Group, Program, loads, parse_entry
+
+#: The most entries (ranks, or child summaries) one comparer reads per compile.
+FAN_IN = 128
+
+Run = tuple[int, int]  # ranks a..b, both included
+Runs = list[Run]
+#: A node's summary: its ranks grouped by program, and the ones missing.
+Summary = tuple[dict[Program, Runs], Runs]
+Outcome = Generator[Wait, "str | None", "tuple[dict[str, Any] | None, dict[str, Any] | None]"]
+
+
+# --- the shape of the tree ----------------------------------------------------------------
+
+class Tree:
+    """Which node of each level a rank belongs to, and what a node holds."""
+
+    def __init__(self, count: int, fan_in: int = FAN_IN) -> None:
+        if fan_in < 2:
+            raise ValueError("a tree's fan-in is 2 or more")
+        self.count = count
+        self.fan_in = fan_in
+        self.widths: list[int] = []  # nodes per level, up to the root's 1
+        n = count
+        while True:
+            n = -(-n // fan_in)
+            self.widths.append(n)
+            if n <= 1:
+                break
+        self.depth = len(self.widths)
+
+    def path(self, rank: int) -> list[tuple[int, int]]:
+        """(node, slot in it) at each level, from level 0 to the root."""
+        out, index = [], rank
+        for _ in range(self.depth):
+            out.append((index // self.fan_in, index % self.fan_in))
+            index //= self.fan_in
+        return out
+
+    def children(self, level: int, node: int) -> int:
+        """Entries the node waits for: ranks at level 0, child nodes above."""
+        below = self.count if level == 0 else self.widths[level - 1]
+        return max(0, min(self.fan_in, below - node * self.fan_in))
+
+    def ranks(self, level: int, node: int) -> Run:
+        """The ranks under a node."""
+        span = self.fan_in ** (level + 1)
+        return node * span, min((node + 1) * span, self.count) - 1
+
+
+# --- ranks as runs: merged without listing them -------------------------------------------
+
+def normalized(runs: Iterable[Run]) -> Runs:
+    out: Runs = []
+    for a, b in sorted(runs):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def runs_text(runs: Runs) -> str:
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def parse_runs(text: str, lo: int, hi: int) -> Runs:
+    """The runs of ``0-6,8`` within ``lo..hi`` (a summary names only its node's ranks)."""
+    runs: Runs = []
+    for part in str(text).split(","):
+        a, _, b = part.partition("-")
+        try:
+            first, last = int(a), int(b or a)
+        except ValueError:
+            continue
+        first, last = max(first, lo), min(last, hi)
+        if first <= last:
+            runs.append((first, last))
+    return normalized(runs)
+
+
+def missing_runs(covered: Iterable[Run], lo: int, hi: int) -> Runs:
+    """The ranks of ``lo..hi`` in none of ``covered``."""
+    out: Runs = []
+    at = lo
+    for a, b in normalized(covered):
+        if a > at:
+            out.append((at, min(a - 1, hi)))
+        at = max(at, b + 1)
+        if at > hi:
+            break
+    if at <= hi:
+        out.append((at, hi))
+    return out
+
+
+def merge(summaries: Iterable[Summary], lo: int, hi: int) -> Summary:
+    """One summary of several nodes' (a parent's): the ranks of each program together,
+    and the ranks of ``lo..hi`` that no child reported or that a child missed."""
+    programs: dict[Program, Runs] = {}
+    missed: Runs = []
+    for groups, missing in summaries:
+        for program, runs in groups.items():
+            programs.setdefault(program, []).extend(runs)
+        missed.extend(missing)
+    merged = {p: normalized(r) for p, r in programs.items()}
+    reported = [run for runs in merged.values() for run in runs]
+    return merged, normalized([*missed, *missing_runs([*reported, *missed], lo, hi)])
+
+
+def summary_text(summary: Summary) -> str:
+    groups, missing = summary
+    value: dict[str, Any] = {W.GROUPS: [[p[0], p[1], runs_text(r)] for p, r in
+                                        sorted(groups.items(), key=lambda i: i[1][0])]}
+    if missing:
+        value[W.MISSING] = runs_text(missing)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def parse_summary(raw: str, lo: int, hi: int) -> Summary | None:
+    value = loads(raw)
+    if value is None:
+        return None
+    groups: dict[Program, Runs] = {}
+    for g in value.get(W.GROUPS) or ():
+        try:
+            program = (str(g[0]), str(g[1]))
+            runs = parse_runs(g[2], lo, hi)
+        except (IndexError, TypeError):
+            continue
+        if runs:
+            groups.setdefault(program, []).extend(runs)
+    return groups, parse_runs(value.get(W.MISSING) or "", lo, hi)
+
+
+# --- one rank's steps -----------------------------------------------------------------
+
+class TreeProtocol(RankProtocol):
+    """This rank's steps of the check in a job of more ranks than the fan-in."""
+
+    def __init__(self, channel: Channel, rank: int, count: int, timeout_s: float,
+                 report: Reporter, failopen: Any, fan_in: int = FAN_IN) -> None:
+        super().__init__(channel, rank, count, timeout_s, report, failopen)
+        self.tree = Tree(count, fan_in)
+        self.path = self.tree.path(rank)
+
+    def stage_s(self, level: int) -> float:
+        """After its arrival, how long a rank waits for the verdict before it takes over
+        the node of ``level`` on its path (the flat protocol's wait at level 0)."""
+        return 2 * self.timeout_s + VERDICT_MARGIN_S + 2 * VERDICT_MARGIN_S * level
+
+    def _node(self, item: Compile, level: int) -> str:
+        node, _ = self.path[level]
+        return f"{item.directory}{W.NODE}/{level}.{node}/"
+
+    def publish(self, item: Compile) -> bool:
+        node, slot = self.path[0]
+        directory = self._node(item, 0)
+        fp, pf = item.program
+        channel = self.channel
+        if not channel.set("publish", f"{directory}{W.ENTRIES}/{slot}", f"{fp} {pf}"):
+            return False
+        arrival = channel.increment("publish", directory + W.ARRIVED)
+        if arrival is None:
+            return False
+        item.arrival, item.arrived_at = arrival, self.clock()
+        if arrival == self.tree.children(0, node):
+            channel.set("publish", f"{directory}{W.ENTRIES}/{W.ALL}", "1")
+        return True
+
+    def settle(self, item: Compile) -> Steps:
+        verdict: dict[str, Any] | None = None
+        named: dict[str, Any] | None = None
+        item.stage = 0
+        if item.arrival == 1:
+            verdict, named = yield from self._climb(item, 0, item.arrival, wait=True)
+        if verdict is None:
+            verdict, named = yield from self._await(item)
+        if verdict is None:
+            if not self.channel.off:
+                self.unresolved += 1
+            return None
+        return (yield from self._conclude(item, verdict, named))
+
+    def _await(self, item: Compile) -> Outcome:
+        """Wait for the verdict, taking over the nodes of this rank's path whose comparer
+        never answered, one level at a time."""
+        shared = item.directory + W.VERDICT
+        extra = 0.0 if item.arrival <= 2 else VERDICT_MARGIN_S
+        for level in range(item.stage, self.tree.depth):
+            raw = yield Wait(shared, item.arrived_at + self.stage_s(level) + extra,
+                             Read.SHARED)
+            if raw is not None:
+                return loads(raw), None
+            if self.channel.off:
+                return None, None
+            took = self.channel.increment("takeover", self._node(item, level) + W.TAKEOVER)
+            if took == 1:
+                verdict, named = yield from self._climb(item, level, 0, wait=False)
+                if verdict is not None:
+                    return verdict, named
+        raw = yield Wait(shared, self.clock() + self.timeout_s + VERDICT_MARGIN_S,
+                         Read.SHARED)
+        return (loads(raw) if raw is not None else None), None
+
+    def _climb(self, item: Compile, level: int, arrival: int, wait: bool) -> Outcome:
+        """Compare the node of ``level`` on this rank's path and push its summary up; go
+        on as the parent's comparer when this rank is the first there. At the root:
+        the verdict."""
+        while True:
+            directory = self._node(item, level)
+            found = yield from self._gather(item, level, arrival, wait)
+            if found is None:
+                return None, None
+            item.stage = level + 1
+            if level == self.tree.depth - 1:
+                outcome = yield from self._verdict(item, found)
+                self.channel.delete("clean-up", directory + W.ENTRIES)
+                if item.count > KEEP:
+                    self.channel.delete("clean-up", f"{item.function_dir}{item.count - KEEP}")
+                return outcome
+            pushed = self._push(item, level + 1, found)
+            # pushed first: a takeover that finds no entries knows the node reported
+            self.channel.delete("clean-up", directory + W.ENTRIES)
+            if pushed != 1:
+                return None, None
+            level, arrival, wait = level + 1, 1, True
+
+    def _gather(self, item: Compile, level: int, arrival: int, wait: bool,
+                ) -> Generator[Wait, str | None, Summary | None]:
+        """Wait for the node's entries (or its deadline), close it, read them once."""
+        node, slot = self.path[level]
+        directory = self._node(item, level)
+        children = self.tree.children(level, node)
+        everyone = wait and arrival >= children
+        if wait and not everyone:
+            wait_s = (self.timeout_s if level == 0
+                      else self.stage_s(level - 1) + VERDICT_MARGIN_S)
+            everyone = (yield Wait(f"{directory}{W.ENTRIES}/{W.ALL}",
+                                   item.arrived_at + wait_s, Read.OWN)) is not None
+        if not everyone:
+            self.channel.increment("close", directory + W.ARRIVED, CLOSED)
+        found = self.channel.dir_get("read", f"{directory}{W.ENTRIES}/")
+        if found is None:
+            return None
+        entries: dict[int, str] = {}
+        for key, value in found:
+            try:
+                child = int(key.rpartition("/")[2])
+            except ValueError:
+                continue
+            if 0 <= child < children:
+                entries[child] = value
+        if not wait and not entries:
+            return None  # taken over after its comparer reported it: nothing to do
+        lo, hi = self.tree.ranks(level, node)
+        if level == 0:
+            programs: dict[Program, Runs] = {}
+            entries[slot] = f"{item.program[0]} {item.program[1]}"
+            for child in sorted(entries):
+                rank = lo + child
+                programs.setdefault(parse_entry(entries[child]), []).append((rank, rank))
+            return merge([(programs, [])], lo, hi)
+        parts: list[Summary] = []
+        for child, raw in entries.items():
+            clo, chi = self.tree.ranks(level - 1, node * self.tree.fan_in + child)
+            part = parse_summary(raw, clo, chi)
+            if part is not None:
+                parts.append(part)
+        return merge(parts, lo, hi)
+
+    def _push(self, item: Compile, level: int, found: Summary) -> int | None:
+        """The node's summary, into its parent (``level``): the parent's arrival count
+        after it (1: this rank compares the parent), or ``None`` when the node had
+        reported already or the call failed."""
+        node, slot = self.path[level]
+        directory = self._node(item, level)
+        created = self.channel.create("publish", f"{directory}{W.ENTRIES}/{slot}",
+                                      summary_text(found))
+        if not created:
+            return None
+        arrival = self.channel.increment("publish", directory + W.ARRIVED)
+        if arrival is not None and arrival == self.tree.children(level, node):
+            self.channel.set("publish", f"{directory}{W.ENTRIES}/{W.ALL}", "1")
+        return arrival
+
+    def _verdict(self, item: Compile, found: Summary) -> Outcome:
+        """The root's summary as the flat protocol's verdict."""
+        programs, missed = found
+        groups = sorted((Group(p, tuple(r for a, b in runs for r in range(a, b + 1)),
+                               runs_text(runs)) for p, runs in programs.items()),
+                        key=lambda g: g.ranks[0])
+        absent = [r for a, b in missed for r in range(a, b + 1)]
+        # the programs of the ranks the ordinal memory is asked about, not of them all
+        lookup: dict[int, Program] = {self.rank: item.program}
+        for g in groups:
+            if g.program != item.program:
+                lookup.update((r, g.program) for r in g.ranks)
+        return (yield from self._decide(item, groups, absent, lookup))
+
+    def _late_entries(self, item: Compile) -> str:
+        _, slot = self.path[0]
+        return f"{self._node(item, 0)}{W.ENTRIES}/{slot}"
+
+
+def protocol(channel: Channel, rank: int, count: int, timeout_s: float, report: Reporter,
+             failopen: Any, fan_in: int = FAN_IN) -> RankProtocol:
+    """The protocol of a job of ``count`` ranks: flat up to ``fan_in``, a tree past it."""
+    if count <= fan_in:
+        return RankProtocol(channel, rank, count, timeout_s, report, failopen)
+    return TreeProtocol(channel, rank, count, timeout_s, report, failopen, fan_in)
