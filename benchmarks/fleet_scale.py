@@ -273,9 +273,7 @@ class Fleet:
         ``WAIT_SLICE_S`` (bounded exit), each one call."""
         done = [False]
         started = self.now
-        level = r.dies_at_level
-        if level is not None and wait.key.endswith(f"/{W.NODE}/{level}."
-                                                   f"{_node_of(wait.key)}/{W.ENTRIES}/{W.ALL}"):
+        if r.dies_at_level is not None and _level_of(wait.key) == r.dies_at_level:
             r.dead = True  # a comparer of that level dies before its node's verdict
             return
 
@@ -298,9 +296,14 @@ class Fleet:
         self.at(max(wait.deadline, self.now), lambda: wake(None))
 
 
-def _node_of(key: str) -> str:
-    """The node number of a key ``.../h/<level>.<node>/...``."""
-    return key.rpartition(f"/{W.NODE}/")[2].partition("/")[0].partition(".")[2]
+def _level_of(key: str) -> int | None:
+    """The level of the tree whose node's ``all`` key this is (``<level>.<node>/a``, or
+    ``<node>/a`` at level 0), or ``None`` for another key."""
+    node, _, last = key.rpartition("/")
+    if last != W.NODE_ALL or not node.startswith(W.TREE_PREFIX + "/"):
+        return None
+    level, dot, _ = node.rpartition("/")[2].partition(".")
+    return int(level) if dot else 0
 
 
 # --- records of a real compile ----------------------------------------------------------

@@ -273,7 +273,8 @@ class RankProtocol:
         if absent and mine:
             # A rank that arrives later compares itself with this summary.
             self._set(f"{item.directory}{W.SUMMARIES}/{self.rank}", mine)
-        if not self._publish_shared(item.directory + W.VERDICT, verdict):
+        if not self._publish_shared(item.directory + W.VERDICT,
+                                    self._wire_verdict(item, verdict)):
             return None, None
         named: dict[str, Any] | None = None
         if pair is not None and verdict[W.KIND] == DivergenceKind.SIGNATURE.value:
@@ -303,14 +304,7 @@ class RankProtocol:
     def _conclude(self, item: Compile, verdict: dict[str, Any],
                   named: dict[str, Any] | None) -> Steps:
         """Report what the verdict says, from this rank's side."""
-        groups: list[Group] = []
-        for g in verdict.get(W.GROUPS) or ():
-            try:
-                groups.append(Group((str(g[0]), str(g[1])), decode_ranks(g[2], self.count),
-                                    str(g[2])))
-            except (IndexError, TypeError):
-                continue
-        groups = [g for g in groups if g.ranks]
+        groups = self._groups(item, verdict)
         self._ordinals.remember(item.function_dir, item.count, groups, item.program)
         absent = decode_ranks(verdict.get(W.MISSING) or "", self.count)
         if not any(self.rank in g.ranks for g in groups):
@@ -347,6 +341,21 @@ class RankProtocol:
                                             self.rank, self.timeout_s))
             reported = reported or gone
         return reported
+
+    def _groups(self, item: Compile, verdict: dict[str, Any]) -> list[Group]:
+        """The verdict's groups: the ranks of each program."""
+        groups: list[Group] = []
+        for g in verdict.get(W.GROUPS) or ():
+            try:
+                groups.append(Group((str(g[0]), str(g[1])), decode_ranks(g[2], self.count),
+                                    str(g[2])))
+            except (IndexError, TypeError):
+                continue
+        return [g for g in groups if g.ranks]
+
+    def _wire_verdict(self, item: Compile, verdict: dict[str, Any]) -> dict[str, Any]:
+        """The verdict as every rank reads it."""
+        return verdict
 
     def _late(self, item: Compile, verdict: dict[str, Any], groups: list[Group]) -> Steps:
         """This rank arrived after the verdict: it was reported missing. Its entry goes;

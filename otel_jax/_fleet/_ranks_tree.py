@@ -37,11 +37,15 @@ nothing to do), and waits again until ``stage_s(1)`` before trying level 1, and 
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from collections.abc import Generator, Iterable
 from typing import Any
 
+from .._core._failopen import FailOpen
 from .._core._vocab import RankWire as W
+from .._pipeline._record import CompileRecord, SpanLink
 from ._ranks_protocol import (
     CLOSED,
     KEEP,
@@ -56,6 +60,18 @@ from ._wire import Group, Program, loads, parse_entry
 
 #: The most entries (ranks, or child summaries) one comparer reads per compile.
 FAN_IN = 128
+#: A node's arrival counter: the arrivals in its low ``COUNT_BITS`` bits, ``NODE_CLOSED``
+#: once its comparer stopped waiting, and above ``HASH_SHIFT`` the sum of the arrivals'
+#: ``HASH_BITS``-bit program digests: the last to arrive tells the comparer whether
+#: they all compiled one program, so that it reads no entry when they did.
+COUNT_BITS = 13
+NODE_CLOSED = 1 << COUNT_BITS
+HASH_SHIFT = COUNT_BITS + 1
+HASH_BITS = 32
+#: Characters kept of the two fingerprints in a tree's entries and verdicts (hex: 40 and
+#: 24 bits; every byte is paid once per rank per compile at the service).
+SIGNATURE_CHARS = 10
+PROGRAM_CHARS = 6
 
 Run = tuple[int, int]  # ranks a..b, both included
 Runs = list[Run]
@@ -193,7 +209,7 @@ class TreeProtocol(RankProtocol):
     """This rank's steps of the check in a job of more ranks than the fan-in."""
 
     def __init__(self, channel: Channel, rank: int, count: int, timeout_s: float,
-                 report: Reporter, failopen: Any, fan_in: int = FAN_IN) -> None:
+                 report: Reporter, failopen: FailOpen, fan_in: int = FAN_IN) -> None:
         super().__init__(channel, rank, count, timeout_s, report, failopen)
         self.tree = Tree(count, fan_in)
         self.path = self.tree.path(rank)
@@ -203,23 +219,47 @@ class TreeProtocol(RankProtocol):
         the node of ``level`` on its path (the flat protocol's wait at level 0)."""
         return 2 * self.timeout_s + VERDICT_MARGIN_S + 2 * VERDICT_MARGIN_S * level
 
+    def compile_of(self, record: CompileRecord, link: SpanLink | None) -> Compile:
+        item = super().compile_of(record, link)
+        fp, pf = item.program
+        item.program = (fp[:SIGNATURE_CHARS], pf[:PROGRAM_CHARS])
+        item.directory = ordinal_directory(item.function_dir, item.count)
+        return item
+
     def _node(self, item: Compile, level: int) -> str:
+        """The node of ``level`` on this rank's path: its entries are under ``<node>/``,
+        its counters beside (``<node>n``, ``<node>t``)."""
         node, _ = self.path[level]
-        return f"{item.directory}{W.NODE}/{level}.{node}/"
+        return f"{item.directory}{node}" if level == 0 else f"{item.directory}{level}.{node}"
+
+    def _arrive(self, directory: str, children: int, program_hash: int) -> int | None:
+        """Count an arrival at a node (carrying a digest of what it compiled); the last
+        one says whether all compiled one program. The arrival's number, plus ``CLOSED``
+        when it came after the node's comparer stopped waiting."""
+        value = self.channel.increment("publish", directory + W.ARRIVED,
+                                       1 + (program_hash << HASH_SHIFT))
+        if value is None:
+            return None
+        arrival = value & (NODE_CLOSED - 1)
+        if value & NODE_CLOSED:
+            return arrival + CLOSED
+        if arrival == children:
+            agree = value >> HASH_SHIFT == children * program_hash
+            self.channel.set("publish", f"{directory}/{W.NODE_ALL}",
+                             W.AGREE if agree else "-")
+        return arrival
 
     def publish(self, item: Compile) -> bool:
         node, slot = self.path[0]
         directory = self._node(item, 0)
         fp, pf = item.program
-        channel = self.channel
-        if not channel.set("publish", f"{directory}{W.ENTRIES}/{slot}", f"{fp} {pf}"):
+        if not self.channel.set("publish", f"{directory}/{slot}", f"{fp} {pf}"):
             return False
-        arrival = channel.increment("publish", directory + W.ARRIVED)
+        arrival = self._arrive(directory, self.tree.children(0, node),
+                               program_hash(item.program))
         if arrival is None:
             return False
         item.arrival, item.arrived_at = arrival, self.clock()
-        if arrival == self.tree.children(0, node):
-            channel.set("publish", f"{directory}{W.ENTRIES}/{W.ALL}", "1")
         return True
 
     def settle(self, item: Compile) -> Steps:
@@ -269,13 +309,14 @@ class TreeProtocol(RankProtocol):
             item.stage = level + 1
             if level == self.tree.depth - 1:
                 outcome = yield from self._verdict(item, found)
-                self.channel.delete("clean-up", directory + W.ENTRIES)
+                self.channel.delete("clean-up", directory)
                 if item.count > KEEP:
-                    self.channel.delete("clean-up", f"{item.function_dir}{item.count - KEEP}")
+                    self.channel.delete("clean-up", ordinal_directory(
+                        item.function_dir, item.count - KEEP).rstrip("/"))
                 return outcome
             pushed = self._push(item, level + 1, found)
             # pushed first: a takeover that finds no entries knows the node reported
-            self.channel.delete("clean-up", directory + W.ENTRIES)
+            self.channel.delete("clean-up", directory)
             if pushed != 1:
                 return None, None
             level, arrival, wait = level + 1, 1, True
@@ -286,15 +327,20 @@ class TreeProtocol(RankProtocol):
         node, slot = self.path[level]
         directory = self._node(item, level)
         children = self.tree.children(level, node)
+        lo, hi = self.tree.ranks(level, node)
         everyone = wait and arrival >= children
         if wait and not everyone:
             wait_s = (self.timeout_s if level == 0
                       else self.stage_s(level - 1) + VERDICT_MARGIN_S)
-            everyone = (yield Wait(f"{directory}{W.ENTRIES}/{W.ALL}",
-                                   item.arrived_at + wait_s, Read.OWN)) is not None
+            every = yield Wait(f"{directory}/{W.NODE_ALL}", item.arrived_at + wait_s,
+                               Read.OWN)
+            if every == W.AGREE:
+                # every child arrived, all with this rank's program: no entry to read
+                return {item.program: [(lo, hi)]}, []
+            everyone = every is not None
         if not everyone:
-            self.channel.increment("close", directory + W.ARRIVED, CLOSED)
-        found = self.channel.dir_get("read", f"{directory}{W.ENTRIES}/")
+            self.channel.increment("close", directory + W.ARRIVED, NODE_CLOSED)
+        found = self.channel.dir_get("read", f"{directory}/")
         if found is None:
             return None
         entries: dict[int, str] = {}
@@ -307,7 +353,6 @@ class TreeProtocol(RankProtocol):
                 entries[child] = value
         if not wait and not entries:
             return None  # taken over after its comparer reported it: nothing to do
-        lo, hi = self.tree.ranks(level, node)
         if level == 0:
             programs: dict[Program, Runs] = {}
             entries[slot] = f"{item.program[0]} {item.program[1]}"
@@ -329,14 +374,15 @@ class TreeProtocol(RankProtocol):
         reported already or the call failed."""
         node, slot = self.path[level]
         directory = self._node(item, level)
-        created = self.channel.create("publish", f"{directory}{W.ENTRIES}/{slot}",
-                                      summary_text(found))
-        if not created:
+        text = summary_text(found)
+        if not self.channel.create("publish", f"{directory}/{slot}", text):
             return None
-        arrival = self.channel.increment("publish", directory + W.ARRIVED)
-        if arrival is not None and arrival == self.tree.children(level, node):
-            self.channel.set("publish", f"{directory}{W.ENTRIES}/{W.ALL}", "1")
-        return arrival
+        programs, missed = found
+        # a node of one program, every rank there, counts as that program; any other
+        # summary as itself, which no program's digest matches
+        uniform = len(programs) == 1 and not missed
+        digest = program_hash(next(iter(programs)) if uniform else ("", text))
+        return self._arrive(directory, self.tree.children(level, node), digest)
 
     def _verdict(self, item: Compile, found: Summary) -> Outcome:
         """The root's summary as the flat protocol's verdict."""
@@ -352,13 +398,55 @@ class TreeProtocol(RankProtocol):
                 lookup.update((r, g.program) for r in g.ranks)
         return (yield from self._decide(item, groups, absent, lookup))
 
+    def _wire_verdict(self, item: Compile, verdict: dict[str, Any]) -> dict[str, Any]:
+        """When every rank that arrived compiled one program, the verdict every rank reads
+        says only which ranks are missing (each knows its program): a few bytes however
+        many ranks read it. The whole verdict is set first, for the late ranks."""
+        groups = verdict.get(W.GROUPS) or ()
+        if len(groups) != 1 or verdict.get(W.KIND):
+            return verdict
+        wire = {k: verdict[k] for k in (W.MISSING,) if verdict.get(k)}
+        if wire:
+            self._set(item.directory + W.FULL, verdict)
+        return wire
+
+    def _groups(self, item: Compile, verdict: dict[str, Any]) -> list[Group]:
+        if W.GROUPS in verdict:
+            return super()._groups(item, verdict)
+        last = self.count - 1
+        present = missing_runs(parse_runs(verdict.get(W.MISSING) or "", 0, last), 0, last)
+        ranks = tuple(r for a, b in present for r in range(a, b + 1))
+        return [Group(item.program, ranks, runs_text(present))] if ranks else []
+
+    def _late(self, item: Compile, verdict: dict[str, Any], groups: list[Group]) -> Steps:
+        if W.GROUPS not in verdict:  # a short verdict: the whole one says what they compiled
+            raw = yield Wait(item.directory + W.FULL, self.clock() + VERDICT_MARGIN_S)
+            verdict = (loads(raw) if raw is not None else None) or {}
+            groups = super()._groups(item, verdict)
+        return (yield from super()._late(item, verdict, groups))
+
     def _late_entries(self, item: Compile) -> str:
         _, slot = self.path[0]
-        return f"{self._node(item, 0)}{W.ENTRIES}/{slot}"
+        return f"{self._node(item, 0)}/{slot}"
+
+
+def ordinal_directory(function_dir: str, count: int) -> str:
+    """The keys of one compile ordinal of one function, in a tree: a digest of both under
+    ``TREE_PREFIX``, short since every key of every rank carries it."""
+    digest = hashlib.blake2b(f"{function_dir}{count}".encode("utf-8", "backslashreplace"),
+                             digest_size=6).digest()
+    return f"{W.TREE_PREFIX}/{base64.urlsafe_b64encode(digest).decode('ascii')}/"
+
+
+def program_hash(program: Program) -> int:
+    """A ``HASH_BITS``-bit digest of what a rank compiled (summed by the node counters)."""
+    digest = hashlib.blake2b(f"{program[0]} {program[1]}".encode("utf-8", "backslashreplace"),
+                             digest_size=HASH_BITS // 8).digest()
+    return int.from_bytes(digest, "big")
 
 
 def protocol(channel: Channel, rank: int, count: int, timeout_s: float, report: Reporter,
-             failopen: Any, fan_in: int = FAN_IN) -> RankProtocol:
+             failopen: FailOpen, fan_in: int = FAN_IN) -> RankProtocol:
     """The protocol of a job of ``count`` ranks: flat up to ``fan_in``, a tree past it."""
     if count <= fan_in:
         return RankProtocol(channel, rank, count, timeout_s, report, failopen)
