@@ -130,6 +130,7 @@ class Store:
     def dir_get(self, directory: str) -> list[tuple[str, str]]:
         found = self.service.dir_get(directory)
         self._count(len(directory) + sum(len(k) + len(v) for k, v in found))
+        self.stats["most_read"] = max(self.stats["most_read"], len(found))
         return found
 
     def delete(self, key: str) -> None:
@@ -164,7 +165,7 @@ class Rank:
                  "dies_after_arrival", "dies_at_level", "dead")
 
     def __init__(self, fleet: Fleet, rank: int, timeout_s: float) -> None:
-        self.stats = {"calls": 0, "bytes": 0}
+        self.stats = {"calls": 0, "bytes": 0, "most_read": 0}  # most_read: one dir_get
         self.store = Store(fleet.service, self.stats)
         self.reports: list[Divergence | Said] = []
         self.reported_at: list[float] = []  # on the simulated clock
