@@ -1,17 +1,23 @@
 """The cross-rank check at fleet scale: what each compile costs JAX's coordination service.
 
-Drives the real protocol (``otel_jax._fleet._ranks_protocol.RankProtocol``: its
-publication, comparison, verdicts, takeover and clean-up) and its real calls
-(``_ranks_transport.Channel``) for N = 64 to 1,024 simulated ranks against an in-process
-key-value store with the coordination service's semantics, behind the same interface
-as JAX's client (``_ranks_transport.Store``: set, create, increment, directory read,
-directory delete, blocking read with a timeout), on a simulated clock: a 30 s straggler
-takes no 30 s. Each rank settles its compiles one after the other, as
-its settling thread does (a wait for a verdict, or for a key only that rank waits for, is
-one blocking read; a sliced wait is one read per ``WAIT_SLICE_S`` slice, as the thread
-reads). Every call and byte (keys and values,
-both ways) is counted at the service and per rank, and the checker's CPU per compile is
-measured per rank (the store's own work included, so an upper bound).
+Drives the real protocol (``otel_jax._fleet._ranks_protocol.RankProtocol`` up to the
+fan-in, ``_ranks_tree.TreeProtocol`` past it: publication, comparison, verdicts,
+takeover and clean-up) and its real calls (``_ranks_transport.Channel``) for N = 64 to
+16,384 simulated ranks against an in-process key-value store with the coordination
+service's semantics, behind the same interface as JAX's client
+(``_ranks_transport.Store``: set, create, increment, directory read, directory delete,
+blocking read with a timeout), on a simulated clock: a 30 s straggler takes no 30 s.
+Each rank settles its compiles one after the other, as its settling thread does (a wait
+for a verdict, or for a key only that rank waits for, is one blocking read; a sliced wait
+is one read per ``WAIT_SLICE_S`` slice, as the thread reads). Every call and byte (keys
+and values, both ways) is counted at the service and per rank, and the checker's CPU per
+compile is measured per rank (without the in-process service's own work: in a job, that
+is the coordination service's).
+
+The simulation holds no thread and no timer per rank: one event on a heap per step, and a
+rank's reports as their kind and text only (each ``Divergence`` of a 16,384-rank job lists
+the ranks of each side: kept for every rank at every compile, the lists of one
+straggler case took 18 GB).
 
 Cases, each over ``--compiles`` compiles of one function whose signature has
 ``--leaves`` leaves (real compile records of a real jit, otel_jax installed):
@@ -27,6 +33,7 @@ Cases, each over ``--compiles`` compiles of one function whose signature has
 
     python benchmarks/fleet_scale.py               # N = 64 .. 1,024
     python benchmarks/fleet_scale.py --quick       # N = 64 and 256
+    python benchmarks/fleet_scale.py --ranks 16384 --compiles 2   # the tree at scale
 """
 
 from __future__ import annotations
@@ -68,24 +75,34 @@ class Service:
         self.calls = 0
         self.bytes = 0
         self.peak_keys = 0
+        #: CPU spent inside the service (in a job: the coordination service's, in rank 0's
+        #: process), not counted as the calling rank's
+        self.cpu_s = 0.0
 
     def count(self, n_bytes: int) -> None:
         self.calls += 1
         self.bytes += n_bytes
 
     def set(self, key: str, value: str) -> None:
+        started = time.thread_time()
         self.data[key] = value
         self.peak_keys = max(self.peak_keys, len(self.data))
         for wake in list(self._waiting.pop(key, {}).values()):
-            wake(value)
+            wake(value)  # answers each blocked read (the service's work)
+        self.cpu_s += time.thread_time() - started
 
     def delete(self, key: str) -> None:
+        started = time.thread_time()
         directory = key.rstrip("/") + "/"
         for k in [k for k in self.data if k == key or k.startswith(directory)]:
             del self.data[k]
+        self.cpu_s += time.thread_time() - started
 
     def dir_get(self, prefix: str) -> list[tuple[str, str]]:
-        return sorted((k, v) for k, v in self.data.items() if k.startswith(prefix))
+        started = time.thread_time()
+        found = sorted((k, v) for k, v in self.data.items() if k.startswith(prefix))
+        self.cpu_s += time.thread_time() - started
+        return found
 
     def wait(self, key: str, wake: Callable[[str], None]) -> None:
         self._waiting.setdefault(key, {})[id(wake)] = wake
@@ -228,10 +245,10 @@ class Fleet:
     def _publish(self, r: Rank, record: CompileRecord) -> None:
         if r.dead:
             return
-        started = time.thread_time()
+        started, service = time.thread_time(), self.service.cpu_s
         item = r.protocol.compile_of(record, None)
         published = r.protocol.publish(item)
-        r.spent(item.count, time.thread_time() - started)
+        r.spent(item.count, time.thread_time() - started - (self.service.cpu_s - service))
         if not published:
             return
         if r.dies_after_arrival and item.arrival == 1:
@@ -252,12 +269,12 @@ class Fleet:
     def _step(self, r: Rank, value: str | None) -> None:
         item = r.item
         assert item is not None
-        started = time.thread_time()
+        started, service = time.thread_time(), self.service.cpu_s
         try:
             wait = r.steps.send(value)
         except StopIteration:
             wait = None
-        spent = time.thread_time() - started
+        spent = time.thread_time() - started - (self.service.cpu_s - service)
         r.spent(item.count, spent)
         if item.arrival == 1:
             r.compare_cpu_s += spent
@@ -437,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
           f"fan-in {args.fan_in}; bytes are keys and values both ways.\n"
           "calls/N, B/rank: all calls and bytes at the coordination service, per rank; "
           "last/N: the calls of the last compile; B max and rank calls: the most of any "
-          "rank.\nCPU is the checker's own (thread time, the store's work included): the "
+          "rank.\nCPU is the checker's own (thread time, without the service's): the "
           "99th percentile of the ranks that only publish and wait, and the most any one "
           "rank spent on one compile. peak MB: the simulation's own peak memory so far.")
     header = (f"{'N':>5} {'case':<15} {'service KB':>10} {'calls':>7} {'calls/N':>7} "

@@ -34,8 +34,8 @@ from .._core._failopen import FailOpen, Topic
 from .._pipeline._background import WORKER
 from .._pipeline._record import CompileRecord, Divergence, SpanLink
 from ._ranks_protocol import Compile, Reporter
-from ._ranks_tree import protocol
 from ._ranks_transport import WAIT_SLICE_S, Channel, ClientStore
+from ._ranks_tree import protocol
 
 #: Compiles waiting to be published or settled; past this they are not compared (and
 #: counted in ``dropped``).
