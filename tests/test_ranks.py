@@ -221,11 +221,15 @@ def test_no_rank_of_a_tree_reads_more_entries_than_the_fan_in(records):
     plans = {r: [records[4]] for r in range(256)}
     plans[255] = [records[5]]
     tree = _job(plans, fan_in=16)
-    assert max(r.stats["most_read"] for r in tree.ranks) <= 16 + 1  # and its "all"
+    # the entries, "all", and the summary the first rank unlike the ones before it sent
+    assert max(r.stats["most_read"] for r in tree.ranks) <= 16 + 2
     assert {d.text for r in tree.ranks for d in r.reports} == {
         "batch['x']: f32[4] (ranks 0-254) vs f32[5] (rank 255)"}
-    # 3 per rank, the 4th: the named divergence; a few per group of 16
-    assert tree.service.calls <= 4 * 256 + 6 * (256 // 16 + 1)
+    for r in tree.ranks:
+        assert [d.diff for d in r.reports] == [(
+            {"path": "batch['x']", "kind": "shape", "before": "f32[4]", "after": "f32[5]"},)]
+    # 3 per rank (named in the verdict: no summary asked, no 4th read), a few per group
+    assert tree.service.calls <= 3 * 256 + 6 * (256 // 16 + 1)
 
 
 def test_a_middle_levels_comparer_that_dies_is_replaced(records):

@@ -111,7 +111,7 @@ class Compile:
     """One compile of this rank, from its publication to its verdict."""
 
     __slots__ = ("function", "count", "function_dir", "directory", "program", "signature",
-                 "link", "arrival", "arrived_at", "stage")
+                 "link", "arrival", "arrived_at", "stage", "named")
 
     def __init__(self, function: str, count: int, function_key: str, program: Program,
                  signature: Signature | None, link: SpanLink | None) -> None:
@@ -125,6 +125,8 @@ class Compile:
         self.arrival = 0  # what the arrival counter returned (1: this rank compares)
         self.arrived_at = 0.0
         self.stage = 0  # the tree (``_ranks_tree``): the first level whose verdict it awaits
+        #: the tree: [signature fp, other signature fp, changes] named on the way up
+        self.named: list[list[Any]] = []
 
 
 class RankProtocol:
@@ -268,7 +270,13 @@ class RankProtocol:
         if pair is not None:
             kind = kind_of(*pair)
             verdict[W.KIND] = kind.value
-            if kind is DivergenceKind.SIGNATURE:
+            known = (self._known_diff(item, *pair) if kind is DivergenceKind.SIGNATURE
+                     else None)
+            if known is not None:
+                # named already, from two summaries the ranks sent unasked: in the verdict
+                verdict[W.TEXT] = named_text(known, pair[0].ranks, pair[1].ranks)
+                verdict[W.DIFF] = known[:MAX_NAMED_DIFF]
+            elif kind is DivergenceKind.SIGNATURE:
                 verdict[W.WANTED] = [g.ranks[0] for g in pair if self.rank not in g.ranks]
         if absent and mine:
             # A rank that arrives later compares itself with this summary.
@@ -277,7 +285,9 @@ class RankProtocol:
                                     self._wire_verdict(item, verdict)):
             return None, None
         named: dict[str, Any] | None = None
-        if pair is not None and verdict[W.KIND] == DivergenceKind.SIGNATURE.value:
+        if W.TEXT in verdict:
+            named = {W.TEXT: verdict[W.TEXT], W.DIFF: verdict[W.DIFF]}
+        elif pair is not None and verdict[W.KIND] == DivergenceKind.SIGNATURE.value:
             sides: list[dict[str, Any] | None] = []
             for group in pair:
                 if self.rank in group.ranks:
@@ -318,6 +328,8 @@ class RankProtocol:
             first, second = pair
             sides = tuple(g.ranks for g in groups)
             if kind == DivergenceKind.SIGNATURE.value:
+                if named is None and W.TEXT in verdict:
+                    named = {W.TEXT: verdict[W.TEXT], W.DIFF: verdict.get(W.DIFF)}
                 if named is None:
                     raw = yield Wait(item.directory + W.NAMED,
                                      self.clock() + self.timeout_s + VERDICT_MARGIN_S,
@@ -352,6 +364,12 @@ class RankProtocol:
             except (IndexError, TypeError):
                 continue
         return [g for g in groups if g.ranks]
+
+    def _known_diff(self, item: Compile, first: Group, second: Group,
+                    ) -> list[dict[str, str]] | None:
+        """The changes from ``first``'s signature to ``second``'s, when this rank has
+        both sides' summaries without asking (the tree's); ``None`` to ask for them."""
+        return None
 
     def _wire_verdict(self, item: Compile, verdict: dict[str, Any]) -> dict[str, Any]:
         """The verdict as every rank reads it."""

@@ -44,6 +44,7 @@ from collections.abc import Generator, Iterable
 from typing import Any
 
 from .._core._failopen import FailOpen
+from .._core._vocab import DiffKey
 from .._core._vocab import RankWire as W
 from .._pipeline._record import CompileRecord, SpanLink
 from ._ranks_protocol import (
@@ -56,7 +57,7 @@ from ._ranks_protocol import (
     Steps,
 )
 from ._ranks_transport import Channel, Read, Wait
-from ._wire import Group, Program, loads, parse_entry
+from ._wire import MAX_NAMED_DIFF, Group, Program, loads, parse_entry, summary, summary_diff
 
 #: The most entries (ranks, or child summaries) one comparer reads per compile.
 FAN_IN = 128
@@ -72,6 +73,8 @@ HASH_BITS = 32
 #: 24 bits; every byte is paid once per rank per compile at the service).
 SIGNATURE_CHARS = 10
 PROGRAM_CHARS = 6
+#: Pairs of signatures named on the way up that a summary carries.
+MAX_NAMED = 4
 
 Run = tuple[int, int]  # ranks a..b, both included
 Runs = list[Run]
@@ -178,12 +181,16 @@ def merge(summaries: Iterable[Summary], lo: int, hi: int) -> Summary:
     return merged, normalized([*missed, *missing_runs([*reported, *missed], lo, hi)])
 
 
-def summary_text(summary: Summary) -> str:
+def summary_text(summary: Summary, named: list[list[Any]] | None = None) -> str:
+    """A node's summary as its parent reads it; with the differences between two
+    signatures named below it (``[signature fp, other signature fp, changes]``)."""
     groups, missing = summary
     value: dict[str, Any] = {W.GROUPS: [[p[0], p[1], runs_text(r)] for p, r in
                                         sorted(groups.items(), key=lambda i: i[1][0])]}
     if missing:
         value[W.MISSING] = runs_text(missing)
+    if named:
+        value[W.DIFF] = named[:MAX_NAMED]
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -232,7 +239,8 @@ class TreeProtocol(RankProtocol):
         node, _ = self.path[level]
         return f"{item.directory}{node}" if level == 0 else f"{item.directory}{level}.{node}"
 
-    def _arrive(self, directory: str, children: int, program_hash: int) -> int | None:
+    def _arrive(self, item: Compile, directory: str, children: int,
+                program_hash: int) -> int | None:
         """Count an arrival at a node (carrying a digest of what it compiled); the last
         one says whether all compiled one program. The arrival's number, plus ``CLOSED``
         when it came after the node's comparer stopped waiting."""
@@ -243,6 +251,12 @@ class TreeProtocol(RankProtocol):
         arrival = value & (NODE_CLOSED - 1)
         if value & NODE_CLOSED:
             return arrival + CLOSED
+        before, total = arrival - 1, (value >> HASH_SHIFT) - program_hash
+        if before and total % before == 0 and total // before != program_hash:
+            # Every arrival before this one compiled one program, and this one another:
+            # its signature's summary goes beside the entries, so that the comparer
+            # (the first, on the other side) names the difference without asking.
+            self._send_summary(item, directory)
         if arrival == children:
             agree = value >> HASH_SHIFT == children * program_hash
             self.channel.set("publish", f"{directory}/{W.NODE_ALL}",
@@ -255,7 +269,7 @@ class TreeProtocol(RankProtocol):
         fp, pf = item.program
         if not self.channel.set("publish", f"{directory}/{slot}", f"{fp} {pf}"):
             return False
-        arrival = self._arrive(directory, self.tree.children(0, node),
+        arrival = self._arrive(item, directory, self.tree.children(0, node),
                                program_hash(item.program))
         if arrival is None:
             return False
@@ -345,8 +359,12 @@ class TreeProtocol(RankProtocol):
             return None
         entries: dict[int, str] = {}
         for key, value in found:
+            name = key.rpartition("/")[2]
+            if name == W.SUMMARIES:
+                self._name(item, value)
+                continue
             try:
-                child = int(key.rpartition("/")[2])
+                child = int(name)
             except ValueError:
                 continue
             if 0 <= child < children:
@@ -366,6 +384,12 @@ class TreeProtocol(RankProtocol):
             part = parse_summary(raw, clo, chi)
             if part is not None:
                 parts.append(part)
+                named = (loads(raw) or {}).get(W.DIFF)
+                if isinstance(named, list):
+                    item.named.extend(n for n in named
+                                      if isinstance(n, list) and len(n) == 3)
+        # a few pairs of signatures named are enough: the verdict names one
+        del item.named[MAX_NAMED:]
         return merge(parts, lo, hi)
 
     def _push(self, item: Compile, level: int, found: Summary) -> int | None:
@@ -374,7 +398,7 @@ class TreeProtocol(RankProtocol):
         reported already or the call failed."""
         node, slot = self.path[level]
         directory = self._node(item, level)
-        text = summary_text(found)
+        text = summary_text(found, item.named)
         if not self.channel.create("publish", f"{directory}/{slot}", text):
             return None
         programs, missed = found
@@ -382,7 +406,36 @@ class TreeProtocol(RankProtocol):
         # summary as itself, which no program's digest matches
         uniform = len(programs) == 1 and not missed
         digest = program_hash(next(iter(programs)) if uniform else ("", text))
-        return self._arrive(directory, self.tree.children(level, node), digest)
+        return self._arrive(item, directory, self.tree.children(level, node), digest)
+
+    def _send_summary(self, item: Compile, directory: str) -> None:
+        if item.signature is None or not item.signature.captured:
+            return
+        self.channel.create("publish", f"{directory}/{W.SUMMARIES}", json.dumps(
+            {W.TEXT: item.program[0], W.LEAVES: summary(item.signature)},
+            ensure_ascii=False, separators=(",", ":")))
+
+    def _name(self, item: Compile, raw: str) -> None:
+        """The changes between this rank's signature and the summary sent unasked."""
+        sent = loads(raw) or {}
+        theirs, their_summary = sent.get(W.TEXT), sent.get(W.LEAVES)
+        mine = item.program[0]
+        if (not isinstance(theirs, str) or not isinstance(their_summary, dict) or not theirs
+                or not mine or theirs == mine or item.signature is None):
+            return
+        diff = summary_diff(summary(item.signature), their_summary)
+        item.named.append([mine, theirs, diff[:MAX_NAMED_DIFF]])
+
+    def _known_diff(self, item: Compile, first: Group, second: Group,
+                    ) -> list[dict[str, str]] | None:
+        a, b = first.program[0], second.program[0]
+        for x, y, diff in item.named:
+            if (x, y) == (a, b):
+                return list(diff)
+            if (x, y) == (b, a):
+                return [{**d, DiffKey.BEFORE: d.get(DiffKey.AFTER, ""),
+                         DiffKey.AFTER: d.get(DiffKey.BEFORE, "")} for d in diff]
+        return None
 
     def _verdict(self, item: Compile, found: Summary) -> Outcome:
         """The root's summary as the flat protocol's verdict."""
