@@ -60,6 +60,7 @@ the same code for 1,024 simulated ranks, over its in-process store.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Callable, Generator
@@ -348,7 +349,8 @@ class RankProtocol:
                                  self.rank, time.time())
             reported = self._emit(item, div)
         if absent:
-            present = sorted(r for g in groups for r in g.ranks)
+            present = (groups[0].ranks if len(groups) == 1
+                       else tuple(sorted(itertools.chain.from_iterable(g.ranks for g in groups))))
             gone = self._emit(item, missing(item.function, item.count, present, absent,
                                             self.rank, self.timeout_s))
             reported = reported or gone

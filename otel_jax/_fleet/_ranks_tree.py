@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import json
 from collections.abc import Generator, Iterable
 from typing import Any
@@ -131,6 +132,10 @@ def normalized(runs: Iterable[Run]) -> Runs:
         else:
             out.append((a, b))
     return out
+
+
+def ranks_of(runs: Runs) -> tuple[int, ...]:
+    return tuple(itertools.chain.from_iterable(range(a, b + 1) for a, b in runs))
 
 
 def runs_text(runs: Runs) -> str:
@@ -440,10 +445,9 @@ class TreeProtocol(RankProtocol):
     def _verdict(self, item: Compile, found: Summary) -> Outcome:
         """The root's summary as the flat protocol's verdict."""
         programs, missed = found
-        groups = sorted((Group(p, tuple(r for a, b in runs for r in range(a, b + 1)),
-                               runs_text(runs)) for p, runs in programs.items()),
-                        key=lambda g: g.ranks[0])
-        absent = [r for a, b in missed for r in range(a, b + 1)]
+        groups = sorted((Group(p, ranks_of(runs), runs_text(runs))
+                         for p, runs in programs.items()), key=lambda g: g.ranks[0])
+        absent = list(ranks_of(missed))
         # the programs of the ranks the ordinal memory is asked about, not of them all
         lookup: dict[int, Program] = {self.rank: item.program}
         for g in groups:
@@ -468,7 +472,7 @@ class TreeProtocol(RankProtocol):
             return super()._groups(item, verdict)
         last = self.count - 1
         present = missing_runs(parse_runs(verdict.get(W.MISSING) or "", 0, last), 0, last)
-        ranks = tuple(r for a, b in present for r in range(a, b + 1))
+        ranks = ranks_of(present)
         return [Group(item.program, ranks, runs_text(present))] if ranks else []
 
     def _late(self, item: Compile, verdict: dict[str, Any], groups: list[Group]) -> Steps:
