@@ -337,6 +337,7 @@ class RankWire:
     # knows which (its own); {} when none is missing. The whole verdict, for late ranks:
     FULL: Final = "f"
     AGREE: Final = "a"  # the value of NODE_ALL when the arrivals' programs sum as one
+    DISAGREE: Final = "x"  # ... and when they do not (not "-": that ends a read, WAKE)
     # fields of the verdict and of the named divergence
     GROUPS: Final = "g"  # [[signature fp, program fp, ranks as ranges], ...]
     MISSING: Final = "m"  # ranks as ranges

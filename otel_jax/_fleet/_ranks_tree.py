@@ -265,7 +265,7 @@ class TreeProtocol(RankProtocol):
         if arrival == children:
             agree = value >> HASH_SHIFT == children * program_hash
             self.channel.set("publish", f"{directory}/{W.NODE_ALL}",
-                             W.AGREE if agree else "-")
+                             W.AGREE if agree else W.DISAGREE)
         return arrival
 
     def publish(self, item: Compile) -> bool:

@@ -105,7 +105,7 @@ def _item(program: tuple[str, str]) -> Compile:
 
 
 def test_the_last_to_arrive_at_a_node_says_whether_the_arrivals_agree():
-    for programs, said in (([A, A, A, A], W.AGREE), ([A, A, B, A], "-")):
+    for programs, said in (([A, A, A, A], W.AGREE), ([A, A, B, A], W.DISAGREE)):
         store = Dict()
         for rank, program in enumerate(programs):
             assert _tree_rank(store, rank).publish(_item(program))
