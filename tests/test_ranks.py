@@ -432,6 +432,29 @@ def test_the_threads_settle_a_divergence_and_close_in_bounded_time(records):
     assert not any(c.off for c in checkers.values())
 
 
+def test_the_threads_settle_a_tree_of_three_levels(records):
+    """Six ranks in groups of two (3 levels), each with its checker's threads over one
+    store with blocking reads: every rank gets the verdict, the divergence is named."""
+    service = _BlockingService()
+    reports: dict[int, list] = {r: [] for r in range(6)}
+    checkers = {r: _ranks.Checker(_coordination.Coordination(service, r, 6), 5.0,
+                                  reports[r].append, FailOpen(), fan_in=2) for r in range(6)}
+    assert isinstance(checkers[0].protocol, _ranks_tree.TreeProtocol)
+    assert checkers[0].protocol.tree.depth == 3
+    four, five = (dataclasses.replace(records[n], count=1) for n in (4, 5))
+    for r, checker in checkers.items():
+        checker.submit(five if r == 3 else four, None)
+    deadline = time.monotonic() + 30
+    while not all(c.settled() for c in checkers.values()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for r in range(6):
+        [div] = reports[r]
+        assert div.text == "batch['x']: f32[4] (ranks 0-2,4,5) vs f32[5] (rank 3)"
+    for checker in checkers.values():
+        checker.close(1.0)
+    assert not any(c.off or c.protocol.unresolved for c in checkers.values())
+
+
 def test_a_blocking_read_that_times_out_is_no_failure():
     service = _BlockingService()
     assert _coordination.kv_wait(service, "never", 10) is None
