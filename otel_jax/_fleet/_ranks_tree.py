@@ -58,7 +58,17 @@ from ._ranks_protocol import (
     Steps,
 )
 from ._ranks_transport import Channel, Read, Wait
-from ._wire import MAX_NAMED_DIFF, Group, Program, loads, parse_entry, summary, summary_diff
+from ._wire import (
+    MAX_NAMED_DIFF,
+    Group,
+    Program,
+    loads,
+    named_text,
+    pair_of,
+    parse_entry,
+    summary,
+    summary_diff,
+)
 
 #: The most entries (ranks, or child summaries) one comparer reads per compile.
 FAN_IN = 128
@@ -76,6 +86,8 @@ SIGNATURE_CHARS = 10
 PROGRAM_CHARS = 6
 #: Pairs of signatures named on the way up that a summary carries.
 MAX_NAMED = 4
+#: A change of a named divergence in a tree's verdict: a list of these, in this order.
+_DIFF_FIELDS = (DiffKey.PATH, DiffKey.KIND, DiffKey.BEFORE, DiffKey.AFTER)
 
 Run = tuple[int, int]  # ranks a..b, both included
 Runs = list[Run]
@@ -293,7 +305,19 @@ class TreeProtocol(RankProtocol):
             if not self.channel.off:
                 self.unresolved += 1
             return None
+        if named is None and W.TEXT not in verdict and isinstance(verdict.get(W.DIFF), list):
+            named = self._named(item, verdict)
         return (yield from self._conclude(item, verdict, named))
+
+    def _named(self, item: Compile, verdict: dict[str, Any]) -> dict[str, Any] | None:
+        """A divergence the verdict names by its changes only: the text, in each rank's
+        words (the same as the comparer's), from the changes and the verdict's sides."""
+        pair = pair_of(self._groups(item, verdict), item.program)
+        if pair is None:
+            return None
+        diff = [dict(zip(_DIFF_FIELDS, map(str, d))) for d in verdict[W.DIFF]
+                if isinstance(d, list) and len(d) == len(_DIFF_FIELDS)]
+        return {W.TEXT: named_text(diff, pair[0].ranks, pair[1].ranks), W.DIFF: diff}
 
     def _await(self, item: Compile) -> Outcome:
         """Wait for the verdict, taking over the nodes of this rank's path whose comparer
@@ -460,6 +484,12 @@ class TreeProtocol(RankProtocol):
         says only which ranks are missing (each knows its program): a few bytes however
         many ranks read it. The whole verdict is set first, for the late ranks."""
         groups = verdict.get(W.GROUPS) or ()
+        if W.TEXT in verdict and len(groups) == 2:
+            # every rank words the text itself from the changes (as lists) and the two
+            # sides (with more, a rank's pair of sides might not be the comparer's)
+            wire = {k: v for k, v in verdict.items() if k != W.TEXT}
+            wire[W.DIFF] = [[d.get(f, "") for f in _DIFF_FIELDS] for d in verdict[W.DIFF]]
+            return wire
         if len(groups) != 1 or verdict.get(W.KIND):
             return verdict
         wire = {k: verdict[k] for k in (W.MISSING,) if verdict.get(k)}
