@@ -438,6 +438,8 @@ class TreeProtocol(RankProtocol):
         return self._arrive(item, directory, self.tree.children(level, node), digest)
 
     def _send_summary(self, item: Compile, directory: str) -> None:
+        """This rank's signature fingerprint (``x``) and summary (``l``), beside the node's
+        entries; the first one sent stands."""
         if item.signature is None or not item.signature.captured:
             return
         self.channel.create("publish", f"{directory}/{W.SUMMARIES}", json.dumps(
