@@ -79,10 +79,10 @@ FAN_IN = 128
 COUNT_BITS = 13
 NODE_CLOSED = 1 << COUNT_BITS
 HASH_SHIFT = COUNT_BITS + 1
-HASH_BITS = 32
-#: Characters kept of the two fingerprints in a tree's entries and verdicts (hex: 40 and
+HASH_BITS = 28
+#: Characters kept of the two fingerprints in a tree's entries and verdicts (hex: 36 and
 #: 24 bits; every byte is paid once per rank per compile at the service).
-SIGNATURE_CHARS = 10
+SIGNATURE_CHARS = 9
 PROGRAM_CHARS = 6
 #: Pairs of signatures named on the way up that a summary carries.
 MAX_NAMED = 4
@@ -530,8 +530,8 @@ def ordinal_directory(function_dir: str, count: int) -> str:
 def program_hash(program: Program) -> int:
     """A ``HASH_BITS``-bit digest of what a rank compiled (summed by the node counters)."""
     digest = hashlib.blake2b(f"{program[0]} {program[1]}".encode("utf-8", "backslashreplace"),
-                             digest_size=HASH_BITS // 8).digest()
-    return int.from_bytes(digest, "big")
+                             digest_size=4).digest()
+    return int.from_bytes(digest, "big") >> (32 - HASH_BITS)
 
 
 def protocol(channel: Channel, rank: int, count: int, timeout_s: float, report: Reporter,
