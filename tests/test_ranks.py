@@ -212,6 +212,16 @@ def _dead_job(plans: dict[int, list], fan_in: int) -> Fleet:
     return fleet
 
 
+def test_a_late_rank_of_a_tree_that_differs_names_the_difference_itself(records):
+    plans = {r: [records[4]] for r in range(64)}
+    plans[63] = [records[5]]
+    fleet = _job(plans, late={63: 31.0}, fan_in=4)
+    [div] = fleet.ranks[63].reports
+    assert div.text == "batch['x']: f32[4] (ranks 0-62) vs f32[5] (rank 63)"
+    [div] = fleet.ranks[0].reports
+    assert div.kind is DivergenceKind.MISSING and div.missing_ranks == (63,)
+
+
 def test_no_rank_of_a_tree_reads_more_entries_than_the_fan_in(records):
     flat = _job({r: [records[4]] for r in range(256)}, fan_in=256)
     tree = _job({r: [records[4]] for r in range(256)}, fan_in=16)

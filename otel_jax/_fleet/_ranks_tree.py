@@ -503,7 +503,10 @@ class TreeProtocol(RankProtocol):
         if W.GROUPS in verdict:
             return super()._groups(item, verdict)
         last = self.count - 1
-        present = missing_runs(parse_runs(verdict.get(W.MISSING) or "", 0, last), 0, last)
+        missed = parse_runs(verdict.get(W.MISSING) or "", 0, last)
+        if any(a <= self.rank <= b for a, b in missed):
+            return []  # late: what the others compiled is in the whole verdict (``_late``)
+        present = missing_runs(missed, 0, last)
         ranks = ranks_of(present)
         return [Group(item.program, ranks, runs_text(present))] if ranks else []
 

@@ -134,6 +134,8 @@ def test_a_verdict_of_ranks_that_agree_is_a_few_bytes_and_read_back_by_each():
     assert "oj/x/f" in store.data  # the whole verdict, for a late rank
     [group] = proto._groups(item, {W.MISSING: "15"})
     assert group.program == A and group.ranks == tuple(range(15)) and group.text == "0-14"
+    # the missing rank itself does not take the others' program for its own
+    assert _tree_rank(store, 15)._groups(item, {W.MISSING: "15"}) == []
     diverged = {W.GROUPS: [["sigA", "progA", "0-14"], ["sigB", "progB", "15"]],
                 W.KIND: "signature", W.COMPARER: 0}
     assert proto._wire_verdict(item, diverged) is diverged
