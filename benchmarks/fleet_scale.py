@@ -1,17 +1,23 @@
 """The cross-rank check at fleet scale: what each compile costs JAX's coordination service.
 
-Drives the real protocol (``otel_jax._fleet._ranks_protocol.RankProtocol``: its
-publication, comparison, verdicts, takeover and clean-up) and its real calls
-(``_ranks_transport.Channel``) for N = 64 to 1,024 simulated ranks against an in-process
-key-value store with the coordination service's semantics, behind the same interface
-as JAX's client (``_ranks_transport.Store``: set, create, increment, directory read,
-directory delete, blocking read with a timeout), on a simulated clock: a 30 s straggler
-takes no 30 s. Each rank settles its compiles one after the other, as
-its settling thread does (a wait for a verdict, or for a key only that rank waits for, is
-one blocking read; a sliced wait is one read per ``WAIT_SLICE_S`` slice, as the thread
-reads). Every call and byte (keys and values,
-both ways) is counted at the service and per rank, and the checker's CPU per compile is
-measured per rank (the store's own work included, so an upper bound).
+Drives the real protocol (``otel_jax._fleet._ranks_protocol.RankProtocol`` up to the
+fan-in, ``_ranks_tree.TreeProtocol`` past it: publication, comparison, verdicts,
+takeover and clean-up) and its real calls (``_ranks_transport.Channel``) for N = 64 to
+16,384 simulated ranks against an in-process key-value store with the coordination
+service's semantics, behind the same interface as JAX's client
+(``_ranks_transport.Store``: set, create, increment, directory read, directory delete,
+blocking read with a timeout), on a simulated clock: a 30 s straggler takes no 30 s.
+Each rank settles its compiles one after the other, as its settling thread does (a wait
+for a verdict, or for a key only that rank waits for, is one blocking read; a sliced wait
+is one read per ``WAIT_SLICE_S`` slice, as the thread reads). Every call and byte (keys
+and values, both ways) is counted at the service and per rank, and the checker's CPU per
+compile is measured per rank (without the in-process service's own work: in a job, that
+is the coordination service's).
+
+The simulation holds no thread and no timer per rank: one event on a heap per step, and a
+rank's reports as their kind and text only (each ``Divergence`` of a 16,384-rank job lists
+the ranks of each side: kept for every rank at every compile, the lists of one
+straggler case took 18 GB).
 
 Cases, each over ``--compiles`` compiles of one function whose signature has
 ``--leaves`` leaves (real compile records of a real jit, otel_jax installed):
@@ -27,6 +33,7 @@ Cases, each over ``--compiles`` compiles of one function whose signature has
 
     python benchmarks/fleet_scale.py               # N = 64 .. 1,024
     python benchmarks/fleet_scale.py --quick       # N = 64 and 256
+    python benchmarks/fleet_scale.py --ranks 16384 --compiles 2   # the tree at scale
 """
 
 from __future__ import annotations
@@ -38,15 +45,18 @@ import heapq
 import itertools
 import math
 import random
+import resource
 import statistics
 import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from otel_jax._core._failopen import FailOpen
-from otel_jax._fleet import _ranks, _ranks_protocol, _ranks_transport
+from otel_jax._core._vocab import DivergenceKind
+from otel_jax._core._vocab import RankWire as W
+from otel_jax._fleet import _ranks, _ranks_protocol, _ranks_transport, _ranks_tree
 from otel_jax._pipeline._record import CompileRecord, Divergence
 
 # --- the coordination service, in one process ------------------------------------------
@@ -60,36 +70,49 @@ class Service:
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
         self.data: dict[str, str] = {}
-        self._waiting: dict[str, list[Callable[[str], None]]] = {}
+        # the reads waiting for each key, by id: a read that times out leaves in O(1)
+        self._waiting: dict[str, dict[int, Callable[[str], None]]] = {}
         self.calls = 0
         self.bytes = 0
         self.peak_keys = 0
+        #: CPU spent inside the service (in a job: the coordination service's, in rank 0's
+        #: process), not counted as the calling rank's
+        self.cpu_s = 0.0
 
     def count(self, n_bytes: int) -> None:
         self.calls += 1
         self.bytes += n_bytes
 
     def set(self, key: str, value: str) -> None:
+        started = time.thread_time()
         self.data[key] = value
         self.peak_keys = max(self.peak_keys, len(self.data))
-        for wake in self._waiting.pop(key, ()):
-            wake(value)
+        for wake in list(self._waiting.pop(key, {}).values()):
+            wake(value)  # answers each blocked read (the service's work)
+        self.cpu_s += time.thread_time() - started
 
     def delete(self, key: str) -> None:
+        started = time.thread_time()
         directory = key.rstrip("/") + "/"
         for k in [k for k in self.data if k == key or k.startswith(directory)]:
             del self.data[k]
+        self.cpu_s += time.thread_time() - started
 
     def dir_get(self, prefix: str) -> list[tuple[str, str]]:
-        return sorted((k, v) for k, v in self.data.items() if k.startswith(prefix))
+        started = time.thread_time()
+        found = sorted((k, v) for k, v in self.data.items() if k.startswith(prefix))
+        self.cpu_s += time.thread_time() - started
+        return found
 
     def wait(self, key: str, wake: Callable[[str], None]) -> None:
-        self._waiting.setdefault(key, []).append(wake)
+        self._waiting.setdefault(key, {})[id(wake)] = wake
 
     def forget(self, key: str, wake: Callable[[str], None]) -> None:
         waiting = self._waiting.get(key)
-        if waiting and wake in waiting:
-            waiting.remove(wake)
+        if waiting is not None:
+            waiting.pop(id(wake), None)
+            if not waiting:
+                del self._waiting[key]
 
 
 class Store:
@@ -124,6 +147,7 @@ class Store:
     def dir_get(self, directory: str) -> list[tuple[str, str]]:
         found = self.service.dir_get(directory)
         self._count(len(directory) + sum(len(k) + len(v) for k, v in found))
+        self.stats["most_read"] = max(self.stats["most_read"], len(found))
         return found
 
     def delete(self, key: str) -> None:
@@ -141,37 +165,64 @@ class Store:
 # --- the fleet: ranks on a simulated clock ------------------------------------------------
 
 
+class Said(NamedTuple):
+    """What a rank reported, without the ranks (in a job of 16,384 ranks, each report
+    lists them: kept for every simulated rank, they would be the simulation's memory)."""
+
+    kind: DivergenceKind
+    text: str
+
+
 class Rank:
+    """One simulated rank: its own protocol and store, and no thread (the fleet drives its
+    steps on the simulated clock)."""
+
+    __slots__ = ("stats", "store", "reports", "reported_at", "protocol", "rank", "pending",
+                 "steps", "item", "cpu_s", "cpu_by_compile", "compare_cpu_s", "compared",
+                 "dies_after_arrival", "dies_at_level", "dead")
+
     def __init__(self, fleet: Fleet, rank: int, timeout_s: float) -> None:
-        self.stats = {"calls": 0, "bytes": 0}
+        self.stats = {"calls": 0, "bytes": 0, "most_read": 0}  # most_read: one dir_get
         self.store = Store(fleet.service, self.stats)
-        self.reports: list[Divergence] = []
+        self.reports: list[Divergence | Said] = []
         self.reported_at: list[float] = []  # on the simulated clock
+        keep = fleet.keep_reports
 
         def report(div: Divergence) -> None:
-            self.reports.append(div)
+            self.reports.append(div if keep else Said(div.kind, div.text))
             self.reported_at.append(fleet.now)
 
         failopen = FailOpen()
         channel = _ranks_transport.Channel(self.store, lambda: fleet.now, failopen)
-        self.protocol = _ranks_protocol.RankProtocol(channel, rank, fleet.n, timeout_s,
-                                                     report, failopen)
+        self.protocol = _ranks_tree.protocol(channel, rank, fleet.n, timeout_s, report,
+                                             failopen, fleet.fan_in)
         self.rank = rank
         self.pending: deque[_ranks_protocol.Compile] = deque()
         self.steps: Any = None  # the protocol steps of the compile being settled
         self.item: _ranks_protocol.Compile | None = None
         self.cpu_s = 0.0
+        self.cpu_by_compile: dict[int, float] = {}  # the checker's CPU per ordinal
         self.compare_cpu_s = 0.0  # of compiles this rank compared
         self.compared = 0
         self.dies_after_arrival = False
+        #: dies when it is about to wait, as a node's comparer, for the node's entries at
+        #: this level of the tree (1: a middle level's comparer dies)
+        self.dies_at_level: int | None = None
         self.dead = False
+
+    def spent(self, count: int, seconds: float) -> None:
+        self.cpu_s += seconds
+        self.cpu_by_compile[count] = self.cpu_by_compile.get(count, 0.0) + seconds
 
 
 class Fleet:
     """N ranks of one job, each with its own protocol and store, on one simulated clock."""
 
-    def __init__(self, n: int, timeout_s: float = _ranks.DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, n: int, timeout_s: float = _ranks.DEFAULT_TIMEOUT_S,
+                 fan_in: int = _ranks_tree.FAN_IN, keep_reports: bool = True) -> None:
         self.n = n
+        self.fan_in = fan_in
+        self.keep_reports = keep_reports
         self.now = 0.0
         self._events: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
@@ -194,10 +245,10 @@ class Fleet:
     def _publish(self, r: Rank, record: CompileRecord) -> None:
         if r.dead:
             return
-        started = time.thread_time()
+        started, service = time.thread_time(), self.service.cpu_s
         item = r.protocol.compile_of(record, None)
         published = r.protocol.publish(item)
-        r.cpu_s += time.thread_time() - started
+        r.spent(item.count, time.thread_time() - started - (self.service.cpu_s - service))
         if not published:
             return
         if r.dies_after_arrival and item.arrival == 1:
@@ -218,13 +269,13 @@ class Fleet:
     def _step(self, r: Rank, value: str | None) -> None:
         item = r.item
         assert item is not None
-        started = time.thread_time()
+        started, service = time.thread_time(), self.service.cpu_s
         try:
             wait = r.steps.send(value)
         except StopIteration:
             wait = None
-        spent = time.thread_time() - started
-        r.cpu_s += spent
+        spent = time.thread_time() - started - (self.service.cpu_s - service)
+        r.spent(item.count, spent)
         if item.arrival == 1:
             r.compare_cpu_s += spent
         if wait is None:
@@ -240,6 +291,9 @@ class Fleet:
         ``WAIT_SLICE_S`` (bounded exit), each one call."""
         done = [False]
         started = self.now
+        if r.dies_at_level is not None and _level_of(wait.key) == r.dies_at_level:
+            r.dead = True  # a comparer of that level dies before its node's verdict
+            return
 
         def wake(value: str | None) -> None:
             if done[0]:
@@ -258,6 +312,16 @@ class Fleet:
             return
         self.service.wait(wait.key, wake)
         self.at(max(wait.deadline, self.now), lambda: wake(None))
+
+
+def _level_of(key: str) -> int | None:
+    """The level of the tree whose node's ``all`` key this is (``<level>.<node>/a``, or
+    ``<node>/a`` at level 0), or ``None`` for another key."""
+    node, _, last = key.rpartition("/")
+    if last != W.NODE_ALL or not node.startswith(W.TREE_PREFIX + "/"):
+        return None
+    level, dot, _ = node.rpartition("/")[2].partition(".")
+    return int(level) if dot else 0
 
 
 # --- records of a real compile ----------------------------------------------------------
@@ -297,10 +361,10 @@ def real_records(leaves: int) -> dict[str, CompileRecord]:
 
 
 def run_case(n: int, case: str, records: dict[str, CompileRecord], compiles: int,
-             seed: int = 0) -> dict[str, Any]:
+             seed: int = 0, fan_in: int = _ranks_tree.FAN_IN) -> dict[str, Any]:
     """One job of ``n`` ranks compiling ``compiles`` ordinals of one function."""
     rng = random.Random(seed)
-    fleet = Fleet(n)
+    fleet = Fleet(n, fan_in=fan_in, keep_reports=False)
     odd = n - 1  # the straggler, the dead rank, the divergent rank
     if case == "comparer dies":
         # the rank that arrives first at the first compile dies right after it arrived
@@ -348,6 +412,11 @@ def run_case(n: int, case: str, records: dict[str, CompileRecord], compiles: int
         "cpu_wait_ms": 1000 * _p99([r.cpu_s for r in waiters]) / compiles,
         "cpu_compare_ms": 1000 * max(((r.compare_cpu_s / r.compared) for r in comparers),
                                      default=0.0),
+        # the most CPU any one rank spent on one compile
+        "cpu_max_ms": 1000 * max((max(r.cpu_by_compile.values(), default=0.0)
+                                  for r in fleet.ranks), default=0.0),
+        "cpu_max_rank": max(fleet.ranks, key=lambda r: max(r.cpu_by_compile.values(),
+                                                           default=0.0)).rank,
         "keys_left": len(fleet.service.data),
         "reports": reports,
         "reported_by": sum(1 for r in alive if r.reports),
@@ -366,37 +435,48 @@ def _p99(values: list[float]) -> float:
 CASES = ("all", "straggler 20 s", "straggler 30 s", "dead", "divergent", "comparer dies")
 
 
+def peak_mb() -> float:
+    """This process's peak resident memory so far (the simulation's own, all cases)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="N = 64 and 256 only")
     parser.add_argument("--ranks", type=int, nargs="*", default=None)
     parser.add_argument("--leaves", type=int, default=200)
     parser.add_argument("--compiles", type=int, default=3)
+    parser.add_argument("--fan-in", type=int, default=_ranks_tree.FAN_IN,
+                        help="ranks (or child groups) one comparer reads")
+    parser.add_argument("--cases", nargs="*", default=list(CASES), choices=CASES)
     args = parser.parse_args(argv)
     sizes = args.ranks or ([64, 256] if args.quick else [64, 128, 256, 512, 1024])
     records = real_records(args.leaves)
-    print(f"per compile, {args.leaves}-leaf signature, mean over {args.compiles} compiles; "
-          "bytes are keys and values both ways.\nCPU is the checker's own (thread time): "
-          "the 99th percentile of the ranks that only publish and wait, and the most a "
-          "comparing rank spent on one compile it compared.\n"
-          "service: all calls and bytes at the coordination service; last/N: the calls of the "
-          "last compile; rank B: the median rank's bytes; B max and rank calls: the most of "
-          "any rank (a comparer).")
-    header = (f"{'N':>5} {'case':<15} {'service KB':>10} {'calls':>6} {'calls/N':>7} "
-              f"{'last/N':>6} "
-              f"{'rank B':>7} {'B max':>7} {'rank calls':>10} {'cpu p99 ms':>11} "
-              f"{'cpu cmp ms':>10}  reported")
+    print(f"per compile, {args.leaves}-leaf signature, mean over {args.compiles} compiles, "
+          f"fan-in {args.fan_in}; bytes are keys and values both ways.\n"
+          "calls/N, B/rank: all calls and bytes at the coordination service, per rank; "
+          "last/N: the calls of the last compile; B max and rank calls: the most of any "
+          "rank.\nCPU is the checker's own (thread time, without the service's): the "
+          "99th percentile of the ranks that only publish and wait, and the most any one "
+          "rank spent on one compile (and that rank). peak MB: the simulation's own peak memory "
+          "so far.")
+    header = (f"{'N':>5} {'case':<15} {'service KB':>10} {'calls':>7} {'calls/N':>7} "
+              f"{'last/N':>6} {'B/rank':>6} {'B max':>7} {'rank calls':>10} "
+              f"{'cpu p99 ms':>10} {'cpu max ms':>10} {'(rank)':>8} {'peak MB':>7} {'wall s':>6}  "
+              "reported")
     print(header)
     for n in sizes:
-        for case in CASES:
-            res = run_case(n, case, records, args.compiles)
+        for case in args.cases:
+            started = time.monotonic()
+            res = run_case(n, case, records, args.compiles, fan_in=args.fan_in)
             said = "; ".join(f"[{k}] {t[:70]}" for k, t in res["reports"]) or "-"
             print(f"{n:>5} {case:<15} {res['service_bytes'] / 1000:>10.1f} "
-                  f"{res['service_calls']:>6.0f} {res['service_calls'] / n:>7.2f} "
-                  f"{res['last_calls'] / n:>6.2f} "
-                  f"{res['rank_bytes_median']:>7.0f} {res['rank_bytes_max']:>7.0f} "
-                  f"{res['rank_calls_max']:>10.1f} "
-                  f"{res['cpu_wait_ms']:>11.3f} {res['cpu_compare_ms']:>10.2f}  "
+                  f"{res['service_calls']:>7.0f} {res['service_calls'] / n:>7.2f} "
+                  f"{res['last_calls'] / n:>6.2f} {res['service_bytes'] / n:>6.0f} "
+                  f"{res['rank_bytes_max']:>7.0f} {res['rank_calls_max']:>10.1f} "
+                  f"{res['cpu_wait_ms']:>10.3f} {res['cpu_max_ms']:>10.2f} "
+                  f"{res['cpu_max_rank']:>8} "
+                  f"{peak_mb():>7.0f} {time.monotonic() - started:>6.1f}  "
                   f"{res['reported_by']}/{res['alive']} ranks: {said}")
             sys.stdout.flush()
     return 0

@@ -23,7 +23,7 @@ from otel_jax._capture._jax import _coordination
 from otel_jax._core import _failopen, _vocab
 from otel_jax._core._failopen import FailOpen, OtelJaxWarning
 from otel_jax._core._vocab import DivergenceKind
-from otel_jax._fleet import _ranks, _ranks_protocol, _ranks_transport, _wire
+from otel_jax._fleet import _ranks, _ranks_protocol, _ranks_transport, _ranks_tree, _wire
 from otel_jax._pipeline._engine import ENGINE
 from otel_jax._pipeline._record import Divergence, SpanLink
 
@@ -55,10 +55,10 @@ def records():
 
 
 def _job(plans: dict[int, list], timeout_s: float = 30.0, late: dict[int, float] | None = None,
-         ) -> Fleet:
+         fan_in: int = _ranks_tree.FAN_IN) -> Fleet:
     """Ranks compiling ``plans[rank]`` (records) one after the other, on the fleet's
     simulated clock; a rank in ``late`` compiles that many seconds after the others."""
-    fleet = Fleet(len(plans), timeout_s)
+    fleet = Fleet(len(plans), timeout_s, fan_in)
     for rank, plan in plans.items():
         for n, record in enumerate(plan, 1):
             fleet.compile(rank, dataclasses.replace(record, count=n),
@@ -173,6 +173,95 @@ def test_traffic_per_compile_is_linear_in_the_rank_count(records):
         assert calls[:-2] == [3] * (n - 2) and calls[-2] == 4 and calls[-1] <= 6
         assert max(r.stats["bytes"] for r in fleet.ranks[1:] if r.stats["calls"] == 3) < 400
     assert costs[64][1] < 4 * costs[16][1] * 1.2  # bytes per rank do not grow with N
+
+
+# --- the tree: jobs of more ranks than the fan-in (64 ranks in groups of 4: 3 levels) ----
+
+def _said(fleet: Fleet) -> set[tuple[int, str]]:
+    return {(r.rank, d.text) for r in fleet.ranks for d in r.reports}
+
+
+@pytest.mark.parametrize("case", ["divergent", "dead", "straggler"])
+def test_the_tree_reaches_the_flat_checks_verdicts_in_the_same_words(records, case):
+    plans = {r: [records[4]] for r in range(64)}
+    late = None
+    if case == "divergent":
+        plans[63] = [records[5]]
+    elif case == "dead":
+        del plans[63]
+    else:
+        late = {63: 31.0}
+    said = {}
+    for fan_in in (64, 4):  # flat, then a tree of 3 levels
+        fleet = _job(plans, late=late, fan_in=fan_in) if case != "dead" else _dead_job(
+            plans, fan_in)
+        said[fan_in] = _said(fleet)
+        assert all(r.protocol.unresolved == 0 for r in fleet.ranks if r.rank in plans)
+    assert said[4] == said[64]
+    expected = {"divergent": "batch['x']: f32[4] (ranks 0-62) vs f32[5] (rank 63)",
+                "dead": "rank 63 did not compile",
+                "straggler": "rank 63 did not compile"}[case]
+    assert len(said[4]) >= 63 and all(expected in text for _, text in said[4])
+
+
+def _dead_job(plans: dict[int, list], fan_in: int) -> Fleet:
+    fleet = Fleet(64, 30.0, fan_in)
+    for rank, plan in plans.items():
+        fleet.compile(rank, dataclasses.replace(plan[0], count=1), 100.0 + 0.01 * rank)
+    fleet.run()
+    return fleet
+
+
+def test_a_late_rank_of_a_tree_that_differs_names_the_difference_itself(records):
+    plans = {r: [records[4]] for r in range(64)}
+    plans[63] = [records[5]]
+    fleet = _job(plans, late={63: 31.0}, fan_in=4)
+    [div] = fleet.ranks[63].reports
+    assert div.text == "batch['x']: f32[4] (ranks 0-62) vs f32[5] (rank 63)"
+    [div] = fleet.ranks[0].reports
+    assert div.kind is DivergenceKind.MISSING and div.missing_ranks == (63,)
+
+
+def test_no_rank_of_a_tree_reads_more_entries_than_the_fan_in(records):
+    flat = _job({r: [records[4]] for r in range(256)}, fan_in=256)
+    tree = _job({r: [records[4]] for r in range(256)}, fan_in=16)
+    assert max(r.stats["most_read"] for r in flat.ranks) >= 256  # and its "all"
+    # groups of 16 that agree tell their comparer so in their counter: nothing to read
+    assert max(r.stats["most_read"] for r in tree.ranks) == 0
+    plans = {r: [records[4]] for r in range(256)}
+    plans[255] = [records[5]]
+    tree = _job(plans, fan_in=16)
+    # the entries, "all", and the summary the first rank unlike the ones before it sent
+    assert max(r.stats["most_read"] for r in tree.ranks) <= 16 + 2
+    assert {d.text for r in tree.ranks for d in r.reports} == {
+        "batch['x']: f32[4] (ranks 0-254) vs f32[5] (rank 255)"}
+    for r in tree.ranks:
+        assert [d.diff for d in r.reports] == [(
+            {"path": "batch['x']", "kind": "shape", "before": "f32[4]", "after": "f32[5]"},)]
+    # 3 per rank (named in the verdict: no summary asked, no 4th read), a few per group
+    assert tree.service.calls <= 3 * 256 + 6 * (256 // 16 + 1)
+
+
+def test_a_middle_levels_comparer_that_dies_is_replaced(records):
+    """Rank 0 compares its group of 4 first, pushes the summary up, becomes the comparer
+    of level 1 (ranks 0-15) and dies there: a rank below takes level 1 over, once its
+    wait for the verdict reached level 1's stage, and every survivor gets the verdict."""
+    fleet = Fleet(64, 30.0, 4)
+    fleet.ranks[0].dies_at_level = 1
+    four = dataclasses.replace(records[4], count=1)
+    five = dataclasses.replace(records[5], count=1)
+    for rank in range(64):
+        fleet.compile(rank, five if rank == 63 else four, 0.01 * rank)
+    fleet.run()
+    assert fleet.ranks[0].dead
+    proto = fleet.ranks[1].protocol
+    assert isinstance(proto, _ranks_tree.TreeProtocol)
+    for r in fleet.ranks[1:]:
+        [div] = r.reports
+        assert div.text == "batch['x']: f32[4] (ranks 0-62) vs f32[5] (rank 63)"
+        # after level 0's stage ran out, before level 2's
+        assert proto.stage_s(1) <= r.reported_at[0] < proto.stage_s(2)
+        assert r.protocol.unresolved == 0
 
 
 def test_missing_ranks_are_named():
@@ -351,6 +440,29 @@ def test_the_threads_settle_a_divergence_and_close_in_bounded_time(records):
         checker.close(1.0)
     assert time.monotonic() - started < 2.5
     assert not any(c.off for c in checkers.values())
+
+
+def test_the_threads_settle_a_tree_of_three_levels(records):
+    """Six ranks in groups of two (3 levels), each with its checker's threads over one
+    store with blocking reads: every rank gets the verdict, the divergence is named."""
+    service = _BlockingService()
+    reports: dict[int, list] = {r: [] for r in range(6)}
+    checkers = {r: _ranks.Checker(_coordination.Coordination(service, r, 6), 5.0,
+                                  reports[r].append, FailOpen(), fan_in=2) for r in range(6)}
+    assert isinstance(checkers[0].protocol, _ranks_tree.TreeProtocol)
+    assert checkers[0].protocol.tree.depth == 3
+    four, five = (dataclasses.replace(records[n], count=1) for n in (4, 5))
+    for r, checker in checkers.items():
+        checker.submit(five if r == 3 else four, None)
+    deadline = time.monotonic() + 30
+    while not all(c.settled() for c in checkers.values()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for r in range(6):
+        [div] = reports[r]
+        assert div.text == "batch['x']: f32[4] (ranks 0-2,4,5) vs f32[5] (rank 3)"
+    for checker in checkers.values():
+        checker.close(1.0)
+    assert not any(c.off or c.protocol.unresolved for c in checkers.values())
 
 
 def test_a_blocking_read_that_times_out_is_no_failure():

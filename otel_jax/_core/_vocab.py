@@ -329,6 +329,17 @@ class RankWire:
     SUMMARIES: Final = "s"  # .../s/<rank>: a signature summary, published on request
     TAKEOVER: Final = "t"  # counter: who compares when the comparer never answered
     GENERATION: Final = "~"  # v~1, v~2: a shared key again, after a rank closed reading it
+    # the tree (``_ranks_tree``: more ranks than its fan-in), keys under
+    # TREE_PREFIX/<digest of function and ordinal>/: <node>/<slot> (entries), <node>n
+    # (arrival counter), <node>t (takeover), <node>/a (all arrived); <node> is
+    # <level>.<index>, or <index> at level 0
+    TREE_PREFIX: Final = "oj"
+    NODE_ALL: Final = "a"  # set by the last to arrive at a node
+    # a tree's verdict without GROUPS: every rank that arrived compiled one program, each
+    # knows which (its own); {} when none is missing. The whole verdict, for late ranks:
+    FULL: Final = "f"
+    AGREE: Final = "a"  # the value of NODE_ALL when the arrivals' programs sum as one
+    DISAGREE: Final = "x"  # ... and when they do not (not "-": that ends a read, WAKE)
     # fields of the verdict and of the named divergence
     GROUPS: Final = "g"  # [[signature fp, program fp, ranks as ranges], ...]
     MISSING: Final = "m"  # ranks as ranges

@@ -33,8 +33,9 @@ from .._capture._jax import _coordination
 from .._core._failopen import FailOpen, Topic
 from .._pipeline._background import WORKER
 from .._pipeline._record import CompileRecord, Divergence, SpanLink
-from ._ranks_protocol import Compile, RankProtocol, Reporter
+from ._ranks_protocol import Compile, Reporter
 from ._ranks_transport import WAIT_SLICE_S, Channel, ClientStore
+from ._ranks_tree import FAN_IN, protocol
 
 #: Compiles waiting to be published or settled; past this they are not compared (and
 #: counted in ``dropped``).
@@ -58,18 +59,20 @@ class DivergenceError(RuntimeError):
 
 class Checker:
     """Publishes this rank's compiles and settles them with its peers (one per process),
-    on its threads: the protocol (``RankProtocol``) over the job's client (``Channel``
-    over ``ClientStore``).
+    on its threads: the protocol (``RankProtocol``, or ``TreeProtocol`` past its fan-in)
+    over the job's client (``Channel`` over ``ClientStore``).
 
-    ``clock`` is the time the deadlines of waits are measured in (``time.monotonic``).
+    ``clock`` is the time the deadlines of waits are measured in (``time.monotonic``);
+    ``fan_in``: the most ranks compared as one group (a tree past it, ``_ranks_tree``).
     """
 
     def __init__(self, coordination: _coordination.Coordination, timeout_s: float,
                  report: Reporter, failopen: FailOpen,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, fan_in: int = FAN_IN) -> None:
         self.channel = Channel(ClientStore(coordination.client), clock, failopen)
-        self.protocol = RankProtocol(self.channel, coordination.process_index,
-                                     coordination.process_count, timeout_s, report, failopen)
+        self.protocol = protocol(self.channel, coordination.process_index,
+                                 coordination.process_count, timeout_s, report, failopen,
+                                 fan_in)
         self._failopen = failopen
         self._cond = threading.Condition(threading.RLock())
         self._queue: deque[Compile] = deque()  # to publish

@@ -60,6 +60,7 @@ the same code for 1,024 simulated ranks, over its in-process store.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Callable, Generator
@@ -111,7 +112,7 @@ class Compile:
     """One compile of this rank, from its publication to its verdict."""
 
     __slots__ = ("function", "count", "function_dir", "directory", "program", "signature",
-                 "link", "arrival", "arrived_at")
+                 "link", "arrival", "arrived_at", "stage", "named")
 
     def __init__(self, function: str, count: int, function_key: str, program: Program,
                  signature: Signature | None, link: SpanLink | None) -> None:
@@ -124,6 +125,9 @@ class Compile:
         self.link = link
         self.arrival = 0  # what the arrival counter returned (1: this rank compares)
         self.arrived_at = 0.0
+        self.stage = 0  # the tree (``_ranks_tree``): the first level whose verdict it awaits
+        #: the tree: [signature fp, other signature fp, changes] named on the way up
+        self.named: list[list[Any]] = []
 
 
 class RankProtocol:
@@ -236,6 +240,16 @@ class RankProtocol:
         groups = sorted((Group(p, tuple(r)) for p, r in by_program.items()),
                         key=lambda g: g.ranks[0])
         absent = [r for r in range(self.count) if r not in entries]
+        return (yield from self._decide(item, groups, absent, entries))
+
+    def _decide(self, item: Compile, groups: list[Group], absent: list[int],
+                entries: dict[int, Program],
+                ) -> Generator[Wait, str | None, tuple[dict[str, Any] | None,
+                                                         dict[str, Any] | None]]:
+        """The verdict of the compared ranks (``groups``: every rank that arrived, by
+        program; ``absent``: the others), published for every rank to read, and the
+        divergence named from the two sides' summaries. ``entries``: the programs of at
+        least this rank, the ranks of the groups that differ from it and ``absent``."""
         if absent:
             shifted = self._ordinals.shifted(item.function_dir, item.count, absent,
                                              entries)
@@ -257,15 +271,24 @@ class RankProtocol:
         if pair is not None:
             kind = kind_of(*pair)
             verdict[W.KIND] = kind.value
-            if kind is DivergenceKind.SIGNATURE:
+            known = (self._known_diff(item, *pair) if kind is DivergenceKind.SIGNATURE
+                     else None)
+            if known is not None:
+                # named already, from two summaries the ranks sent unasked: in the verdict
+                verdict[W.TEXT] = named_text(known, pair[0].ranks, pair[1].ranks)
+                verdict[W.DIFF] = known[:MAX_NAMED_DIFF]
+            elif kind is DivergenceKind.SIGNATURE:
                 verdict[W.WANTED] = [g.ranks[0] for g in pair if self.rank not in g.ranks]
         if absent and mine:
             # A rank that arrives later compares itself with this summary.
             self._set(f"{item.directory}{W.SUMMARIES}/{self.rank}", mine)
-        if not self._publish_shared(item.directory + W.VERDICT, verdict):
+        if not self._publish_shared(item.directory + W.VERDICT,
+                                    self._wire_verdict(item, verdict)):
             return None, None
         named: dict[str, Any] | None = None
-        if pair is not None and verdict[W.KIND] == DivergenceKind.SIGNATURE.value:
+        if W.TEXT in verdict:
+            named = {W.TEXT: verdict[W.TEXT], W.DIFF: verdict[W.DIFF]}
+        elif pair is not None and verdict[W.KIND] == DivergenceKind.SIGNATURE.value:
             sides: list[dict[str, Any] | None] = []
             for group in pair:
                 if self.rank in group.ranks:
@@ -292,14 +315,7 @@ class RankProtocol:
     def _conclude(self, item: Compile, verdict: dict[str, Any],
                   named: dict[str, Any] | None) -> Steps:
         """Report what the verdict says, from this rank's side."""
-        groups: list[Group] = []
-        for g in verdict.get(W.GROUPS) or ():
-            try:
-                groups.append(Group((str(g[0]), str(g[1])), decode_ranks(g[2], self.count),
-                                    str(g[2])))
-            except (IndexError, TypeError):
-                continue
-        groups = [g for g in groups if g.ranks]
+        groups = self._groups(item, verdict)
         self._ordinals.remember(item.function_dir, item.count, groups, item.program)
         absent = decode_ranks(verdict.get(W.MISSING) or "", self.count)
         if not any(self.rank in g.ranks for g in groups):
@@ -313,6 +329,8 @@ class RankProtocol:
             first, second = pair
             sides = tuple(g.ranks for g in groups)
             if kind == DivergenceKind.SIGNATURE.value:
+                if named is None and W.TEXT in verdict:
+                    named = {W.TEXT: verdict[W.TEXT], W.DIFF: verdict.get(W.DIFF)}
                 if named is None:
                     raw = yield Wait(item.directory + W.NAMED,
                                      self.clock() + self.timeout_s + VERDICT_MARGIN_S,
@@ -331,17 +349,39 @@ class RankProtocol:
                                  self.rank, time.time())
             reported = self._emit(item, div)
         if absent:
-            present = sorted(r for g in groups for r in g.ranks)
+            present = (groups[0].ranks if len(groups) == 1
+                       else tuple(sorted(itertools.chain.from_iterable(g.ranks for g in groups))))
             gone = self._emit(item, missing(item.function, item.count, present, absent,
                                             self.rank, self.timeout_s))
             reported = reported or gone
         return reported
 
+    def _groups(self, item: Compile, verdict: dict[str, Any]) -> list[Group]:
+        """The verdict's groups: the ranks of each program."""
+        groups: list[Group] = []
+        for g in verdict.get(W.GROUPS) or ():
+            try:
+                groups.append(Group((str(g[0]), str(g[1])), decode_ranks(g[2], self.count),
+                                    str(g[2])))
+            except (IndexError, TypeError):
+                continue
+        return [g for g in groups if g.ranks]
+
+    def _known_diff(self, item: Compile, first: Group, second: Group,
+                    ) -> list[dict[str, str]] | None:
+        """The changes from ``first``'s signature to ``second``'s, when this rank has
+        both sides' summaries without asking (the tree's); ``None`` to ask for them."""
+        return None
+
+    def _wire_verdict(self, item: Compile, verdict: dict[str, Any]) -> dict[str, Any]:
+        """The verdict as every rank reads it."""
+        return verdict
+
     def _late(self, item: Compile, verdict: dict[str, Any], groups: list[Group]) -> Steps:
         """This rank arrived after the verdict: it was reported missing. Its entry goes;
         it names a difference with the others itself, from the comparer's summary."""
         # The comparer deleted the entries before this one came (and the others as late).
-        self.channel.delete("clean-up", f"{item.directory}{W.ENTRIES}")
+        self.channel.delete("clean-up", self._late_entries(item))
         if not groups or any(not differ(g.program, item.program) for g in groups):
             return None  # the others' program: late, and reported missing, only
         comparer = verdict.get(W.COMPARER)
@@ -361,6 +401,10 @@ class RankProtocol:
                          named_text(diff, theirs.ranks, me), (theirs.ranks, me), (),
                          tuple(diff), self.rank, time.time())
         return self._emit(item, div)
+
+    def _late_entries(self, item: Compile) -> str:
+        """The key a late rank deletes: its entry, written after the comparer read them."""
+        return f"{item.directory}{W.ENTRIES}"
 
     # --- reports -----------------------------------------------------------------------
 

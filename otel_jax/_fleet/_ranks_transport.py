@@ -166,6 +166,14 @@ class Channel:
     def delete(self, what: str, key: str) -> bool:
         return self._call(what, lambda: self.store.delete(key))
 
+    def create(self, what: str, key: str, value: str) -> bool | None:
+        """Sets the key only if it is not set: ``False`` when it was, ``None`` when the
+        call failed."""
+        out: list[bool] = []
+        if not self._call(what, lambda: out.append(self.store.create(key, value))):
+            return None
+        return out[0]
+
     def publish_shared(self, key: str, text: str) -> bool:
         """Writes a key every rank reads (``Read.SHARED``), into its first generation that
         is not ``WAKE`` (set by a rank that closed while reading it: its peers moved to

@@ -122,6 +122,8 @@ def summary_diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, str]]:
 # --- ranks as text and as ranges ----------------------------------------------------------
 
 def _runs(ranks: Iterable[int]) -> list[tuple[int, int]]:
+    if isinstance(ranks, tuple) and ranks and ranks == tuple(range(ranks[0], ranks[-1] + 1)):
+        return [(ranks[0], ranks[-1])]  # one range (the usual verdict): no sort
     runs: list[tuple[int, int]] = []
     for r in sorted(set(ranks)):
         if runs and r == runs[-1][1] + 1:
