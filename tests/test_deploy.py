@@ -647,7 +647,7 @@ def test_grafana_datasources():
     assert ds["jaeger"]["type"] == "jaeger"
     assert ds["jaeger"]["url"] == "http://jaeger:16686"
     exemplars = ds["prometheus"]["jsonData"]["exemplarTraceIdDestinations"]
-    assert {"name": "trace_id", "datasourceUid": "jaeger"} in exemplars
+    assert [(e["name"], e["datasourceUid"]) for e in exemplars] == [("trace_id", "jaeger")]
     t2m = ds["jaeger"]["jsonData"]["tracesToMetrics"]
     assert t2m["datasourceUid"] == "prometheus"
     assert t2m["queries"]

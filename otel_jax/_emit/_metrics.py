@@ -93,16 +93,20 @@ class MetricsEmitter:
             # Only on JAX's own op-by-op compiles, so that user functions keep
             # exactly the labels the contract names and alerts can leave these out.
             attributes[Attr.EAGER_OP] = True
-        self._compilations.add(1, attributes)
+        # Recorded in the compile span's context: under the SDK's default (trace-based)
+        # exemplar filter each point keeps an exemplar that opens the compile's trace.
+        # ``context=`` is part of every synchronous instrument since API 1.27.
+        context = link_context(link)
+        self._compilations.add(1, attributes, context=context)
         self._duration.record(record.compile_s, {
             Attr.FUNCTION: name,
             Attr.IS_RECOMPILE: recompile,
-        }, context=link_context(link))  # an exemplar that opens the trace
+        }, context=context)
         if record.after_warmup:
             self._after_warmup.add(1, {
                 Attr.FUNCTION: name,
                 Attr.CAUSE_KIND: record.cause_kind.value,
-            })
+            }, context=context)
         cache = record.persistent_cache
         if cache is not None:
             self._cache_requests.add(1)

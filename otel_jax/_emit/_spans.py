@@ -73,7 +73,8 @@ class SpanEmitter:
         if not span_context.is_valid:
             return None
         return SpanLink(trace.format_trace_id(span_context.trace_id),
-                        trace.format_span_id(span_context.span_id))
+                        trace.format_span_id(span_context.span_id),
+                        span_context.trace_flags.sampled)
 
     def storm(self, storm: Storm) -> None:
         """A storm is a log line (and a metric query), not a span of its own."""
@@ -101,11 +102,15 @@ def link_context(link: SpanLink | None) -> Context | None:
     """A context whose current span is the compile span ``link`` names.
 
     Metrics recorded and logs emitted in it carry the compile span's ids: an
-    exemplar on the duration histogram and a log record both link to the trace.
+    exemplar on the compile metrics and a log record both link to the trace. The
+    emitters run in the compiling thread's context, whose current span is the
+    application's (a step, an epoch) or none, so without this context an exemplar
+    would name that span, not the compile's, or be missing.
     """
     if link is None:
         return None
+    flags = trace.TraceFlags.SAMPLED if link.sampled else trace.TraceFlags.DEFAULT
     span_context = trace.SpanContext(
         int(link.trace_id, 16), int(link.span_id, 16), is_remote=False,
-        trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED))
+        trace_flags=trace.TraceFlags(flags))
     return trace.set_span_in_context(trace.NonRecordingSpan(span_context))

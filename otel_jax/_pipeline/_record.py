@@ -49,6 +49,9 @@ class SpanLink(NamedTuple):
 
     trace_id: str
     span_id: str
+    #: The span's sampled flag: an unsampled span is stored nowhere, so the metrics
+    #: recorded in its context carry no exemplar (the SDK's trace-based filter).
+    sampled: bool = True
 
 
 @dataclass(frozen=True, slots=True)

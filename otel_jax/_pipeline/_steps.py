@@ -304,6 +304,7 @@ class StepScope(ContextDecorator):
         try:
             if self._token is not None:
                 otel_context.detach(self._token)  # type: ignore[arg-type]
+            context = None
             if self._span is not None:
                 if exc is not None:  # as the SDK's own span context manager does
                     _mark_failed(self._span, exc)
@@ -311,9 +312,14 @@ class StepScope(ContextDecorator):
                     Attr.STEP_COMPILED: compiled, Attr.STEP_COMPILES: tally.compiles,
                     Attr.STEP_COMPILE_S: tally.compile_s})
                 self._span.end()
+                if self._span.get_span_context().is_valid:
+                    # The step's own span, no longer the current one: its time's
+                    # exemplar opens this step's trace (the SDK's trace-based filter).
+                    context = trace.set_span_in_context(self._span)
             if telemetry is not None:
                 telemetry.duration.record(seconds, {Attr.STEP_NAME: self.name,
-                                                    Attr.STEP_COMPILED: compiled})
+                                                    Attr.STEP_COMPILED: compiled},
+                                          context=context)
                 if telemetry.lines:
                     self._log_line(telemetry, seconds, tally)
         except Exception:  # telemetry must not fail the step
