@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import _source
+from . import _source, _wrappers
 from ._jax import _eager, _jit_info, _names
 from ._source import FunctionInfo, function_info
 
@@ -79,6 +79,17 @@ def _named_function(fun: Any, miss: Miss) -> tuple[FunctionInfo, Any | None]:
     info = function_info(fun)
     if info.file is None or not _source.is_library_file(info.file):
         return info, None
+    given = None if miss.transformed else _wrappers.equinox_callable(miss)
+    if given is not None:
+        # equinox jits one function of its own per name for every callable it is given
+        # (a Module, a bound method, another wrapper): the one given names the compile,
+        # or, when no user code is reached through it (a library's Module), JAX's own
+        # name at the site of what was given, one real function per site.
+        user = _source.find_user_callable(given)
+        if user is not None:
+            return function_info(user), None
+        site = function_info(given)
+        return FunctionInfo(_names.event_name(fun), site.file, site.line), None
     statics = () if miss.transformed else [v for _, v in _jit_info.static_arguments(miss)]
     user = _source.find_user_function(statics)
     if user is not None:
