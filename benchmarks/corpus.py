@@ -60,6 +60,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+try:  # run as a script, or imported as benchmarks.corpus (the tests)
+    import corpus_names
+except ImportError:
+    from benchmarks import corpus_names
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DEFAULT_OUT = ROOT / "test-output" / "corpus"
@@ -414,6 +419,7 @@ def compare(plain: dict[str, Any] | None, otel: dict[str, Any]) -> dict[str, Any
             "wall_s": {"plain": plain["wall_s"], "otel": otel["wall_s"]}, "wall_ratio": ratio,
             "install_error": otel.get("install_error"),
             "records_dropped": otel.get("records_dropped", 0),
+            "names": corpus_names.check(tests_otel, [OUTSIDE_TESTS, *ids]),
             "failed": {m: sorted(t for t, v in d["tests"].items()
                                  if v["outcome"] == "failed")
                        for m, d in (("plain", plain), ("otel", otel))}}
@@ -457,7 +463,7 @@ def render(result: dict[str, Any], limit: int) -> str:
                    f"      JAX:\n{_indent(d['jax'], '        ')}"),
         ("unknown causes", result["unknowns"],
          lambda d: f"{d['test']}: {d['function']} #{d['count']}: {d['cause']}"),
-    ]
+    ] + corpus_names.sections(result)
     for title, items, fmt in sections:
         lines.append(f"{title}: {len(items)}")
         for item in items[:limit]:
@@ -478,7 +484,7 @@ def render(result: dict[str, Any], limit: int) -> str:
 def problems(result: dict[str, Any]) -> int:
     return (len(result["outcome_diffs"]) + len(result["count_diffs"])
             + len(result["listener_diffs"]) + len(result["misnamed"]) + len(result["vaguer"])
-            + len(result["wrong_first_compile"])
+            + len(result["wrong_first_compile"]) + corpus_names.problems(result)
             + (1 if result["install_error"] else 0) + (1 if result["records_dropped"] else 0))
 
 
