@@ -94,11 +94,11 @@ def _named_function(fun: Any, miss: Miss) -> tuple[FunctionInfo, Any | None]:
     user = _source.find_user_function(statics)
     if user is not None:
         return function_info(user), None
-    # Only JAX's own wrappers (pmap, vectorize): another library's function
+    # Only JAX's own wrappers (pmap, vectorize) and haiku's: another library's function
     # may close over user callbacks it merely calls (an optax schedule),
     # which would be the wrong name.
     user = (_source.find_user_function_in_closure(fun)
-            if _source.is_jax_file(info.file) else None)
+            if _source.transforms_user_functions(info.file) else None)
     if user is not None:
         return function_info(user), user
     return _source.owner_info(fun) or info, None

@@ -179,21 +179,33 @@ def is_library_file(filename: str) -> bool:
     return _failopen.is_library_file(filename)
 
 
-_jax_verdict: dict[str, bool] = {}
+_package_verdict: dict[tuple[str, tuple[str, ...]], bool] = {}
+
+
+def _in_packages(filename: str, packages: tuple[str, ...]) -> bool:
+    key = (filename, packages)
+    verdict = _package_verdict.get(key)
+    if verdict is None:
+        dirs = _failopen.package_dirs()
+        found = tuple(d for n in packages for d in dirs.get(n, ()))
+        verdict = bool(found) and os.path.normcase(
+            os.path.realpath(filename)).startswith(found)
+        if len(_package_verdict) > 4096:
+            _package_verdict.clear()
+        _package_verdict[key] = verdict
+    return verdict
 
 
 def is_jax_file(filename: str) -> bool:
     """Whether ``filename`` is part of JAX itself (its own jitted library functions)."""
-    verdict = _jax_verdict.get(filename)
-    if verdict is None:
-        dirs = _failopen.package_dirs()
-        jax_dirs = tuple(d for n in ("jax", "jaxlib") for d in dirs.get(n, ()))
-        verdict = bool(jax_dirs) and os.path.normcase(
-            os.path.realpath(filename)).startswith(jax_dirs)
-        if len(_jax_verdict) > 4096:
-            _jax_verdict.clear()
-        _jax_verdict[filename] = verdict
-    return verdict
+    return _in_packages(filename, ("jax", "jaxlib"))
+
+
+def transforms_user_functions(filename: str) -> bool:
+    """Whether ``filename`` belongs to a library whose jitted functions are the user's
+    function transformed (JAX's ``pmap`` and ``vectorize``, haiku's ``transform``), so
+    that the user's function they reach through closures is the one to name."""
+    return _in_packages(filename, ("jax", "jaxlib", "haiku"))
 
 
 def find_user_function(values: Any, depth: int = 4, budget: int = 64) -> Any | None:
@@ -309,7 +321,7 @@ def _collect_inner(value: Any, out: list[Any]) -> None:
             continue
         if callable(contents) or callable(getattr(contents, "f", None)):
             out.append(contents)
-        elif type(contents) is tuple:
+        elif isinstance(contents, tuple):
             # a library's static part held whole (equinox.filter_pmap's: the user's
             # function first, then the arguments' static leaves)
             out.extend(v for v in contents[:4] if callable(v))
@@ -318,8 +330,28 @@ def _collect_inner(value: Any, out: list[Any]) -> None:
 def user_callsite(skip: int = 1, limit: int = 200) -> str | None:
     """``file:line`` of the innermost frame that is the user's own code, ``skip`` frames
     out from this function (1: its caller)."""
+    return user_callsites(skip + 1, limit)[0]
+
+
+def user_callsites(skip: int = 1, limit: int = 200) -> tuple[str | None, str | None]:
+    """``(callsite, library callsite)``, ``skip`` frames out from this function.
+
+    The callsite is the innermost frame of code the user wrote, outside every installed
+    library, the standard library and test runners (``model.fit(...)`` in the user's
+    script, not Keras's ``trainer.py``). The library callsite is the innermost frame
+    outside JAX, otel_jax and the wrapper libraries (Keras's ``trainer.py``), given only
+    when it is another line. Where every frame is installed code (a library's own test
+    suite run from site-packages), the callsite is that innermost frame, as before.
+    """
     found = _failopen.user_frame(skip=skip, limit=limit)
     if found is None:
-        return None
-    frame = found[0]
-    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        return None, None
+    frame, level = found
+    inner = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+    if not _failopen.is_installed_file(frame.f_code.co_filename):
+        return inner, None
+    outer = _failopen.user_frame(skip=level, limit=limit,
+                                 is_library=_failopen.is_installed_file)
+    if outer is None:
+        return inner, None
+    return f"{outer[0].f_code.co_filename}:{outer[0].f_lineno}", inner
