@@ -309,3 +309,81 @@ def test_haiku_transform_is_named_after_the_users_function(telemetry):
     assert [(s.attributes["code.function.name"], s.attributes["jax.compile.cause.kind"])
             for s in spans] == [(prefix + "forward", "first_compile"),
                                 (prefix + "other", "first_compile")]
+
+
+def _keras():
+    import sys
+
+    if "keras" not in sys.modules:
+        os.environ.setdefault("KERAS_BACKEND", "jax")
+    keras = pytest.importorskip("keras")
+    if keras.backend.backend() != "jax":
+        pytest.skip("keras runs on another backend in this process")
+    return keras
+
+
+def test_keras_layers_are_named_by_their_own_class(telemetry):
+    keras = _keras()
+
+    class Double(keras.layers.Layer):
+        def call(self, x):
+            return x * 2
+
+    dense = keras.layers.Dense(2)
+    dense.build((None, 3))
+    for layer in (dense, Double(), keras.layers.ReLU()):
+        jax.jit(layer)(jnp.ones((1, 3)))
+    sites = _sites(telemetry.compiles())
+    assert [(name, kind) for name, _, _, kind in sites] == [
+        ("Dense.__call__", "first_compile"),
+        ("test_keras_layers_are_named_by_their_own_class.<locals>.Double.__call__",
+         "first_compile"),
+        ("ReLU.__call__", "first_compile")]
+    assert sites[1][1:3] == (__file__, _line(Double))
+    assert sites[0][1].endswith("dense.py") and sites[2][1].endswith("relu.py")
+
+
+def test_partials_callable_objects_and_linen_apply_keep_their_own_names(telemetry):
+    import functools
+
+    nn = pytest.importorskip("flax.linen")
+
+    def scaled(a, x):
+        return a * x
+
+    def shifted(a, x):
+        return a + x
+
+    class Twice:
+        def __call__(self, x):
+            return 2 * x
+
+    class Thrice:
+        def __call__(self, x):
+            return 3 * x
+
+    class Small(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(2)(x)
+
+    class Big(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(4)(x)
+
+    x = jnp.ones(3)
+    for fn in (functools.partial(scaled, 2.0), functools.partial(shifted, 1.0),
+               Twice(), Thrice()):
+        jax.jit(fn)(x)
+    for module in (Small(), Big()):
+        params = module.init(jax.random.key(0), x)
+        jax.jit(module.apply)(params, x)
+    prefix = "test_partials_callable_objects_and_linen_apply_keep_their_own_names.<locals>."
+    spans = [s for s in telemetry.compiles()
+             if s.attributes["code.function.name"].startswith(prefix)]
+    assert [(s.attributes["code.function.name"][len(prefix):],
+             s.attributes["jax.compile.cause.kind"]) for s in spans] == [
+        ("scaled", "first_compile"), ("shifted", "first_compile"),
+        ("Twice.__call__", "first_compile"), ("Thrice.__call__", "first_compile"),
+        ("Small.apply", "first_compile"), ("Big.apply", "first_compile")]
