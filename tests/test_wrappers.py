@@ -387,3 +387,20 @@ def test_partials_callable_objects_and_linen_apply_keep_their_own_names(telemetr
         ("scaled", "first_compile"), ("shifted", "first_compile"),
         ("Twice.__call__", "first_compile"), ("Thrice.__call__", "first_compile"),
         ("Small.apply", "first_compile"), ("Big.apply", "first_compile")]
+
+
+def test_a_librarys_function_given_the_users_as_a_static_is_not_the_users_own_jit(
+        telemetry, library_module):
+    helpers = library_module("fake_helpers", (
+        "def apply_twice(fn, x):\n"
+        "    return fn(fn(x))\n"))
+
+    def halve(x):
+        return x / 2
+
+    jax.jit(halve)(jnp.ones(3))
+    jax.jit(helpers.apply_twice, static_argnums=0)(halve, jnp.ones(3))
+    name = ("test_a_librarys_function_given_the_users_as_a_static_is_not_the_users_own_"
+            "jit.<locals>.halve")
+    assert [(n, kind) for n, _, _, kind in _sites(telemetry.compiles())] == [
+        (name, "first_compile"), (f"apply_twice({name})", "first_compile")]

@@ -93,7 +93,14 @@ def _named_function(fun: Any, miss: Miss) -> tuple[FunctionInfo, Any | None]:
     statics = () if miss.transformed else [v for _, v in _jit_info.static_arguments(miss)]
     user = _source.find_user_function(statics)
     if user is not None:
-        return function_info(user), None
+        found = function_info(user)
+        jax_name = _names.event_name(fun)
+        if jax_name == found.qualname.rpartition(".")[2]:
+            return found, None
+        # A library's function of its own around the user's (chex's fake_pmap jits a
+        # ``wrapped_fn`` of the user's function): another program than the user's own
+        # jit of it, filed apart from it under JAX's name for it.
+        return FunctionInfo(f"{jax_name}({found.qualname})", found.file, found.line), None
     # Only JAX's own wrappers (pmap, vectorize) and haiku's: another library's function
     # may close over user callbacks it merely calls (an optax schedule),
     # which would be the wrong name.
