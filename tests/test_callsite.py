@@ -153,3 +153,21 @@ def test_keras_fit_call_site_is_the_users_fit_line(telemetry):
         f"{__file__}:{line_of('# keras' + '-fit')}")
     library = span.attributes["jax.compile.library_callsite"]
     assert f"{os.sep}keras{os.sep}" in library and "trainer.py" in library
+
+
+def test_a_decorator_around_the_jitted_call_is_not_the_call_site(telemetry):
+    jaxtyping = pytest.importorskip("jaxtyping")
+
+    @jaxtyping.jaxtyped(typechecker=None)
+    @jax.jit
+    def scaled(x):
+        return x * 3
+
+    scaled(jnp.ones(2))  # decorated-call-first
+    scaled(jnp.ones(3))  # decorated-call-again
+    spans = telemetry.compiles(
+        "test_a_decorator_around_the_jitted_call_is_not_the_call_site.<locals>.scaled")
+    assert [s.attributes["jax.compile.callsite"] for s in spans] == [
+        f"{__file__}:{line_of('# decorated' + '-call-first')}",
+        f"{__file__}:{line_of('# decorated' + '-call-again')}"]
+    assert all("jaxtyping" in s.attributes["jax.compile.library_callsite"] for s in spans)
