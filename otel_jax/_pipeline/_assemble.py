@@ -137,7 +137,8 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
     taken = dataclasses.replace(taken, miss=None, traced=None, compiled=compiled)
     naming = naming._replace(stands_for=None)
     # From the listener: the walk finds the innermost user frame above JAX and otel_jax.
-    sites = guard.call("callsite", lambda: user_callsites(skip=4), (None, None))
+    unknown: tuple[str | None, str | None] = (None, None)
+    sites = guard.call("callsite", lambda: user_callsites(skip=4), unknown)
     return Captured(
         taken, naming, signature, detached,
         devices=guard.call("device info", lambda: devices_of(miss), Devices()),
