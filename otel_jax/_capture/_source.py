@@ -73,8 +73,10 @@ def _inherited_call_info(cls: type) -> FunctionInfo | None:
         code = getattr(_unwrap(call), "__code__", None)
         if code is None or "__call__" in vars(cls):
             return None
-        module = sys.modules.get(cls.__module__)
-        filename = getattr(module, "__file__", None)
+        # where the class's own methods are (a notebook cell), else its module's file
+        own = [c.co_filename for v in vars(cls).values()
+               if (c := getattr(_unwrap(v), "__code__", None)) is not None]
+        filename = own[0] if own else getattr(sys.modules.get(cls.__module__), "__file__", None)
         if not filename or os.path.realpath(filename) == os.path.realpath(code.co_filename):
             return None
     except Exception:
@@ -258,8 +260,9 @@ def _is_user_callable(value: Any) -> bool:
     try:
         code = getattr(value, "__code__", None)
         if code is None and callable(value) and not isinstance(value, type):
-            if _inherited_call_info(type(value)) is not None:
-                return not is_library_file(sys.modules[type(value).__module__].__file__ or "")
+            inherited = _inherited_call_info(type(value))
+            if inherited is not None:
+                return inherited.file is not None and not is_library_file(inherited.file)
             code = getattr(_unwrap(getattr(type(value), "__call__", None)), "__code__", None)
         return code is not None and not is_library_file(code.co_filename)
     except Exception:
