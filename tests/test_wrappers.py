@@ -404,3 +404,30 @@ def test_a_librarys_function_given_the_users_as_a_static_is_not_the_users_own_ji
             "jit.<locals>.halve")
     assert [(n, kind) for n, _, _, kind in _sites(telemetry.compiles())] == [
         (name, "first_compile"), (f"apply_twice({name})", "first_compile")]
+
+
+def test_a_librarys_wrapper_that_could_not_take_the_users_name_is_filed_apart(
+        telemetry, library_module):
+    import functools
+
+    # A stand-in for chex's fake_pmap: functools.wraps of a partial copies no name, so
+    # JAX names the compile jit(wrapped_fn).
+    mapper = library_module("fake_mapper", (
+        "import functools\n"
+        "def doubled(fn):\n"
+        "    @functools.wraps(fn)\n"
+        "    def wrapped_fn(*args):\n"
+        "        return fn(*args) * 2\n"
+        "    return wrapped_fn\n"))
+
+    def foo(x, flag):
+        return x + 1 if flag else x
+
+    jax.jit(functools.partial(foo, flag=True))(jnp.ones(3))
+    jax.jit(mapper.doubled(functools.partial(foo, flag=False)))(jnp.ones(3))
+    jax.jit(mapper.doubled(foo), static_argnums=1)(jnp.ones(3), True)  # took foo's name
+    name = ("test_a_librarys_wrapper_that_could_not_take_the_users_name_is_filed_apart."
+            "<locals>.foo")
+    assert [(n, kind) for n, _, _, kind in _sites(telemetry.compiles())] == [
+        (name, "first_compile"), (f"wrapped_fn({name})", "first_compile"),
+        (name, "function_identity")]

@@ -78,7 +78,7 @@ def jitted_function(miss: Miss) -> Any | None:
 def _named_function(fun: Any, miss: Miss) -> tuple[FunctionInfo, Any | None]:
     info = function_info(fun)
     if info.file is None or not _source.is_library_file(info.file):
-        return info, None
+        return _library_wrapper(fun, info), None
     given = None if miss.transformed else _wrappers.equinox_callable(miss)
     if given is not None:
         # equinox jits one function of its own per name for every callable it is given
@@ -109,6 +109,21 @@ def _named_function(fun: Any, miss: Miss) -> tuple[FunctionInfo, Any | None]:
     if user is not None:
         return function_info(user), user
     return _source.owner_info(fun) or info, None
+
+
+def _library_wrapper(fun: Any, info: FunctionInfo) -> FunctionInfo:
+    """``wrapped_fn(foo)`` for a library's function that wraps the user's ``foo`` (a
+    ``functools.wraps`` of a ``functools.partial``, chex's ``fake_pmap``) but could not
+    take its name: JAX names that compile after the wrapper, another program than the
+    user's own jit of ``foo``, so it is filed apart from it. A wrapper that took the
+    user's name (``functools.wraps`` of a function, ``jax.grad``) is the user's."""
+    code = getattr(fun, "__code__", None)
+    if code is None or not _source.is_library_file(code.co_filename):
+        return info
+    jax_name = _names.event_name(fun)
+    if jax_name == info.qualname.rpartition(".")[2]:
+        return info
+    return FunctionInfo(f"{jax_name}({info.qualname})", info.file, info.line)
 
 
 def _transformed_info(fun: Any) -> FunctionInfo:
