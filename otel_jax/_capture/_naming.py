@@ -108,7 +108,7 @@ def _named_function(fun: Any, miss: Miss) -> tuple[FunctionInfo, Any | None]:
             if _source.transforms_user_functions(info.file) else None)
     if user is not None:
         return function_info(user), user
-    return _source.owner_info(fun) or info, None
+    return _source.owner_info(fun) or _library_wrapper(fun, info), None
 
 
 def _library_wrapper(fun: Any, info: FunctionInfo) -> FunctionInfo:
