@@ -62,8 +62,9 @@ from typing import Any
 
 try:  # run as a script (its folder first on sys.path) or imported as benchmarks.corpus
     import corpus_hints
+    import corpus_names
 except ImportError:
-    from benchmarks import corpus_hints
+    from benchmarks import corpus_hints, corpus_names
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -420,6 +421,7 @@ def compare(plain: dict[str, Any] | None, otel: dict[str, Any]) -> dict[str, Any
             "install_error": otel.get("install_error"),
             **corpus_hints.check(tests_otel),
             "records_dropped": otel.get("records_dropped", 0),
+            "names": corpus_names.check(tests_otel, [OUTSIDE_TESTS, *ids]),
             "failed": {m: sorted(t for t, v in d["tests"].items()
                                  if v["outcome"] == "failed")
                        for m, d in (("plain", plain), ("otel", otel))}}
@@ -465,7 +467,7 @@ def render(result: dict[str, Any], limit: int) -> str:
          corpus_hints.format_entry),
         ("unknown causes", result["unknowns"],
          lambda d: f"{d['test']}: {d['function']} #{d['count']}: {d['cause']}"),
-    ]
+    ] + corpus_names.sections(result)
     for title, items, fmt in sections:
         lines.append(f"{title}: {len(items)}")
         for item in items[:limit]:
@@ -487,6 +489,7 @@ def problems(result: dict[str, Any]) -> int:
     return (len(result["outcome_diffs"]) + len(result["count_diffs"])
             + len(result["listener_diffs"]) + len(result["misnamed"]) + len(result["vaguer"])
             + len(result["wrong_first_compile"]) + len(result.get("hints_contradicted", []))
+            + corpus_names.problems(result)
             + (1 if result["install_error"] else 0) + (1 if result["records_dropped"] else 0))
 
 

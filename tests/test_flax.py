@@ -362,3 +362,26 @@ def test_nnx_argument_none_then_a_value_reads_none_before(telemetry):
     assert "None-vs-array" in spans[1].attributes["jax.compile.hint"]
     assert {"path": "mask", "kind": "pytree_structure", "before": "None",
             "after": "f32[4]"} in diff_of(spans[3])
+
+
+def test_changed_keys_of_a_state_and_a_frozendict_are_named(telemetry):
+    from flax.core import FrozenDict
+
+    @jax.jit
+    def total(moment, params):
+        return sum(leaf.sum() for leaf in jax.tree_util.tree_leaves((moment, params)))
+
+    base = {"w": jnp.ones(2), "base_module": jnp.ones(1)}
+    lora = {**base, "lora_a": jnp.ones(2), "lora_b": jnp.ones(2)}
+    total(nnx.State(base), FrozenDict({"w": jnp.ones(2)}))
+    total(nnx.State(lora), FrozenDict({"w": jnp.ones(2)}))
+    total(nnx.State(lora), FrozenDict({"w": jnp.ones(2), "b": None, "c": jnp.ones(1)}))
+    name = "test_changed_keys_of_a_state_and_a_frozendict_are_named.<locals>.total"
+    spans = telemetry.compiles(name)
+    assert diff_of(spans[1]) == [
+        {"path": "moment['lora_a']", "kind": "pytree_structure", "before": "<absent>",
+         "after": "f32[2]"},
+        {"path": "moment['lora_b']", "kind": "pytree_structure", "before": "<absent>",
+         "after": "f32[2]"}]
+    assert {c["path"] for c in diff_of(spans[2])} == {"params['b']", "params['c']"}
+    assert "leaves" not in spans[1].attributes["jax.compile.cause"]

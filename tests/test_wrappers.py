@@ -6,9 +6,12 @@ Every cause is named by the user's own argument paths, not by the wrapper's
 
 from __future__ import annotations
 
+import os
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import pytest
 
 from conftest import diff_of
 
@@ -136,3 +139,295 @@ def test_filter_jit_names_a_field_a_namedtuple_gained(telemetry):
     assert {"path": "batch.mask", "kind": "pytree_structure", "before": "<absent>",
             "after": "f32[2]"} in diff_of(span)
     assert "leaves" not in span.attributes["jax.compile.cause"]
+
+
+# --- one function, one name: what a wrapper library was given names the compile -----------
+
+class Linear(eqx.Module):
+    w: jax.Array
+
+    def __call__(self, x):
+        return x @ self.w
+
+    def project(self, x):
+        return (x @ self.w).sum()
+
+
+class Scale(eqx.Module):
+    w: jax.Array
+
+    def __call__(self, x):
+        return x * self.w
+
+
+def _sites(spans) -> list[tuple[str, str, int, str]]:
+    return [(s.attributes["code.function.name"], s.attributes.get("code.file.path"),
+             s.attributes.get("code.line.number"), s.attributes["jax.compile.cause.kind"])
+            for s in spans]
+
+
+def _line(obj) -> int:
+    import inspect
+
+    return inspect.getsourcelines(obj)[1]
+
+
+def test_filter_jit_of_module_instances_and_bound_methods_names_each_callable(telemetry):
+    eqx.filter_jit(Linear(jnp.ones((3, 2))))(jnp.ones(3))
+    eqx.filter_jit(Scale(jnp.ones(3)))(jnp.ones(3))
+    eqx.filter_jit(Linear(jnp.ones((3, 2))).project)(jnp.ones(3))
+    assert _sites(telemetry.compiles()) == [
+        ("Linear.__call__", __file__, _line(Linear.__call__), "first_compile"),
+        ("Scale.__call__", __file__, _line(Scale.__call__), "first_compile"),
+        ("Linear.project", __file__, _line(Linear.project), "first_compile")]
+
+
+def test_filter_jit_of_wrapped_callables_names_the_users_function(telemetry):
+    def total(x):
+        return x.sum()
+
+    @eqx.filter_custom_vjp
+    def clipped(vjp_arg, x):
+        return vjp_arg * x
+
+    @clipped.def_fwd
+    def clipped_fwd(perturbed, vjp_arg, x):
+        return vjp_arg * x, None
+
+    @clipped.def_bwd
+    def clipped_bwd(residuals, g, perturbed, vjp_arg, x):
+        return g * x
+
+    eqx.filter_jit(eqx.filter_jit(total))(jnp.ones(3))
+    eqx.filter_jit(clipped)(jnp.ones(3), jnp.ones(3))
+    prefix = "test_filter_jit_of_wrapped_callables_names_the_users_function.<locals>."
+    assert _sites(telemetry.compiles()) == [
+        (prefix + "total", __file__, _line(total), "first_compile"),
+        (prefix + "clipped", __file__, _line(clipped.fn), "first_compile")]
+
+
+def test_a_librarys_module_takes_jaxs_name_at_the_librarys_site(telemetry):
+    key = jax.random.key(0)
+    eqx.filter_jit(eqx.nn.Linear(3, 2, key=key))(jnp.ones(3))
+    eqx.filter_jit(eqx.nn.MLP(3, 2, 4, 2, key=key))(jnp.ones(3))
+    spans = telemetry.compiles()
+    names = [(name, kind) for name, _, _, kind in _sites(spans)]
+    assert names == [("Linear", "first_compile"), ("MLP", "first_compile")]
+    files = {s.attributes["code.file.path"] for s in spans}
+    assert len(files) == 2 and all(f"{os.sep}equinox{os.sep}nn{os.sep}" in f for f in files)
+
+
+def test_filter_pmap_names_each_users_function(telemetry):
+    def first(x):
+        return x.sum()
+
+    def second(x):
+        return (x * 2).sum()
+
+    n = jax.local_device_count()
+    eqx.filter_pmap(first)(jnp.ones((n, 3)))
+    eqx.filter_pmap(second)(jnp.ones((n, 3)))
+    prefix = "test_filter_pmap_names_each_users_function.<locals>."
+    assert _sites(telemetry.compiles()) == [
+        (prefix + "first", __file__, _line(first), "first_compile"),
+        (prefix + "second", __file__, _line(second), "first_compile")]
+
+
+def test_many_functions_jax_names_alike_are_no_storm(telemetry):
+    import warnings
+
+    import otel_jax
+
+    # Three classes of one name, each its own function: JAX names each jit(Model).
+    class Model(eqx.Module):
+        def __call__(self, x):
+            return x + 1
+
+    functions = [Model()]
+
+    class Model(eqx.Module):  # type: ignore[no-redef]
+        def __call__(self, x):
+            return x + 2
+
+    functions.append(Model())
+
+    class Model(eqx.Module):  # type: ignore[no-redef]
+        def __call__(self, x):
+            return x + 3
+
+    functions.append(Model())
+    otel_jax.uninstall()
+    otel_jax.install(tracer_provider=telemetry.tracer_provider,
+                     meter_provider=telemetry.meter_provider, log_output=telemetry.log,
+                     storm_threshold=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for fn in functions:
+            eqx.filter_jit(fn)(jnp.ones(3))
+        otel_jax.flush()
+    spans = telemetry.compiles()
+    assert [s.attributes["jax.compile.count"] for s in spans] == [1] * 3
+    assert len({s.attributes["code.line.number"] for s in spans}) == 3
+    assert not [w for w in caught if "storm" in str(w.message)]
+    assert not [line for line in telemetry.log_lines()
+                if line["event"] == "jax.recompile_storm"]
+
+
+def test_a_changed_wrapper_is_named(telemetry):
+    def loss(x):
+        return (x ** 2).sum()
+
+    eqx.filter_jit(eqx.filter_grad(loss))(jnp.ones(3))
+    eqx.filter_jit(eqx.filter_value_and_grad(loss))(jnp.ones(3))
+    span = telemetry.last("test_a_changed_wrapper_is_named.<locals>.loss")
+    assert {"path": "<function>", "kind": "static_argument",
+            "before": "'filter_grad(test_a_changed_wrapper_is_named.<locals>.loss)'",
+            "after": "'filter_value_and_grad(test_a_changed_wrapper_is_named.<locals>.loss)'",
+            } in diff_of(span)
+    assert "False -> <absent>" not in span.attributes["jax.compile.cause"]
+
+
+def test_haiku_transform_is_named_after_the_users_function(telemetry):
+    try:
+        import haiku as hk
+    except Exception as exc:  # not installed, or not importable beside this JAX
+        pytest.skip(f"haiku: {exc!r}")
+
+    def forward(x):
+        return hk.Linear(2)(x)
+
+    def other(x):
+        return hk.Linear(3)(x)
+
+    for fn in (forward, other):
+        model = hk.transform(fn)
+        params = model.init(jax.random.key(0), jnp.ones(3))
+        jax.jit(model.apply)(params, None, jnp.ones(3))
+    prefix = "test_haiku_transform_is_named_after_the_users_function.<locals>."
+    spans = [s for s in telemetry.compiles()
+             if s.attributes["code.function.name"].startswith(prefix)]
+    assert [(s.attributes["code.function.name"], s.attributes["jax.compile.cause.kind"])
+            for s in spans] == [(prefix + "forward", "first_compile"),
+                                (prefix + "other", "first_compile")]
+
+
+def _keras():
+    import sys
+
+    if "keras" not in sys.modules:
+        os.environ.setdefault("KERAS_BACKEND", "jax")
+    keras = pytest.importorskip("keras")
+    if keras.backend.backend() != "jax":
+        pytest.skip("keras runs on another backend in this process")
+    return keras
+
+
+def test_keras_layers_are_named_by_their_own_class(telemetry):
+    keras = _keras()
+
+    class Double(keras.layers.Layer):
+        def call(self, x):
+            return x * 2
+
+    dense = keras.layers.Dense(2)
+    dense.build((None, 3))
+    for layer in (dense, Double(), keras.layers.ReLU()):
+        jax.jit(layer)(jnp.ones((1, 3)))
+    sites = _sites(telemetry.compiles())
+    assert [(name, kind) for name, _, _, kind in sites] == [
+        ("Dense.__call__", "first_compile"),
+        ("test_keras_layers_are_named_by_their_own_class.<locals>.Double.__call__",
+         "first_compile"),
+        ("ReLU.__call__", "first_compile")]
+    assert sites[1][1:3] == (__file__, _line(Double))
+    assert sites[0][1].endswith("dense.py") and sites[2][1].endswith("relu.py")
+
+
+def test_partials_callable_objects_and_linen_apply_keep_their_own_names(telemetry):
+    import functools
+
+    nn = pytest.importorskip("flax.linen")
+
+    def scaled(a, x):
+        return a * x
+
+    def shifted(a, x):
+        return a + x
+
+    class Twice:
+        def __call__(self, x):
+            return 2 * x
+
+    class Thrice:
+        def __call__(self, x):
+            return 3 * x
+
+    class Small(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(2)(x)
+
+    class Big(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(4)(x)
+
+    x = jnp.ones(3)
+    for fn in (functools.partial(scaled, 2.0), functools.partial(shifted, 1.0),
+               Twice(), Thrice()):
+        jax.jit(fn)(x)
+    for module in (Small(), Big()):
+        params = module.init(jax.random.key(0), x)
+        jax.jit(module.apply)(params, x)
+    prefix = "test_partials_callable_objects_and_linen_apply_keep_their_own_names.<locals>."
+    spans = [s for s in telemetry.compiles()
+             if s.attributes["code.function.name"].startswith(prefix)]
+    assert [(s.attributes["code.function.name"][len(prefix):],
+             s.attributes["jax.compile.cause.kind"]) for s in spans] == [
+        ("scaled", "first_compile"), ("shifted", "first_compile"),
+        ("Twice.__call__", "first_compile"), ("Thrice.__call__", "first_compile"),
+        ("Small.apply", "first_compile"), ("Big.apply", "first_compile")]
+
+
+def test_a_librarys_function_given_the_users_as_a_static_is_not_the_users_own_jit(
+        telemetry, library_module):
+    helpers = library_module("fake_helpers", (
+        "def apply_twice(fn, x):\n"
+        "    return fn(fn(x))\n"))
+
+    def halve(x):
+        return x / 2
+
+    jax.jit(halve)(jnp.ones(3))
+    jax.jit(helpers.apply_twice, static_argnums=0)(halve, jnp.ones(3))
+    name = ("test_a_librarys_function_given_the_users_as_a_static_is_not_the_users_own_"
+            "jit.<locals>.halve")
+    assert [(n, kind) for n, _, _, kind in _sites(telemetry.compiles())] == [
+        (name, "first_compile"), (f"apply_twice({name})", "first_compile")]
+
+
+def test_a_librarys_wrapper_that_could_not_take_the_users_name_is_filed_apart(
+        telemetry, library_module):
+    import functools
+
+    # A stand-in for chex's fake_pmap: functools.wraps of a partial copies no name, so
+    # JAX names the compile jit(wrapped_fn).
+    mapper = library_module("fake_mapper", (
+        "import functools\n"
+        "def doubled(fn):\n"
+        "    @functools.wraps(fn)\n"
+        "    def wrapped_fn(*args):\n"
+        "        return fn(*args) * 2\n"
+        "    return wrapped_fn\n"))
+
+    def foo(x, flag):
+        return x + 1 if flag else x
+
+    jax.jit(functools.partial(foo, flag=True))(jnp.ones(3))
+    jax.jit(mapper.doubled(functools.partial(foo, flag=False)))(jnp.ones(3))
+    jax.jit(mapper.doubled(foo), static_argnums=1)(jnp.ones(3), True)  # took foo's name
+    name = ("test_a_librarys_wrapper_that_could_not_take_the_users_name_is_filed_apart."
+            "<locals>.foo")
+    assert [(n, kind) for n, _, _, kind in _sites(telemetry.compiles())] == [
+        (name, "first_compile"), (f"wrapped_fn({name})", "first_compile"),
+        (name, "function_identity")]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import _source
+from . import _source, _wrappers
 from ._jax import _eager, _jit_info, _names
 from ._source import FunctionInfo, function_info
 
@@ -78,19 +78,52 @@ def jitted_function(miss: Miss) -> Any | None:
 def _named_function(fun: Any, miss: Miss) -> tuple[FunctionInfo, Any | None]:
     info = function_info(fun)
     if info.file is None or not _source.is_library_file(info.file):
-        return info, None
+        return _library_wrapper(fun, info), None
+    given = None if miss.transformed else _wrappers.equinox_callable(miss)
+    if given is not None:
+        # equinox jits one function of its own per name for every callable it is given
+        # (a Module, a bound method, another wrapper): the one given names the compile,
+        # or, when no user code is reached through it (a library's Module), JAX's own
+        # name at the site of what was given, one real function per site.
+        user = _source.find_user_callable(given)
+        if user is not None:
+            return function_info(user), None
+        site = function_info(given)
+        return FunctionInfo(_names.event_name(fun), site.file, site.line), None
     statics = () if miss.transformed else [v for _, v in _jit_info.static_arguments(miss)]
     user = _source.find_user_function(statics)
     if user is not None:
-        return function_info(user), None
-    # Only JAX's own wrappers (pmap, vectorize): another library's function
+        found = function_info(user)
+        jax_name = _names.event_name(fun)
+        if jax_name == found.qualname.rpartition(".")[2]:
+            return found, None
+        # A library's function of its own around the user's (chex's fake_pmap jits a
+        # ``wrapped_fn`` of the user's function): another program than the user's own
+        # jit of it, filed apart from it under JAX's name for it.
+        return FunctionInfo(f"{jax_name}({found.qualname})", found.file, found.line), None
+    # Only JAX's own wrappers (pmap, vectorize) and haiku's: another library's function
     # may close over user callbacks it merely calls (an optax schedule),
     # which would be the wrong name.
     user = (_source.find_user_function_in_closure(fun)
-            if _source.is_jax_file(info.file) else None)
+            if _source.transforms_user_functions(info.file) else None)
     if user is not None:
         return function_info(user), user
-    return _source.owner_info(fun) or info, None
+    return _source.owner_info(fun) or _library_wrapper(fun, info), None
+
+
+def _library_wrapper(fun: Any, info: FunctionInfo) -> FunctionInfo:
+    """``wrapped_fn(foo)`` for a library's function that wraps the user's ``foo`` (a
+    ``functools.wraps`` of a ``functools.partial``, chex's ``fake_pmap``) but could not
+    take its name: JAX names that compile after the wrapper, another program than the
+    user's own jit of ``foo``, so it is filed apart from it. A wrapper that took the
+    user's name (``functools.wraps`` of a function, ``jax.grad``) is the user's."""
+    code = getattr(fun, "__code__", None)
+    if code is None or not _source.is_library_file(code.co_filename):
+        return info
+    jax_name = _names.event_name(fun)
+    if jax_name == info.qualname.rpartition(".")[2]:
+        return info
+    return FunctionInfo(f"{jax_name}({info.qualname})", info.file, info.line)
 
 
 def _transformed_info(fun: Any) -> FunctionInfo:

@@ -47,7 +47,11 @@ def function_info(fun: Any) -> FunctionInfo:
     code = getattr(target, "__code__", None)
     qualname = getattr(target, "__qualname__", None)
     if code is None and not isinstance(target, type):
-        call = getattr(type(target), "__call__", None)
+        inherited = _inherited_call_info(type(target))
+        if inherited is not None:
+            return inherited
+        # a decorated __call__ (jax.named_scope, functools.wraps): the method itself
+        call = _unwrap(getattr(type(target), "__call__", None))
         call_code = getattr(call, "__code__", None)
         if call_code is not None:
             code = call_code
@@ -57,6 +61,42 @@ def function_info(fun: Any) -> FunctionInfo:
     if code is None:
         return FunctionInfo(qualname)
     return FunctionInfo(qualname, code.co_filename, code.co_firstlineno)
+
+
+def _inherited_call_info(cls: type) -> FunctionInfo | None:
+    """``Dense.__call__`` at the ``class Dense`` line, for an instance whose class inherits
+    ``__call__`` from a base defined elsewhere (a Keras layer, an equinox module class
+    built on a library's): every such class runs a computation of its own, and naming it
+    after the base's one ``__call__`` would file them all under one function."""
+    try:
+        call = getattr(cls, "__call__", None)
+        code = getattr(_unwrap(call), "__code__", None)
+        if code is None or "__call__" in vars(cls):
+            return None
+        # where the class's own methods are (a notebook cell), else its module's file
+        own = [c.co_filename for v in vars(cls).values()
+               if (c := getattr(_unwrap(v), "__code__", None)) is not None]
+        filename = own[0] if own else getattr(sys.modules.get(cls.__module__), "__file__", None)
+        if not filename or os.path.realpath(filename) == os.path.realpath(code.co_filename):
+            return None
+    except Exception:
+        return None
+    return FunctionInfo(f"{cls.__qualname__}.__call__", filename, _class_site(cls, filename))
+
+
+def _class_site(cls: type, filename: str) -> int | None:
+    """The line of ``cls``'s ``class`` statement: walked back from its first method, or,
+    for a class with no method of its own, the first such statement in its file."""
+    lines = [c.co_firstlineno for v in vars(cls).values()
+             if (c := getattr(_unwrap(v), "__code__", None)) is not None]
+    if lines:
+        return _class_line(cls, min(lines))
+    import linecache
+
+    for number, text in enumerate(linecache.getlines(filename), 1):
+        if text.lstrip().startswith(f"class {cls.__name__}"):
+            return number
+    return None
 
 
 def qualname_at(file: str, line: int, name: str) -> str | None:
@@ -141,21 +181,33 @@ def is_library_file(filename: str) -> bool:
     return _failopen.is_library_file(filename)
 
 
-_jax_verdict: dict[str, bool] = {}
+_package_verdict: dict[tuple[str, tuple[str, ...]], bool] = {}
+
+
+def _in_packages(filename: str, packages: tuple[str, ...]) -> bool:
+    key = (filename, packages)
+    verdict = _package_verdict.get(key)
+    if verdict is None:
+        dirs = _failopen.package_dirs()
+        found = tuple(d for n in packages for d in dirs.get(n, ()))
+        verdict = bool(found) and os.path.normcase(
+            os.path.realpath(filename)).startswith(found)
+        if len(_package_verdict) > 4096:
+            _package_verdict.clear()
+        _package_verdict[key] = verdict
+    return verdict
 
 
 def is_jax_file(filename: str) -> bool:
     """Whether ``filename`` is part of JAX itself (its own jitted library functions)."""
-    verdict = _jax_verdict.get(filename)
-    if verdict is None:
-        dirs = _failopen.package_dirs()
-        jax_dirs = tuple(d for n in ("jax", "jaxlib") for d in dirs.get(n, ()))
-        verdict = bool(jax_dirs) and os.path.normcase(
-            os.path.realpath(filename)).startswith(jax_dirs)
-        if len(_jax_verdict) > 4096:
-            _jax_verdict.clear()
-        _jax_verdict[filename] = verdict
-    return verdict
+    return _in_packages(filename, ("jax", "jaxlib"))
+
+
+def transforms_user_functions(filename: str) -> bool:
+    """Whether ``filename`` belongs to a library whose jitted functions are the user's
+    function transformed (JAX's ``pmap`` and ``vectorize``, haiku's ``transform``), so
+    that the user's function they reach through closures is the one to name."""
+    return _in_packages(filename, ("jax", "jaxlib", "haiku"))
 
 
 def find_user_function(values: Any, depth: int = 4, budget: int = 64) -> Any | None:
@@ -182,6 +234,55 @@ def find_user_function(values: Any, depth: int = 4, budget: int = 64) -> Any | N
     return None
 
 
+#: Attributes through which a library's wrapper object reaches what it wraps: equinox's
+#: ``filter_custom_vjp`` (``fn``) and the ``__wrapped__`` property of its wrapper modules.
+_WRAPPER_ATTRIBUTES = ("__wrapped__", "__func__", "fn", "_fun")
+
+
+def find_user_callable(root: Any, depth: int = 8, budget: int = 64) -> Any | None:
+    """The user's callable that ``root`` is or wraps, or ``None``.
+
+    ``root`` is what a library was handed to jit (``equinox.filter_jit(x)``): a
+    function, a bound method, a callable object (a Module instance, named after its
+    class's ``__call__``), or a wrapper of any of these (``functools.partial``,
+    ``functools.wraps``, another ``filter_jit``, ``filter_grad``,
+    ``filter_custom_vjp``). Only wrapping references are followed, never closures or
+    other attributes: a library's callable that merely calls a user's function (an
+    activation, a schedule) is not that function.
+    """
+    for value in walk(root, _wrapped, depth, budget):
+        if _is_user_callable(value):
+            return value
+    return None
+
+
+def _is_user_callable(value: Any) -> bool:
+    try:
+        code = getattr(value, "__code__", None)
+        if code is None and callable(value) and not isinstance(value, type):
+            inherited = _inherited_call_info(type(value))
+            if inherited is not None:
+                return inherited.file is not None and not is_library_file(inherited.file)
+            code = getattr(_unwrap(getattr(type(value), "__call__", None)), "__code__", None)
+        return code is not None and not is_library_file(code.co_filename)
+    except Exception:
+        return False
+
+
+def _wrapped(value: Any) -> list[Any]:
+    out: list[Any] = []
+    try:
+        if isinstance(value, functools.partial):
+            out.append(value.func)
+        for attr in _WRAPPER_ATTRIBUTES:
+            inner = getattr(value, attr, None)
+            if inner is not None and callable(inner):
+                out.append(inner)
+    except Exception:  # a property that raises: look no deeper
+        pass
+    return out
+
+
 def find_user_function_in_closure(fun: Any, depth: int = 6, budget: int = 64) -> Any | None:
     """A user's function that a library's jitted function wraps or closes over, or ``None``.
 
@@ -190,12 +291,7 @@ def find_user_function_in_closure(fun: Any, depth: int = 6, budget: int = 64) ->
     is the user's function).
     """
     for value in walk(fun, _inner_callables, depth, budget):
-        try:
-            code = getattr(value, "__code__", None)
-            filename = code.co_filename if code is not None else None
-        except Exception:
-            continue
-        if isinstance(filename, str) and not is_library_file(filename):
+        if _is_user_callable(value):
             return value
     return None
 
@@ -228,13 +324,37 @@ def _collect_inner(value: Any, out: list[Any]) -> None:
             continue
         if callable(contents) or callable(getattr(contents, "f", None)):
             out.append(contents)
+        elif isinstance(contents, tuple):
+            # a library's static part held whole (equinox.filter_pmap's: the user's
+            # function first, then the arguments' static leaves)
+            out.extend(v for v in contents[:4] if callable(v))
 
 
 def user_callsite(skip: int = 1, limit: int = 200) -> str | None:
     """``file:line`` of the innermost frame that is the user's own code, ``skip`` frames
     out from this function (1: its caller)."""
+    return user_callsites(skip + 1, limit)[0]
+
+
+def user_callsites(skip: int = 1, limit: int = 200) -> tuple[str | None, str | None]:
+    """``(callsite, library callsite)``, ``skip`` frames out from this function.
+
+    The callsite is the innermost frame of code the user wrote, outside every installed
+    library, the standard library and test runners (``model.fit(...)`` in the user's
+    script, not Keras's ``trainer.py``). The library callsite is the innermost frame
+    outside JAX, otel_jax and the wrapper libraries (Keras's ``trainer.py``), given only
+    when it is another line. Where every frame is installed code (a library's own test
+    suite run from site-packages), the callsite is that innermost frame, as before.
+    """
     found = _failopen.user_frame(skip=skip, limit=limit)
     if found is None:
-        return None
-    frame = found[0]
-    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        return None, None
+    frame, level = found
+    inner = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+    if not _failopen.is_installed_file(frame.f_code.co_filename):
+        return inner, None
+    outer = _failopen.user_frame(skip=level, limit=limit,
+                                 is_library=_failopen.is_installed_file)
+    if outer is None:
+        return inner, None
+    return f"{outer[0].f_code.co_filename}:{outer[0].f_lineno}", inner

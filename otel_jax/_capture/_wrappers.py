@@ -34,6 +34,7 @@ _MAX_CACHED_TREES = 256
 _leaf_keys_cache: dict[Any, list[tuple[Any, ...]]] = {}
 
 STRUCTURE = "<argument structure>"
+FUNCTION = "<function>"  # what equinox.filter_jit was given
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,13 +122,64 @@ def _is_pair(value: Any) -> bool:
             and hasattr(value[1], "num_leaves") and len(value[0]) == value[1].num_leaves)
 
 
-def equinox_layout(miss: Any) -> Layout | None:
-    """The layout of an ``equinox.filter_jit`` call, or ``None`` for anything else."""
+def _equinox_static(miss: Any) -> tuple[Any, Any, Any] | None:
+    """The ``static`` argument of an ``equinox.filter_jit`` call: three ``(leaves, treedef)``
+    pairs (the function, the first argument, the rest), or ``None`` for anything else."""
     module = getattr(miss.fun, "__module__", None) or ""
     if not module.startswith("equinox") or len(miss.args) != 3:
         return None
     static = miss.args[2]
     if not (isinstance(static, tuple) and len(static) == 3 and all(map(_is_pair, static))):
+        return None
+    return static
+
+
+def equinox_callable(miss: Any) -> Any | None:
+    """What ``equinox.filter_jit`` was given (a function, a Module instance, a bound
+    method, another wrapper), rebuilt from the call's static part with ``None`` for its
+    array leaves: enough to find the user's callable, never to call. ``None`` for any
+    other miss, or when it does not rebuild."""
+    static = _equinox_static(miss)
+    if static is None:
+        return None
+    leaves, treedef = static[0]
+    from jax import tree_util
+
+    try:
+        return tree_util.tree_unflatten(treedef, list(leaves))
+    except Exception:  # a node that will not rebuild without its arrays
+        return None
+
+
+def describe_callable(fun: Any, depth: int = 4) -> str:
+    """``filter_value_and_grad(loss)``: a wrapped callable named by its wrappers, for the
+    static entry that tells two wrappings of one function apart."""
+    name = _WRAPPER_NAMES.get(type(fun).__name__) if depth > 0 else None
+    inner = getattr(fun, "__wrapped__", None) if name else None
+    if name and inner is not None and inner is not fun:
+        return f"{name}({describe_callable(inner, depth - 1)})"
+    inner = getattr(fun, "__wrapped__", None) if depth > 0 else None
+    code = getattr(fun, "__code__", None)
+    if inner is not None and code is not None and code.co_name != getattr(
+            inner, "__name__", None):  # jax.grad(f): a function of JAX's that wraps f
+        return f"{code.co_name}({describe_callable(inner, depth - 1)})"
+    if isinstance(fun, type) or code is not None or hasattr(fun, "__func__"):
+        return str(getattr(fun, "__qualname__", None) or getattr(fun, "__name__", "?"))
+    return type(fun).__qualname__
+
+
+#: equinox's wrapper modules, by the function that makes them
+_WRAPPER_NAMES = {
+    "_JitWrapper": "filter_jit", "_GradWrapper": "filter_grad",
+    "_ValueAndGradWrapper": "filter_value_and_grad", "_VmapWrapper": "filter_vmap",
+    "_PmapWrapper": "filter_pmap", "_CheckpointWrapper": "filter_checkpoint",
+}
+
+
+def equinox_layout(miss: Any) -> Layout | None:
+    """The layout of an ``equinox.filter_jit`` call, or ``None`` for anything else."""
+    static = _equinox_static(miss)
+    if static is None:
         return None
     (fun_leaves, fun_tree), (first_leaves, first_tree), (rest_leaves, rest_tree) = static
     names, star = _user_parameters(fun_leaves, fun_tree)
@@ -152,7 +204,7 @@ def equinox_layout(miss: Any) -> Layout | None:
         return _keystr(keys)
 
     parts: dict[str, Callable[[int], str]] = {
-        "first": first_path, "rest": rest_path, "fun": lambda i: f"<function>[{i}]"}
+        "first": first_path, "rest": rest_path, "fun": lambda i: f"{FUNCTION}[{i}]"}
 
     def rename(jax_name: str) -> str:
         # "dynamic_nodonate['rest'][3]" -> the user's path of rest leaf 3
@@ -168,7 +220,13 @@ def equinox_layout(miss: Any) -> Layout | None:
 
     statics = [(first_path(i), v) for i, v in enumerate(first_leaves) if v is not None]
     statics += [(rest_path(i), v) for i, v in enumerate(rest_leaves) if v is not None]
-    statics += [(f"<function>[{i}]", v) for i, v in enumerate(fun_leaves) if v is not None]
+    fun_keys = _leaf_keys(fun_tree)
+    if fun_tree.num_nodes > 1:  # a wrapper or a Module: which one, then its fields
+        given = equinox_callable(miss)
+        if given is not None:
+            statics.append((FUNCTION, describe_callable(given)))
+    statics += [(FUNCTION + _keystr(fun_keys[i]) if fun_keys[i] else f"{FUNCTION}[{i}]", v)
+                for i, v in enumerate(fun_leaves) if v is not None]
     return Layout(rename, statics, _named_trees(positional, first_tree, rest_tree))
 
 

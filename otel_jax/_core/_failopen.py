@@ -107,6 +107,38 @@ def is_library_file(filename: str) -> bool:
     return verdict
 
 
+#: Test runners whose frames are never the user's line, wherever they are installed
+#: (``unittest`` is in the standard library, absl's in site-packages).
+TEST_RUNNER_PACKAGES = ("absl", "unittest", "pytest", "_pytest", "pluggy")
+_INSTALLED_MARKS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+_installed_verdict: dict[str, bool] = {}
+
+
+def is_installed_file(filename: str) -> bool:
+    """Whether ``filename`` is code the user installed rather than wrote: an installed
+    library's (site-packages, dist-packages), the standard library's, a test runner's, or
+    one of :data:`NOT_USER_PACKAGES`. A user's own line is outside all of these."""
+    verdict = _installed_verdict.get(filename)
+    if verdict is None:
+        real = os.path.normcase(os.path.realpath(filename))
+        verdict = (is_library_file(filename) or any(m in real for m in _INSTALLED_MARKS)
+                   or real.startswith(_stdlib_dirs()) or _is_test_runner(real))
+        if len(_installed_verdict) > 4096:
+            _installed_verdict.clear()
+        _installed_verdict[filename] = verdict
+    return verdict
+
+
+def _is_test_runner(real: str) -> bool:
+    for name in TEST_RUNNER_PACKAGES:
+        module = sys.modules.get(name)
+        path = getattr(module, "__file__", None) if module is not None else None
+        if path and real.startswith(os.path.normcase(os.path.realpath(
+                os.path.dirname(path))) + os.sep):
+            return True
+    return False
+
+
 def user_frame(skip: int = 0, limit: int = 200,
                is_library: Callable[[str], bool] | None = None) -> tuple[FrameType, int] | None:
     """The innermost frame of the user's own code on this thread's stack, and its

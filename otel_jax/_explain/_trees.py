@@ -84,7 +84,8 @@ def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Sign
     da = None if _is_leaf(a) else a.node_data()
     db = None if _is_leaf(b) else b.node_data()
     keyed = da is not None and db is not None and da[0] is db[0] and (
-        da[0] is dict or _wrappers.nnx_pytree_aux(da[0], da[1]) is not None)
+        da[0] is dict or _wrappers.nnx_pytree_aux(da[0], da[1]) is not None
+        or (mapping_keys(a, da) is not None and mapping_keys(b, db) is not None))
     if da is None or db is None or da[0] is not db[0] or (
             not keyed and len(a.children()) != len(b.children())):
         if da is not None and db is not None and _fields_changed(
@@ -93,7 +94,8 @@ def _walk(a: Any, b: Any, path: str, oa: int, ob: int, old: Signature, new: Sign
         add(Change(path or "<arguments>", CauseKind.PYTREE_STRUCTURE,
                    _summary(a, old, oa), _summary(b, new, ob)))
         return
-    if da[0] is not dict and safe_ne(da[1], db[1]):
+    if da[0] is not dict and safe_ne(da[1], db[1]) and not (
+            keyed and mapping_keys(a, da) is not None):
         # Same node type and arity, other auxiliary data: the static fields of a
         # dataclass-like node (flax.struct, equinox, register_dataclass) changed.
         aux_changes(path or "<arguments>", da[0], da[1], db[1], add)
@@ -274,11 +276,53 @@ def _data_field_names(node_type: Any, n: int) -> list[str] | None:
     return names if len(names) == n else None
 
 
+#: Node types seen, and whether their auxiliary data is their children's keys.
+_mapping_types: dict[Any, bool] = {}
+_MAX_MAPPING_TYPES = 256
+
+
+def mapping_keys(t: Any, data: Any) -> tuple[Any, ...] | None:
+    """The keys of a mapping-like node (a dict, flax's ``FrozenDict``, nnx's ``State``):
+    its auxiliary data when that is its children's keys, as JAX's key paths name them
+    (``DictKey``); ``None`` for any other node. Checked once per node type."""
+    node_type, aux = data
+    if node_type is dict:
+        return tuple(aux) if aux is not None else None
+    if not (isinstance(aux, tuple) and len(aux) == len(t.children())):
+        return None
+    verdict = _mapping_types.get(node_type)
+    if verdict is None:
+        verdict = _keys_are(t, aux)
+        if len(_mapping_types) >= _MAX_MAPPING_TYPES:
+            _mapping_types.clear()
+        _mapping_types[node_type] = verdict
+    return aux if verdict else None
+
+
+def _keys_are(t: Any, aux: tuple[Any, ...]) -> bool:
+    """Whether ``t``'s children, flattened with their keys, are keyed by ``aux``."""
+    try:
+        from jax import tree_util
+
+        obj = tree_util.tree_unflatten(t, [0] * t.num_leaves)
+        children = tree_util.tree_flatten_with_path(obj, is_leaf=lambda x: x is not obj)[0]
+        keys = tuple(getattr(path[0], "key", _NO_KEY) for path, _ in children)
+        return len(keys) == len(aux) and set(keys) == set(aux)
+    except Exception:  # a node that will not rebuild from placeholders
+        return False
+
+
+_NO_KEY = object()
+
+
 def _child_names(t: Any, path: str, data: Any) -> list[str]:
     node_type, aux = data
     n = len(t.children())
     if node_type is dict and aux is not None:
         return [f"{path}[{k!r}]" for k in aux]
+    keys = mapping_keys(t, data) if node_type is not tuple and node_type is not list else None
+    if keys is not None:
+        return [f"{path}[{k!r}]" for k in keys]
     if node_type is not dict and node_type is not tuple and node_type is not list:
         nnx = _wrappers.nnx_pytree_aux(node_type, aux)
         if nnx is not None and len(nnx[0]) == n:
@@ -321,8 +365,9 @@ def _summary(t: Any, sig: Signature, offset: int) -> str:
     if node_type is type(None):
         return "None"
     name = getattr(node_type, "__name__", "node")
-    if node_type is dict:
-        return truncate(f"dict with keys {list(data[1])}")
+    keys = mapping_keys(t, data) if data else None
+    if keys is not None:
+        return truncate(f"{name} with keys {list(keys)}")
     return f"{name} with {t.num_leaves} leaves"
 
 
@@ -335,16 +380,19 @@ def tree_changes(path: str, a: Any, b: Any, add: AddChange) -> None:
         return
     da = None if _is_leaf(a) else a.node_data()
     db = None if _is_leaf(b) else b.node_data()
+    keys_a = mapping_keys(a, da) if da is not None else None
+    keys_b = mapping_keys(b, db) if db is not None else None
+    mapping = keys_a is not None and keys_b is not None
     if da is None or db is None or da[0] is not db[0] or (
-            da[0] is not dict and len(a.children()) != len(b.children())):
+            not mapping and len(a.children()) != len(b.children())):
         if da is not None and db is not None and _tree_fields_changed(path, a, b, da[0],
                                                                       db[0], add):
             return
         add(Change(path, CauseKind.PYTREE_STRUCTURE, _tree_text(a, da), _tree_text(b, db)))
         return
-    if da[0] is dict:
-        kb = dict(zip(db[1], b.children()))
-        ka = dict(zip(da[1], a.children()))
+    if mapping:
+        kb = dict(zip(keys_b or (), b.children()))
+        ka = dict(zip(keys_a or (), a.children()))
         for k, child in ka.items():
             if k not in kb:
                 add(removed(f"{path}[{k!r}]", CauseKind.PYTREE_STRUCTURE, _tree_text(child)))

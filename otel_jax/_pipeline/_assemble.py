@@ -26,7 +26,7 @@ from .._capture._correlate import Traced
 from .._capture._jax import _coordination, _names, _persistent_cache, _program
 from .._capture._jax._compile_entry import CompileInputs
 from .._capture._jax._miss import Miss
-from .._capture._source import FunctionInfo, user_callsite
+from .._capture._source import FunctionInfo, user_callsites
 from .._core._failopen import FailOpen
 from .._core._vocab import Phase
 from .._explain import _causes
@@ -91,6 +91,7 @@ class Captured:
     detached: _detached.Detached | None  # an eager op's signature, to be made later
     devices: Devices
     callsite: str | None  # the user's frame that made the jit call
+    library_callsite: str | None  # an installed library's frame below it, if any
     warmup_done: bool  # as of the compile, not of when the record is made
     cache_enabled: bool  # JAX's persistent cache, as configured at the compile
 
@@ -141,11 +142,13 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
     # or what an eager op's is made of) and weak references.
     taken = dataclasses.replace(taken, miss=None, traced=None, compiled=compiled)
     naming = naming._replace(stands_for=None)
+    # From the listener: the walk finds the innermost user frame above JAX and otel_jax.
+    unknown: tuple[str | None, str | None] = (None, None)
+    sites = guard.call("callsite", lambda: user_callsites(skip=4), unknown)
     return Captured(
         taken, naming, signature, detached,
         devices=guard.call("device info", lambda: devices_of(miss), Devices()),
-        # From the listener: the walk finds the innermost user frame above JAX and otel_jax.
-        callsite=guard.call("callsite", lambda: user_callsite(skip=4), None),
+        callsite=sites[0], library_callsite=sites[1],
         warmup_done=warmup_done,
         cache_enabled=cache_enabled)
 
@@ -232,7 +235,7 @@ def assemble(captured: Captured, history: History, ledger: Ledger, guard: FailOp
         function=info, count=count, cause_kind=cause.kind, cause=cause.text,
         diff=cause.diff, signature=signature,
         start=min(p.start for p in taken.phases), end=taken.end, phases=taken.phases,
-        callsite=captured.callsite,
+        callsite=captured.callsite, library_callsite=captured.library_callsite,
         eager_op=naming.eager_op,
         after_warmup=captured.warmup_done and not naming.eager_op,
         hint=cause.hint, devices=devices, persistent_cache=cache,

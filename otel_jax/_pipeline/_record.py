@@ -90,6 +90,8 @@ class CompileRecord:
     end: float
     phases: tuple[PhaseTiming, ...] = ()
     callsite: str | None = None
+    # the innermost installed library's line between the user's and JAX (Keras's fit)
+    library_callsite: str | None = None
     eager_op: bool = False
     after_warmup: bool = False
     hint: str = ""
@@ -146,6 +148,8 @@ def span_attributes(record: CompileRecord) -> dict[str, AttributeValue]:
         attrs[Attr.LINE] = info.line
     if record.callsite is not None:
         attrs[Attr.CALLSITE] = record.callsite
+    if record.library_callsite is not None:
+        attrs[Attr.LIBRARY_CALLSITE] = record.library_callsite
     if record.compared_with is not None:
         attrs[Attr.COMPARED_WITH] = record.compared_with
     if record.fingerprint:
@@ -198,6 +202,8 @@ def log_fields(record: CompileRecord, link: SpanLink | None) -> dict[str, Any]:
         Field.HINT: record.hint,
         Field.COMPILE_S: round(record.compile_s, 6),
     }
+    if record.library_callsite is not None:
+        fields[Field.LIBRARY_CALLSITE] = record.library_callsite
     for timing in record.phases:
         fields[timing.phase.value] = round(timing.seconds, 6)
     if record.persistent_cache is not None:
