@@ -274,6 +274,9 @@ def install(
 
         barriers = _barrier.attach(_flush_for_provider, providers.tracer_provider,
                                    providers.meter_provider, providers.logger_provider)
+        ENGINE.watch = _barrier.attach_when_set(
+            _flush_for_provider, barriers, providers.tracer_provider,
+            providers.meter_provider, providers.logger_provider)
         _current = Installation(
             tracer_provider=providers.tracer_provider,
             meter_provider=providers.meter_provider,
@@ -329,6 +332,7 @@ def uninstall() -> None:
         current, _current = _current, None
         if current is None:
             return
+        ENGINE.watch = None
         ENGINE.connect(None)
         # Before the log stream closes and the providers flush: what was handed to the
         # background thread reaches them (bounded, like the rest of uninstall).
