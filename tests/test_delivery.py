@@ -6,6 +6,7 @@ finalizer, a user's processor or handler) never hang the process."""
 from __future__ import annotations
 
 import collections
+import gc
 import json
 import logging
 import os
@@ -460,6 +461,99 @@ def test_compiles_inside_otel_jax_never_hang_and_are_all_counted(tmp_path, how):
         assert landed > 0
 
 
+FINALIZERS = """
+import collections, json, sys, threading
+import jax, numpy as np
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+import otel_jax
+
+class Encoding(SpanExporter):  # allocates as it exports, as an encoder does
+    def export(self, spans):
+        for span in spans:
+            [[span.name] for _ in range(3000)]
+        return SpanExportResult.SUCCESS
+
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(Encoding()))
+otel_jax.install(tracer_provider=provider, log_output=open(sys.argv[1], "a", buffering=1))
+ran_on = collections.Counter()  # where the collector ran the finalizers
+
+@jax.jit
+def inside_fn(x):
+    return x + 1
+
+class Compiles:
+    made = 0
+    def __init__(self):
+        self.me = self  # a cycle: freed by the collector, on whichever thread it runs
+        self.load = [object() for _ in range(20)]
+    def __del__(self):
+        name = threading.current_thread().name
+        ran_on[name] += 1
+        if name != "MainThread":  # on a thread of otel_jax's: a compile there
+            Compiles.made += 1
+            inside_fn(np.ones(Compiles.made, np.float32))
+
+@jax.jit
+def step_fn(x):
+    return x * 2
+
+for n in range(1, 61):
+    step_fn(np.ones(n, np.float32))
+    for _ in range(40):
+        Compiles()  # garbage made while otel_jax emits
+assert otel_jax.flush(60)
+print("RAN", json.dumps(ran_on), flush=True)
+for n in range(61, 66):  # left to the exit, with garbage for its collections
+    step_fn(np.ones(n, np.float32))
+    for _ in range(40):
+        Compiles()
+"""
+
+
+@pytest.mark.slow
+def test_finalizers_run_on_the_programs_threads_never_on_otel_jaxs(tmp_path):
+    # The collector runs finalizers on whichever thread allocates past its threshold:
+    # never on otel_jax's emission or log thread, where a compile would hold telemetry up
+    # and, at the exit, abort the process. Under load (garbage made while otel_jax emits)
+    # and at the exit.
+    log = tmp_path / "compiles.jsonl"
+    done = _run(FINALIZERS, str(log), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [ran] = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines()
+             if line.startswith("RAN ")]
+    assert set(ran) == {"MainThread"} and ran["MainThread"] > 1000, ran
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    reported = collections.Counter(line["function"].rsplit(".", 1)[-1] for line in lines
+                                   if line["event"] == "jax.compile")
+    assert reported == {"step_fn": 65}, reported
+
+
+def test_otel_jaxs_threads_leave_the_programs_collector_as_they_found_it():
+    # The program's own gc.disable() holds while otel_jax's threads work and wait; and
+    # with it on, it is on again whenever they wait.
+    otel_jax.uninstall()
+    otel_jax.install(tracer_provider=TracerProvider(), log_output=None)
+    f = jax.jit(lambda x: x - 1)
+    try:
+        f(jnp.ones(3))
+        assert otel_jax.flush(30)
+        assert gc.isenabled()
+        gc.disable()
+        try:
+            f(jnp.ones(4))
+            assert otel_jax.flush(30)
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+        f(jnp.ones(5))
+        assert otel_jax.flush(30)
+        assert gc.isenabled()
+    finally:
+        otel_jax.uninstall()
+
+
 class RaisingHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         raise OSError("disk full")
@@ -540,6 +634,22 @@ def test_a_log_output_that_does_not_keep_up_is_named_for_what_it_is(tmp_path, ki
     assert "2 log lines were waiting to be written" in message
     assert ("a file" if kind == "file" else "a pipe") in message
     assert "nobody reads" not in message
+
+
+def test_a_line_after_uninstall_closed_the_output_is_said_to_be_so(tmp_path):
+    from otel_jax._emit._logs import JsonLogEmitter
+
+    said: list[str] = []
+    with open(tmp_path / "log.jsonl", "w") as stream:
+        emitter = JsonLogEmitter(stream, failopen=_failopen.FailOpen(warn=said.append))
+        _failopen.reset_warnings()
+        emitter._emit(20, "jax.compile", {})
+        assert emitter.close(5)
+        emitter._emit(20, "jax.compile", {})  # a compile emitted after uninstall()
+    [message] = said
+    assert "after uninstall() closed the JSON log stream" in message
+    assert "waiting" not in message and "disk" not in message
+    assert emitter.dropped == 1
 
 
 INTERRUPTED = """

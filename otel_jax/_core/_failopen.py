@@ -155,6 +155,7 @@ class Topic(enum.Enum):
     BAD_RECORDS = "bad-records"
     UNSENT_BATCH = "unsent-batch"
     LOG_DROPPED = "log-dropped"
+    LOG_CLOSED = "log-closed"                   # a line after uninstall() closed the output
     EMIT_DROPPED = "emit-dropped"               # compiles the emitting thread could not take
     LOG_WRITE = "log-write"                     # detail: exception type
     STRUCTLOG_LINE = "structlog-line"           # detail: exception type

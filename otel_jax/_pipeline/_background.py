@@ -11,6 +11,12 @@ it: when the queue is full a compile's telemetry is dropped and counted (``dropp
 the ``jax.compile.dropped`` counter), with one warning; the engine makes records on the
 compiling thread again well before that. :meth:`Worker.flush` waits, boundedly, until
 what was handed over has run.
+
+Only otel_jax's work runs on the thread, as far as it can see to it: it keeps the garbage
+collector off while it works, so that no finalizer of the user's runs (and compiles) there
+(:mod:`otel_jax._core._quiet`). At the process's exit the thread is stopped
+(:meth:`Worker.stop`) once what was handed over ran: what comes later is emitted on the
+exiting thread.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import time
 from collections.abc import Callable
 
 from .._core._failopen import FailOpen, Topic, at_site
+from .._core._quiet import Collector, Waker, start_thread
 
 __all__ = ["QUEUE_CAPACITY", "WORKER", "Worker"]
 
@@ -58,6 +65,8 @@ class Worker:
         self._unfinished = 0  # queued or running
         self._thread: threading.Thread | None = None
         self._sleeping = False  # waiting without a timeout: a submit must wake it
+        self._waker = Waker()  # the thread's wait (the collector may run then)
+        self._stopped = False  # the process is exiting: jobs run on the caller's thread
         self._pid = os.getpid()
 
     def submit(self, job: Job, *, counted: bool = True) -> bool:
@@ -80,7 +89,7 @@ class Worker:
                     self._jobs.append(job)
                     self._unfinished += 1
                     if self._sleeping:
-                        self._cond.notify_all()
+                        self._wake_locked()
         if dropped:
             self._warn_dropped(dropped)
             return False
@@ -94,14 +103,17 @@ class Worker:
         self._unfinished = 0
         self._thread = None
         self._sleeping = False
+        self._waker = Waker()
+        self._stopped = False
         self._pid = os.getpid()
 
     def _start_locked(self) -> bool:
+        if self._stopped:
+            return False
         if self._thread is not None and self._thread.is_alive():
             return True
-        thread = threading.Thread(target=self._run, name="otel_jax-emit", daemon=True)
         try:
-            thread.start()
+            thread = start_thread(self._serve, "otel_jax-emit")
         except RuntimeError:  # at interpreter shutdown: the job runs on the caller's thread
             return False
         self._thread = thread
@@ -122,18 +134,26 @@ class Worker:
             "spans, metrics and log lines are dropped while the queue is full (counted "
             "in jax.compile.dropped); the jit calls are unaffected."))
 
-    def _run(self) -> None:
+    def _wake_locked(self) -> None:
+        """End the thread's wait (with ``_cond`` held)."""
+        self._waker.wake()
+
+    def _serve(self, collector: Collector) -> None:
         idle_since = time.monotonic()
         while True:
             with self._cond:
                 while not self._jobs:
+                    if self._stopped:
+                        self._thread = None
+                        self._cond.notify_all()
+                        return
                     if time.monotonic() - idle_since >= IDLE_S:
                         self._sleeping = True
-                        self._cond.wait()
+                        self._idle(collector, None)
                         self._sleeping = False
                         idle_since = time.monotonic()
                     else:
-                        self._cond.wait(POLL_S)
+                        self._idle(collector, POLL_S)
                 job = self._jobs.popleft()
             try:
                 self._run_job(job)
@@ -143,7 +163,40 @@ class Worker:
                     self._unfinished -= 1
                     if not self._unfinished:
                         self._cond.notify_all()
-            time.sleep(0)  # between jobs, the compiling thread may take the GIL back
+            # Between jobs the compiling thread may take the interpreter back, and a
+            # collection owed falls to it.
+            collector.allow()
+            time.sleep(0)
+            collector.hold()
+
+    def _idle(self, collector: Collector, timeout: float | None) -> None:
+        """Wait, with ``_cond`` held (once), until woken or ``timeout``; the collector may
+        run meanwhile, on another thread."""
+        self._cond.release()
+        try:
+            self._waker.wait(collector, timeout)
+        finally:
+            self._cond.acquire()
+
+    def stop(self, timeout: float) -> bool:
+        """At the process's exit: end the thread once the jobs handed over so far ran (at
+        most ``timeout`` seconds); later jobs run on the caller's thread. Whether it
+        ended."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._cond:
+            if self._pid != os.getpid():
+                return True
+            self._stopped = True
+            thread = self._thread
+            if thread is None or threading.current_thread() is thread:
+                return thread is None
+            self._wake_locked()
+            while self._thread is thread and thread.is_alive():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
 
     def _run_job(self, job: Job) -> None:
         self._emit(job)
@@ -165,7 +218,7 @@ class Worker:
                 return not self._unfinished
             deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
             if self._unfinished:
-                self._cond.notify_all()  # the thread need not wait for its next poll
+                self._wake_locked()  # the thread need not wait for its next poll
             while self._unfinished:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:

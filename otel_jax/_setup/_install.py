@@ -402,9 +402,17 @@ _exiting = False
 EXITING_WAIT_S = 0.1
 
 
+#: How long the exit waits, once its flush ran, for the background thread to end.
+EXIT_STOP_S = 0.5
+
+
 def _flush_at_exit() -> None:
     global _exiting
     flush(EXIT_FLUSH_S)
+    # Then the thread ends: nothing runs on it while the interpreter finalizes (a compile
+    # there, in a finalizer or a processor of the user's, aborts the process). Later
+    # compiles are emitted on the exiting thread.
+    WORKER.stop(EXIT_STOP_S)
     _exiting = True
 
 
