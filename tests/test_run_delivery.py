@@ -141,3 +141,31 @@ def test_a_program_that_sets_up_opentelemetry_after_jax_loses_nothing(
     assert len(spans) == 8, proc.stderr[-3000:]
     assert len((tmp_path / "out.logs").read_text().split()) == 8, proc.stderr[-3000:]
     assert "already shutdown" not in proc.stderr
+
+
+def test_a_program_ended_by_sigterm_leaves_no_run_folder(tmp_path: Path) -> None:
+    script = write(tmp_path / "killed.py", """
+        import os, signal, time
+        import jax, jax.numpy as jnp
+        jax.jit(lambda x: x + 1)(jnp.ones(3))
+        print("READY", flush=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(60)
+    """)
+    proc = run("--log-output", "none", str(script), cwd=tmp_path, environ=env(tmp_path))
+    assert "READY" in proc.stdout, proc.stderr[-3000:]
+    assert proc.returncode == -signal.SIGTERM  # it dies of the signal, as without otel_jax
+    assert not list(tmp_path.glob("otel_jax-run-*"))
+
+
+@pytest.mark.parametrize("option", ["-E", "-S", "-I"])
+def test_python_options_that_keep_the_bootstrap_out_are_said_in_one_line(
+        tmp_path: Path, option: str) -> None:
+    started = time.monotonic()
+    proc = run(sys.executable, option, "-c", "print('RAN')", cwd=tmp_path,
+               environ=env(tmp_path))
+    assert proc.returncode == 0 and "RAN" in proc.stdout, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if line.startswith("otel-jax run:")]
+    assert len(said) == 1 and option in said[0] and "cannot be installed" in said[0], \
+        proc.stderr
+    assert time.monotonic() - started < TIMEOUT_S
