@@ -45,9 +45,9 @@ from opentelemetry._logs import LogRecord, SeverityNumber
 
 from .._core import _vocab
 from .._core._failopen import FailOpen, Topic, WarnKey
-from .._core._quiet import Collector, Waker, start_thread
 from .._core._text import safe_repr
 from .._core._vocab import EVENT_COMPILE, EVENT_DIVERGENCE, EVENT_STORM, LOGGER_NAME, Attr, Field
+from .._pipeline._background import Collector, Waker, start_thread
 from .._pipeline._record import (
     CompileRecord,
     Divergence,
@@ -220,7 +220,7 @@ class LogEmitter:
         """A fresh queue, lock and (not yet started) thread: at creation and in a forked child."""
         self._queue: deque[_Line] = deque()
         self._cond = threading.Condition(threading.RLock())
-        self._waker = Waker()  # the writer's wait (the collector may run then: _quiet)
+        self._waker = Waker()  # the writer's wait (the collector may run then)
         self._pending = 0  # lines queued or being written
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -314,7 +314,7 @@ class LogEmitter:
     # --- the writer thread ----------------------------------------------------------
 
     def _serve(self, collector: Collector) -> None:
-        """The writer thread (no finalizer of the user's runs here: ``_core._quiet``)."""
+        """The writer thread (no finalizer of the user's runs here: ``_background.Collector``)."""
         while True:
             with self._cond:
                 while not self._queue and not self._closed:
