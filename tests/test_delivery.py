@@ -176,13 +176,17 @@ if __name__ == "__main__":
         p = context.Process(target=work, args=(1,))
         p.start(); p.join()
         sys.exit(p.exitcode)
+    if how == "with-pool":  # __exit__ calls terminate(): SIGTERM to the workers
+        with context.Pool(2) as pool:
+            assert sorted(pool.map(work, [1, 2])) == [1, 2]
+        sys.exit(0)
     with cf.ProcessPoolExecutor(2, mp_context=context) as pool:
         assert sorted(pool.map(work, [1, 2])) == [1, 2]
 """
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how, compiles", [("process", 8), ("pool", 16)])
+@pytest.mark.parametrize("how, compiles", [("process", 8), ("pool", 16), ("with-pool", 16)])
 def test_forked_workers_emit_every_compile(tmp_path, how, compiles):
     out = str(tmp_path / "o")
     done = _run(FORKED_WORKERS, out, how)
