@@ -44,7 +44,7 @@ from opentelemetry._logs import Logger as OtelLogger
 from opentelemetry._logs import LogRecord, SeverityNumber
 
 from .._core import _vocab
-from .._core._failopen import FailOpen, Topic, WarnKey
+from .._core._failopen import FailOpen, Topic, WarnKey, their_frame
 from .._core._text import safe_repr
 from .._core._vocab import EVENT_COMPILE, EVENT_DIVERGENCE, EVENT_STORM, LOGGER_NAME, Attr, Field
 from .._pipeline._background import Collector, Waker, start_thread
@@ -523,7 +523,7 @@ class StructlogEmitter(LogEmitter):
                         f"otel_jax: your structlog configuration raised {type(exc).__name__} "
                         f"({safe_repr(str(exc), 200)}) in a processor or handler, on a {line[2]} "
                         "line; that line is dropped, later lines are still sent, and the "
-                        "jit calls are unaffected.")
+                        "jit calls are unaffected.", at=their_frame(exc))
 
     def _send(self, line: _Line) -> None:
         _, level, event, fields, context = line
