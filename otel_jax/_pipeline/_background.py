@@ -73,6 +73,13 @@ Job = Callable[[], None]
 _holders = 0
 _turned_off = False
 _lock = threading.Lock()
+#: When the collector was turned off by the first hold (``time.monotonic()``).
+_off_since = 0.0
+#: The longest the collector stays off for otel_jax's threads: a job held up longer (an
+#: exporter that blocks on a collector that does not answer) would keep the program's
+#: garbage from being collected; past this, the compiling thread turns it on again
+#: (:func:`give_up_overdue`), and the hold is given up until the threads all let go.
+MAX_HOLD_S = 1.0
 
 
 class Collector:
@@ -87,10 +94,12 @@ class Collector:
         global _holders, _turned_off
         if self._held:
             return
+        global _off_since
         _lock.acquire()
         if not _holders:
             _turned_off = gc.isenabled()
             if _turned_off:
+                _off_since = time.monotonic()
                 gc.disable()
         _holders += 1
         self._held = True
@@ -108,6 +117,18 @@ class Collector:
             _turned_off = False
             gc.enable()
         _lock.release()
+
+
+def give_up_overdue(limit: float = MAX_HOLD_S) -> None:
+    """Turn the collector on again when otel_jax's threads have held it off for over
+    ``limit`` seconds (called on the compiling thread, at each compile handed over)."""
+    global _turned_off
+    if not _turned_off or time.monotonic() - _off_since <= limit:
+        return
+    with _lock:
+        if _turned_off:
+            _turned_off = False
+            gc.enable()
 
 
 def after_fork() -> None:
@@ -213,6 +234,7 @@ class Worker:
                     self._unfinished += 1
                     if self._sleeping:
                         self._wake_locked()
+        give_up_overdue()
         if dropped:
             self._warn_dropped(dropped)
             return False
