@@ -240,17 +240,19 @@ def emit(message: str, at: str | None = None) -> None:
     reporting, or, where none is known, at no line (said on the ``otel_jax`` logger); at
     ``otel_jax`` itself when the first frame past otel_jax's is another library's
     installed code (its own thread or callback). ``at``: the user's ``file:line`` that
-    caused it (their code that raised, :func:`their_frame`), where it is said instead.
+    caused it (their code that raised, :func:`their_frame`), where it is said when neither
+    a frame of theirs nor a jit call is known here (on otel_jax's log-writer thread, say).
     Never raises: warnings turned into errors are logged on the ``otel_jax`` logger
     instead."""
     try:
-        location = _site_location(at) if at else None
-        if location is not None:
-            warnings.warn_explicit(message, OtelJaxWarning, location[0], location[1],
-                                   module="__main__")
-            return
         found = user_frame()
         site: str | None | bool = getattr(_site, "where", False)
+        theirs = _site_location(at) if at else None
+        if theirs is not None and not isinstance(site, str) and (
+                found is None or _installed(found[0].f_code.co_filename)):
+            warnings.warn_explicit(message, OtelJaxWarning, theirs[0], theirs[1],
+                                   module="__main__")
+            return
         if found is None and site is not False:
             location = _site_location(site) if isinstance(site, str) else None
             if location is None:
