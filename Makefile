@@ -3,9 +3,9 @@
 #   make test   - install everything the tests need and run the suites, side by side: the
 #                 whole suite on the machine's default Python (the newest JAX pip gives it),
 #                 the whole suite on the newest Python >= 3.12 here with the newest JAX
-#                 (JAX 0.11 and later need 3.12), and the library's tests on the oldest
-#                 supported JAX (all always run; a summary line per suite, with its Python
-#                 and JAX, ends the output)
+#                 (JAX 0.11 and later need 3.12), the library's tests on the oldest
+#                 supported JAX, and the exit and emission tests on Python 3.12 (all always
+#                 run; a summary line per suite, with its Python and JAX, ends the output)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -16,6 +16,10 @@ LATEST_PYTHON_MIN := 3.12
 # The newest Python >= LATEST_PYTHON_MIN on this machine (PATH, then pyenv's versions), or
 # empty; looked up only where used.
 LATEST_PYTHON = $(shell scripts/find-python $(LATEST_PYTHON_MIN))
+# The newest Python 3.12.x here, or empty: the exit and emission tests run on it too (3.12.0
+# and 3.12.1 start no thread at interpreter shutdown, where 3.11 and 3.13 do).
+PY312_VENV := .venv-py312
+PY312_PYTHON = $(shell scripts/find-python 3.12 3.12)
 # The lower bound of "jax>=..." in pyproject.toml, otel_jax._version.JAX_MINIMUM
 # (tests/test_packaging.py checks they agree).
 JAX_OLDEST := 0.8.0
@@ -23,7 +27,7 @@ JAX_OLDEST := 0.8.0
 # block; that one warning is silenced, any other still shows.
 PIP_QUIET := PYTHONWARNINGS="$${PYTHONWARNINGS:+$$PYTHONWARNINGS,}ignore:Editable installation"
 
-.PHONY: demo test test-default test-latest test-oldest lint tools browser bench corpus docs clean
+.PHONY: demo test test-default test-latest test-oldest test-py312 lint tools browser bench corpus docs clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +48,14 @@ $(LATEST_VENV)/.installed: pyproject.toml
 	echo "$$py -m venv $(LATEST_VENV)"; "$$py" -m venv $(LATEST_VENV)
 	$(LATEST_VENV)/bin/python -m pip install -q --upgrade pip
 	$(PIP_QUIET) $(LATEST_VENV)/bin/python -m pip install -q --upgrade -e '.[test]'
+	touch $@
+
+# Built by `make test` only where scripts/find-python finds a Python 3.12.
+$(PY312_VENV)/.installed: pyproject.toml
+	@py="$(PY312_PYTHON)"; [ -n "$$py" ] || { echo "no Python 3.12 on this machine (PATH, pyenv)"; exit 1; }; \
+	echo "$$py -m venv $(PY312_VENV)"; "$$py" -m venv $(PY312_VENV)
+	$(PY312_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PIP_QUIET) $(PY312_VENV)/bin/python -m pip install -q -e '.[test]'
 	touch $@
 
 # The differential corpus check (benchmarks/corpus.py) runs peer libraries' own test suites,
@@ -82,7 +94,7 @@ browser:
 # is non-zero when any failed. Where no Python >= LATEST_PYTHON_MIN exists, the newest-JAX
 # suite is skipped (one line says so), not failed.
 test: tools browser $(VENV)/.installed $(OLDEST_VENV)/.installed
-	@scripts/suites "$(LATEST_PYTHON)" $(LATEST_PYTHON_MIN)
+	@scripts/suites "$(LATEST_PYTHON)" $(LATEST_PYTHON_MIN) "$(PY312_PYTHON)"
 
 # ruff over the package, mypy over it (strict on the public API: pyproject.toml).
 lint: $(VENV)/.installed
@@ -122,6 +134,12 @@ test-latest: $(LATEST_VENV)/.installed
 	$(LATEST_VENV)/bin/python -m pytest -q -o cache_dir=.pytest_cache/newest \
 		$(addprefix --ignore=,$(VERSION_FREE_TESTS))
 
+# What a process's exit and otel_jax's own threads do, on Python 3.12: only these files,
+# as the suite runs beside the others (the rest of the suite does not depend on 3.12).
+EXIT_TESTS := tests/test_delivery.py tests/test_background.py tests/test_run_delivery.py
+test-py312: $(PY312_VENV)/.installed
+	$(PY312_VENV)/bin/python -m pytest -q -o cache_dir=.pytest_cache/py312 $(EXIT_TESTS)
+
 bench: $(VENV)/.installed
 	$(PY) benchmarks/overhead.py
 	$(PY) benchmarks/compile_path.py --repeat 3
@@ -134,4 +152,4 @@ corpus: $(CORPUS_VENV)/.installed
 		--out test-output/corpus
 
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) $(LATEST_VENV) $(CORPUS_VENV) *.egg-info
+	rm -rf $(VENV) $(OLDEST_VENV) $(LATEST_VENV) $(PY312_VENV) $(CORPUS_VENV) *.egg-info

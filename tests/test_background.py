@@ -429,3 +429,21 @@ def test_a_forked_child_does_not_wait_for_the_parents_records(held_worker):
     assert os.waitstatus_to_exitcode(status) == 0
     release.set()
     assert [e.count for e in otel_jax.compile_history(before_fork)] == [1]
+
+
+def test_the_collector_is_not_held_off_for_long():
+    # A job held up (an exporter that blocks) keeps the collector off at most MAX_HOLD_S:
+    # then the compiling thread turns it on again, and the late let-go leaves it on.
+    assert gc.isenabled()
+    collector = _background.Collector()
+    collector.hold()
+    try:
+        assert not gc.isenabled()
+        _background.give_up_overdue(60.0)
+        assert not gc.isenabled()
+        _background.give_up_overdue(0.0)
+        assert gc.isenabled()
+    finally:
+        collector.allow()
+        gc.enable()
+    assert gc.isenabled()

@@ -6,6 +6,7 @@ finalizer, a user's processor or handler) never hang the process."""
 from __future__ import annotations
 
 import collections
+import gc
 import json
 import logging
 import os
@@ -175,13 +176,17 @@ if __name__ == "__main__":
         p = context.Process(target=work, args=(1,))
         p.start(); p.join()
         sys.exit(p.exitcode)
+    if how == "with-pool":  # __exit__ calls terminate(): SIGTERM to the workers
+        with context.Pool(2) as pool:
+            assert sorted(pool.map(work, [1, 2])) == [1, 2]
+        sys.exit(0)
     with cf.ProcessPoolExecutor(2, mp_context=context) as pool:
         assert sorted(pool.map(work, [1, 2])) == [1, 2]
 """
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how, compiles", [("process", 8), ("pool", 16)])
+@pytest.mark.parametrize("how, compiles", [("process", 8), ("pool", 16), ("with-pool", 16)])
 def test_forked_workers_emit_every_compile(tmp_path, how, compiles):
     out = str(tmp_path / "o")
     done = _run(FORKED_WORKERS, out, how)
@@ -263,6 +268,53 @@ def test_exit_is_bounded(case):
     if case == "silent-endpoint":
         said = [line for line in done.stderr.splitlines() if "OtelJaxWarning" in line]
         assert len(said) == 1 and "no answer" in done.stderr, done.stderr[-2000:]
+
+
+def _answering_endpoint() -> tuple[str, collections.Counter, threading.Event]:
+    """An OTLP/HTTP collector that answers 200 to every request and counts them by path."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    posts: collections.Counter = collections.Counter()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the standard library's name
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            posts[self.path] += 1
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    stop = threading.Event()
+
+    def serve() -> None:
+        server.timeout = 0.2
+        while not stop.is_set():
+            server.handle_request()
+        server.server_close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}", posts, stop
+
+
+@pytest.mark.slow
+def test_exit_exports_what_is_pending_to_an_answering_endpoint():
+    # Nothing was exported before the exit (the batch processors wait 5 s, the metric
+    # reader 10 min): all of it goes out at exit, on every supported Python (3.12.1 too,
+    # which starts no thread at interpreter shutdown).
+    endpoint, posts, stop = _answering_endpoint()
+    try:
+        done = _run(EXIT_TIMED, "otlp", env={"OTEL_METRIC_EXPORT_INTERVAL": "600000",
+                                             "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint})
+    finally:
+        stop.set()
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert {path: posts[path] > 0 for path in ("/v1/traces", "/v1/metrics", "/v1/logs")} == {
+        "/v1/traces": True, "/v1/metrics": True, "/v1/logs": True}, (posts, done.stderr)
+    assert "OtelJaxWarning" not in done.stderr, done.stderr[-2000:]
 
 
 # --- compiles inside otel_jax's own work --------------------------------------------------------
@@ -413,6 +465,99 @@ def test_compiles_inside_otel_jax_never_hang_and_are_all_counted(tmp_path, how):
         assert landed > 0
 
 
+FINALIZERS = """
+import collections, json, sys, threading
+import jax, numpy as np
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+import otel_jax
+
+class Encoding(SpanExporter):  # allocates as it exports, as an encoder does
+    def export(self, spans):
+        for span in spans:
+            [[span.name] for _ in range(3000)]
+        return SpanExportResult.SUCCESS
+
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(Encoding()))
+otel_jax.install(tracer_provider=provider, log_output=open(sys.argv[1], "a", buffering=1))
+ran_on = collections.Counter()  # where the collector ran the finalizers
+
+@jax.jit
+def inside_fn(x):
+    return x + 1
+
+class Compiles:
+    made = 0
+    def __init__(self):
+        self.me = self  # a cycle: freed by the collector, on whichever thread it runs
+        self.load = [object() for _ in range(20)]
+    def __del__(self):
+        name = threading.current_thread().name
+        ran_on[name] += 1
+        if name != "MainThread":  # on a thread of otel_jax's: a compile there
+            Compiles.made += 1
+            inside_fn(np.ones(Compiles.made, np.float32))
+
+@jax.jit
+def step_fn(x):
+    return x * 2
+
+for n in range(1, 61):
+    step_fn(np.ones(n, np.float32))
+    for _ in range(40):
+        Compiles()  # garbage made while otel_jax emits
+assert otel_jax.flush(60)
+print("RAN", json.dumps(ran_on), flush=True)
+for n in range(61, 66):  # left to the exit, with garbage for its collections
+    step_fn(np.ones(n, np.float32))
+    for _ in range(40):
+        Compiles()
+"""
+
+
+@pytest.mark.slow
+def test_finalizers_run_on_the_programs_threads_never_on_otel_jaxs(tmp_path):
+    # The collector runs finalizers on whichever thread allocates past its threshold:
+    # never on otel_jax's emission or log thread, where a compile would hold telemetry up
+    # and, at the exit, abort the process. Under load (garbage made while otel_jax emits)
+    # and at the exit.
+    log = tmp_path / "compiles.jsonl"
+    done = _run(FINALIZERS, str(log), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [ran] = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines()
+             if line.startswith("RAN ")]
+    assert set(ran) == {"MainThread"} and ran["MainThread"] > 1000, ran
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    reported = collections.Counter(line["function"].rsplit(".", 1)[-1] for line in lines
+                                   if line["event"] == "jax.compile")
+    assert reported == {"step_fn": 65}, reported
+
+
+def test_otel_jaxs_threads_leave_the_programs_collector_as_they_found_it():
+    # The program's own gc.disable() holds while otel_jax's threads work and wait; and
+    # with it on, it is on again whenever they wait.
+    otel_jax.uninstall()
+    otel_jax.install(tracer_provider=TracerProvider(), log_output=None)
+    f = jax.jit(lambda x: x - 1)
+    try:
+        f(jnp.ones(3))
+        assert otel_jax.flush(30)
+        assert gc.isenabled()
+        gc.disable()
+        try:
+            f(jnp.ones(4))
+            assert otel_jax.flush(30)
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+        f(jnp.ones(5))
+        assert otel_jax.flush(30)
+        assert gc.isenabled()
+    finally:
+        otel_jax.uninstall()
+
+
 class RaisingHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         raise OSError("disk full")
@@ -493,6 +638,22 @@ def test_a_log_output_that_does_not_keep_up_is_named_for_what_it_is(tmp_path, ki
     assert "2 log lines were waiting to be written" in message
     assert ("a file" if kind == "file" else "a pipe") in message
     assert "nobody reads" not in message
+
+
+def test_a_line_after_uninstall_closed_the_output_is_said_to_be_so(tmp_path):
+    from otel_jax._emit._logs import JsonLogEmitter
+
+    said: list[str] = []
+    with open(tmp_path / "log.jsonl", "w") as stream:
+        emitter = JsonLogEmitter(stream, failopen=_failopen.FailOpen(warn=said.append))
+        _failopen.reset_warnings()
+        emitter._emit(20, "jax.compile", {})
+        assert emitter.close(5)
+        emitter._emit(20, "jax.compile", {})  # a compile emitted after uninstall()
+    [message] = said
+    assert "after uninstall() closed the JSON log stream" in message
+    assert "waiting" not in message and "disk" not in message
+    assert emitter.dropped == 1
 
 
 INTERRUPTED = """

@@ -413,7 +413,7 @@ def test_the_python_range_is_the_one_the_suites_run_on():
 
 
 def test_the_files_the_suites_name_exist():
-    for name in ("LIBRARY_TESTS", "VERSION_FREE_TESTS"):
+    for name in ("LIBRARY_TESTS", "VERSION_FREE_TESTS", "EXIT_TESTS"):
         for path in _makefile_list(name):
             assert (ROOT / path).exists(), (name, path)
     assert not set(_makefile_list("LIBRARY_TESTS")) & set(_makefile_list("VERSION_FREE_TESTS"))
@@ -464,6 +464,16 @@ def test_find_python_picks_the_newest_that_runs(tmp_path):
     # A tie: the one on PATH.
     on_path = _stub_python(tmp_path / "bin" / "python3.13", "3.13.1")
     assert _find_python(tmp_path).stdout == f"{on_path}\n"
+
+
+def test_find_python_finds_the_newest_of_one_series(tmp_path):
+    _stub_python(tmp_path / "bin" / "python3", "3.11.9")
+    series = _stub_python(tmp_path / "bin" / "python3.12", "3.12.1")
+    _stub_python(tmp_path / "pyenv" / "versions" / "3.13.1" / "bin" / "python3", "3.13.1")
+    out = _find_python(tmp_path, "3.12", "3.12")
+    assert out.returncode == 0 and out.stdout == f"{series}\n", out.stderr
+    out = _find_python(tmp_path, "3.10", "3.10")  # none of that series
+    assert out.returncode == 1 and out.stdout == ""
 
 
 def test_find_python_on_this_machine_finds_a_python_that_runs():

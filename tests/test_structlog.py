@@ -13,6 +13,7 @@ import io
 import json
 import logging
 import threading
+from pathlib import Path
 import warnings
 
 import jax
@@ -265,7 +266,7 @@ def test_an_app_processor_that_raises_costs_one_warning_and_that_line(app_struct
     def flaky(logger, method_name, event_dict):
         if not raised and str(event_dict.get("function")).endswith("fragile"):
             raised.append(event_dict["event"])
-            raise ValueError("the application's processor is broken")
+            raise ValueError("the application's processor is broken")  # said here
         return event_dict
 
     structlog.configure(
@@ -290,6 +291,10 @@ def test_an_app_processor_that_raises_costs_one_warning_and_that_line(app_struct
     said = [w for w in caught if issubclass(w.category, OtelJaxWarning)]
     assert len(said) == 1, [str(w.message) for w in said]
     assert "structlog configuration raised ValueError" in str(said[0].message)
+    # located at their processor's line that raised, not at otel_jax's thread
+    line = next(n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+                if text.endswith("# said here"))
+    assert (said[0].filename, said[0].lineno) == (__file__, line)
     assert raised == ["jax.compile"]
     assert [ln["count"] for ln in lines] == [2, 3]
     assert all(ln["run_id"] == "run-f" for ln in lines)

@@ -187,6 +187,7 @@ class Topic(enum.Enum):
     BAD_RECORDS = "bad-records"
     UNSENT_BATCH = "unsent-batch"
     LOG_DROPPED = "log-dropped"
+    LOG_CLOSED = "log-closed"                   # a line after uninstall() closed the output
     EMIT_DROPPED = "emit-dropped"               # compiles the emitting thread could not take
     LOG_WRITE = "log-write"                     # detail: exception type
     STRUCTLOG_LINE = "structlog-line"           # detail: exception type
@@ -265,16 +266,25 @@ def _site_location(callsite: str) -> tuple[str, int] | None:
     return (filename, int(line)) if filename and line.isdigit() else None
 
 
-def emit(message: str) -> None:
+def emit(message: str, at: str | None = None) -> None:
     """An ``OtelJaxWarning`` pointing at the user's code that led to it (install(),
     a jit call); on otel_jax's background thread, at the jit call whose compile it was
     reporting, or, where none is known, at no line (said on the ``otel_jax`` logger); at
     ``otel_jax`` itself when the first frame past otel_jax's is another library's
-    installed code (its own thread or callback). Never raises: warnings turned into errors
-    are logged on the ``otel_jax`` logger instead."""
+    installed code (its own thread or callback). ``at``: the user's ``file:line`` that
+    caused it (their code that raised, :func:`their_frame`), where it is said when neither
+    a frame of theirs nor a jit call is known here (on otel_jax's log-writer thread, say).
+    Never raises: warnings turned into errors are logged on the ``otel_jax`` logger
+    instead."""
     try:
         found = user_frame()
         site: str | None | bool = getattr(_site, "where", False)
+        theirs = _site_location(at) if at else None
+        if theirs is not None and not isinstance(site, str) and (
+                found is None or _installed(found[0].f_code.co_filename)):
+            warnings.warn_explicit(message, OtelJaxWarning, theirs[0], theirs[1],
+                                   module="__main__")
+            return
         if found is None and site is not False:
             location = _site_location(site) if isinstance(site, str) else None
             if location is None:
@@ -335,9 +345,13 @@ class FailOpen:
         self._lock = threading.RLock()
         self._warn = warn
 
-    def warn_once(self, key: Topic | WarnKey, message: str) -> bool:
-        """One clear warning per ``key``; returns whether this call warned."""
-        return warn_once(key, message, self._warn)
+    def warn_once(self, key: Topic | WarnKey, message: str, at: str | None = None) -> bool:
+        """One clear warning per ``key``; returns whether this call warned. ``at``: the
+        user's ``file:line`` that caused it (see :func:`emit`)."""
+        warn = self._warn
+        if at is not None and warn is emit:
+            return warn_once(key, message, lambda text: emit(text, at))
+        return warn_once(key, message, warn)
 
     def failed(self, where: str, exc: BaseException, reaches: str | None = None) -> None:
         """Record an internal error in step ``where``: counted, logged at DEBUG, warned once.
@@ -353,7 +367,7 @@ class FailOpen:
                     f"otel_jax: your {reaches} raised {type(exc).__name__}: "
                     f"{safe_repr(str(exc), 200)} ({theirs}); what otel_jax gave it there is "
                     "lost, the rest of otel_jax's telemetry goes on, and the jit call is "
-                    "unaffected.")
+                    "unaffected.", at=theirs)
                 return
         with self._lock:
             self.internal_errors += 1

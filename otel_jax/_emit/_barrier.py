@@ -19,7 +19,10 @@ application's processors and readers, flushed next, export them too.
 Where a provider cannot take a barrier first (another SDK, a multi-processor that runs
 processors side by side), the barrier still runs and then flushes the processors that ran
 before it, once more. Attaching never fails install(): a provider that takes none is left
-as it is, and ``otel_jax.flush()`` remains the way to wait.
+as it is, and ``otel_jax.flush()`` remains the way to wait. Where install() was given the
+API's global proxy (``otel-jax run``, before the program set up OpenTelemetry), the barrier
+goes into the provider the program sets as global, at the first compile after it did
+(:func:`attach_when_set`).
 """
 
 from __future__ import annotations
@@ -173,6 +176,56 @@ def attach(flush: Flush, tracer_provider: Any, meter_provider: Any,
         if undo is not None:
             attached.undo.append(undo)
     return attached
+
+
+_PROXIES = {"traces": ("ProxyTracerProvider", "NoOpTracerProvider"),
+            "metrics": ("_ProxyMeterProvider", "NoOpMeterProvider"),
+            "logs": ("ProxyLoggerProvider", "NoOpLoggerProvider")}
+
+
+def _global(signal: str) -> Any:
+    """The global provider of ``signal`` the application set, or ``None`` while the API's
+    proxy stands in for it."""
+    from opentelemetry import _logs, metrics, trace
+
+    provider = {"traces": trace.get_tracer_provider, "metrics": metrics.get_meter_provider,
+                "logs": _logs.get_logger_provider}[signal]()
+    return None if type(provider).__name__ in _PROXIES[signal] else provider
+
+
+def attach_when_set(flush: Flush, attached: Attached, tracer_provider: Any,
+                    meter_provider: Any, logger_provider: Any | None,
+                    ) -> Callable[[], bool] | None:
+    """For each of the providers that is the API's global proxy (``otel-jax run`` installs
+    before the program sets up OpenTelemetry): a check that puts a barrier in the provider
+    the application sets as global later, once, adding it to ``attached``. The check is
+    cheap (three reads) and returns whether it still waits for one; ``None`` when no
+    provider is a proxy. Called at each compile, on the compiling thread, before the jit
+    call returns: a flush of the application's right after it includes that compile."""
+    waiting = {signal for signal, provider in (("traces", tracer_provider),
+                                               ("metrics", meter_provider),
+                                               ("logs", logger_provider))
+               if provider is not None and type(provider).__name__ in _PROXIES[signal]}
+    if not waiting:
+        return None
+    how = {"traces": _attach_spans, "metrics": _attach_metrics, "logs": _attach_logs}
+    lock = threading.Lock()
+
+    def check() -> bool:
+        with lock:
+            for signal in sorted(waiting):
+                try:
+                    provider = _global(signal)
+                    if provider is None:
+                        continue
+                    waiting.discard(signal)
+                    undo = how[signal](flush, provider)
+                except Exception:  # a provider of another make: it flushes without otel_jax
+                    continue
+                if undo is not None:
+                    attached.undo.append(undo)
+            return bool(waiting)
+    return check
 
 
 def _to_front(multi: Any, attribute: str, barrier: Any) -> bool:

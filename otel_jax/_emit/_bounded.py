@@ -2,7 +2,7 @@
 
 A call runs on a daemon thread and is waited for at most a timeout (:func:`run_bounded`,
 :func:`run_all_bounded`); at the process's exit, where Python 3.12+ refuses new threads,
-it is handed to a thread prestarted from ``threading``'s exit hook (:class:`_Spares`). A
+it is handed to a thread prestarted at ``install()`` (:class:`_Spares`). A
 window (``uninstall()``, the exit) caps every export started in it at its deadline and
 says, when it closes, what it dropped. Its own module: the exit path needs it without the
 exporters, and it is imported at ``install()`` (nothing may be imported at a forked
@@ -103,8 +103,11 @@ def _start(call: _Call, name: str) -> None:
 
 
 class _Spares:
-    """Daemon threads started while the interpreter still allows it (``threading``'s exit
-    hook, which runs before ``atexit``'s), each waiting for one bounded call of the exit."""
+    """Daemon threads started while the interpreter still allows it, each serving the exit's
+    bounded calls one at a time. Python 3.12.0-3.12.1 refuse new threads in ``threading``'s
+    exit hook and in ``atexit`` alike, so they are started at ``install()`` (when otel_jax
+    has providers to shut down at exit); ``threading``'s exit hook tops them up where it
+    can. An idle one waits on a queue: no wake-ups, no work."""
 
     def __init__(self) -> None:
         self._calls: queue.SimpleQueue[_Call] = queue.SimpleQueue()
@@ -123,6 +126,10 @@ class _Spares:
                     return
                 self._idle += 1
 
+    @property
+    def idle(self) -> int:
+        return self._idle
+
     def take(self, call: _Call) -> bool:
         """Hand ``call`` to a waiting thread; whether one was there."""
         with self._lock:
@@ -133,7 +140,14 @@ class _Spares:
         return True
 
     def _serve(self) -> None:
-        self._calls.get().run()
+        calls = self._calls  # a forked child gets a queue of its own (after_fork)
+        while True:
+            call = calls.get()
+            call.run()
+            with self._lock:
+                if calls is not self._calls:
+                    return
+                self._idle += 1
 
     def after_fork(self) -> None:
         self._calls = queue.SimpleQueue()
@@ -142,14 +156,15 @@ class _Spares:
 
 
 _SPARES = _Spares()
-#: Calls the exit makes side by side: the shutdown of each provider otel_jax built (three
-#: signals), and one more.
-EXIT_SPARES = 4
+#: The bounded calls the exit can have running at once: the shutdown of each provider otel_jax
+#: built (three signals), within each the export of what its processor or reader still holds
+#: (three), then the exporters' shutdowns (three, once an export ended or was cut off), and
+#: one more.
+EXIT_SPARES = 10
 
 
 def prestart_exit_threads(count: int = EXIT_SPARES) -> None:
-    """Start, now, the threads the exit's bounded calls will need: called from
-    ``threading``'s exit hook, where threads may still be started."""
+    """Start, now, the threads the exit's bounded calls will need (see :class:`_Spares`)."""
     _SPARES.prestart(count)
 
 

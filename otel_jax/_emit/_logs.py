@@ -44,9 +44,10 @@ from opentelemetry._logs import Logger as OtelLogger
 from opentelemetry._logs import LogRecord, SeverityNumber
 
 from .._core import _vocab
-from .._core._failopen import FailOpen, Topic, WarnKey
+from .._core._failopen import FailOpen, Topic, WarnKey, their_frame
 from .._core._text import safe_repr
 from .._core._vocab import EVENT_COMPILE, EVENT_DIVERGENCE, EVENT_STORM, LOGGER_NAME, Attr, Field
+from .._pipeline._background import Collector, Waker, start_thread
 from .._pipeline._record import (
     CompileRecord,
     Divergence,
@@ -219,6 +220,7 @@ class LogEmitter:
         """A fresh queue, lock and (not yet started) thread: at creation and in a forked child."""
         self._queue: deque[_Line] = deque()
         self._cond = threading.Condition(threading.RLock())
+        self._waker = Waker()  # the writer's wait (the collector may run then)
         self._pending = 0  # lines queued or being written
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -261,10 +263,12 @@ class LogEmitter:
             self._write([line])
             return
         dropped = 0
+        closed = False
         with self._cond:
             if self._closed or len(self._queue) >= self._queue_size:
                 self.dropped += 1
                 dropped = self.dropped
+                closed = self._closed
             else:
                 self._queue.append(line)
                 self._pending += 1
@@ -272,13 +276,24 @@ class LogEmitter:
                 # here would hand it the GIL inside the user's jit call. Only a
                 # queue filling up is worth an early wake-up.
                 if len(self._queue) * 2 >= self._queue_size:
-                    self._cond.notify()
+                    self._waker.wake()
                 if self._thread is None:
-                    self._thread = threading.Thread(
-                        target=self._run, name=self._thread_name, daemon=True)
-                    self._thread.start()
-        if dropped:
+                    self._thread = start_thread(self._serve, self._thread_name)
+        if closed:
+            self._warn_closed()
+        elif dropped:
             self._warn_dropped(dropped)
+
+    def _warn_closed(self) -> None:
+        """A line that came after ``uninstall()`` closed this output (a compile emitted
+        late, on the background thread): not a sign of a slow output."""
+        if writable_now(sys.stderr):
+            self._failopen.warn_once(
+                Topic.LOG_CLOSED,
+                f"otel_jax: a compile log line came after uninstall() closed the "
+                f"{self._output_name}; it is dropped (lines of compiles made before "
+                "uninstall() still being emitted then are dropped the same way); the jit "
+                "calls are unaffected.")
 
     def _warn_dropped(self, dropped: int) -> None:
         # Python's warnings go to stderr, which may be the very stream that is
@@ -298,11 +313,16 @@ class LogEmitter:
 
     # --- the writer thread ----------------------------------------------------------
 
-    def _run(self) -> None:
+    def _serve(self, collector: Collector) -> None:
+        """The writer thread (no finalizer of the user's runs here: ``_background.Collector``)."""
         while True:
             with self._cond:
                 while not self._queue and not self._closed:
-                    self._cond.wait(_WRITER_POLL_S)
+                    self._cond.release()
+                    try:
+                        self._waker.wait(collector, _WRITER_POLL_S)
+                    finally:
+                        self._cond.acquire()
                 if not self._queue:
                     self._thread = None
                     return  # closed, and everything written
@@ -339,7 +359,7 @@ class LogEmitter:
         with self._cond:
             if self._pid != os.getpid():
                 return not self._queue
-            self._cond.notify_all()  # the writer need not wait for its next poll
+            self._waker.wake()  # the writer need not wait for its next poll
             while self._pending:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -352,7 +372,7 @@ class LogEmitter:
         done = self.flush(timeout)
         with self._cond:
             self._closed = True
-            self._cond.notify_all()
+            self._waker.wake()
         return done
 
 
@@ -503,7 +523,7 @@ class StructlogEmitter(LogEmitter):
                         f"otel_jax: your structlog configuration raised {type(exc).__name__} "
                         f"({safe_repr(str(exc), 200)}) in a processor or handler, on a {line[2]} "
                         "line; that line is dropped, later lines are still sent, and the "
-                        "jit calls are unaffected.")
+                        "jit calls are unaffected.", at=their_frame(exc))
 
     def _send(self, line: _Line) -> None:
         _, level, event, fields, context = line

@@ -425,6 +425,8 @@ def _register_exit() -> None:
             _exit_registered = True
             atexit.register(shutdown_at_exit)
             before_exit(prestart_exit_threads)
+    # Now: on Python 3.12.0-3.12.1 not even threading's exit hook can start them.
+    prestart_exit_threads()
 
 
 def before_exit(fn: Any) -> None:

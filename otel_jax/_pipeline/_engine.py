@@ -31,6 +31,7 @@ import contextvars
 import functools
 import os
 import threading
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .._capture import _correlate
@@ -90,6 +91,10 @@ class Engine:
         #: Emit install()'s part of each compile on the background thread (``_background``);
         #: ``False``: on the compiling thread, inside the jit call.
         self.emit_in_background = True
+        #: Called on the compiling thread at each compile while install()'s route is
+        #: connected, until it returns False: install() puts its flush barrier in the
+        #: providers the application sets up after it (``_barrier.attach_when_set``).
+        self.watch: Callable[[], bool] | None = None
         self._lock = threading.RLock()
         #: Which of each thread's JAX events belong to which backend compile.
         self.correlator = _correlate.Correlator()
@@ -276,6 +281,11 @@ class Engine:
             captured = self._capture(name, start, end, later)
         if captured is None:
             return
+        watch = self.watch
+        if watch is not None and installed is not None:
+            with self.failopen.guard("provider barrier"):
+                if not watch():
+                    self.watch = None
         if not captured.naming.eager_op:  # JAX's op-by-op compiles are not the step's program
             with self.failopen.guard("step tally"):
                 STEPS.compiled(captured.compile_s)

@@ -17,7 +17,8 @@ imported when the process imports JAX (:class:`_AfterJax`), then installed, with
   command's flags set still fill in what it leaves at the default).
 
 The program's own process (the first of the run to claim it) prints the summary at exit
-(:mod:`otel_jax._run._summary`) and removes the run folder; a forked child does not.
+(:mod:`otel_jax._run._summary`) and removes the run folder; a forked child does not. Killed
+by SIGTERM (where the program left its default action), it removes the folder first.
 """
 
 from __future__ import annotations
@@ -118,10 +119,35 @@ def start(boot_dir: str) -> None:
         # registered first, so run last: after the program's own exit handlers and
         # otel_jax's, whose lines it summarises
         atexit.register(_at_exit, os.getpid(), folder)
+        _remove_on_sigterm(os.getpid(), folder)
     if "jax" in sys.modules:
         install()
     else:
         sys.meta_path.insert(0, _AfterJax())
+
+
+def _remove_on_sigterm(pid: int, folder: str) -> None:
+    """A program ended by SIGTERM (its default action: no exit handler runs) leaves no run
+    folder behind: the folder is removed, then the signal's default action ends it as
+    before (same exit status). A handler the program sets replaces this one."""
+    import signal
+
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+    except (AttributeError, ValueError):  # no SIGTERM here, or not the main thread
+        return
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        if os.getpid() == pid:
+            shutil.rmtree(folder, ignore_errors=True)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    try:
+        signal.signal(signal.SIGTERM, on_sigterm)
+    except (OSError, ValueError):
+        pass
 
 
 def _chain(boot_dir: str) -> None:

@@ -121,6 +121,22 @@ def program_argv(words: Sequence[str]) -> tuple[str, list[str]]:
     return found, [first, *rest]
 
 
+def _no_bootstrap(argv: Sequence[str]) -> str | None:
+    """The option of a ``python`` command line that keeps the command's bootstrap out
+    (``-E``, ``-I``: no PYTHONPATH; ``-S``: no ``site``, so no ``sitecustomize``), if any."""
+    if not argv or not _PYTHON.match(os.path.basename(argv[0])):
+        return None
+    for word in argv[1:]:
+        if word == "--" or not word.startswith("-") or word.startswith("--"):
+            return None
+        if word in ("-c", "-m") or word.startswith(("-c", "-m", "-W", "-X")):
+            return None  # the program starts here (or an option with its value)
+        for letter in word[1:]:
+            if letter in "EIS":
+                return f"-{letter}"
+    return None
+
+
 def main(argv: Sequence[str]) -> int:
     """``otel-jax run``: replaces this process with the program; returns only on an error
     (2: usage, 127: the program cannot be started)."""
@@ -159,6 +175,10 @@ def main(argv: Sequence[str]) -> int:
     folder = tempfile.mkdtemp(prefix="otel_jax-run-")
     env[RunEnv.DIR] = folder
     executable, program_args = program_argv(program)
+    refused = _no_bootstrap(program_args)
+    if refused:
+        print(f"otel-jax run: python {refused} ignores PYTHONPATH or sitecustomize: otel_jax "
+              "cannot be installed in the program; it runs without it", file=sys.stderr)
     try:
         sys.stdout.flush()
         sys.stderr.flush()

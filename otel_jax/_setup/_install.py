@@ -283,6 +283,9 @@ def install(
 
         barriers = _barrier.attach(_flush_for_provider, providers.tracer_provider,
                                    providers.meter_provider, providers.logger_provider)
+        ENGINE.watch = _barrier.attach_when_set(
+            _flush_for_provider, barriers, providers.tracer_provider,
+            providers.meter_provider, providers.logger_provider)
         _current = Installation(
             tracer_provider=providers.tracer_provider,
             meter_provider=providers.meter_provider,
@@ -338,6 +341,7 @@ def uninstall() -> None:
         current, _current = _current, None
         if current is None:
             return
+        ENGINE.watch = None
         ENGINE.connect(None)
         # Before the log stream closes and the providers flush: what was handed to the
         # background thread reaches them (bounded, like the rest of uninstall).
@@ -407,9 +411,17 @@ _exiting = False
 EXITING_WAIT_S = 0.1
 
 
+#: How long the exit waits, once its flush ran, for the background thread to end.
+EXIT_STOP_S = 0.5
+
+
 def _flush_at_exit() -> None:
     global _exiting
     flush(EXIT_FLUSH_S)
+    # Then the thread ends: nothing runs on it while the interpreter finalizes (a compile
+    # there, in a finalizer or a processor of the user's, aborts the process). Later
+    # compiles are emitted on the exiting thread.
+    WORKER.stop(EXIT_STOP_S)
     _exiting = True
 
 

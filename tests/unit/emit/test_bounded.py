@@ -74,13 +74,22 @@ def test_where_no_thread_can_start_a_prestarted_spare_takes_the_call(monkeypatch
         raise RuntimeError("can't create new thread at interpreter shutdown")
 
     monkeypatch.setattr(threading.Thread, "start", refuse)
-    first = _Call(lambda: "ran", (), {})
+    release = threading.Event()
+    first = _Call(lambda: release.wait(5.0) and "ran", (), {})
     _bounded._start(first, "unit")
-    assert first.done.wait(5.0) and first.result == "ran"
-    # No spare left: the call is not made, and nobody waits for it.
+    # The one spare is busy: the call is not made, and nobody waits for it.
     second = _Call(lambda: "ran", (), {})
     _bounded._start(second, "unit")
     assert second.done.is_set() and second.result is None
+    release.set()
+    assert first.done.wait(5.0) and first.result == "ran"
+    # Done, the spare serves the next call.
+    third = _Call(lambda: "ran", (), {})
+    deadline = time.monotonic() + 5.0
+    while spares.idle < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    _bounded._start(third, "unit")
+    assert third.done.wait(5.0) and third.result == "ran"
 
 
 @pytest.fixture

@@ -1,0 +1,171 @@
+"""``otel-jax run`` delivers as ``install()`` in code does: a program that sets up its own
+OpenTelemetry after ``import jax`` finds every compile in its providers at its own
+``force_flush()`` and at its exit; the run folder goes at every exit otel_jax sees; a Python
+that cannot take the command's set-up says so. Real programs, in subprocesses."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT_S = 300
+
+pytestmark = pytest.mark.slow
+
+
+def env(tmp: Path, **extra: str) -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OTEL_", "JAX_")) and k != "XLA_FLAGS"}
+    out.update(PYTHONPATH=str(ROOT), OTEL_TRACES_EXPORTER="none",
+               OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none",
+               TMPDIR=str(tmp), JAX_PLATFORMS="cpu")
+    out.update(extra)
+    return out
+
+
+def run(*args: str, cwd: Path, environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "otel_jax", "run", *args],
+                          capture_output=True, text=True, timeout=TIMEOUT_S, cwd=cwd,
+                          env=environ)
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+OWN_PROVIDERS = """
+    import os, sys
+    import jax, numpy as np
+    from opentelemetry import _logs, metrics, trace
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (BatchSpanProcessor, SpanExporter,
+                                                SpanExportResult)
+
+    from otel_jax._pipeline import _background
+    _background.POLL_S = 5.0  # nothing is emitted on its own before the program reads
+
+    out = sys.argv[1]
+
+    class Spans(SpanExporter):  # what reaches the application's exporter, at any time
+        def export(self, spans):
+            with open(out + ".spans", "a") as fh:
+                fh.writelines(f"{s.name}\\n" for s in spans if s.name == "jax.compile triple")
+            return SpanExportResult.SUCCESS
+
+    class Logs:  # a log-record exporter, as the batch processor calls it
+        def export(self, batch):
+            with open(out + ".logs", "a") as fh:
+                fh.writelines("record\\n" for r in batch
+                              if "triple" in str(getattr(r, "log_record", r).body))
+            return None
+        def force_flush(self, timeout_millis=30000):
+            return True
+        def shutdown(self):
+            pass
+
+    def count(suffix):
+        try:
+            with open(out + suffix) as fh:
+                return len(fh.read().splitlines())
+        except FileNotFoundError:
+            return 0
+
+    # Set up after `import jax` (otel-jax run installed otel_jax then): the usual order of
+    # an instrumented application. Shut down by the SDK's own exit handlers.
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(Spans()))
+    trace.set_tracer_provider(tracer_provider)
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    metrics.set_meter_provider(meter_provider)
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(BatchLogRecordProcessor(Logs()))
+    _logs.set_logger_provider(logger_provider)
+
+    def compiles_counted():
+        data = reader.get_metrics_data()
+        return sum(p.value for rm in (data.resource_metrics if data else ())
+                   for sm in rm.scope_metrics for m in sm.metrics
+                   if m.name == "jax.compilations" for p in m.data.data_points
+                   if str(p.attributes.get("code.function.name", "")).endswith("triple"))
+
+    @jax.jit
+    def triple(x):
+        return x * 3
+
+    for n in range(1, 6):
+        triple(np.ones(n, np.float32)).block_until_ready()
+    tracer_provider.force_flush()
+    logger_provider.force_flush()
+    meter_provider.force_flush()
+    print("AT-FLUSH", count(".spans"), compiles_counted(), count(".logs"), flush=True)
+    for n in range(6, 9):  # left to the exit
+        triple(np.ones(n, np.float32)).block_until_ready()
+    if sys.argv[2] == "shutdown":
+        tracer_provider.shutdown()
+        print("AT-SHUTDOWN", count(".spans"), flush=True)
+"""
+
+
+@pytest.mark.parametrize("ending", ["exit", "shutdown"])
+def test_a_program_that_sets_up_opentelemetry_after_jax_loses_nothing(
+        tmp_path: Path, ending: str) -> None:
+    script = write(tmp_path / "app.py", OWN_PROVIDERS)
+    out = tmp_path / "out"
+    proc = run("--log-output", "none", "--summary", "never", str(script), str(out), ending,
+               cwd=tmp_path, environ=env(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # Its own flush right after 5 compiles: their spans exported, their points in the
+    # reader, their log records exported (one jax.compile record each).
+    [at_flush] = [line.split()[1:] for line in proc.stdout.splitlines()
+                  if line.startswith("AT-FLUSH")]
+    assert [float(v) for v in at_flush] == [5, 5, 5], proc.stderr[-3000:]
+    if ending == "shutdown":
+        assert "AT-SHUTDOWN 8" in proc.stdout, proc.stderr[-3000:]
+    # At exit, the 3 compiles made since: every span and log record exported.
+    spans = (tmp_path / "out.spans").read_text().splitlines()
+    assert len(spans) == 8, proc.stderr[-3000:]
+    assert len((tmp_path / "out.logs").read_text().split()) == 8, proc.stderr[-3000:]
+    assert "already shutdown" not in proc.stderr
+
+
+def test_a_program_ended_by_sigterm_leaves_no_run_folder(tmp_path: Path) -> None:
+    script = write(tmp_path / "killed.py", """
+        import os, signal, time
+        import jax, jax.numpy as jnp
+        jax.jit(lambda x: x + 1)(jnp.ones(3))
+        print("READY", flush=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(60)
+    """)
+    proc = run("--log-output", "none", str(script), cwd=tmp_path, environ=env(tmp_path))
+    assert "READY" in proc.stdout, proc.stderr[-3000:]
+    assert proc.returncode == -signal.SIGTERM  # it dies of the signal, as without otel_jax
+    assert not list(tmp_path.glob("otel_jax-run-*"))
+
+
+@pytest.mark.parametrize("option", ["-E", "-S", "-I"])
+def test_python_options_that_keep_the_bootstrap_out_are_said_in_one_line(
+        tmp_path: Path, option: str) -> None:
+    started = time.monotonic()
+    proc = run(sys.executable, option, "-c", "print('RAN')", cwd=tmp_path,
+               environ=env(tmp_path))
+    assert proc.returncode == 0 and "RAN" in proc.stdout, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if line.startswith("otel-jax run:")]
+    assert len(said) == 1 and option in said[0] and "cannot be installed" in said[0], \
+        proc.stderr
+    assert time.monotonic() - started < TIMEOUT_S
