@@ -60,6 +60,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+try:  # how precise the hazards said in the otel run were
+    from benchmarks import corpus_hazards
+except ImportError:  # run as a script, from this folder
+    import corpus_hazards  # type: ignore[no-redef]
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DEFAULT_OUT = ROOT / "test-output" / "corpus"
@@ -534,8 +539,10 @@ def main(argv: list[str] | None = None) -> int:
     if "otel" not in runs:
         raise SystemExit("corpus: no otel run to compare")
     result = compare(runs.get("plain"), runs["otel"])
+    result["hazards"] = corpus_hazards.precision(runs["otel"])
     (out / "corpus.json").write_text(json.dumps(result, indent=1, default=str))
-    text = render(result, args.limit)
+    text = render(result, args.limit) + "\n" + corpus_hazards.render(result["hazards"],
+                                                                     args.limit)
     (out / "corpus.txt").write_text(text + "\n")
     print(text)
     return 1 if problems(result) else 0

@@ -114,6 +114,7 @@ class _Collector:
                 "diff_total": r.diff.total,
                 "eager_op": r.eager_op,
                 "compared_with": r.compared_with,
+                "hazards": [h.as_dict() for h in getattr(r, "hazards", ())],
             })
 
     def write(self, finished: bool = True) -> None:

@@ -136,6 +136,7 @@ class Definition:
 
     loop: bool  # in a loop body of its enclosing scope: made again on each iteration
     enclosing: str | None  # the function whose body defines it (made again on each call)
+    lines: tuple[int, int] = (0, 0)  # the enclosing function's first and last lines
 
 
 def definition(filename: str | None, line: int | None) -> Definition | None:
@@ -155,6 +156,7 @@ def definition(filename: str | None, line: int | None) -> Definition | None:
             loop = True
         elif isinstance(node, _BOUNDARIES):
             name = getattr(node, "name", "<lambda>")
-            return Definition(loop, name)
+            return Definition(loop, name, (getattr(node, "lineno", 0),
+                                           getattr(node, "end_lineno", 0) or 0))
         node = parents.get(node)
     return Definition(loop, None)

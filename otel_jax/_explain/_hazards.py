@@ -75,7 +75,7 @@ def hazards(info: FunctionInfo, count: int, signature: Signature, outputs: Outpu
     if count == 1:
         found += _weak_type_fed_back(signature, outputs, callsite)
         found += _identity_statics(signature)
-        found += _made_again(info)
+        found += _made_again(info, callsite)
     elif cause_kind is CauseKind.SHAPE:
         found += _new_lengths(count, signature, earlier, diff)
     return tuple(found[:MAX_HAZARDS])
@@ -206,9 +206,7 @@ def _identity_statics(signature: Signature) -> list[Hazard]:
     for static in signature.statics:
         if static.kind is not StaticKind.STATIC_ARGUMENT:
             continue
-        if static.identity_hashed and not static.interned:
-            found += _by_identity(static)
-        elif _dtype_like(static):
+        if _dtype_like(static):
             found.append(Hazard(
                 CauseKind.STATIC_ARGUMENT, static.name,
                 truncate(f"static argument {static.name} is a dtype ({static.repr}): its "
@@ -217,6 +215,8 @@ def _identity_statics(signature: Signature) -> list[Hazard]:
                          _TEXT_LIMIT),
                 "pass one spelling each time: jnp.dtype(...) of it before the call",
                 warn=False))
+        elif static.identity_hashed and not static.interned:
+            found += _by_identity(static)
     return found
 
 
@@ -241,19 +241,43 @@ def _by_identity(static: StaticArg) -> list[Hazard]:
         "same object each time")]
 
 
-_DTYPE_TYPES = frozenset({"dtype", "_ScalarMeta", "DTypeMeta"})
-
-
 def _dtype_like(static: StaticArg) -> bool:
-    short = static.type.rpartition(".")[2]
-    return short in _DTYPE_TYPES or short.startswith("dtype[")
+    """Whether a static value is a dtype by one of its spellings: a dtype object, a scalar
+    type (``jnp.bfloat16``, ``np.float32``) or a dtype's canonical name (``"bfloat16"``)."""
+    import numpy as np
+
+    kind = static.type
+    if kind.startswith(("numpy.dtypes.", "ml_dtypes.")) or kind.endswith("DType"):
+        return True  # a dtype object: it cannot be held weakly, its type says it
+    value = static.value.get() if static.value is not None else None
+    if value is None:
+        return False
+    if isinstance(value, type):
+        return issubclass(value, np.generic) or isinstance(getattr(value, "dtype", None),
+                                                           np.dtype)
+    if isinstance(value, str) and value.isidentifier():
+        try:
+            return bool(np.dtype(value).name == value)
+        except Exception:  # not a dtype's name
+            return False
+    return False
 
 
 # --- function_identity: a function made again and again ---------------------------------
 
-def _made_again(info: FunctionInfo) -> list[Hazard]:
+def _called_within(callsite: str | None, filename: str | None,
+                   lines: tuple[int, int]) -> bool:
+    """Whether the jit call at ``callsite`` is made in the given lines of ``filename``."""
+    where, _, line = (callsite or "").rpartition(":")
+    return where == filename and line.isdigit() and lines[0] <= int(line) <= lines[1]
+
+
+def _made_again(info: FunctionInfo, callsite: str | None) -> list[Hazard]:
     where = _hazard_source.definition(info.file, info.line)
     if where is None or (not where.loop and where.enclosing is None):
+        return []
+    if not where.loop and not _called_within(callsite, info.file, where.lines):
+        # Made by a factory and called elsewhere (``make_step()`` once): not made again.
         return []
     name = info.qualname
     if where.loop:
