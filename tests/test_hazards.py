@@ -141,9 +141,8 @@ def test_a_dtype_static_is_a_note_not_a_warning():
 # --- function_identity --------------------------------------------------------------------
 
 def test_a_function_defined_in_a_loop_body_is_named_at_its_first_compile():
-    records = []
     with otel_jax.testing.CompileRecorder() as rec:
-        for i in range(3):
+        for _ in range(3):
             scaled = jax.jit(lambda x: x * 3)
             scaled(jnp.ones(2))
         records = [r for r in rec.records if "<lambda>" in r.function.qualname]
@@ -152,6 +151,15 @@ def test_a_function_defined_in_a_loop_body_is_named_at_its_first_compile():
     [(count, hazard)] = _hazards(records)
     assert (count, hazard.kind.value, hazard.warn) == (1, "function_identity", True)
     assert "loop" in hazard.text
+
+
+def test_a_function_made_in_a_loop_and_called_after_it_is_a_note():
+    with otel_jax.testing.CompileRecorder() as rec:
+        made = [jax.jit(lambda x, k=k: x * k) for k in range(2)]
+        made[0](jnp.ones(2))  # called outside the loop that made it, once
+    [(_, hazard)] = _hazards([r for r in rec.records if "<lambda>" in r.function.qualname],
+                             "function_identity")
+    assert not hazard.warn and "loop" in hazard.text
 
 
 def _make_and_call(x):

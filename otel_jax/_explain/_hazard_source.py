@@ -137,6 +137,7 @@ class Definition:
     loop: bool  # in a loop body of its enclosing scope: made again on each iteration
     enclosing: str | None  # the function whose body defines it (made again on each call)
     lines: tuple[int, int] = (0, 0)  # the enclosing function's first and last lines
+    loop_lines: tuple[int, int] = (0, 0)  # the innermost loop's first and last lines
 
 
 def definition(filename: str | None, line: int | None) -> Definition | None:
@@ -150,13 +151,14 @@ def definition(filename: str | None, line: int | None) -> Definition | None:
         return None
     parents = index.parents
     node = parents.get(found)
-    loop = False
+    loop: tuple[int, int] | None = None
     while node is not None:
-        if isinstance(node, _LOOPS):
-            loop = True
+        if isinstance(node, _LOOPS) and loop is None:
+            loop = (getattr(node, "lineno", 0), getattr(node, "end_lineno", 0) or 0)
         elif isinstance(node, _BOUNDARIES):
             name = getattr(node, "name", "<lambda>")
-            return Definition(loop, name, (getattr(node, "lineno", 0),
-                                           getattr(node, "end_lineno", 0) or 0))
+            return Definition(loop is not None, name, (getattr(node, "lineno", 0),
+                                                       getattr(node, "end_lineno", 0) or 0),
+                              loop or (0, 0))
         node = parents.get(node)
-    return Definition(loop, None)
+    return Definition(loop is not None, None, (0, 0), loop or (0, 0))

@@ -281,11 +281,14 @@ def _made_again(info: FunctionInfo, callsite: str | None) -> list[Hazard]:
         return []
     name = info.qualname
     if where.loop:
+        # Called in the loop that makes it: each pass compiles. Called elsewhere (after the
+        # loop, or by a library on some passes only): a note.
+        inside = _called_within(callsite, info.file, where.loop_lines)
         return [Hazard(
             CauseKind.FUNCTION_IDENTITY, "",
             truncate(f"{name} is defined in a loop body (line {info.line}): each pass makes "
                      "a new function object, and its jit compiles again", _TEXT_LIMIT),
-            "define and jit it once, before the loop")]
+            "define and jit it once, before the loop", warn=inside)]
     return [Hazard(
         CauseKind.FUNCTION_IDENTITY, "",
         truncate(f"{name} is defined in the body of {where.enclosing} (line {info.line}): "

@@ -61,6 +61,7 @@ def test_definition_tells_a_loop_body_from_a_function_body(tmp_path):
         """)
     in_loop = hs.definition(f, 5)
     assert in_loop is not None and in_loop.loop and in_loop.enclosing == "main"
+    assert in_loop.loop_lines == (4, 5)
     in_body = hs.definition(f, 6)
     assert in_body is not None and not in_body.loop and in_body.enclosing == "main"
     assert in_body.lines == (3, 7)
