@@ -16,9 +16,9 @@ note (an INFO log line and a span event, no warning).
   note for a function made per call (a lambda, a closure). A dtype passed as a static is a
   note: its equal spellings (``jnp.bfloat16``, ``x.dtype``, ``"bfloat16"``) hash
   differently. Said at the first compile.
-- ``function_identity``: a function defined in a loop body (a warning) or in another
-  function's body (a note): each new function object compiles again. Said at the first
-  compile.
+- ``function_identity``: a function defined in a loop body, and called there (a
+  warning; called elsewhere: a note): each new function object compiles again. Said at the
+  first compile.
 - ``shape``: an input dimension that took a new value at each of the last compiles
   (data-dependent lengths). Said at the compile where the pattern first shows.
 """
@@ -273,29 +273,24 @@ def _called_within(callsite: str | None, filename: str | None,
 
 
 def _made_again(info: FunctionInfo, callsite: str | None) -> list[Hazard]:
+    """A function defined in a loop body. One defined in another function's body is not
+    said: a factory (``make_step()``) and a test's body run once, and nothing at the first
+    compile tells them from a step function; its second compile's cause names it."""
+    if "<locals>" not in info.qualname and "<lambda>" not in info.qualname:
+        # Neither a lambda nor defined in a function: made once, at import (a file is
+        # parsed only for functions that may be made again).
+        return []
     where = _hazard_source.definition(info.file, info.line)
-    if where is None or (not where.loop and where.enclosing is None):
+    if where is None or not where.loop:
         return []
-    if not where.loop and not _called_within(callsite, info.file, where.lines):
-        # Made by a factory and called elsewhere (``make_step()`` once): not made again.
-        return []
-    name = info.qualname
-    if where.loop:
-        # Called in the loop that makes it: each pass compiles. Called elsewhere (after the
-        # loop, or by a library on some passes only): a note.
-        inside = _called_within(callsite, info.file, where.loop_lines)
-        return [Hazard(
-            CauseKind.FUNCTION_IDENTITY, "",
-            truncate(f"{name} is defined in a loop body (line {info.line}): each pass makes "
-                     "a new function object, and its jit compiles again", _TEXT_LIMIT),
-            "define and jit it once, before the loop", warn=inside)]
+    # Called in the loop that makes it: each pass compiles. Called elsewhere (after the
+    # loop, or by a library on some passes only): a note.
+    inside = _called_within(callsite, info.file, where.loop_lines)
     return [Hazard(
         CauseKind.FUNCTION_IDENTITY, "",
-        truncate(f"{name} is defined in the body of {where.enclosing} (line {info.line}): "
-                 f"each call of {where.enclosing} makes a new function object, and its jit "
-                 "compiles again", _TEXT_LIMIT),
-        f"if {where.enclosing} runs more than once (a step), define and jit {name} once, "
-        "outside it", warn=False)]
+        truncate(f"{info.qualname} is defined in a loop body (line {info.line}): each pass "
+                 "makes a new function object, and its jit compiles again", _TEXT_LIMIT),
+        "define and jit it once, before the loop", warn=inside)]
 
 
 # --- shape: a length that changes at every compile -----------------------------------------
