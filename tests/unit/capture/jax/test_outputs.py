@@ -1,4 +1,5 @@
-"""``_capture/_jax/_outputs``: a traced jit call's outputs, read off the miss's parameters."""
+"""``_capture/_jax/_outputs``: a traced jit call's outputs, read off the real miss's
+parameters (what the dispatch miss path left) at a real compile."""
 
 from __future__ import annotations
 
@@ -6,18 +7,27 @@ import jax
 import jax.numpy as jnp
 from jax import tree_util
 
+import otel_jax
 from otel_jax._capture._jax import _outputs
+from otel_jax._pipeline import _assemble
 
 
-def test_the_outputs_of_a_traced_call():
+def test_the_outputs_of_a_compiled_call(monkeypatch):
+    read = []
+
+    def outputs_of(params):
+        read.append(_outputs.outputs_of(params))
+        return read[-1]
+
+    monkeypatch.setattr(_assemble, "outputs_of", outputs_of)
+
+    @jax.jit
     def step(state, lr):
         return {"w": state["w"] * lr, "lr": lr * jnp.float32(1)}, lr
 
-    traced = jax.jit(step).trace({"w": jnp.ones(3), "lr": 0.1}, 0.5)
-    # what the miss path holds: the trace's PjitParams-like parameters
-    params = type("Params", (), {"params": {"jaxpr": traced.jaxpr},
-                                 "out_tree": traced.out_tree})()
-    out = _outputs.outputs_of(params)
+    with otel_jax.testing.record_compiles(step):
+        step({"w": jnp.ones(3), "lr": 0.1}, 0.5)
+    [out] = read
     assert out is not None
     assert out.tree == tree_util.tree_structure(({"w": 0, "lr": 0}, 0))
     facts = [_outputs.aval_facts(a) for a in out.avals]
