@@ -21,7 +21,8 @@ from otel_jax._core import _vocab
 from otel_jax._core._failopen import OtelJaxWarning
 from otel_jax._pipeline._engine import ENGINE
 
-pytestmark = pytest.mark.filterwarnings("ignore::otel_jax.OtelJaxWarning")
+pytestmark = [pytest.mark.hazards,
+              pytest.mark.filterwarnings("ignore::otel_jax.OtelJaxWarning")]
 
 
 def _hazards(records, kind: str | None = None) -> list:

@@ -825,6 +825,7 @@ def epochs_in(traces: list[dict]) -> dict[int, dict]:
     return out
 
 
+@pytest.mark.hazards  # the demo says its two hazards
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 def test_demo_to_jaeger_as_shipped_shows_the_whole_trace_tree(jaeger_as_shipped, protocol):
     # Jaeger with its defaults takes OTLP traces only: metrics and logs are refused

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import pytest
 from jax import tree_util
 
 import otel_jax
 from otel_jax._capture._jax import _outputs
 from otel_jax._pipeline import _assemble
+
+pytestmark = pytest.mark.hazards  # the outputs are read while hazards are on
 
 
 def test_the_outputs_of_a_compiled_call(monkeypatch):
