@@ -541,8 +541,9 @@ def main(argv: list[str] | None = None) -> int:
     result = compare(runs.get("plain"), runs["otel"])
     result["hazards"] = corpus_hazards.precision(runs["otel"])
     (out / "corpus.json").write_text(json.dumps(result, indent=1, default=str))
-    text = render(result, args.limit) + "\n" + corpus_hazards.render(result["hazards"],
-                                                                     args.limit)
+    # the hazards first: the summary stays the last line
+    text = corpus_hazards.render(result["hazards"], args.limit) + "\n" + render(result,
+                                                                                args.limit)
     (out / "corpus.txt").write_text(text + "\n")
     print(text)
     return 1 if problems(result) else 0
