@@ -61,10 +61,11 @@ from pathlib import Path
 from typing import Any
 
 try:  # run as a script (its folder first on sys.path) or imported as benchmarks.corpus
+    import corpus_hazards
     import corpus_hints
     import corpus_names
 except ImportError:
-    from benchmarks import corpus_hints, corpus_names
+    from benchmarks import corpus_hazards, corpus_hints, corpus_names
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -546,8 +547,11 @@ def main(argv: list[str] | None = None) -> int:
     if "otel" not in runs:
         raise SystemExit("corpus: no otel run to compare")
     result = compare(runs.get("plain"), runs["otel"])
+    result["hazards"] = corpus_hazards.precision(runs["otel"])
     (out / "corpus.json").write_text(json.dumps(result, indent=1, default=str))
-    text = render(result, args.limit)
+    # the hazards first: the summary stays the last line
+    text = corpus_hazards.render(result["hazards"], args.limit) + "\n" + render(result,
+                                                                                args.limit)
     (out / "corpus.txt").write_text(text + "\n")
     print(text)
     return 1 if problems(result) else 0

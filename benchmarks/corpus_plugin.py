@@ -117,6 +117,7 @@ class _Collector:
                 "eager_op": r.eager_op,
                 "compared_with": r.compared_with,
                 **corpus_hints.record_facts(self.recorder, r),
+                "hazards": [h.as_dict() for h in getattr(r, "hazards", ())],
             })
 
     def write(self, finished: bool = True) -> None:

@@ -133,6 +133,20 @@ def persistent_cache(tmp_path):
         compilation_cache.reset_cache()
 
 
+#: Hazards name recompiles before they happen; most tests recompile on purpose (a new shape
+#: per call) and count the warnings and lines they expect: hazards are off there, on in
+#: the tests marked ``hazards`` (and in programs those start, through ``clean_env``).
+HAZARDS_ENV = "OTEL_JAX_HAZARDS"
+
+
+@pytest.fixture(autouse=True)
+def _hazards_where_marked(request, monkeypatch):
+    on = request.node.get_closest_marker("hazards") is not None
+    monkeypatch.setenv(HAZARDS_ENV, "on" if on else "off")
+    monkeypatch.setattr(ENGINE, "hazards", on)
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _no_internal_errors(request):
     """Any otel_jax internal error is a bug, unless the test injects one on purpose."""
@@ -263,6 +277,8 @@ def clean_env(**extra: str) -> dict[str, str]:
     what a subprocess under test starts from."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OTEL_", "JAX_")) and k != "XLA_FLAGS"}
+    if HAZARDS_ENV in os.environ:  # as the test is marked (``_hazards_where_marked``)
+        env[HAZARDS_ENV] = os.environ[HAZARDS_ENV]
     env.update(extra)
     return env
 

@@ -31,7 +31,8 @@ NAMES = ("pmap_under_disable_jit", "eager_grad", "recreated_jit_under_grad",
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("OTEL_") or k == "OTEL_JAX_HAZARDS"}
     # Two CPU devices: pmap under disable_jit runs each op through shard_map's
     # HashablePartials over a real mesh.
     env.update(JAX_PLATFORMS="cpu", PYTHONHASHSEED="0",

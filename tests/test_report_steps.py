@@ -175,7 +175,8 @@ def test_a_real_run_s_page_in_headless_chromium(chromium: str, tmp_path: Path) -
     script = tmp_path / "train.py"
     script.write_text(PROGRAM)
     page = tmp_path / "report.html"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "JAX_"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OTEL_", "JAX_")) or k == "OTEL_JAX_HAZARDS"}
     env.update(PYTHONPATH=str(ROOT), OTEL_TRACES_EXPORTER="none",
                OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
     proc = subprocess.run([sys.executable, "-m", "otel_jax", "run", "--log-output",

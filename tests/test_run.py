@@ -43,7 +43,7 @@ RECOMPILES = textwrap.dedent("""
 
 def env(**extra: str) -> dict[str, str]:
     out = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OTEL_", "JAX_")) and k != "XLA_FLAGS"}
+           if (not k.startswith(("OTEL_", "JAX_")) or k == "OTEL_JAX_HAZARDS") and k != "XLA_FLAGS"}
     out.update(PYTHONPATH=str(ROOT), OTEL_TRACES_EXPORTER="none",
                OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
     out.update(extra)

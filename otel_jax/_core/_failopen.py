@@ -197,6 +197,7 @@ class Topic(enum.Enum):
     LEDGER_SKIPPED = "ledger-skipped"           # detail: the ledger's path
     ENVIRONMENT = "environment"                 # detail: the OTEL_JAX_* variable
     USER_CODE = "user-code"                     # detail: which code and exception type
+    HAZARD = "hazard"                           # detail: the function and the hazard's kind
 
 
 @dataclass(frozen=True, slots=True)

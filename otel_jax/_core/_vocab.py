@@ -55,6 +55,14 @@ DIFFERENCE_KINDS: Final[tuple[CauseKind, ...]] = (
 #: Every cause kind, as plain strings, in the order the contract lists them.
 CAUSE_KINDS: Final[tuple[str, ...]] = (
     CauseKind.FIRST_COMPILE.value, *(k.value for k in DIFFERENCE_KINDS), CauseKind.UNKNOWN.value)
+#: The kinds a hazard can have (``jax.compile.hazard.kind``): the cause kind of the
+#: recompile it predicts, so that a hazard and the recompile it names share one word.
+HAZARD_KINDS: Final[tuple[CauseKind, ...]] = (
+    CauseKind.WEAK_TYPE,
+    CauseKind.STATIC_ARGUMENT,
+    CauseKind.FUNCTION_IDENTITY,
+    CauseKind.SHAPE,
+)
 
 # --- spans -------------------------------------------------------------------------
 
@@ -110,6 +118,12 @@ class Attr:
     DIVERGENCE_RANKS: Final = "jax.compile.divergence.ranks"
     DIVERGENCE_MISSING_RANKS: Final = "jax.compile.divergence.missing_ranks"
     DIVERGENCE_DIFF: Final = "jax.compile.divergence.diff"
+    # the jax.compile.hazard span event (a recompile named before it happens)
+    HAZARD_KIND: Final = "jax.compile.hazard.kind"
+    HAZARD: Final = "jax.compile.hazard"
+    HAZARD_PATH: Final = "jax.compile.hazard.path"
+    HAZARD_HINT: Final = "jax.compile.hazard.hint"
+    HAZARD_LEVEL: Final = "jax.compile.hazard.level"
     # metric-only label: why a persistent-cache miss was not written
     REASON: Final = "reason"
 
@@ -131,6 +145,7 @@ class Metric:
     DIVERGENCES: Final = "jax.compile.divergences"
     CACHE_LOOKUPS: Final = "jax.persistent_cache.lookups"
     DROPPED: Final = "jax.compile.dropped"
+    HAZARDS: Final = "jax.compile.hazards"
 
 
 # --- logs --------------------------------------------------------------------------
@@ -140,6 +155,8 @@ EVENT_STORM: Final = "jax.recompile_storm"
 EVENT_DIVERGENCE: Final = "jax.compile.divergence"
 #: One ``otel_jax.step()`` step (every step that compiled, a sample of the others).
 EVENT_STEP: Final = "jax.step"
+#: A recompile named at the compile before it (a span event of that compile, a log line).
+EVENT_HAZARD: Final = "jax.compile.hazard"
 LOGGER_NAME: Final = "otel_jax"
 
 
@@ -190,6 +207,11 @@ class Field:
     DIVERGENCE: Final = "divergence"
     RANKS: Final = "ranks"
     MISSING_RANKS: Final = "missing_ranks"
+    # the hazard line's own fields (``hint`` is shared; the line's ``level`` is the
+    # hazard's: ``warning``, or ``info`` for a note)
+    HAZARD_KIND: Final = "hazard_kind"
+    HAZARD: Final = "hazard"
+    PATH: Final = "path"
     # the step line's own fields (``compile_s``, ``trace_id`` and ``span_id`` are shared)
     STEP_NAME: Final = "step_name"
     STEP_NUMBER: Final = "step_number"

@@ -46,7 +46,15 @@ from opentelemetry._logs import LogRecord, SeverityNumber
 from .._core import _vocab
 from .._core._failopen import FailOpen, Topic, WarnKey, their_frame
 from .._core._text import safe_repr
-from .._core._vocab import EVENT_COMPILE, EVENT_DIVERGENCE, EVENT_STORM, LOGGER_NAME, Attr, Field
+from .._core._vocab import (
+    EVENT_COMPILE,
+    EVENT_DIVERGENCE,
+    EVENT_HAZARD,
+    EVENT_STORM,
+    LOGGER_NAME,
+    Attr,
+    Field,
+)
 from .._pipeline._background import Collector, Waker, start_thread
 from .._pipeline._record import (
     CompileRecord,
@@ -55,6 +63,8 @@ from .._pipeline._record import (
     Storm,
     divergence_attributes,
     divergence_fields,
+    hazard_attributes,
+    hazard_fields,
     log_fields,
     span_attributes,
     storm_fields,
@@ -235,6 +245,16 @@ class LogEmitter:
         if level >= self._min_level:
             # The record is frozen: its fields are built on the writer thread.
             self._emit(level, EVENT_COMPILE, functools.partial(log_fields, record, link))
+        self._hazards(record, link, None)
+
+    def _hazards(self, record: CompileRecord, link: SpanLink | None,
+                 context: contextvars.Context | None) -> None:
+        """A ``jax.compile.hazard`` line per hazard: a WARNING, or INFO for a note."""
+        for hazard in record.hazards:
+            level = 30 if hazard.warn else 20
+            if level >= self._min_level:
+                self._emit(level, EVENT_HAZARD,
+                           functools.partial(hazard_fields, record, hazard, link), context)
 
     def storm(self, storm: Storm) -> None:
         """The recompile-storm WARNING: function, recompile count, causes so far."""
@@ -496,6 +516,7 @@ class StructlogEmitter(LogEmitter):
         if level >= self._min_level:
             self._emit(level, EVENT_COMPILE, functools.partial(log_fields, record, link),
                        context)
+        self._hazards(record, link, context)
 
     def storm(self, storm: Storm) -> None:
         if 30 >= self._min_level:
@@ -600,6 +621,18 @@ class OtelLogEmitter:
                  f"{record.cause}",
             attributes={Attr.EVENT_NAME: EVENT_COMPILE, **span_attributes(record)},
         ))
+        for hazard in record.hazards:
+            severity = SeverityNumber.WARN if hazard.warn else SeverityNumber.INFO
+            self._logger.emit(LogRecord(
+                timestamp=int(record.end * 1e9),
+                context=context,
+                severity_number=severity,
+                severity_text=severity.name,
+                body=f"{EVENT_HAZARD} {record.function.qualname}: {hazard.kind.value}: "
+                     f"{hazard.text}",
+                attributes={Attr.EVENT_NAME: EVENT_HAZARD, Attr.FUNCTION:
+                            record.function.qualname, **hazard_attributes(hazard)},
+            ))
 
     def storm(self, storm: Storm) -> None:
         """The storm WARNING is the log lines' (JSON or structlog), as it always was."""

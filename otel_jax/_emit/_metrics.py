@@ -73,6 +73,11 @@ class MetricsEmitter:
             description="Compiles for which the ranks of a multi-process job compiled "
                         "different programs, or some ranks none, as seen by this rank")
 
+        self._hazards = meter.create_counter(
+            Metric.HAZARDS, unit="{hazard}",
+            description="Recompiles named before they happen, by function, hazard kind "
+                        "and level (warning, or info for a note)")
+
     def storm(self, storm: Storm) -> None:
         """Storms are read off ``jax.compilations`` (the alert rules), not counted apart."""
 
@@ -98,6 +103,9 @@ class MetricsEmitter:
         # ``context=`` is part of every synchronous instrument since API 1.27.
         context = link_context(link)
         self._compilations.add(1, attributes, context=context)
+        for hazard in record.hazards:
+            self._hazards.add(1, {Attr.FUNCTION: name, Attr.HAZARD_KIND: hazard.kind.value,
+                                  Attr.HAZARD_LEVEL: hazard.level}, context=context)
         self._duration.record(record.compile_s, {
             Attr.FUNCTION: name,
             Attr.IS_RECOMPILE: recompile,

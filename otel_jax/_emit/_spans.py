@@ -6,13 +6,14 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Tracer
 
-from .._core._vocab import SPAN_COMPILE_PREFIX, SPAN_DIVERGENCE
+from .._core._vocab import EVENT_HAZARD, SPAN_COMPILE_PREFIX, SPAN_DIVERGENCE
 from .._pipeline._record import (
     CompileRecord,
     Divergence,
     SpanLink,
     Storm,
     divergence_attributes,
+    hazard_attributes,
     span_attributes,
 )
 
@@ -68,6 +69,8 @@ class SpanEmitter:
                                                 kind=SpanKind.INTERNAL,
                                                 start_time=_ns(timing.start))
                 child.end(end_time=_ns(timing.end))
+        for hazard in record.hazards:  # recompiles this compile shows are coming
+            span.add_event(EVENT_HAZARD, hazard_attributes(hazard), timestamp=_ns(record.end))
         span.end(end_time=_ns(record.end))
         span_context = span.get_span_context()
         if not span_context.is_valid:

@@ -1,4 +1,5 @@
-"""One backend compile assembled into its record: naming -> signature -> cause -> record.
+"""One backend compile assembled into its record: naming -> signature -> cause, hazards ->
+record.
 
 Two steps. :func:`capture`, on the compiling thread inside the user's jit call, reads
 what dies with the call (the dispatch miss's signature, the caller's frame, the
@@ -26,10 +27,11 @@ from .._capture._correlate import Traced
 from .._capture._jax import _coordination, _names, _persistent_cache, _program
 from .._capture._jax._compile_entry import CompileInputs
 from .._capture._jax._miss import Miss
+from .._capture._jax._outputs import Outputs, outputs_of
 from .._capture._source import FunctionInfo, user_callsites
 from .._core._failopen import FailOpen
 from .._core._vocab import Phase
-from .._explain import _causes
+from .._explain import _causes, _hazards
 from .._fleet._ledger import Ledger
 from ._history import CompileEntry, History
 from ._record import CompileRecord, Devices, PersistentCache, PhaseTiming
@@ -94,6 +96,10 @@ class Captured:
     library_callsite: str | None  # an installed library's frame below it, if any
     warmup_done: bool  # as of the compile, not of when the record is made
     cache_enabled: bool  # JAX's persistent cache, as configured at the compile
+    #: the outputs' abstract values and tree, for the hazard analysis (``None``: not
+    #: read, or hazards are off)
+    outputs: Outputs | None = None
+    hazards: bool = False  # look for hazards when the record is made
 
     @property
     def compile_s(self) -> float:
@@ -104,9 +110,10 @@ class Captured:
 
 
 def capture(taken: Taken, history: History, guard: FailOpen, devices_of: DevicesOf,
-            warmup_done: bool, later: bool) -> Captured:
+            warmup_done: bool, later: bool, hazards: bool = False) -> Captured:
     """What of ``taken`` must be read now, on the compiling thread (``later``: the record is
-    assembled on another thread, so an eager op's signature waits for it)."""
+    assembled on another thread, so an eager op's signature waits for it; ``hazards``:
+    keep what the hazard analysis reads, which it does when the record is made)."""
     miss, name = taken.miss, taken.name
     signature: _signature.Signature | None = None
     detached: _detached.Detached | None = None
@@ -131,6 +138,10 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
         signature = guard.call("compiler options",
                                lambda: _build.with_compiler_options(with_options, inputs),
                                signature)
+    outputs = None
+    if hazards and miss is not None and not naming.eager_op:
+        params = miss.params  # a few references JAX already computed: nothing traced again
+        outputs = guard.call("hazard outputs", lambda: outputs_of(params), None)
     cache_enabled = guard.call("persistent cache",
                                _persistent_cache.persistent_cache_enabled, False)
     if compiled is not None and (naming.eager_op or not (
@@ -150,7 +161,9 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
         devices=guard.call("device info", lambda: devices_of(miss), Devices()),
         callsite=sites[0], library_callsite=sites[1],
         warmup_done=warmup_done,
-        cache_enabled=cache_enabled)
+        cache_enabled=cache_enabled,
+        outputs=outputs,
+        hazards=hazards and not naming.eager_op)
 
 
 def _signature_of(miss: Miss, naming: _naming.Naming, history: History, guard: FailOpen,
@@ -218,6 +231,12 @@ def assemble(captured: Captured, history: History, ledger: Ledger, guard: FailOp
     except Exception as exc:
         guard.failed("cause diff", exc)
         cause = _causes.diff_failed(exc, len(earlier))
+    found: tuple[_hazards.Hazard, ...] = ()
+    if captured.hazards and count:
+        outputs = captured.outputs
+        found = guard.call("hazards", lambda: _hazards.hazards(
+            info, count, captured_signature, outputs, earlier, cause.kind, cause.diff,
+            captured.callsite), ())
     devices = captured.devices
     compile_s = taken.end - taken.start
     cache = None
@@ -240,7 +259,7 @@ def assemble(captured: Captured, history: History, ledger: Ledger, guard: FailOp
         after_warmup=captured.warmup_done and not naming.eager_op,
         hint=cause.hint, devices=devices, persistent_cache=cache,
         compared_with=cause.compared_with, fingerprint=fingerprint,
-        program_fingerprint=program,
+        program_fingerprint=program, hazards=found,
     )
     entry = CompileEntry(
         count=count, cause_kind=cause.kind.value, cause=cause.text,

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 
 from .._capture import _correlate
 from .._capture._jax import _capabilities, _devices, _hooks, _listeners, _miss, _reader_gaps
-from .._core._failopen import FailOpen, OtelJaxWarning, Topic, at_site
+from .._core._failopen import FailOpen, OtelJaxWarning, Topic, WarnKey, at_site
 from .._fleet import _ranks
 from .._fleet._ledger import Ledger
 from . import _assemble
@@ -116,6 +116,8 @@ class Engine:
         #: Multi-process jobs: each compile compared with the other ranks' (``_ranks``).
         self.cross_rank = _ranks.CrossRank(self.failopen)
         self.ledger = Ledger(self.failopen)  # why the persistent cache missed, across runs
+        #: Name the recompiles a compile shows are coming (``install(hazards=...)``).
+        self.hazards = True
 
     @property
     def internal_errors(self) -> int:
@@ -332,7 +334,7 @@ class Engine:
         taken = _assemble.Taken(name, start, end, phases, seen.miss, seen.compiled,
                                 seen.cache_hit, seen.cache_written, seen.traced)
         return _assemble.capture(taken, self.history, guard, self._devices_of,
-                                 self.policy.warmup_done, later)
+                                 self.policy.warmup_done, later, self.hazards)
 
     def _hand_off(self, record: CompileRecord, storm: Storm | None, installed: Route,
                   added: tuple[Emitter, ...]) -> None:
@@ -438,7 +440,21 @@ class Engine:
         info, signature, count = record.function, record.signature, record.count
         fh = guard.call("history", lambda: self.history.finish(
             info, count, signature, entry, record.cause_kind.value, record.is_recompile), None)
+        if record.hazards:
+            self._warn_hazards(record)
         return record, self.policy.storm(record, fh)
+
+    def _warn_hazards(self, record: CompileRecord) -> None:
+        """One Python warning per function and hazard kind, at the user's call; notes
+        (hazards not precise enough for a warning) are their log lines and events only."""
+        info = record.function
+        for hazard in record.hazards:
+            if hazard.warn:
+                self.failopen.warn_once(
+                    WarnKey(Topic.HAZARD, f"{info.qualname}@{info.file}:{info.line}:"
+                                          f"{hazard.kind.value}"),
+                    f"otel_jax: {info.qualname} will compile again ({hazard.kind.value}): "
+                    f"{hazard.text}. Fix: {hazard.hint}.")
 
     def _devices_of(self, miss: _miss.Miss | None) -> Devices:
         devices = _devices.argument_devices(miss.args_flat) if miss is not None else set()

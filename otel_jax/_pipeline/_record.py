@@ -26,6 +26,7 @@ from .._core._vocab import (
     Phase,
 )
 from .._explain._diff import Diff
+from .._explain._hazards import Hazard
 
 #: Attribute values as OpenTelemetry accepts them.
 AttributeValue = str | bool | int | float
@@ -100,6 +101,8 @@ class CompileRecord:
     compared_with: int | None = None  # the earlier compile (its count) the diff is against
     fingerprint: str = ""  # of the signature, comparable across processes ("" if uncaptured)
     program_fingerprint: str = ""  # of the lowered program, likewise ("" if not read)
+    #: recompiles this compile shows are coming (``_explain._hazards``), each said once
+    hazards: tuple[Hazard, ...] = ()
 
     @property
     def is_recompile(self) -> bool:
@@ -216,6 +219,38 @@ def log_fields(record: CompileRecord, link: SpanLink | None) -> dict[str, Any]:
     fields[Field.DEVICE_KIND] = devices.kind
     fields[Field.DEVICE_COUNT] = devices.count
     fields[Field.PROCESS_INDEX] = devices.process_index
+    if link is not None:
+        fields[Field.TRACE_ID] = link.trace_id
+        fields[Field.SPAN_ID] = link.span_id
+    return _encodable(fields)
+
+
+def hazard_attributes(hazard: Hazard) -> dict[str, AttributeValue]:
+    """Attributes of a ``jax.compile.hazard`` span event (on the compile span)."""
+    return _encodable({
+        Attr.HAZARD_KIND: hazard.kind.value,
+        Attr.HAZARD_PATH: hazard.path,
+        Attr.HAZARD: hazard.text,
+        Attr.HAZARD_HINT: hazard.hint,
+        Attr.HAZARD_LEVEL: hazard.level,
+    })
+
+
+def hazard_fields(record: CompileRecord, hazard: Hazard, link: SpanLink | None,
+                  ) -> dict[str, Any]:
+    """Fields of a ``jax.compile.hazard`` JSON log line (a WARNING, or INFO for a note)."""
+    info = record.function
+    fields: dict[str, Any] = {
+        Field.FUNCTION: info.qualname,
+        Field.FILE: info.file,
+        Field.LINE: info.line,
+        Field.CALLSITE: record.callsite,
+        Field.COUNT: record.count,
+        Field.HAZARD_KIND: hazard.kind.value,
+        Field.PATH: hazard.path,
+        Field.HAZARD: hazard.text,
+        Field.HINT: hazard.hint,
+    }
     if link is not None:
         fields[Field.TRACE_ID] = link.trace_id
         fields[Field.SPAN_ID] = link.span_id

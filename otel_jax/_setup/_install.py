@@ -98,6 +98,7 @@ def install(
     ledger_path: str | os.PathLike[str] | bool | None = None,
     eager_op_spans: Literal["nested", "always"] = "nested",
     emit_in_background: bool = True,
+    hazards: bool = True,
 ) -> Installation:
     """Report every JAX compilation as a span, metrics and a JSON log line, with its cause.
 
@@ -180,6 +181,14 @@ def install(
             there while they are in use), and ``compile_history`` waits for the
             records still being made. ``False``: all of it on the compiling thread,
             inside the jit call.
+        hazards: ``True`` (default): name the recompiles a compile shows are coming,
+            before they are paid for (a weakly typed scalar fed back as an array, a
+            static argument hashed by identity, a jitted function defined in a loop, a
+            length that changes at every compile): a ``jax.compile.hazard`` span event
+            on the compile span, log line and counter, and one ``OtelJaxWarning`` per
+            function and kind (notes, less sure, are INFO lines only). Looked for where
+            the cause is worded (off the compiling thread by default); a cache hit
+            costs nothing. ``False``: none.
 
     Environment: an option left at its default takes its ``OTEL_JAX_*`` variable when
     that is set (``OTEL_JAX_STORM_THRESHOLD=4``, ``OTEL_JAX_LOG_OUTPUT=none``,
@@ -231,6 +240,7 @@ def install(
             o.scrub, o.on_divergence, o.divergence_timeout_s)
         rank_local, ledger_path, eager_op_spans = o.rank_local, o.ledger_path, o.eager_op_spans
         ENGINE.emit_in_background = o.emit_in_background
+        ENGINE.hazards = o.hazards
         _scrub.configure(scrub)
         try:
             providers = _providers.resolve(tracer_provider, meter_provider, logger_provider,
@@ -347,6 +357,7 @@ def uninstall() -> None:
         # background thread reaches them (bounded, like the rest of uninstall).
         flush(UNINSTALL_FLUSH_S)
         ENGINE.emit_in_background = True
+        ENGINE.hazards = True
         STEPS.telemetry = None
         ENGINE.on_recompile = "log"
         ENGINE.cross_rank.configure("off", ENGINE.cross_rank.timeout_s, None)

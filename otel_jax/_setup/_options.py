@@ -111,6 +111,12 @@ def _flag(value: Any) -> Any:
     return value
 
 
+def _hazards_flag(value: Any) -> Any:
+    if not isinstance(value, bool):
+        raise ValueError(f"hazards must be True or False, not {value!r}")
+    return value
+
+
 def _prometheus_port(port: Any) -> Any:
     if port is not None and (not _is_int(port) or not 0 <= port <= 65535):
         raise ValueError(f"prometheus_port must be None or an int port number 0-65535, "
@@ -206,6 +212,7 @@ class InstallOptions:
         parse=_text)
     emit_in_background: bool = _option(True, _flag, env="OTEL_JAX_EMIT_IN_BACKGROUND",
                                        parse=_bool)
+    hazards: bool = _option(True, _hazards_flag, env="OTEL_JAX_HAZARDS", parse=_bool)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -1,0 +1,164 @@
+"""What the user's source says about a compile's future: read off the file, never the stack.
+
+Two questions the hazard analysis asks of the user's code, answered from the file's syntax
+tree (parsed once per file, a few files kept): does the statement that made the jit call
+feed its result back into the same names (``state = step(state)``, ``params, loss, lr =
+step(params, batch, lr)``), and is a function defined where it is made again and again (a
+loop body, or the body of another function)? Read on the thread that makes the record,
+after the call; a file that cannot be read or parsed answers ``None``.
+"""
+
+from __future__ import annotations
+
+import ast
+import collections
+import linecache
+import threading
+from dataclasses import dataclass
+
+#: Parsed files kept (their syntax trees can be large): the callers of a program's jitted
+#: functions are few files, read again at each first compile.
+_KEPT_FILES = 16
+#: The longest file parsed (characters): the user's scripts and modules, not generated code.
+_MAX_SOURCE = 2_000_000
+
+_BOUNDARIES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+# Where code runs once per item: a loop's body, a comprehension's element.
+_LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp,
+          ast.GeneratorExp)
+
+
+@dataclass(frozen=True, slots=True)
+class _Index:
+    """One file's statements, by line: assignments of a call, definitions, parents."""
+
+    assigns: dict[int, ast.Assign | ast.AnnAssign]  # each line: the innermost spanning it
+    definitions: dict[int, ast.AST]  # def, decorator and lambda lines
+    parents: dict[ast.AST, ast.AST]
+
+
+def _indexed(tree: ast.Module) -> _Index:
+    assigns: dict[int, ast.Assign | ast.AnnAssign] = {}
+    definitions: dict[int, ast.AST] = {}
+    parents: dict[ast.AST, ast.AST] = {}
+    for node in ast.walk(tree):  # breadth first: an inner statement comes later
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
+            for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                assigns[line] = node
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for line in (node.lineno, *(d.lineno for d in node.decorator_list)):
+                definitions.setdefault(line, node)
+        elif isinstance(node, ast.Lambda):
+            definitions.setdefault(node.lineno, node)
+    return _Index(assigns, definitions, parents)
+
+
+_lock = threading.Lock()
+_files: collections.OrderedDict[str, tuple[int, _Index | None]] = collections.OrderedDict()
+
+
+def _index(filename: str) -> _Index | None:
+    lines = linecache.getlines(filename)
+    if not lines:
+        return None
+    size = sum(map(len, lines))
+    with _lock:
+        kept = _files.get(filename)
+        if kept is not None and kept[0] == size:
+            _files.move_to_end(filename)
+            return kept[1]
+    index: _Index | None = None
+    if size <= _MAX_SOURCE:
+        try:
+            index = _indexed(ast.parse("".join(lines), filename))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            index = None
+    with _lock:
+        _files[filename] = (size, index)
+        while len(_files) > _KEPT_FILES:
+            _files.popitem(last=False)
+    return index
+
+
+def _expression(node: ast.AST | None) -> str | None:
+    """A name the statement can both read and assign (``state``, ``self.state``,
+    ``box['lr']``), as comparable text; ``None`` for anything else."""
+    if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
+        return ast.dump(node, annotate_fields=False).replace("Store()", "Load()")
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Feedback:
+    """The assignment a jit call is the value of: its targets and its arguments, as
+    comparable texts (``None`` where one is not a plain name)."""
+
+    whole: str | None  # ``state = f(...)``: the one target
+    targets: tuple[str | None, ...]  # ``a, b = f(...)``: each target, in order
+    args: tuple[str | None, ...]  # the call's positional arguments
+    keywords: tuple[tuple[str, str | None], ...]  # the call's keyword arguments
+    starred: bool  # ``f(*xs)`` or ``f(**kw)``: positions are not known
+
+
+def feedback(callsite: str | None) -> Feedback | None:
+    """The assignment whose value is the call at ``callsite`` (``file:line``), or ``None``."""
+    if not callsite:
+        return None
+    filename, _, line_text = callsite.rpartition(":")
+    if not filename or not line_text.isdigit():
+        return None
+    line = int(line_text)
+    index = _index(filename)
+    best = index.assigns.get(line) if index is not None else None
+    if best is None or not isinstance(best.value, ast.Call):
+        return None
+    call = best.value
+    targets = best.targets if isinstance(best, ast.Assign) else [best.target]
+    if len(targets) != 1:  # a = b = f(x): which name is fed back is not one
+        return None
+    target = targets[0]
+    items = target.elts if isinstance(target, (ast.Tuple, ast.List)) else None
+    return Feedback(
+        whole=None if items is not None else _expression(target),
+        targets=tuple(None if isinstance(t, ast.Starred) else _expression(t)
+                      for t in items or ()),
+        args=tuple(_expression(a) for a in call.args),
+        keywords=tuple((k.arg, _expression(k.value)) for k in call.keywords if k.arg),
+        starred=any(isinstance(a, ast.Starred) for a in call.args)
+        or any(k.arg is None for k in call.keywords))
+
+
+@dataclass(frozen=True, slots=True)
+class Definition:
+    """Where a function is defined, as far as being made again goes."""
+
+    loop: bool  # in a loop body of its enclosing scope: made again on each iteration
+    enclosing: str | None  # the function whose body defines it (made again on each call)
+    lines: tuple[int, int] = (0, 0)  # the enclosing function's first and last lines
+    loop_lines: tuple[int, int] = (0, 0)  # the innermost loop's first and last lines
+
+
+def definition(filename: str | None, line: int | None) -> Definition | None:
+    """Where the function (a ``def`` or ``lambda``) at ``filename:line`` is defined, or
+    ``None`` when no definition starts there."""
+    if not filename or not line:
+        return None
+    index = _index(filename)
+    found = index.definitions.get(line) if index is not None else None
+    if index is None or found is None:
+        return None
+    parents = index.parents
+    node = parents.get(found)
+    loop: tuple[int, int] | None = None
+    while node is not None:
+        if isinstance(node, _LOOPS) and loop is None:
+            loop = (getattr(node, "lineno", 0), getattr(node, "end_lineno", 0) or 0)
+        elif isinstance(node, _BOUNDARIES):
+            name = getattr(node, "name", "<lambda>")
+            return Definition(loop is not None, name, (getattr(node, "lineno", 0),
+                                                       getattr(node, "end_lineno", 0) or 0),
+                              loop or (0, 0))
+        node = parents.get(node)
+    return Definition(loop is not None, None, (0, 0), loop or (0, 0))

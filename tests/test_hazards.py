@@ -1,0 +1,301 @@
+"""Hazards: recompiles named at the compile before them, on real JAX compiles.
+
+Each program is the minimal form of a pattern users hit; the hazard must come at the
+compile that shows it (before the recompile is paid for), with the argument path, and
+only where the program does what the hazard says. Then the outputs: a span event on the
+compile span, a ``jax.compile.hazard`` log line, the ``jax.compile.hazards`` counter, one
+``OtelJaxWarning`` per function and kind at the user's line, and ``install(hazards=False)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import otel_jax
+from otel_jax._core import _vocab
+from otel_jax._core._failopen import OtelJaxWarning
+from otel_jax._pipeline._engine import ENGINE
+
+pytestmark = [pytest.mark.hazards,
+              pytest.mark.filterwarnings("ignore::otel_jax.OtelJaxWarning")]
+
+
+def _hazards(records, kind: str | None = None) -> list:
+    """``(count, hazard)`` of the records' hazards (of one kind)."""
+    return [(r.count, h) for r in records for h in r.hazards
+            if kind is None or h.kind.value == kind]
+
+
+# --- weak_type ---------------------------------------------------------------------------
+
+def test_a_python_scalar_fed_back_as_an_array_is_named_at_the_first_compile():
+    @jax.jit
+    def step(params, lr):
+        return params - lr * params, lr * jnp.float32(0.999)
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params, lr = jnp.ones(3), 0.1
+        for _ in range(3):
+            params, lr = step(params, lr)
+    assert [r.cause_kind.value for r in rec.records] == ["first_compile", "weak_type"]
+    [(count, hazard)] = _hazards(rec.records)
+    assert count == 1 and hazard.kind is _vocab.CauseKind.WEAK_TYPE
+    assert hazard.path == "lr" and hazard.warn
+    assert "output [1]" in hazard.text and "jnp.asarray" in hazard.hint
+    # the recompile it named is the one that came
+    assert [c.path for c in rec.records[1].diff.changes] == ["lr"]
+
+
+def test_a_training_state_that_holds_a_python_scalar_is_named_by_its_path():
+    @jax.jit
+    def step(state):
+        return {"w": state["w"] * state["scale"], "scale": state["scale"] * jnp.float32(0.5)}
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        state = {"w": jnp.ones(2), "scale": 2.0}
+        for _ in range(3):
+            state = step(state)
+    [(count, hazard)] = _hazards(rec.records)
+    assert (count, hazard.kind.value, hazard.path) == (1, "weak_type", "state['scale']")
+    assert rec.records[1].cause_kind.value == "weak_type"
+
+
+def test_no_weak_type_hazard_where_the_output_is_not_fed_back():
+    @jax.jit
+    def step(params, lr):
+        return params - lr * params, jnp.sum(params) * jnp.float32(1)
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params = jnp.ones(3)
+        for _ in range(2):
+            params, loss = step(params, 0.1)  # a literal: nothing is fed back
+        lr = 0.1
+        other, loss = step(params, lr)  # the output goes to another name
+    assert len(rec.records) == 1 and not _hazards(rec.records)
+
+
+# --- static_argument ----------------------------------------------------------------------
+
+class _Config:  # hashed and compared by identity
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+@dataclasses.dataclass(frozen=True)
+class _FrozenConfig:
+    n: int
+
+
+def _double(x):
+    return x * 2
+
+
+def test_a_static_argument_hashed_by_identity_is_named_at_the_first_compile():
+    def apply(x, config):
+        return x * config.n
+
+    jitted = jax.jit(apply, static_argnums=1)
+    with otel_jax.testing.record_compiles(jitted) as rec:
+        jitted(jnp.ones(2), _Config(2))
+        jitted(jnp.ones(2), _Config(2))  # equal, yet another object: compiles again
+    [(count, hazard)] = _hazards(rec.records)
+    assert (count, hazard.kind.value, hazard.path, hazard.warn) == (
+        1, "static_argument", "config", True)
+    assert "__hash__" in hazard.hint
+    assert rec.records[1].cause_kind.value == "static_argument"
+
+
+def test_value_hashed_statics_and_module_level_functions_are_no_hazard():
+    def apply(x, config, fn):
+        return fn(x) * config.n
+
+    jitted = jax.jit(apply, static_argnums=(1, 2))
+    with otel_jax.testing.record_compiles(jitted) as rec:
+        jitted(jnp.ones(2), _FrozenConfig(2), _double)
+        jitted(jnp.ones(2), _FrozenConfig(2), _double)
+    assert len(rec.records) == 1 and not _hazards(rec.records)
+
+
+def test_a_dtype_static_is_a_note_not_a_warning():
+    def cast(x, dtype):
+        return x.astype(dtype)
+
+    jitted = jax.jit(cast, static_argnums=1)
+    with otel_jax.testing.record_compiles(jitted) as rec:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            jitted(jnp.ones(2), jnp.dtype("bfloat16"))
+            otel_jax.flush()
+    [(_, hazard)] = _hazards(rec.records)
+    assert (hazard.kind.value, hazard.path, hazard.warn) == ("static_argument", "dtype", False)
+    assert not [w for w in caught if issubclass(w.category, OtelJaxWarning)]
+
+
+# --- function_identity --------------------------------------------------------------------
+
+def test_a_function_defined_in_a_loop_body_is_named_at_its_first_compile():
+    with otel_jax.testing.CompileRecorder() as rec:
+        for _ in range(3):
+            scaled = jax.jit(lambda x: x * 3)
+            scaled(jnp.ones(2))
+        records = [r for r in rec.records if "<lambda>" in r.function.qualname]
+    assert [r.cause_kind.value for r in records] == [
+        "first_compile", "function_identity", "function_identity"]
+    [(count, hazard)] = _hazards(records)
+    assert (count, hazard.kind.value, hazard.warn) == (1, "function_identity", True)
+    assert "loop" in hazard.text
+
+
+def test_a_function_made_in_a_loop_and_called_after_it_is_a_note():
+    with otel_jax.testing.CompileRecorder() as rec:
+        made = [jax.jit(lambda x, k=k: x * k) for k in range(2)]
+        made[0](jnp.ones(2))  # called outside the loop that made it, once
+    [(_, hazard)] = _hazards([r for r in rec.records if "<lambda>" in r.function.qualname],
+                             "function_identity")
+    assert not hazard.warn and "loop" in hazard.text
+
+
+def _make_and_call(x):
+    inner = jax.jit(lambda y: y + 1)
+    return inner(x)
+
+
+def test_a_function_defined_in_another_function_is_no_hazard():
+    # a step function and a factory or a test body look alike at the first compile: the
+    # second compile's cause names it
+    with otel_jax.testing.CompileRecorder() as rec:
+        _make_and_call(jnp.ones(2))
+        _make_and_call(jnp.ones(2))
+    records = [r for r in rec.records if "<lambda>" in r.function.qualname]
+    assert [r.cause_kind.value for r in records] == ["first_compile", "function_identity"]
+    assert not [h for r in records for h in r.hazards]
+
+
+def _make_step():
+    @jax.jit
+    def step(x):
+        return x - 1
+
+    return step
+
+
+def test_module_level_and_factory_made_functions_are_no_hazard():
+    jitted = jax.jit(_double)
+    made = _make_step()  # made once by a factory, called here
+    with otel_jax.testing.CompileRecorder() as rec:
+        jitted(jnp.ones(2))
+        made(jnp.ones(2))
+    assert len(rec.records) == 2 and not [h for r in rec.records for h in r.hazards]
+
+
+# --- shape ----------------------------------------------------------------------------------
+
+def test_a_length_that_changes_at_every_compile_is_named_once_when_the_pattern_shows():
+    @jax.jit
+    def total(tokens):
+        return tokens.sum()
+
+    with otel_jax.testing.record_compiles(total) as rec:
+        for n in (3, 5, 7, 9, 11):
+            total(jnp.ones(n))
+    assert [r.cause_kind.value for r in rec.records][1:] == ["shape"] * 4
+    [(count, hazard)] = _hazards(rec.records)
+    assert (count, hazard.kind.value, hazard.path) == (3, "shape", "tokens")
+    assert "(3, 5, 7)" in hazard.text and "pad" in hazard.hint
+
+
+def test_shapes_that_come_back_are_no_hazard():
+    @jax.jit
+    def total(tokens):
+        return tokens.sum()
+
+    with otel_jax.testing.record_compiles(total) as rec:
+        for n in (3, 5, 3, 5, 3):
+            total(jnp.ones(n))
+    assert len(rec.records) == 2 and not _hazards(rec.records)
+
+
+# --- the outputs --------------------------------------------------------------------------
+
+def _feed_back(step, n: int = 3):
+    params, lr = jnp.ones(3), 0.1
+    for _ in range(n):
+        params, lr = step(params, lr)
+
+
+def test_the_span_event_log_line_counter_and_one_warning(telemetry):
+    @jax.jit
+    def step(params, lr):
+        return params - lr * params, lr * jnp.float32(0.999)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _feed_back(step)
+        otel_jax.flush()
+        _feed_back(jax.jit(step.__wrapped__))  # the same function again: no second warning
+        otel_jax.flush()
+    first = telemetry.compiles("test_the_span_event_log_line_counter_and_one_warning."
+                               "<locals>.step")[0]
+    [event] = [e for e in first.events if e.name == _vocab.EVENT_HAZARD]
+    attrs = event.attributes
+    assert attrs[_vocab.Attr.HAZARD_KIND] == "weak_type"
+    assert attrs[_vocab.Attr.HAZARD_PATH] == "lr"
+    assert attrs[_vocab.Attr.HAZARD_LEVEL] == "warning"
+    assert attrs[_vocab.Attr.HAZARD] and attrs[_vocab.Attr.HAZARD_HINT]
+    lines = [ln for ln in telemetry.log_lines() if ln["event"] == _vocab.EVENT_HAZARD]
+    assert lines and lines[0]["level"] == "warning"
+    F = _vocab.Field
+    assert (lines[0][F.HAZARD_KIND], lines[0][F.PATH], lines[0][F.COUNT]) == (
+        "weak_type", "lr", 1)
+    assert lines[0][F.SPAN_ID] == format(first.context.span_id, "016x")
+    points = telemetry.metric_points(_vocab.Metric.HAZARDS)
+    assert {(p.attributes[_vocab.Attr.HAZARD_KIND], p.attributes[_vocab.Attr.HAZARD_LEVEL])
+            for p in points} == {("weak_type", "warning")}
+    said = [w for w in caught if issubclass(w.category, OtelJaxWarning)
+            and "weak_type" in str(w.message)]
+    assert len(said) == 1
+    assert said[0].filename == __file__  # at the user's call line
+
+
+def test_hazards_off_says_none(telemetry):
+    otel_jax.uninstall()
+    otel_jax.install(tracer_provider=telemetry.tracer_provider,
+                     meter_provider=telemetry.meter_provider, log_output=telemetry.log,
+                     hazards=False)
+    assert ENGINE.hazards is False
+
+    @jax.jit
+    def step(params, lr):
+        return params - lr * params, lr * jnp.float32(0.999)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _feed_back(step)
+        otel_jax.flush()
+    assert all(not s.events for s in telemetry.compiles())
+    assert not [ln for ln in telemetry.log_lines() if ln["event"] == _vocab.EVENT_HAZARD]
+    assert not telemetry.metric_points(_vocab.Metric.HAZARDS)
+    assert not [w for w in caught if issubclass(w.category, OtelJaxWarning)]
+    otel_jax.uninstall()
+    assert ENGINE.hazards is True  # back to the default
+
+
+def test_the_analysis_runs_once_per_compile_never_on_a_cache_hit(monkeypatch):
+    from otel_jax._explain import _hazards
+
+    calls = []
+    real = _hazards.hazards
+    monkeypatch.setattr(_hazards, "hazards", lambda *a: calls.append(a[1]) or real(*a))
+
+    @jax.jit
+    def step(params, lr):
+        return params - lr * params, lr * jnp.float32(0.999)
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        _feed_back(step, 20)
+    assert len(rec.records) == 2 and calls == [1, 2]

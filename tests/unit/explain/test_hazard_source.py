@@ -1,0 +1,79 @@
+"""``_explain/_hazard_source``: what a file's syntax says about a call line and a definition."""
+
+from __future__ import annotations
+
+import textwrap
+
+from otel_jax._explain import _hazard_source as hs
+
+
+def _file(tmp_path, text: str) -> str:
+    path = tmp_path / "prog.py"
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def test_feedback_reads_the_assignment_a_call_is_the_value_of(tmp_path):
+    f = _file(tmp_path, """\
+        params, loss, lr = step(params, batch, lr, config)
+        state = update(
+            state,
+            lr=rate,
+        )
+        self.state = self.step(self.state)
+        out = f(*args)
+        a = b = f(x)
+        print(f(x))
+        """)
+    fed = hs.feedback(f"{f}:1")
+    assert fed is not None and fed.whole is None and not fed.starred
+    assert fed.targets[0] == fed.args[0] and fed.targets[2] == fed.args[2]
+    assert fed.targets[1] not in fed.args
+    fed = hs.feedback(f"{f}:4")  # a line inside a call spread over lines
+    assert fed is not None and fed.whole == fed.args[0]
+    assert dict(fed.keywords)["lr"] is not None
+    fed = hs.feedback(f"{f}:6")
+    assert fed is not None and fed.whole == fed.args[0]  # self.state, stored and loaded
+    assert hs.feedback(f"{f}:7").starred
+    assert hs.feedback(f"{f}:8") is None  # two targets: not one name fed back
+    assert hs.feedback(f"{f}:9") is None  # not an assignment
+    assert hs.feedback(None) is None and hs.feedback("nowhere.py:3") is None
+    assert hs.feedback(f"{f}:x") is None
+
+
+def test_definition_tells_a_loop_body_from_a_function_body(tmp_path):
+    f = _file(tmp_path, """\
+        import jax
+
+        def main():
+            for epoch in range(3):
+                acc = jax.jit(lambda p: p)
+            g = jax.jit(lambda p: p + 1)
+            return [jax.jit(lambda q: q) for _ in range(2)]
+
+        @jax.jit
+        def top(x):
+            return x
+
+        while True:
+            h = lambda z: z
+            break
+        """)
+    in_loop = hs.definition(f, 5)
+    assert in_loop is not None and in_loop.loop and in_loop.enclosing == "main"
+    assert in_loop.loop_lines == (4, 5)
+    in_body = hs.definition(f, 6)
+    assert in_body is not None and not in_body.loop and in_body.enclosing == "main"
+    assert in_body.lines == (3, 7)
+    assert hs.definition(f, 7).loop  # a comprehension's element: made per item
+    module = hs.definition(f, 9)  # the decorator's line names the function too
+    assert module is not None and not module.loop and module.enclosing is None
+    assert hs.definition(f, 10) == module
+    assert hs.definition(f, 14).loop  # a module-level loop
+    assert hs.definition(f, 2) is None  # no definition starts there
+    assert hs.definition(None, 3) is None
+
+
+def test_a_file_that_does_not_parse_answers_none(tmp_path):
+    f = _file(tmp_path, "def broken(:\n    x = f(x)\n")
+    assert hs.feedback(f"{f}:2") is None and hs.definition(f, 1) is None

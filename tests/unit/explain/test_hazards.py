@@ -1,0 +1,46 @@
+"""``_explain/_hazards``: the rules that decide a hazard and its level, on plain inputs."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from otel_jax._capture._statics import static_arg
+from otel_jax._explain import _hazards
+
+
+class _Opaque:
+    pass
+
+
+def _module_function(x):
+    return x
+
+
+def test_a_new_value_at_every_compile_on_one_axis():
+    assert _hazards._new_each_time([(3, 8), (5, 8), (7, 8)]) == 0
+    assert _hazards._new_each_time([(8, 3), (8, 5), (8, 7)]) == 1
+    assert _hazards._new_each_time([(3,), (5,), (3,)]) is None  # a length came back
+    assert _hazards._new_each_time([(3,), (5, 1), (7,)]) is None  # the rank changed
+    assert _hazards._new_each_time([(3,), None, (7,)]) is None
+
+
+def test_statics_by_kind_and_level():
+    opaque = static_arg("config", _Opaque())
+    [hazard] = _hazards._by_identity(opaque)
+    assert hazard.warn and hazard.path == "config" and "_Opaque" in hazard.hint
+    assert _hazards._by_identity(static_arg("fn", _module_function)) == []
+    [note] = _hazards._by_identity(static_arg("fn", lambda x: x))
+    assert not note.warn
+    for spelling in (jnp.bfloat16, np.float32, jnp.dtype("bfloat16"), np.dtype("float32"),
+                     "bfloat16"):
+        assert _hazards._dtype_like(static_arg("dtype", spelling)), spelling
+    for value in ("mean", "f", 3, _Opaque()):
+        assert not _hazards._dtype_like(static_arg("mode", value)), value
+
+
+def test_a_hazard_as_plain_data():
+    hazard = _hazards.Hazard(_hazards.CauseKind.SHAPE, "x", "text", "pad", warn=False)
+    assert hazard.level == "info"
+    assert hazard.as_dict() == {"kind": "shape", "path": "x", "text": "text", "hint": "pad",
+                                "level": "info"}
