@@ -3,8 +3,9 @@
 Runs the demo (examples/train.py) once, then writes, in place:
 
 - README.md: the block after each ``<!-- make docs: NAME -->`` comment (NAME: ``demo-stdout``,
-  ``demo-json-line``, ``report``): the demo's stdout, its weak-type compile's JSON line
-  (wrapped) and ``otel-jax report`` of its log;
+  ``demo-hazard``, ``demo-json-line``, ``report``): the demo's stdout, the weak-type
+  hazard said at its first compile (the warning and its JSON line), its weak-type compile's
+  JSON line (wrapped) and ``otel-jax report`` of its log;
 - docs/report-html.png (the top of the HTML report of the demo's log) and
   docs/report-steps.png (the page's steps section), with headless Chromium
   (``scripts/ensure-chromium``; without it the screenshots are left as they are, and one
@@ -57,19 +58,38 @@ def report(log: Path, *args: str) -> str:
                           timeout=600, check=True).stdout
 
 
-def json_line(log: Path, width: int = 92) -> str:
-    """The demo's weak-type compile, one JSON object wrapped between fields."""
+def _event(log: Path, name: str, field: str) -> dict[str, object]:
+    """The first ``name`` event of the demo's log whose ``field`` is ``weak_type``, with the
+    checkout's path as a user's would read (the rest is as the demo wrote it)."""
     for line in log.read_text().splitlines():
         try:
             event = json.loads(line)
         except ValueError:
             continue
-        if event.get("event") == "jax.compile" and event.get("cause_kind") == "weak_type":
+        if event.get("event") == name and event.get(field) == "weak_type":
+            return dict(json.loads(json.dumps(event).replace(json.dumps(str(ROOT))[1:-1], HOME)))
+    raise SystemExit(f"the demo's log has no weak_type {name}")
+
+
+def hazard(log: Path, width: int = 92) -> str:
+    """The demo's weak-type hazard, said at its first compile: the warning, then its JSON
+    line."""
+    for line in log.read_text().splitlines():
+        if "OtelJaxWarning" in line and "(weak_type)" in line:
+            warning = line.replace(str(ROOT), HOME)
             break
     else:
-        raise SystemExit("the demo's log has no weak_type compile")
-    # the checkout's path as a user's would read (the rest is as the demo wrote it)
-    event = json.loads(json.dumps(event).replace(json.dumps(str(ROOT))[1:-1], HOME))
+        raise SystemExit("the demo's log has no weak_type hazard warning")
+    return warning + "\n" + wrapped(_event(log, "jax.compile.hazard", "hazard_kind"), width)
+
+
+def json_line(log: Path, width: int = 92) -> str:
+    """The demo's weak-type compile, one JSON object wrapped between fields."""
+    return wrapped(_event(log, "jax.compile", "cause_kind"), width)
+
+
+def wrapped(event: dict[str, object], width: int) -> str:
+    """``event`` as one JSON object, wrapped between fields."""
     fields = [f"{json.dumps(k)}: {json.dumps(v)}" for k, v in event.items()]
     lines, current = [], "{"
     for i, field in enumerate(fields):
@@ -84,7 +104,8 @@ def json_line(log: Path, width: int = 92) -> str:
 
 
 def blocks(stdout: str, log: Path) -> dict[str, str]:
-    return {"demo-stdout": stdout, "demo-json-line": json_line(log), "report": report(log)}
+    return {"demo-stdout": stdout, "demo-hazard": hazard(log), "demo-json-line": json_line(log),
+            "report": report(log)}
 
 
 def write_readme(made: dict[str, str], readme: Path = ROOT / "README.md") -> None:
