@@ -67,6 +67,98 @@ def test_grad_programs_with_as_many_inputs_and_outputs_are_two_programs(telemetr
     assert change["after"].startswith("another transformed program")
 
 
+def _run_under_grad(n):
+    """A test body run once per parameter, as pytest runs a parametrised test: the jitted
+    functions are defined anew in each run, closing over the parameter."""
+    @jax.jit
+    def power_sum(x):
+        return (x ** n).sum()  # the program itself differs with n
+
+    @jax.jit
+    def scaled(x):
+        return (x ** 2).sum() * n  # one program for every n
+
+    return power_sum, scaled
+
+
+def _run_called_first(n):
+    """As ``_run_under_grad``, for a test that calls the function before its gradient."""
+    @jax.jit
+    def power_sum(x):
+        return (x ** n).sum()
+
+    @jax.jit
+    def scaled(x):
+        return (x ** 2).sum() * n
+
+    return power_sum, scaled
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["grad", "direct-then-grad"])
+def test_a_jitted_function_re_defined_per_parametrisation_under_grad(telemetry, direct):
+    """Each run's function is a new object for the same source (JAX: "never seen function
+    ... but seen another function defined on the same line"): its forward and backward
+    programs are each compared with the earlier run's program of the same pass, and the
+    closure value that changed is named; never "another transformed program" of one
+    function, never another cause."""
+    run_body = _run_called_first if direct else _run_under_grad
+    x = jnp.ones(3)
+    for n in (1, 2, 3):
+        for f in run_body(n):
+            if direct:
+                f(x)
+            jax.grad(f)(x)
+    per_run = 3 if direct else 2  # [the plain call,] grad's forward and backward programs
+    for name in ("power_sum", "scaled"):
+        spans = telemetry.compiles(f"{run_body.__name__}.<locals>.{name}")
+        texts = [s.attributes["jax.compile.cause"] for s in spans]
+        assert len(spans) == 3 * per_run, texts
+        for run, n in ((1, 2), (2, 3)):
+            for i, span in enumerate(spans[run * per_run:(run + 1) * per_run]):
+                assert span.attributes["jax.compile.cause.kind"] == "function_identity", texts
+                changes = diff_of(span)
+                assert changes[0]["path"] == "<function>", texts
+                assert changes[0]["after"].startswith("new function object, same source")
+                assert {"path": "<function>.n", "kind": "function_identity",
+                        "before": str(n - 1), "after": str(n)} in changes, texts
+                assert "another transformed program" not in span.attributes[
+                    "jax.compile.cause"]
+                # the same pass of the previous run: forward with forward, backward with
+                # backward (the plain call with the plain call)
+                compared = span.attributes["jax.compile.compared_with"]
+                assert compared == span.attributes["jax.compile.count"] - per_run, (
+                    name, run, i, texts)
+
+
+def test_grad_passes_of_one_function_are_compared_pass_with_pass(telemetry):
+    """grad's forward and backward programs of ``x @ y`` have as many inputs, outputs and
+    operations: the backward program of a new length is compared with the earlier
+    backward program, never with the forward one compiled just before it (whose second
+    input, ``y``, is no cotangent)."""
+    @jax.jit
+    def inner(x, y):
+        return x @ y
+
+    grad = jax.grad(inner)
+    grad(jnp.ones(3), jnp.ones(3))
+    grad(jnp.ones(5), jnp.ones(5))
+    spans = telemetry.compiles(
+        "test_grad_passes_of_one_function_are_compared_pass_with_pass.<locals>.inner")
+    assert len(spans) == 4
+    # The first backward program is another program, not a recompile of the forward one
+    # under another tracing context or with another second argument.
+    assert diff_of(spans[1]) == [{
+        "path": "<transformation>", "kind": "function_identity",
+        "before": "transformed program (forward pass; 2 inputs, 1 output, 1 operation)",
+        "after": "another transformed program of the same function (backward pass; "
+                 "2 inputs, 1 output, 1 operation): grad's forward and backward passes "
+                 "are programs of their own"}]
+    assert [s.attributes["jax.compile.compared_with"] for s in spans[2:]] == [1, 2]
+    for span in spans[2:]:
+        assert span.attributes["jax.compile.cause.kind"] == "shape"
+        assert {(c["before"], c["after"]) for c in diff_of(span)} == {("f32[3]", "f32[5]")}
+
+
 def test_vmap_of_a_jitted_function_outside_jit_is_captured(telemetry):
     @jax.jit
     def affine(x, b):

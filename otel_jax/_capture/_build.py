@@ -115,6 +115,7 @@ def _built(read: Detached, like: Signature | None, layout: _wrappers.Layout | No
         transformation=read.transformation,
         cache_clears=read.cache_clears,
         program_serial=read.program_serial,
+        program_pass=read.program_pass,
         bound=read.bound,
         var_keyword=read.var_keyword,
         keywords=_reuse(read.keywords, earlier, "keywords"),

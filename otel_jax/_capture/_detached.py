@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import sys
+import types
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -85,6 +86,7 @@ class Detached:
     # callable is made of, as text
     cache_clears: int  # ``jax.clear_caches()`` calls seen before the miss
     program_serial: int  # transformed only: the traced program's number
+    program_pass: str  # transformed only: its pass (forward, backward), "" unknown
     var_keyword: str  # the ``**kwargs`` parameter's name, if any
     keywords: frozenset[str]  # parameters a keyword argument can fill by name
 
@@ -153,17 +155,31 @@ def read_miss(miss: Miss, stands_for: Any | None, parameters: _jit_info.CallPara
         function_serial=SERIALS.of(identity) if by_identity else 0,
         bound_method=by_identity and getattr(identity, "__self__", None) is not None
         and hasattr(identity, "__func__"),
-        bound=bound_values(identity) if by_identity else (),
+        bound=bound_values(identity) if by_identity else _applied_bound(miss),
         transformed=miss.transformed,
         # a jitted transformation (``jax.jit(jax.vmap(f, out_axes=1))``): its parameters
         transformation=miss.transformation or (
             _transformed.transformations_of(identity) if by_identity else ""),
         cache_clears=miss.cache_clears,
         program_serial=int(getattr(miss.fun, "program", 0) or 0) if miss.transformed else 0,
+        program_pass=str(getattr(miss.fun, "pass_", "") or "") if miss.transformed else "",
         # A library's own jit wrapper (pmap's) takes **kwargs for the user's parameters.
         var_keyword=parameters.var_keyword if stands_for is None else "",
         keywords=parameters.keywords,
     )
+
+
+def _applied_bound(miss: Miss) -> tuple[tuple[str, str], ...]:
+    """What the function a transformation was applied to binds (``jax.grad(f)`` of a jitted
+    ``f`` re-created per call: the closure value that changed), read inside its jit
+    wrapper; ``()`` when it is not known."""
+    applied = getattr(miss.fun, "applied", None) if miss.transformed else None
+    if applied is None:
+        return ()
+    if type(applied) is not types.FunctionType:
+        # a jit wrapper: what it binds is the function it wraps (``__wrapped__``)
+        applied = getattr(applied, "__wrapped__", applied)
+    return bound_values(applied)
 
 
 def _weak(obj: Any) -> Any:

@@ -151,6 +151,10 @@ class Signature:
     # applied to (``jax.grad(jitted)``'s ``jitted``): JAX traces it once per function
     # object and argument types; another one with all else equal is a new function
     program_serial: int = 0
+    # transformed only: which of the programs JAX derives from one trace this is
+    # ("forward", "backward" of grad; "tangent" of linearize), "" when not known: a program
+    # is compared only with earlier programs of its own pass
+    program_pass: str = ""
     # The XLA compiler options the backend compile was asked for, ``(name, text)`` sorted:
     # the jit wrapper's and those given to ``Lowered.compile(compiler_options=...)``
     compiler_options: tuple[tuple[str, str], ...] = ()

@@ -39,8 +39,16 @@ def distance(old: Signature, new: Signature) -> int:
     """How far apart two signatures are: a cheap measure used to pick the closest one."""
     if old.transform != new.transform:
         return _OTHER_PROGRAM
+    if old.program_pass != new.program_pass:
+        # grad's backward program is no recompile of its forward one: each pass is
+        # compared with earlier programs of its own pass, another pass only when none is
+        return _OTHER_PROGRAM // 2
     if old.program != new.program:
-        return _OTHER_PROGRAM // 2  # another program of the same transformation
+        if old.program_pass and old.program_serial != new.program_serial:
+            # the same pass of a function re-created with other bound values, whose
+            # program differs with them: closer than any other pass
+            return _OTHER_PROGRAM // 8 + (_bound_distance(old, new) or 1)
+        return _OTHER_PROGRAM // 4  # another program of the same transformation
     # Whole differences, doubled on return. Each part is compared whole first:
     # equal parts (the common case) cost one comparison instead of a walk.
     d = 0
@@ -221,7 +229,7 @@ def closest(history: Sequence[Signature], new: Signature) -> tuple[int, Signatur
 def _identical(old: Signature, new: Signature) -> bool:
     """Every part equal, compared whole (shared parts by identity): cheap when it is not."""
     return (old.transform == new.transform and old.program == new.program
-            and not transformations_differ(old, new)
+            and old.program_pass == new.program_pass and not transformations_differ(old, new)
             and old.types == new.types and old.placements == new.placements
             and old.paths == new.paths and same_function(old, new)
             and old.options == new.options and not safe_ne(old.context, new.context)

@@ -85,11 +85,21 @@ def diff(old: Signature, new: Signature) -> Diff:
         if not old.transform and not same_function(old, new):
             add(_new_function(old, new))  # a re-created jax.jit(jax.vmap(...)): also new
         return Diff(tuple(out), total)
-    if old.program != new.program:
+    # Another program (grad's backward pass is no recompile of its forward pass, even
+    # where both read as many inputs): its arguments and tracing context need not line up
+    other_program = old.program != new.program or old.program_pass != new.program_pass
+    if other_program and _other_object(old, new):
+        # A function re-created per call (a test's parametrisation) whose program differs
+        # with what it binds: a new function object, never another program of this one.
+        add(_transformed_function(old, new))
+        _bound_changes(old.bound, new.bound, add)
+        return Diff(tuple(out), total)
+    if other_program:
         add(Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY,
-                   f"transformed program ({old.program})",
-                   f"another transformed program of the same function ({new.program}): "
-                   + _programs_apart(new.transformation), Detail.OTHER_PROGRAM))
+                   f"transformed program ({_program_text(old)})",
+                   f"another transformed program of the same function "
+                   f"({_program_text(new)}): " + _programs_apart(new.transformation),
+                   Detail.OTHER_PROGRAM))
         return Diff(tuple(out), total)
     if transformations_differ(old, new):
         # The same program shape under other transformation parameters: JAX traced a
@@ -100,6 +110,12 @@ def diff(old: Signature, new: Signature) -> Diff:
         add(_new_function(old, new))
         if not is_bound_method(new):
             _bound_changes(old.bound, new.bound, add)
+    elif _other_object(old, new) and old.cache_clears == new.cache_clears:
+        # The transformation was applied to another function object (a seen clear is said
+        # as one): JAX traces a jitted function once per object and argument types (its
+        # explainer says "never seen function"), whatever else changed with it.
+        add(_transformed_function(old, new))
+        _bound_changes(old.bound, new.bound, add)
     for (name, a), (_, b) in zip(old.options, new.options):
         if a != b:
             add(Change(f"jit({name})", CauseKind.JIT_OPTIONS, a, b))
@@ -134,24 +150,17 @@ def diff(old: Signature, new: Signature) -> Diff:
         for name, before, after in fallback:
             if safe_ne(before, after):
                 tree_changes(name, before, after, add)
-    if (not out and old.program_serial and new.program_serial
-            and old.program_serial != new.program_serial
-            and old.cache_clears == new.cache_clears):  # a seen clear is said as one
-        # All else equal, the transformation was applied to another function object: JAX
-        # traces a jitted function once per object and argument types (JAX's explainer says
-        # "never seen function" there).
-        add(Change("<function>", CauseKind.FUNCTION_IDENTITY, "earlier function object",
-                   "new function object, same source, under the same transformation",
-                   Detail.NEW_FUNCTION))
-    elif (not out and old.program_serial and old.program_serial == new.program_serial
+    if (not out and old.program_serial and old.program_serial == new.program_serial
+            and (old.program_pass != new.program_pass or not new.program_pass)
             and old.cache_clears == new.cache_clears):
         # All else equal, the same function under the same transformation: JAX compiles
         # each program it derives from one trace apart (grad's forward and backward pass),
         # and compiles none of them twice.
         add(Change(TRANSFORMATION_PATH, CauseKind.FUNCTION_IDENTITY,
-                   f"transformed program ({old.program})",
-                   f"another transformed program of the same function ({new.program}): "
-                   + _programs_apart(new.transformation), Detail.OTHER_PROGRAM))
+                   f"transformed program ({_program_text(old)})",
+                   f"another transformed program of the same function "
+                   f"({_program_text(new)}): " + _programs_apart(new.transformation),
+                   Detail.OTHER_PROGRAM))
     merged = drop_implied(merge_gone_and_back(merge_traced_and_static(out)))
     return Diff(tuple(merged), total - (len(out) - len(merged)))
 
@@ -179,6 +188,23 @@ def _programs_apart(transformation: str) -> str:
     if outer:
         return f"{outer} compiles each program it derives from the function apart"
     return "a transformation compiles each program it derives from the function apart"
+
+
+def _program_text(sig: Signature) -> str:
+    """``backward pass; 2 inputs, 1 output, 1 operation`` (the pass where it was read)."""
+    return f"{sig.program_pass} pass; {sig.program}" if sig.program_pass else sig.program
+
+
+def _other_object(old: Signature, new: Signature) -> bool:
+    """Two transformed programs of two function objects (both numbers known)."""
+    return bool(old.program_serial and new.program_serial
+                and old.program_serial != new.program_serial)
+
+
+def _transformed_function(old: Signature, new: Signature) -> Change:
+    return Change("<function>", CauseKind.FUNCTION_IDENTITY, "earlier function object",
+                  "new function object, same source, under the same transformation",
+                  Detail.NEW_FUNCTION)
 
 
 def _new_function(old: Signature, new: Signature) -> Change:

@@ -34,16 +34,21 @@ class TransformedFunction:
     that bound it is known (``origin``: under vmap, the call is still running).
     """
 
-    __slots__ = ("__name__", "origin", "program", "source")
+    __slots__ = ("__name__", "applied", "origin", "pass_", "program", "source")
 
     def __init__(self, name: str, source: str | None, origin: Any = None,
-                 program: int = 0) -> None:
+                 program: int = 0, pass_: str = "", applied: Any = None) -> None:
         self.__name__ = name
         self.source = source
         self.origin = origin
-        #: The number (``Serials``: it is not held) of the function the transformation was
-        #: applied to, ``0`` unknown.
+        #: The number (``Serials``) of the function the transformation was applied to,
+        #: ``0`` unknown.
         self.program = program
+        #: Which of the programs JAX derives from one trace this is (``PASS_FORWARD``...),
+        #: ``""`` unknown: a program is compared only with earlier ones of its pass.
+        self.pass_ = pass_
+        #: That function, held for the miss only (what it binds is read from it).
+        self.applied = applied
 
     def __repr__(self) -> str:
         return f"<transformed {self.__name__}>"
@@ -110,17 +115,20 @@ def transformed_miss(args: tuple[Any, ...], params: dict[str, Any], started: flo
         inline=params.get("inline"),
         compiler_options_kvs=params.get("compiler_options_kvs"),
     )
-    serial = transformed_function_serial()
+    applied = transformed_function()
+    serial = SERIALS.of(applied) if applied is not None else 0
     if not serial:
         # A transformation whose closures are not known here (checkify, a library's own).
         # Under vmap the jitted function whose call bound this program is still running;
         # otherwise (checkify traces first, evaluates after) the function last traced
         # from this definition on this thread is the one. Either is what a re-created
         # function changes: JAX traces once per function object.
+        applied = origin
         serial = (SERIALS.of(origin) if origin is not None
                   else _nested_serial(source if isinstance(source, str) else None))
     fun = TransformedFunction(str(params.get("name", "<unnamed function>")),
-                              source if isinstance(source, str) else None, origin, serial)
+                              source if isinstance(source, str) else None, origin, serial,
+                              program_pass(), applied)
     return Miss(fun, jit_info, args, {},
                 _TransformedParams(in_avals, _flat_in_tree(len(in_avals)), names, (),
                                    len(jaxpr.out_avals), len(getattr(inner, "eqns", ()))),
@@ -248,19 +256,18 @@ def _read_transformation_codes() -> dict[Any, _Transformation]:
 _STACK_LIMIT = 1000  # frames walked at most
 
 
-def transformed_function_serial() -> int:
-    """The number (``Serials``) of the function the outermost transformation on the stack
-    was applied to (its ``fun``: the user's jitted function under ``jax.grad(jax.jit(f))``),
-    ``0`` when none is found. The function is not held: its number tells a function
-    re-created per call from the same one, whose forward and backward programs are
-    compiled apart."""
+def transformed_function() -> Any:
+    """The function the outermost transformation on the stack was applied to (its ``fun``:
+    the user's jitted function under ``jax.grad(jax.jit(f))``), ``None`` when none is
+    found. Its number tells a function re-created per call from the same one, whose
+    forward and backward programs are compiled apart."""
     try:
         codes = _transformation_codes
         if codes is None:
             transformations_on_stack()  # reads the codes once
             codes = _transformation_codes
         if not codes:
-            return 0
+            return None
         # The outermost one: the transformation the user applied, whose forward and
         # backward programs are both compiled inside its one call (the transformations
         # JAX applies inside it wrap the function anew for each program).
@@ -276,9 +283,50 @@ def transformed_function_serial() -> int:
                     and frame.f_locals.get("fun") is not None:
                 outermost = frame
             frame = frame.f_back
-        return SERIALS.of(outermost.f_locals["fun"]) if outermost is not None else 0
-    except Exception:  # a frame that cannot be read: no number
-        return 0
+        return outermost.f_locals["fun"] if outermost is not None else None
+    except Exception:  # a frame that cannot be read: not found
+        return None
+
+
+# --- which pass of a transformation a program is --------------------------------------
+#
+# grad (and vjp, jacrev, linearize) derives programs of their own from one trace of the
+# jitted function: a forward pass (jit_p's linearize or partial-eval rule evaluates it)
+# and a backward pass (its transpose rule, inside JAX's backward pass), or linearize's
+# tangent program. Each is compared only with earlier programs of its own pass: the
+# backward program is no recompile of the forward one. Read off the stack by the names of
+# those rules' functions (jax._src.pjit, jax._src.interpreters.ad).
+
+PASS_FORWARD = "forward"
+PASS_BACKWARD = "backward"
+PASS_TANGENT = "tangent"
+_PASS_FRAMES = {
+    "_pjit_linearize": PASS_FORWARD, "_pjit_partial_eval": PASS_FORWARD,
+    "_pjit_transpose": PASS_BACKWARD, "_pjit_transpose_fancy": PASS_BACKWARD,
+    "backward_pass": PASS_BACKWARD, "backward_pass3": PASS_BACKWARD,
+    "_lift_linearized": PASS_TANGENT,
+}
+
+
+def program_pass() -> str:
+    """The pass the transformed program being evaluated belongs to: ``PASS_FORWARD``,
+    ``PASS_BACKWARD``, ``PASS_TANGENT``, or ``""`` when no such rule of JAX's is running
+    (jvp's one program, vmap's, checkify's; or the rules moved)."""
+    try:
+        if not _jax_dir:
+            transformations_on_stack()  # reads JAX's directory once
+        frame: Any = sys._getframe(1)
+        for _ in range(_STACK_LIMIT):
+            if frame is None:
+                break
+            code = frame.f_code
+            found = _PASS_FRAMES.get(code.co_name)
+            if found is not None and code.co_filename.startswith(_jax_dir):
+                return found
+            frame = frame.f_back
+        return ""
+    except Exception:  # a frame that cannot be read: not known
+        return ""
 
 
 def transformations_on_stack() -> str:
