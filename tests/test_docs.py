@@ -290,11 +290,12 @@ def test_json_blocks_parse(block: Block) -> None:
 
 def normalized(text: str) -> list[str]:
     """``text``'s lines, sorted (rows and causes tied on time come in either order), with
-    what changes from run to run (seconds, timestamps, trace and span ids, and so the
-    widths of a table's columns) made equal."""
+    what changes from run to run (seconds, timestamps, trace and span ids, shares of
+    measured time, and so the widths of a table's columns) made equal."""
     text = re.sub(r"\d{4}-\d\d-\d\dT[\d:.]+Z", "<time>", text)
     text = re.sub(r"\b[0-9a-f]{16}(?:[0-9a-f]{16})?\b", "<id>", text)
     text = re.sub(r"\d+\.\d+", "<n>", text)
+    text = re.sub(r"\b\d+%", "<pct>", text)  # a share of measured time
     text = re.sub(r"#\d+:", "#<step>:", text)  # the steps that compiled, longest first
     return sorted(re.sub(r" +", " ", line).strip() for line in text.splitlines())
 
