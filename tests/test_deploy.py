@@ -23,6 +23,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path, PurePosixPath
+from urllib.parse import unquote
 
 import pytest
 import yaml
@@ -663,22 +664,81 @@ def trace_to_metrics_promql(query: str) -> str:
     return query.replace("$$", "$").replace("$__tags", 'job="train"')
 
 
+def datasource_variables(dash: dict) -> dict[str, dict]:
+    """The dashboard's data source variables, by name."""
+    return {v["name"]: v for v in dash["templating"]["list"] if v["type"] == "datasource"}
+
+
+def datasource_refs(node, where: str = "dashboard"):
+    """(where, reference) for every data source the dashboard names: each `datasource`
+    object and each `datasourceUid` string, at any depth (panels, targets, variables,
+    links)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "datasource" and isinstance(value, dict):
+                yield where, value
+            elif key == "datasourceUid":
+                yield where, {"uid": value}
+            yield from datasource_refs(value, node.get("title") or node.get("name") or where)
+    elif isinstance(node, list):
+        for item in node:
+            yield from datasource_refs(item, where)
+
+
+def resolve_datasource(dash: dict, ref: dict) -> dict:
+    """The provisioned data source a reference selects with the variables' defaults: the
+    reference must be `${<variable>}` of a data source variable of the same type."""
+    m = re.fullmatch(r"\$\{(\w+)\}", ref["uid"])
+    assert m, f"fixed data source uid {ref['uid']!r}: use a data source variable"
+    variable = datasource_variables(dash)[m.group(1)]
+    if "type" in ref:
+        assert ref["type"] == variable["query"], (ref, variable["name"])
+    return provisioned_datasources()[variable["current"]["value"]]
+
+
+def test_dashboard_selects_its_datasources_through_variables():
+    """As dashboards shared on grafana.com do: whoever imports it picks a Prometheus and a
+    Jaeger data source, and the defaults are the ones deploy/ provisions."""
+    dash = dashboard()
+    variables = datasource_variables(dash)
+    assert {n: v["query"] for n, v in variables.items()} == {
+        "prometheus": "prometheus", "jaeger": "jaeger"}
+    provisioned = provisioned_datasources()
+    for name, variable in variables.items():
+        assert not variable.get("multi") and not variable.get("includeAll"), name
+        default = provisioned[variable["current"]["value"]]
+        assert default["type"] == variable["query"], name
+        assert variable["current"]["text"] == default["name"], name
+    refs = list(datasource_refs(dash))
+    used = set()
+    for where, ref in refs:
+        if ref.get("type") == "grafana":  # the built-in annotations, in every Grafana
+            continue
+        used.add(resolve_datasource(dash, ref)["uid"])
+    assert used == set(provisioned), "every provisioned data source is used"
+    # No host in the dashboard: links go through Grafana, to the selected data sources.
+    text = DASHBOARD_FILE.read_text(encoding="utf-8")
+    assert not re.search(r"https?://|localhost|:16686|:9090", text)
+
+
 def test_dashboard_is_valid_and_uses_provisioned_datasources():
     dash = dashboard()
     assert dash["uid"] and dash["title"]
-    uids = set(provisioned_datasources())
     panels = list(all_panels(dash["panels"]))
     assert len(panels) >= 8
     assert len({p["id"] for p in panels}) == len(panels), "panel ids are not unique"
     for panel in panels:
         if panel["type"] in {"row", "text"}:
             continue
-        assert panel["datasource"]["uid"] in uids, panel["title"]
+        source = resolve_datasource(dash, panel["datasource"])
         assert panel["targets"], panel["title"]
         for target in panel["targets"]:
-            assert target.get("datasource", panel["datasource"])["uid"] in uids, panel["title"]
+            assert resolve_datasource(dash, target.get("datasource", panel["datasource"])) \
+                == source, panel["title"]
     for var in dash["templating"]["list"]:
-        assert var["datasource"]["uid"] in uids, var["name"]
+        if var["type"] != "datasource":
+            assert resolve_datasource(dash, var["datasource"])["type"] == "prometheus", \
+                var["name"]
 
 
 def test_dashboard_panels_do_not_overlap():
@@ -736,6 +796,13 @@ def test_dashboard_has_the_expected_views():
             assert 'job="$job"' in expr, f"{where} ignores the job variable"
 
 
+def explore_link_state(url: str) -> dict:
+    """The Explore state of a relative `/explore?left=<JSON>` link, Grafana's variables left
+    in place (Grafana substitutes them, URI-encoded, when it builds the link)."""
+    assert url.startswith("/explore?left="), url
+    return json.loads(unquote(url.removeprefix("/explore?left=")))
+
+
 def test_recompilation_panels_link_to_jaeger_traces():
     dash = dashboard()
     linked = 0
@@ -746,26 +813,30 @@ def test_recompilation_panels_link_to_jaeger_traces():
         if panel["type"] == "table":
             continue
         links = panel["fieldConfig"]["defaults"].get("links", [])
-        internal = [l["internal"] for l in links if l.get("internal")]
-        assert internal, f"{panel['title']!r} has no link to Jaeger"
-        for link in internal:
-            assert link["datasourceUid"] == "jaeger"
-            query = link["query"]
+        # A URL link, not an `internal` one: Grafana interpolates the variables of a link's
+        # URL but not an internal link's datasourceUid, so only this form follows ${jaeger}.
+        assert links and not any(l.get("internal") for l in links), panel["title"]
+        for link in links:
+            state = explore_link_state(link["url"])
+            assert state["datasource"] == "${jaeger}"
+            assert state["range"] == {"from": "${__from}", "to": "${__to}"}
+            [query] = state["queries"]
+            assert resolve_datasource(dash, query["datasource"])["type"] == "jaeger"
             assert query["queryType"] == "search"
             assert query["operation"] == "jax.compile ${__field.labels.code_function_name}"
             assert query["service"] == "${__field.labels.job}"
+            assert query["tags"] == "jax.compile.is_recompile=true"
         # The labels used by the link are kept by the panel's aggregation.
         for target in panel["targets"]:
             assert re.search(r"by \((?=[^)]*\bjob\b)(?=[^)]*\bcode_function_name\b)[^)]*\)", target["expr"])
-        ui = [l["url"] for l in links if l.get("url", "").startswith("http://localhost:16686/search?")]
-        assert ui and "operation=jax.compile%20${__field.labels.code_function_name}" in ui[0]
         linked += 1
     assert linked >= 2
     jaeger_panels = [
-        p for p in all_panels(dash["panels"]) if p["datasource"]["uid"] == "jaeger"
+        p for p in all_panels(dash["panels"]) if p["datasource"]["type"] == "jaeger"
     ]
     assert jaeger_panels, "no panel lists traces from Jaeger"
     for p in jaeger_panels:
+        assert resolve_datasource(dash, p["datasource"])["type"] == "jaeger"
         for target in p["targets"]:
             assert target["queryType"] == "search" and target["service"] == "$job"
 
