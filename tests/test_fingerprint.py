@@ -27,7 +27,8 @@ _PROGRAM = textwrap.dedent("""
     f({"w": jnp.ones(2)}, {"x": x}, Config(), 2)
     otel_jax.uninstall()
     lines = [json.loads(l) for l in out.getvalue().splitlines()]
-    print([l["fingerprint"] for l in lines if l["function"] == "step"][0])
+    print([l["fingerprint"] for l in lines
+           if l["function"] == "step" and l["event"] == "jax.compile"][0])
 """)
 
 
