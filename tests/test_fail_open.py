@@ -642,6 +642,7 @@ def test_a_warning_from_an_installed_librarys_callback_is_located_at_nothing(tmp
 #: Where Python itself locates a warning that has no frame (``warnings.warn`` past the stack,
 #: a ``ResourceWarning`` at shutdown): what otel_jax's warnings with no line of the user's say.
 NO_FRAME = ("<sys>", 0) if sys.version_info >= (3, 13) else ("sys", 1)
+AT_NOTHING = f"{NO_FRAME[0]}:{NO_FRAME[1]}: OtelJaxWarning: "
 
 
 def test_the_walk_skips_namespace_packages_and_the_standard_library():
@@ -670,7 +671,7 @@ def test_stream_of_warning_output_is_one_line_per_problem():
             thread.join(30)
         finally:
             warnings.showwarning = original
-    assert buf.getvalue() == "%s:%d: OtelJaxWarning: otel_jax: test\n" % NO_FRAME
+    assert buf.getvalue() == f"{AT_NOTHING}otel_jax: test\n"
 
 
 WITHOUT_A_USER_FRAME = textwrap.dedent("""
@@ -690,8 +691,8 @@ def test_a_warning_with_no_user_frame_prints_no_otel_jax_location():
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
     # Exactly Python's own form for a warning with no frame, and nothing under it.
-    assert lines == ["%s:%d: OtelJaxWarning: otel_jax: on a thread" % NO_FRAME,
-                     "%s:%d: OtelJaxWarning: otel_jax: at exit" % NO_FRAME], done.stderr
+    assert lines == [f"{AT_NOTHING}otel_jax: on a thread",
+                     f"{AT_NOTHING}otel_jax: at exit"], done.stderr
 
 
 @pytest.mark.slow
