@@ -297,7 +297,8 @@ class LogEmitter:
                 # queue filling up is worth an early wake-up.
                 if len(self._queue) * 2 >= self._queue_size:
                     self._waker.wake()
-                self._writer_locked()
+                if self._thread is None:  # a writer that ends says so (``_serve``)
+                    self._writer_locked()
         if closed:
             self._warn_closed()
         elif dropped:
