@@ -621,7 +621,7 @@ def test_warnings_turned_into_errors_are_logged_instead(caplog):
         "otel_jax: said on the logger", "otel_jax: once, logged"]
 
 
-def test_a_warning_from_an_installed_librarys_callback_points_at_otel_jax(tmp_path):
+def test_a_warning_from_an_installed_librarys_callback_is_located_at_nothing(tmp_path):
     # Installed code past otel_jax's frames is another library calling back (the SDK's
     # export thread, an event loop): its line is no place of the user's.
     import importlib.util
@@ -636,7 +636,13 @@ def test_a_warning_from_an_installed_librarys_callback_points_at_otel_jax(tmp_pa
         warnings.simplefilter("always")
         module.call(_failopen.emit, "otel_jax: from a callback")
     [warning] = _ours(caught)
-    assert (warning.filename, warning.lineno) == ("otel_jax", 0)
+    assert (warning.filename, warning.lineno) == NO_FRAME
+
+
+#: Where Python itself locates a warning that has no frame (``warnings.warn`` past the stack,
+#: a ``ResourceWarning`` at shutdown): what otel_jax's warnings with no line of the user's say.
+NO_FRAME = ("<sys>", 0) if sys.version_info >= (3, 13) else ("sys", 1)
+AT_NOTHING = f"{NO_FRAME[0]}:{NO_FRAME[1]}: OtelJaxWarning: "
 
 
 def test_the_walk_skips_namespace_packages_and_the_standard_library():
@@ -652,8 +658,8 @@ def test_the_walk_skips_namespace_packages_and_the_standard_library():
 
 
 def test_stream_of_warning_output_is_one_line_per_problem():
-    # The warnings otel_jax emits from background threads and at exit point at
-    # "otel_jax" itself: one line each, no source line of the SDK below them.
+    # The warnings otel_jax emits from background threads and at exit are located at
+    # nothing: one line each, no source line below them.
     buf = io.StringIO()
     with warnings.catch_warnings():
         warnings.simplefilter("always")
@@ -665,7 +671,28 @@ def test_stream_of_warning_output_is_one_line_per_problem():
             thread.join(30)
         finally:
             warnings.showwarning = original
-    assert buf.getvalue().startswith("otel_jax:0: OtelJaxWarning: otel_jax: test")
+    assert buf.getvalue() == f"{AT_NOTHING}otel_jax: test\n"
+
+
+WITHOUT_A_USER_FRAME = textwrap.dedent("""
+    import atexit, threading
+    from otel_jax._core import _failopen
+    # Where no line of the user's is on the stack: a thread of otel_jax's or of an
+    # exporter (only the standard library's frames and otel_jax's), and the exit.
+    thread = threading.Thread(target=_failopen.emit, args=("otel_jax: on a thread",))
+    thread.start()
+    thread.join()
+    atexit.register(_failopen.emit, "otel_jax: at exit")
+""")
+
+
+def test_a_warning_with_no_user_frame_prints_no_otel_jax_location():
+    done = python(WITHOUT_A_USER_FRAME, clean_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    # Exactly Python's own form for a warning with no frame, and nothing under it.
+    assert lines == [f"{AT_NOTHING}otel_jax: on a thread",
+                     f"{AT_NOTHING}otel_jax: at exit"], done.stderr
 
 
 @pytest.mark.slow

@@ -261,3 +261,111 @@ def test_a_forked_child_writes_with_its_own_writer(tmp_path):
     assert os.WEXITSTATUS(status) == 0
     functions = [json.loads(line)["function"] for line in path.read_text().splitlines()]
     assert functions.count("in_child") == 3 and functions.count("before_fork") == 1
+
+
+class _Held:
+    """A stream whose write holds the writer mid-line until released."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.lines: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.entered.set()
+        self.release.wait(HANG)
+        self.lines.append(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def _child_exit_code(pid: int) -> int:
+    deadline = time.monotonic() + HANG
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            pytest.fail("the forked child hung")
+        time.sleep(0.05)
+
+
+#: What a flush that returns "promptly" takes at most on a busy machine: far under the
+#: 30 s it is given, which a flush waiting for a writer that is not there would use up.
+PROMPT_S = 10.0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+@pytest.mark.parametrize("writer", ["starts", "refused"])
+def test_a_child_forked_while_a_line_is_in_flight_flushes_promptly(writer):
+    # The parent's writer holds a line mid-write when the fork is taken: that line is the
+    # parent's; the child waits only for its own, and not at all when no writer of its own
+    # can run (a thread refused: nothing can arrive).
+    stream = _Held()
+    emitter = _logs.JsonLogEmitter(stream)
+    emitter._emit(20, "jax.compile", {"function": "in_flight"})
+    assert stream.entered.wait(HANG)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # JAX and Python warn about fork with threads
+        pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            t0 = time.monotonic()
+            nothing_of_its_own = emitter.flush(30)
+            took = time.monotonic() - t0
+            if writer == "refused":
+                def refused(*args, **kwargs):
+                    raise RuntimeError("can't start new thread")
+                _logs.start_thread = refused
+                emitter._emit(20, "jax.compile", {"function": "in_child"})  # never raises
+                t1 = time.monotonic()
+                flushed = emitter.flush(30)
+                took = max(took, time.monotonic() - t1)
+                ok = (nothing_of_its_own and not flushed and emitter.unwritable() == 1)
+            else:
+                ok = nothing_of_its_own
+            code = 0 if ok and took < PROMPT_S else 2 if not ok else 3
+        finally:
+            os._exit(code)
+    try:
+        assert _child_exit_code(pid) == 0  # 2: a wrong answer, 3: it waited
+    finally:
+        stream.release.set()
+    assert emitter.flush(HANG) and [json.loads(t)["function"] for t in stream.lines] == [
+        "in_flight"]
+    emitter.close(HANG)
+
+
+class _Stop(BaseException):
+    """What ends a thread outright (no ``except Exception`` catches it)."""
+
+
+def test_a_line_after_the_writer_is_gone_gets_a_writer_of_its_own(monkeypatch):
+    # A writer thread ended by an error with a line in hand: that line is counted as
+    # dropped, and the next line gets a writer of its own, written and flushed at once,
+    # instead of waiting, queued, for a thread that is not there.
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)
+    lines: list[str] = []
+
+    class Ends:
+        def write(self, text: str) -> None:
+            if not lines:
+                lines.append("")
+                raise _Stop
+            lines.append(text)
+
+        def flush(self) -> None:
+            pass
+
+    emitter = _logs.JsonLogEmitter(Ends())
+    emitter._emit(20, "jax.compile", {"function": "lost"})
+    assert emitter.flush(HANG) and emitter.dropped == 1
+    emitter._emit(20, "jax.compile", {"function": "written"})
+    t0 = time.monotonic()
+    assert emitter.flush(30)
+    assert time.monotonic() - t0 < PROMPT_S
+    assert [json.loads(t)["function"] for t in lines[1:]] == ["written"]
+    emitter.close(HANG)

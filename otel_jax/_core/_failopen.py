@@ -267,14 +267,31 @@ def _site_location(callsite: str) -> tuple[str, int] | None:
     return (filename, int(line)) if filename and line.isdigit() else None
 
 
+#: A ``stacklevel`` past any stack: Python then gives the warning with no frame, the way it
+#: gives one no code caused (``sys:1:`` up to Python 3.12, ``<sys>:0:`` from 3.13).
+_NO_FRAME = sys.maxsize
+
+
+def _at_nothing(message: str) -> None:
+    """``message`` as an ``OtelJaxWarning`` located at no line: Python's own form for a
+    warning that has no frame (as ``warnings.warn`` past the stack, or a
+    ``ResourceWarning`` at shutdown), with no source line under it."""
+    warnings.warn(message, OtelJaxWarning, stacklevel=_NO_FRAME)
+
+
 def emit(message: str, at: str | None = None) -> None:
-    """An ``OtelJaxWarning`` pointing at the user's code that led to it (install(),
-    a jit call); on otel_jax's background thread, at the jit call whose compile it was
-    reporting, or, where none is known, at no line (said on the ``otel_jax`` logger); at
-    ``otel_jax`` itself when the first frame past otel_jax's is another library's
-    installed code (its own thread or callback). ``at``: the user's ``file:line`` that
-    caused it (their code that raised, :func:`their_frame`), where it is said when neither
-    a frame of theirs nor a jit call is known here (on otel_jax's log-writer thread, say).
+    """An ``OtelJaxWarning`` located at the user's code that caused it, or at nothing.
+
+    The rule: a warning is said at the user's own line that led to it (install(), a jit
+    call: the innermost frame of theirs on this thread's stack); on otel_jax's background
+    thread, at the jit call whose compile it was reporting, or, where none is known, at no
+    line (said on the ``otel_jax`` logger). ``at``: the user's ``file:line`` that caused it
+    (their code that raised, :func:`their_frame`), where it is said when neither a frame of
+    theirs nor a jit call is known here (on otel_jax's log-writer thread, say). Where no
+    line of the user's caused it (exit, an exporter's thread, another library's installed
+    code calling back), it is located at nothing, in Python's own form for a warning with
+    no frame (``sys:1:`` to 3.12, ``<sys>:0:`` from 3.13), never at a made-up place of
+    otel_jax's: still an ``OtelJaxWarning``, filtered by its category like the others.
     Never raises: warnings turned into errors are logged on the ``otel_jax`` logger
     instead."""
     try:
@@ -296,8 +313,9 @@ def emit(message: str, at: str | None = None) -> None:
             return
         if found is None or _installed(found[0].f_code.co_filename):
             # Installed code past ours is another library's thread or callback (the
-            # OpenTelemetry SDK's export thread, an event loop): no line of the user's.
-            warnings.warn_explicit(message, OtelJaxWarning, "otel_jax", 0, module="otel_jax")
+            # OpenTelemetry SDK's export thread, an event loop), or nothing is past ours
+            # (exit): no line of the user's caused it.
+            _at_nothing(message)
         else:
             # Said at the frame found, as ``warnings.warn`` would with its stacklevel, but
             # with no second count of the frames between.

@@ -297,8 +297,8 @@ class LogEmitter:
                 # queue filling up is worth an early wake-up.
                 if len(self._queue) * 2 >= self._queue_size:
                     self._waker.wake()
-                if self._thread is None:
-                    self._thread = start_thread(self._serve, self._thread_name)
+                if self._thread is None:  # a writer that ends says so (``_serve``)
+                    self._writer_locked()
         if closed:
             self._warn_closed()
         elif dropped:
@@ -333,8 +333,39 @@ class LogEmitter:
 
     # --- the writer thread ----------------------------------------------------------
 
+    def _writer_locked(self) -> bool:
+        """Whether a writer thread of this process's serves the queue, started when none
+        does (under ``_cond``). A writer that is gone (its thread ended by an error, or
+        never started: threads refused) took its batch with it: those lines are counted
+        as dropped, so that what is waited for is only what can still be written."""
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            return True
+        lost = self._pending - len(self._queue)  # taken by a writer that is not there
+        if lost > 0:
+            self._pending -= lost
+            self.dropped += lost
+        self._thread = None
+        if not self._queue:
+            return False
+        try:
+            self._thread = start_thread(self._serve, self._thread_name)
+        except Exception:  # no thread now (resources, shutdown): a later line tries again
+            return False
+        return True
+
     def _serve(self, collector: Collector) -> None:
         """The writer thread (no finalizer of the user's runs here: ``_background.Collector``)."""
+        try:
+            self._serve_queue(collector)
+        finally:
+            # Ended by an error as well as by close(): no writer any more, which a
+            # flush or the next line sees (``_writer_locked``).
+            with self._cond:
+                if self._thread is threading.current_thread():
+                    self._thread = None
+
+    def _serve_queue(self, collector: Collector) -> None:
         while True:
             with self._cond:
                 while not self._queue and not self._closed:
@@ -344,14 +375,17 @@ class LogEmitter:
                     finally:
                         self._cond.acquire()
                 if not self._queue:
-                    self._thread = None
                     return  # closed, and everything written
                 batch = [self._queue.popleft() for _ in range(min(len(self._queue), 64))]
+            written = False
             try:
                 self._write(batch)
+                written = True
             finally:
                 with self._cond:
                     self._pending -= len(batch)
+                    if not written:  # the writer ends with them (see _serve)
+                        self.dropped += len(batch)
                     self._cond.notify_all()
 
     def _write(self, batch: list[_Line]) -> None:
@@ -373,7 +407,10 @@ class LogEmitter:
     def flush(self, timeout: float = UNINSTALL_FLUSH_S) -> bool:
         """Wait until every queued line is written, for at most ``timeout`` seconds.
 
-        Returns whether everything was written; never raises, never waits longer.
+        Returns whether everything was written; never raises, never waits longer. Returns
+        at once when no writer can write what is left (none is there, as in a forked
+        child whose writer could not be started, and none can be started now): nothing
+        more can arrive.
         """
         deadline = time.monotonic() + max(0.0, timeout)
         with self._cond:
@@ -381,11 +418,19 @@ class LogEmitter:
                 return not self._queue
             self._waker.wake()  # the writer need not wait for its next poll
             while self._pending:
+                if not self._writer_locked():
+                    return not self._pending
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
                 self._cond.wait(left)
         return True
+
+    def unwritable(self) -> int:
+        """Lines queued that no writer is there to write (none could be started)."""
+        with self._cond:
+            thread = self._thread
+            return 0 if thread is not None and thread.is_alive() else len(self._queue)
 
     def close(self, timeout: float = UNINSTALL_FLUSH_S) -> bool:
         """Flush (boundedly), then let the writer thread end; later lines are dropped."""
@@ -574,7 +619,7 @@ def _at_exit() -> None:
     """Bounded: wait a moment for queued lines, then say how many were dropped."""
     try:
         flush_all(EXIT_FLUSH_S)
-        dropped = sum(e.dropped for e in list(_live) if e._pid == os.getpid())
+        dropped = sum(e.dropped + e.unwritable() for e in list(_live) if e._pid == os.getpid())
         stream = sys.stderr
         if dropped and stream is not None and writable_now(stream):
             message = (f"otel_jax: {dropped} compile log line(s) were dropped in this "
