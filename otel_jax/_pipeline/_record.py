@@ -185,13 +185,8 @@ def _encodable(values: dict[str, Any]) -> dict[str, Any]:
 
 def log_fields(record: CompileRecord, link: SpanLink | None) -> dict[str, Any]:
     """Fields of the ``jax.compile`` JSON log line (flat, one line per compile)."""
-    info = record.function
     fields: dict[str, Any] = {
-        Field.FUNCTION: info.qualname,
-        Field.FILE: info.file,
-        Field.LINE: info.line,
-        Field.CALLSITE: record.callsite,
-        Field.COUNT: record.count,
+        **_compile_of(record),
         Field.IS_RECOMPILE: record.is_recompile,
         Field.EAGER_OP: record.eager_op,
         Field.AFTER_WARMUP: record.after_warmup,
@@ -219,10 +214,23 @@ def log_fields(record: CompileRecord, link: SpanLink | None) -> dict[str, Any]:
     fields[Field.DEVICE_KIND] = devices.kind
     fields[Field.DEVICE_COUNT] = devices.count
     fields[Field.PROCESS_INDEX] = devices.process_index
+    return _encodable(_linked(fields, link))
+
+
+def _compile_of(record: CompileRecord) -> dict[str, Any]:
+    """The fields that say which compile a log line is about: the function, where it is
+    defined, the user's line that called it, and its count."""
+    info = record.function
+    return {Field.FUNCTION: info.qualname, Field.FILE: info.file, Field.LINE: info.line,
+            Field.CALLSITE: record.callsite, Field.COUNT: record.count}
+
+
+def _linked(fields: dict[str, Any], link: SpanLink | None) -> dict[str, Any]:
+    """``fields`` with the trace and span ids of the compile's span, where there is one."""
     if link is not None:
         fields[Field.TRACE_ID] = link.trace_id
         fields[Field.SPAN_ID] = link.span_id
-    return _encodable(fields)
+    return fields
 
 
 def hazard_attributes(hazard: Hazard) -> dict[str, AttributeValue]:
@@ -239,22 +247,14 @@ def hazard_attributes(hazard: Hazard) -> dict[str, AttributeValue]:
 def hazard_fields(record: CompileRecord, hazard: Hazard, link: SpanLink | None,
                   ) -> dict[str, Any]:
     """Fields of a ``jax.compile.hazard`` JSON log line (a WARNING, or INFO for a note)."""
-    info = record.function
     fields: dict[str, Any] = {
-        Field.FUNCTION: info.qualname,
-        Field.FILE: info.file,
-        Field.LINE: info.line,
-        Field.CALLSITE: record.callsite,
-        Field.COUNT: record.count,
+        **_compile_of(record),
         Field.HAZARD_KIND: hazard.kind.value,
         Field.PATH: hazard.path,
         Field.HAZARD: hazard.text,
         Field.HINT: hazard.hint,
     }
-    if link is not None:
-        fields[Field.TRACE_ID] = link.trace_id
-        fields[Field.SPAN_ID] = link.span_id
-    return _encodable(fields)
+    return _encodable(_linked(fields, link))
 
 
 # --- multi-process jobs ------------------------------------------------------------------
