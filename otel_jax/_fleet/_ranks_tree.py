@@ -72,14 +72,17 @@ from ._wire import (
 
 #: The most entries (ranks, or child summaries) one comparer reads per compile.
 FAN_IN = 128
-#: A node's arrival counter: the arrivals in its low ``COUNT_BITS`` bits, ``NODE_CLOSED``
-#: once its comparer stopped waiting, and above ``HASH_SHIFT`` the sum of the arrivals'
-#: ``HASH_BITS``-bit program digests: the last to arrive tells the comparer whether
-#: they all compiled one program, so that it reads no entry when they did.
+#: A node's arrival counter: the arrivals in its low ``COUNT_BITS`` bits, above
+#: ``HASH_SHIFT`` the sum of the arrivals' ``HASH_BITS``-bit program digests (the last
+#: to arrive tells the comparer whether they all compiled one program, so that it reads
+#: no entry when they did), and ``NODE_CLOSED`` or more once the node was closed: by its
+#: comparer, and again by a rank that takes it over (so a threshold above the sum of up
+#: to 256 digests, not a bit that a second close would carry into the sum).
 COUNT_BITS = 13
-NODE_CLOSED = 1 << COUNT_BITS
 HASH_SHIFT = COUNT_BITS + 1
 HASH_BITS = 28
+MAX_FAN_IN = 256
+NODE_CLOSED = 1 << (HASH_SHIFT + HASH_BITS + MAX_FAN_IN.bit_length() - 1)
 #: Characters kept of the two fingerprints in a tree's entries and verdicts (hex: 36 and
 #: 24 bits; every byte is paid once per rank per compile at the service).
 SIGNATURE_CHARS = 9
@@ -102,8 +105,8 @@ class Tree:
     """Which node of each level a rank belongs to, and what a node holds."""
 
     def __init__(self, count: int, fan_in: int = FAN_IN) -> None:
-        if fan_in < 2:
-            raise ValueError("a tree's fan-in is 2 or more")
+        if not 2 <= fan_in <= MAX_FAN_IN:
+            raise ValueError(f"a tree's fan-in is 2 to {MAX_FAN_IN}")
         self.count = count
         self.fan_in = fan_in
         self.widths: list[int] = []  # nodes per level, up to the root's 1
@@ -265,8 +268,8 @@ class TreeProtocol(RankProtocol):
                                        1 + (program_hash << HASH_SHIFT))
         if value is None:
             return None
-        arrival = value & (NODE_CLOSED - 1)
-        if value & NODE_CLOSED:
+        arrival = value & ((1 << COUNT_BITS) - 1)
+        if value >= NODE_CLOSED:
             return arrival + CLOSED
         before, total = arrival - 1, (value >> HASH_SHIFT) - program_hash
         if before and total % before == 0 and total // before != program_hash:

@@ -50,8 +50,9 @@ def test_three_levels_and_a_flat_job():
     assert tree.path(63) == [(15, 3), (3, 3), (0, 3)]
     assert tree.ranks(1, 2) == (32, 47)
     assert Tree(128, 128).depth == 1 and Tree(129, 128).depth == 2
-    with pytest.raises(ValueError):
-        Tree(8, 1)
+    for fan_in in (1, _ranks_tree.MAX_FAN_IN + 1):  # its digests' sum stays below CLOSED
+        with pytest.raises(ValueError):
+            Tree(1024, fan_in)
 
 
 def test_only_jobs_larger_than_the_fan_in_use_the_tree():
@@ -139,3 +140,18 @@ def test_a_verdict_of_ranks_that_agree_is_a_few_bytes_and_read_back_by_each():
     diverged = {W.GROUPS: [["sigA", "progA", "0-14"], ["sigB", "progB", "15"]],
                 W.KIND: "signature", W.COMPARER: 0}
     assert proto._wire_verdict(item, diverged) is diverged
+
+
+def test_a_node_closed_twice_stays_closed():
+    """A node's comparer closes it, and so does a rank that takes it over later (its
+    verdict was slow: another node's comparer died): a later arrival is still late, and
+    the arrivals' digests still say whether they agree."""
+    store = Dict()
+    first, late = _item(A), _item(A)
+    assert _tree_rank(store, 0).publish(first) and first.arrival == 1
+    for _ in range(2):
+        store.increment("oj/x/0n", _ranks_tree.NODE_CLOSED)
+    assert _tree_rank(store, 1).publish(late)
+    assert late.arrival > _ranks_tree.CLOSED
+    assert "oj/x/0/a" not in store.data
+
