@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import itertools
 import json
 from collections.abc import Generator, Iterable
 from typing import Any
@@ -48,6 +47,7 @@ from .._core._failopen import FailOpen
 from .._core._vocab import DiffKey
 from .._core._vocab import RankWire as W
 from .._pipeline._record import CompileRecord, SpanLink
+from . import _wire
 from ._ranks_protocol import (
     CLOSED,
     KEEP,
@@ -62,10 +62,13 @@ from ._wire import (
     MAX_NAMED_DIFF,
     Group,
     Program,
+    Run,
     loads,
     named_text,
     pair_of,
     parse_entry,
+    ranks_of,
+    runs_text,
     summary,
     summary_diff,
 )
@@ -92,7 +95,6 @@ MAX_NAMED = 4
 #: A change of a named divergence in a tree's verdict: a list of these, in this order.
 _DIFF_FIELDS = (DiffKey.PATH, DiffKey.KIND, DiffKey.BEFORE, DiffKey.AFTER)
 
-Run = tuple[int, int]  # ranks a..b, both included
 Runs = list[Run]
 #: A node's summary: its ranks grouped by program, and the ones missing.
 Summary = tuple[dict[Program, Runs], Runs]
@@ -149,27 +151,9 @@ def normalized(runs: Iterable[Run]) -> Runs:
     return out
 
 
-def ranks_of(runs: Runs) -> tuple[int, ...]:
-    return tuple(itertools.chain.from_iterable(range(a, b + 1) for a, b in runs))
-
-
-def runs_text(runs: Runs) -> str:
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
-
-
 def parse_runs(text: str, lo: int, hi: int) -> Runs:
     """The runs of ``0-6,8`` within ``lo..hi`` (a summary names only its node's ranks)."""
-    runs: Runs = []
-    for part in str(text).split(","):
-        a, _, b = part.partition("-")
-        try:
-            first, last = int(a), int(b or a)
-        except ValueError:
-            continue
-        first, last = max(first, lo), min(last, hi)
-        if first <= last:
-            runs.append((first, last))
-    return normalized(runs)
+    return normalized(_wire.parse_runs(text, lo, hi))
 
 
 def missing_runs(covered: Iterable[Run], lo: int, hi: int) -> Runs:

@@ -11,6 +11,7 @@ The keys and fields are named in ``_vocab.RankWire``.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -121,10 +122,13 @@ def summary_diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, str]]:
 
 # --- ranks as text and as ranges ----------------------------------------------------------
 
-def _runs(ranks: Iterable[int]) -> list[tuple[int, int]]:
+Run = tuple[int, int]  # ranks a..b, both included
+
+
+def _runs(ranks: Iterable[int]) -> list[Run]:
     if isinstance(ranks, tuple) and ranks and ranks == tuple(range(ranks[0], ranks[-1] + 1)):
         return [(ranks[0], ranks[-1])]  # one range (the usual verdict): no sort
-    runs: list[tuple[int, int]] = []
+    runs: list[Run] = []
     for r in sorted(set(ranks)):
         if runs and r == runs[-1][1] + 1:
             runs[-1] = (runs[-1][0], r)
@@ -133,22 +137,39 @@ def _runs(ranks: Iterable[int]) -> list[tuple[int, int]]:
     return runs
 
 
+def runs_text(runs: Iterable[Run]) -> str:
+    """``0-6,8``: runs of ranks as the wire carries them."""
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def parse_runs(text: str, lo: int, hi: int) -> list[Run]:
+    """The runs of ``runs_text``, those parts within ``lo..hi`` (a job's ranks, or a
+    tree node's), in the text's order; a part that is no run is skipped."""
+    runs: list[Run] = []
+    for part in str(text).split(","):
+        a, _, b = part.partition("-")
+        try:
+            first, last = int(a), int(b or a)
+        except ValueError:
+            continue
+        first, last = max(first, lo), min(last, hi)
+        if first <= last:
+            runs.append((first, last))
+    return runs
+
+
+def ranks_of(runs: Iterable[Run]) -> tuple[int, ...]:
+    return tuple(itertools.chain.from_iterable(range(a, b + 1) for a, b in runs))
+
+
 def encode_ranks(ranks: Iterable[int]) -> str:
     """``0-6,8``: ranks as ranges (a job's 1,024 ranks in 6 bytes when they agree)."""
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in _runs(ranks))
+    return runs_text(_runs(ranks))
 
 
 def decode_ranks(text: str, limit: int) -> tuple[int, ...]:
     """The ranks ``encode_ranks`` wrote, those below ``limit`` (the job's rank count)."""
-    ranks: list[int] = []
-    for part in str(text).split(","):
-        a, _, b = part.partition("-")
-        try:
-            lo, hi = int(a), int(b or a)
-        except ValueError:
-            continue
-        ranks.extend(range(max(lo, 0), min(hi, limit - 1) + 1))
-    return tuple(ranks)
+    return ranks_of(parse_runs(text, 0, limit - 1))
 
 
 def ranks_text(ranks: Sequence[int]) -> str:
