@@ -242,6 +242,28 @@ def test_no_rank_of_a_tree_reads_more_entries_than_the_fan_in(records):
     assert tree.service.calls <= 3 * 256 + 6 * (256 // 16 + 1)
 
 
+def test_a_trees_keys_on_the_service_are_a_few_per_node_of_the_last_ordinals(records):
+    """Past ``KEEP`` ordinals, with a rank dead from the fourth one on (its groups close
+    at their deadline, the verdicts name it missing): what stays on the service is the
+    last ``KEEP`` ordinals' counters, verdicts and the comparer's summary, no entry."""
+    ordinals = _ranks_protocol.KEEP + 6
+    plans = {r: [records[4]] * ordinals for r in range(16)}
+    plans[15] = plans[15][:3]
+    fleet = _job(plans, fan_in=4)  # 4 groups of 4 under one root
+    keys = list(fleet.service.data)
+    by_ordinal: dict[str, set[str]] = {}
+    for key in keys:
+        prefix, ordinal, rest = key.split("/", 2)
+        assert prefix == _vocab.RankWire.TREE_PREFIX
+        by_ordinal.setdefault(ordinal, set()).add(rest)
+    assert len(by_ordinal) == _ranks_protocol.KEEP
+    # the 5 nodes' arrival counters, the verdict, the whole one and a summary for the
+    # late; no entry, no "all", no takeover
+    assert max(map(len, by_ordinal.values())) <= 8
+    assert all(r in {"0n", "1n", "2n", "3n", "1.0n", "v", "f", "s/0"}
+               for rest in by_ordinal.values() for r in rest)
+
+
 def test_a_middle_levels_comparer_that_dies_is_replaced(records):
     """Rank 0 compares its group of 4 first, pushes the summary up, becomes the comparer
     of level 1 (ranks 0-15) and dies there: a rank below takes level 1 over, once its
