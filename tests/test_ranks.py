@@ -401,6 +401,19 @@ def test_a_second_real_divergence_after_a_shift_is_still_reported(records):
         0: [2, 3], 1: [2, 3]}
 
 
+def test_a_tree_tells_a_shifted_ordinal_as_the_flat_check_does(records):
+    """Rank 5 of 8 compiles one program more (24): reported at the two ordinals where it
+    shows, and its extra last ordinal, where the others are absent, is no missing rank."""
+    said = {}
+    for fan_in in (8, 2):  # flat, then groups of 2 (3 levels)
+        plans = {r: [records[n] for n in ([32, 24, 16, 8, 4] if r == 5 else [32, 16, 8, 4])]
+                 for r in range(8)}
+        fleet = _job(plans, timeout_s=3.0, fan_in=fan_in)
+        said[fan_in] = {(r.rank, d.count, d.text) for r in fleet.ranks for d in r.reports}
+        assert {count for _, count, _ in said[fan_in]} == {2, 3}
+    assert said[2] == said[8]
+
+
 class _BlockingService:
     """The coordination service in one process, for the checkers' real threads: blocking
     reads wait on a condition and fail as the client does when their time runs out."""
