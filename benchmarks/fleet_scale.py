@@ -417,7 +417,12 @@ def run_case(n: int, case: str, records: dict[str, CompileRecord], compiles: int
                                   for r in fleet.ranks), default=0.0),
         "cpu_max_rank": max(fleet.ranks, key=lambda r: max(r.cpu_by_compile.values(),
                                                            default=0.0)).rank,
+        # what stays on the service after the case (the counters and verdicts of the
+        # last ordinals, until the ordinal KEEP compiles later deletes them), and the
+        # most keys it held at once
         "keys_left": len(fleet.service.data),
+        "bytes_left": sum(len(k) + len(v) for k, v in fleet.service.data.items()),
+        "peak_keys": fleet.service.peak_keys,
         "reports": reports,
         "reported_by": sum(1 for r in alive if r.reports),
         "alive": len(alive),
@@ -458,11 +463,13 @@ def main(argv: list[str] | None = None) -> int:
           "last/N: the calls of the last compile; B max and rank calls: the most of any "
           "rank.\nCPU is the checker's own (thread time, without the service's): the "
           "99th percentile of the ranks that only publish and wait, and the most any one "
-          "rank spent on one compile (and that rank). peak MB: the simulation's own peak memory "
-          "so far.")
+          "rank spent on one compile (and that rank). keys: the most keys the service held at "
+          "once, and the keys (and KB) left on it after the case. peak MB: the simulation's "
+          "own peak memory so far.")
     header = (f"{'N':>5} {'case':<15} {'service KB':>10} {'calls':>7} {'calls/N':>7} "
               f"{'last/N':>6} {'B/rank':>6} {'B max':>7} {'rank calls':>10} "
-              f"{'cpu p99 ms':>10} {'cpu max ms':>10} {'(rank)':>8} {'peak MB':>7} {'wall s':>6}  "
+              f"{'cpu p99 ms':>10} {'cpu max ms':>10} {'(rank)':>8} {'keys':>6} "
+              f"{'left':>5} {'KB':>5} {'peak MB':>7} {'wall s':>6}  "
               "reported")
     print(header)
     for n in sizes:
@@ -475,7 +482,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{res['last_calls'] / n:>6.2f} {res['service_bytes'] / n:>6.0f} "
                   f"{res['rank_bytes_max']:>7.0f} {res['rank_calls_max']:>10.1f} "
                   f"{res['cpu_wait_ms']:>10.3f} {res['cpu_max_ms']:>10.2f} "
-                  f"{res['cpu_max_rank']:>8} "
+                  f"{res['cpu_max_rank']:>8} {res['peak_keys']:>6} {res['keys_left']:>5} "
+                  f"{res['bytes_left'] / 1000:>5.1f} "
                   f"{peak_mb():>7.0f} {time.monotonic() - started:>6.1f}  "
                   f"{res['reported_by']}/{res['alive']} ranks: {said}")
             sys.stdout.flush()
