@@ -391,15 +391,19 @@ def transformations_of(fun: Any) -> str:
     """The transformations a jitted callable is made of, outermost first and as a user
     applied them (``vmap(in_axes=0, out_axes=1)`` for ``jax.jit(jax.vmap(f, out_axes=1))``),
     read from the closures of JAX's transformations: a re-created one with other
-    parameters is another program. ``""`` when none is found. Reads function objects and
-    closure cells only: no user code runs."""
+    parameters is another program. ``""`` when none is found. Reads the function objects
+    and closure cells of JAX's functions only: no user code runs, and a user's function
+    is where the walk ends."""
     try:
         codes = _codes()
         if not codes:
             return ""
         found: list[str] = []
         for _ in range(_WRAPPER_DEPTH):
-            if type(fun) is not types.FunctionType:
+            # JAX's own functions only: a user's function that calls a transformed one it
+            # closes over (``f``) is not made of that transformation
+            if type(fun) is not types.FunctionType \
+                    or not fun.__code__.co_filename.startswith(_jax_dir):
                 break
             code = fun.__code__
             cells = dict(zip(code.co_freevars, (_cell(c) for c in fun.__closure__ or ())))
