@@ -402,6 +402,26 @@ def test_a_re_created_jit_of_vmap_names_the_out_axes_that_changed(telemetry):
     assert "out_axes" in span.attributes["jax.compile.cause"]
 
 
+def test_a_re_created_jit_that_calls_a_vmap_is_not_made_of_it(telemetry):
+    def double(x):
+        return x * 2
+
+    def make(f):
+        @jax.jit
+        def step(x):  # calls the vmap it closes over: not a vmap itself
+            return f(x) + 1
+
+        return step
+
+    x = jnp.ones((3, 3))
+    make(jax.vmap(double, in_axes=0))(x)
+    make(jax.vmap(double, in_axes=1))(x)
+    span = telemetry.last(
+        "test_a_re_created_jit_that_calls_a_vmap_is_not_made_of_it.<locals>.make.<locals>.step")
+    assert span.attributes["jax.compile.cause.kind"] == "function_identity"
+    assert "<transformation>" not in [c["path"] for c in diff_of(span)]
+
+
 def test_vmap_in_axes_of_a_jitted_function_is_its_own_kind(telemetry):
     @jax.jit
     def double(x):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,11 +64,35 @@ def function_info(fun: Any) -> FunctionInfo:
     return FunctionInfo(qualname, code.co_filename, code.co_firstlineno)
 
 
+#: ``_inherited_call_info`` by class, read at a class's first compile: every later one
+#: (on the compiling thread) resolves no path and reads no source. Weak keys: a class
+#: made per call is not kept alive; emptied when full.
+_inherited: weakref.WeakKeyDictionary[type, FunctionInfo | None] = weakref.WeakKeyDictionary()
+_INHERITED_MAX = 1024
+_UNREAD = FunctionInfo("")
+
+
 def _inherited_call_info(cls: type) -> FunctionInfo | None:
     """``Dense.__call__`` at the ``class Dense`` line, for an instance whose class inherits
     ``__call__`` from a base defined elsewhere (a Keras layer, an equinox module class
     built on a library's): every such class runs a computation of its own, and naming it
     after the base's one ``__call__`` would file them all under one function."""
+    try:
+        found = _inherited.get(cls, _UNREAD)
+    except Exception:  # a metaclass whose hash or equality raises: read every time
+        return _read_inherited_call_info(cls)
+    if found is _UNREAD:
+        found = _read_inherited_call_info(cls)
+        if len(_inherited) >= _INHERITED_MAX:
+            _inherited.clear()
+        try:
+            _inherited[cls] = found
+        except Exception:
+            pass
+    return found
+
+
+def _read_inherited_call_info(cls: type) -> FunctionInfo | None:
     try:
         call = getattr(cls, "__call__", None)
         code = getattr(_unwrap(call), "__code__", None)

@@ -253,6 +253,22 @@ def _read_transformation_codes() -> dict[Any, _Transformation]:
     return codes
 
 
+def _codes() -> dict[Any, _Transformation]:
+    """JAX's transformation closures by code object, read at their first use (``{}``: they
+    moved), checkify's among them once its module is loaded."""
+    global _transformation_codes
+    codes = _transformation_codes
+    if codes is None:
+        try:
+            codes = _read_transformation_codes()
+        except Exception:  # moved: the transformations are not named
+            codes = {}
+        _transformation_codes = codes
+    if codes and not _checkify_read:
+        _add_checkify(codes)
+    return codes
+
+
 _STACK_LIMIT = 1000  # frames walked at most
 
 
@@ -262,10 +278,7 @@ def transformed_function() -> Any:
     found. Its number tells a function re-created per call from the same one, whose
     forward and backward programs are compiled apart."""
     try:
-        codes = _transformation_codes
-        if codes is None:
-            transformations_on_stack()  # reads the codes once
-            codes = _transformation_codes
+        codes = _codes()
         if not codes:
             return None
         # The outermost one: the transformation the user applied, whose forward and
@@ -314,7 +327,9 @@ def program_pass() -> str:
     (jvp's one program, vmap's, checkify's; or the rules moved)."""
     try:
         if not _jax_dir:
-            transformations_on_stack()  # reads JAX's directory once
+            _codes()  # reads JAX's directory once
+            if not _jax_dir:  # unread: a user's function of a rule's name is no rule
+                return ""
         frame: Any = sys._getframe(1)
         for _ in range(_STACK_LIMIT):
             if frame is None:
@@ -333,18 +348,10 @@ def transformations_on_stack() -> str:
     """The transformations the running code is under, outermost first and as a user
     applied them (``vmap(in_axes=0) of grad(argnums=0)``); those JAX applies inside
     another (jacrev's own vjp and vmap) are left out. ``""`` when none is found."""
-    global _transformation_codes
     try:
-        if _transformation_codes is None:
-            try:
-                _transformation_codes = _read_transformation_codes()
-            except Exception:  # moved: the transformations are not named
-                _transformation_codes = {}
-        codes = _transformation_codes
+        codes = _codes()
         if not codes:
             return ""
-        if not _checkify_read:
-            _add_checkify(codes)
         found: list[str] = []
         pending: tuple[Any, _Transformation] | None = None
         frame: Any = sys._getframe(1)
@@ -384,20 +391,19 @@ def transformations_of(fun: Any) -> str:
     """The transformations a jitted callable is made of, outermost first and as a user
     applied them (``vmap(in_axes=0, out_axes=1)`` for ``jax.jit(jax.vmap(f, out_axes=1))``),
     read from the closures of JAX's transformations: a re-created one with other
-    parameters is another program. ``""`` when none is found. Reads function objects and
-    closure cells only: no user code runs."""
+    parameters is another program. ``""`` when none is found. Reads the function objects
+    and closure cells of JAX's functions only: no user code runs, and a user's function
+    is where the walk ends."""
     try:
-        codes = _transformation_codes
-        if codes is None:
-            transformations_on_stack()  # reads the codes once
-            codes = _transformation_codes
+        codes = _codes()
         if not codes:
             return ""
-        if not _checkify_read:
-            _add_checkify(codes)
         found: list[str] = []
         for _ in range(_WRAPPER_DEPTH):
-            if type(fun) is not types.FunctionType:
+            # JAX's own functions only: a user's function that calls a transformed one it
+            # closes over (``f``) is not made of that transformation
+            if type(fun) is not types.FunctionType \
+                    or not fun.__code__.co_filename.startswith(_jax_dir):
                 break
             code = fun.__code__
             cells = dict(zip(code.co_freevars, (_cell(c) for c in fun.__closure__ or ())))
