@@ -684,3 +684,51 @@ def test_an_interrupted_program_dies_of_the_interrupt_as_without_otel_jax():
     assert plain.returncode == -2  # killed by SIGINT, as Python does for a Ctrl-C
     assert installed.returncode == plain.returncode, installed.stderr[-2000:]
     assert "KeyboardInterrupt" in installed.stderr
+
+
+SIGNAL_IN_THE_HOLD = """
+import signal, sys
+import jax, jax.numpy as jnp
+from opentelemetry.sdk.trace import TracerProvider
+import otel_jax
+from otel_jax._pipeline import _background
+
+otel_jax.install(tracer_provider=TracerProvider(), log_output=None)
+f = jax.jit(lambda x: x + 1)
+compiled = []
+
+def handler(signum, frame):
+    f(jnp.ones(len(compiled) + 2))  # a compile, handed to the background thread
+    compiled.append(signum)
+
+signal.signal(signal.SIGALRM, handler)
+if sys.argv[1] == "start":
+    # The main thread inside Collector.hold() (starting otel_jax's thread for its first
+    # compile) when the signal comes: the handler's compile starts that thread itself.
+    with _background._lock:
+        signal.raise_signal(signal.SIGALRM)
+else:
+    # The main thread inside give_up_overdue() (the collector held off too long) when the
+    # signal comes: the handler's compile hands its work over and looks again.
+    f(jnp.ones(1))
+    assert otel_jax.flush(60)
+    with _background._lock:
+        _background._turned_off, _background._off_since = True, 0.0
+        signal.raise_signal(signal.SIGALRM)
+    _background._turned_off = False
+assert compiled and otel_jax.flush(60)
+print("OK", len(otel_jax.compile_history(f)))
+"""
+
+
+@pytest.mark.parametrize("where", ["start", "overdue"])
+def test_a_signal_handler_that_compiles_inside_the_collectors_lock_does_not_hang(where):
+    # A signal handler runs on the main thread between any two of its bytecodes, inside
+    # otel_jax's own code too: where the main thread holds the collector's lock, the
+    # handler's compile must not wait for it (it never comes back: a deadlock).
+    try:
+        done = _run(SIGNAL_IN_THE_HOLD, where, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the signal handler's compile waited for the lock its thread held")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["OK", "1" if where == "start" else "2"], done.stdout
