@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import gc
+import io
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -732,3 +734,30 @@ def test_a_signal_handler_that_compiles_inside_the_collectors_lock_does_not_hang
         pytest.fail("the signal handler's compile waited for the lock its thread held")
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["OK", "1" if where == "start" else "2"], done.stdout
+
+
+def test_a_log_output_that_blocks_does_not_keep_the_collector_off():
+    # The log writer blocked in the program's stream (a pipe nobody reads, a network
+    # handler) holds the collector off; with no compile coming, otel_jax's other thread
+    # turns it on again once the hold is overdue: the program's garbage is still collected.
+    otel_jax.uninstall()
+    entered, release = threading.Event(), threading.Event()
+
+    class Blocking(io.TextIOBase):  # written on otel_jax's log writer thread
+        def write(self, text: str) -> int:
+            entered.set()
+            release.wait(120)
+            return len(text)
+
+    otel_jax.install(tracer_provider=TracerProvider(), log_output=Blocking())
+    try:
+        jax.jit(lambda x: x * 3)(jnp.ones(3))
+        assert entered.wait(60)
+        deadline = time.monotonic() + 30
+        while not gc.isenabled() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert gc.isenabled()
+    finally:
+        release.set()
+        otel_jax.uninstall()
+        gc.enable()

@@ -77,8 +77,9 @@ _lock = threading.Lock()
 _off_since = 0.0
 #: The longest the collector stays off for otel_jax's threads: a job held up longer (an
 #: exporter that blocks on a collector that does not answer) would keep the program's
-#: garbage from being collected; past this, the compiling thread turns it on again
-#: (:func:`give_up_overdue`), and the hold is given up until the threads all let go.
+#: garbage from being collected; past this, the compiling thread, or another of otel_jax's
+#: threads as it waits, turns it on again (:func:`give_up_overdue`), and the hold is given
+#: up until the threads all let go.
 MAX_HOLD_S = 1.0
 #: How long a hold taken on the program's thread (starting one of otel_jax's) waits for the
 #: lock. A signal handler runs on the main thread between any two of its bytecodes, inside
@@ -128,7 +129,8 @@ class Collector:
 
 def give_up_overdue(limit: float = MAX_HOLD_S) -> None:
     """Turn the collector on again when otel_jax's threads have held it off for over
-    ``limit`` seconds (called on the compiling thread, at each compile handed over). Where
+    ``limit`` seconds (called on the compiling thread, at each compile handed over, and by
+    otel_jax's threads as they wait). Where
     the lock is taken (by a signal handler's compile on the code it interrupted, say), the
     next compile looks again."""
     global _turned_off
@@ -171,6 +173,9 @@ class Waker:
         # allocate between turning the collector on and letting the interpreter go.
         acquire = self._lock.acquire
         args = (True, -1 if timeout is None else max(0.0, timeout))
+        # Another of otel_jax's threads blocked while it holds the collector off (a stream
+        # or an exporter that does not return) is found here too, not only at a compile.
+        give_up_overdue()
         collector.allow()
         acquire(*args)
         collector.hold()
