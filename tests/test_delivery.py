@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import gc
+import io
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -684,3 +686,78 @@ def test_an_interrupted_program_dies_of_the_interrupt_as_without_otel_jax():
     assert plain.returncode == -2  # killed by SIGINT, as Python does for a Ctrl-C
     assert installed.returncode == plain.returncode, installed.stderr[-2000:]
     assert "KeyboardInterrupt" in installed.stderr
+
+
+SIGNAL_IN_THE_HOLD = """
+import signal, sys
+import jax, jax.numpy as jnp
+from opentelemetry.sdk.trace import TracerProvider
+import otel_jax
+from otel_jax._pipeline import _background
+
+otel_jax.install(tracer_provider=TracerProvider(), log_output=None)
+f = jax.jit(lambda x: x + 1)
+compiled = []
+
+def handler(signum, frame):
+    f(jnp.ones(len(compiled) + 2))  # a compile, handed to the background thread
+    compiled.append(signum)
+
+signal.signal(signal.SIGALRM, handler)
+if sys.argv[1] == "start":
+    # The main thread inside Collector.hold() (starting otel_jax's thread for its first
+    # compile) when the signal comes: the handler's compile starts that thread itself.
+    with _background._lock:
+        signal.raise_signal(signal.SIGALRM)
+else:
+    # The main thread inside give_up_overdue() (the collector held off too long) when the
+    # signal comes: the handler's compile hands its work over and looks again.
+    f(jnp.ones(1))
+    assert otel_jax.flush(60)
+    with _background._lock:
+        _background._turned_off, _background._off_since = True, 0.0
+        signal.raise_signal(signal.SIGALRM)
+    _background._turned_off = False
+assert compiled and otel_jax.flush(60)
+print("OK", len(otel_jax.compile_history(f)))
+"""
+
+
+@pytest.mark.parametrize("where", ["start", "overdue"])
+def test_a_signal_handler_that_compiles_inside_the_collectors_lock_does_not_hang(where):
+    # A signal handler runs on the main thread between any two of its bytecodes, inside
+    # otel_jax's own code too: where the main thread holds the collector's lock, the
+    # handler's compile must not wait for it (it never comes back: a deadlock).
+    try:
+        done = _run(SIGNAL_IN_THE_HOLD, where, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the signal handler's compile waited for the lock its thread held")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["OK", "1" if where == "start" else "2"], done.stdout
+
+
+def test_a_log_output_that_blocks_does_not_keep_the_collector_off():
+    # The log writer blocked in the program's stream (a pipe nobody reads, a network
+    # handler) holds the collector off; with no compile coming, otel_jax's other thread
+    # turns it on again once the hold is overdue: the program's garbage is still collected.
+    otel_jax.uninstall()
+    entered, release = threading.Event(), threading.Event()
+
+    class Blocking(io.TextIOBase):  # written on otel_jax's log writer thread
+        def write(self, text: str) -> int:
+            entered.set()
+            release.wait(120)
+            return len(text)
+
+    otel_jax.install(tracer_provider=TracerProvider(), log_output=Blocking())
+    try:
+        jax.jit(lambda x: x * 3)(jnp.ones(3))
+        assert entered.wait(60)
+        deadline = time.monotonic() + 30
+        while not gc.isenabled() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert gc.isenabled()
+    finally:
+        release.set()
+        otel_jax.uninstall()
+        gc.enable()

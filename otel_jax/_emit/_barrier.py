@@ -178,53 +178,44 @@ def attach(flush: Flush, tracer_provider: Any, meter_provider: Any,
     return attached
 
 
-_PROXIES = {"traces": ("ProxyTracerProvider", "NoOpTracerProvider"),
-            "metrics": ("_ProxyMeterProvider", "NoOpMeterProvider"),
-            "logs": ("ProxyLoggerProvider", "NoOpLoggerProvider")}
-
-
-def _global(signal: str) -> Any:
-    """The global provider of ``signal`` the application set, or ``None`` while the API's
-    proxy stands in for it."""
-    from opentelemetry import _logs, metrics, trace
-
-    provider = {"traces": trace.get_tracer_provider, "metrics": metrics.get_meter_provider,
-                "logs": _logs.get_logger_provider}[signal]()
-    return None if type(provider).__name__ in _PROXIES[signal] else provider
-
-
 def attach_when_set(flush: Flush, attached: Attached, tracer_provider: Any,
                     meter_provider: Any, logger_provider: Any | None,
                     ) -> Callable[[], bool] | None:
     """For each of the providers that is the API's global proxy (``otel-jax run`` installs
     before the program sets up OpenTelemetry): a check that puts a barrier in the provider
     the application sets as global later, once, adding it to ``attached``. The check is
-    cheap (three reads) and returns whether it still waits for one; ``None`` when no
-    provider is a proxy. Called at each compile, on the compiling thread, before the jit
-    call returns: a flush of the application's right after it includes that compile."""
-    waiting = {signal for signal, provider in (("traces", tracer_provider),
-                                               ("metrics", meter_provider),
-                                               ("logs", logger_provider))
-               if provider is not None and type(provider).__name__ in _PROXIES[signal]}
+    cheap (a read of each global still waited for) and returns whether it still waits for
+    one; ``None`` when no provider is a proxy. Called at each compile, on the compiling
+    thread, before the jit call returns: a flush of the application's right after it
+    includes that compile."""
+    from . import _providers
+
+    how = {"traces": _attach_spans, "metrics": _attach_metrics, "logs": _attach_logs}
+    waiting = [(signal, how[signal]) for signal, provider in (
+        ("traces", tracer_provider), ("metrics", meter_provider), ("logs", logger_provider))
+        if provider is not None and _providers.is_stand_in(signal, provider)]
     if not waiting:
         return None
-    how = {"traces": _attach_spans, "metrics": _attach_metrics, "logs": _attach_logs}
     lock = threading.Lock()
 
     def check() -> bool:
-        with lock:
-            for signal in sorted(waiting):
+        if not lock.acquire(False):  # another thread's compile is looking: it attaches
+            return True
+        try:
+            for signal, attach_one in tuple(waiting):
+                provider = _providers.global_provider(signal)
+                if _providers.is_stand_in(signal, provider):
+                    continue
+                waiting.remove((signal, attach_one))
                 try:
-                    provider = _global(signal)
-                    if provider is None:
-                        continue
-                    waiting.discard(signal)
-                    undo = how[signal](flush, provider)
+                    undo = attach_one(flush, provider)
                 except Exception:  # a provider of another make: it flushes without otel_jax
                     continue
                 if undo is not None:
                     attached.undo.append(undo)
             return bool(waiting)
+        finally:
+            lock.release()
     return check
 
 

@@ -1,4 +1,5 @@
-"""Record -> one log line (rendered off the compiling thread) and one OpenTelemetry log record.
+"""Record -> one log line, rendered off the compiling thread (the OpenTelemetry log record:
+:mod:`._otel_logs`).
 
 otel_jax never calls ``structlog.configure`` nor touches the ``logging``
 module's handlers: the application's own logging stays exactly as it set it
@@ -40,8 +41,6 @@ from datetime import datetime, timezone
 from typing import IO, Any, Final, Literal, get_args
 
 from opentelemetry import trace
-from opentelemetry._logs import Logger as OtelLogger
-from opentelemetry._logs import LogRecord, SeverityNumber
 
 from .._core import _vocab
 from .._core._failopen import FailOpen, Topic, WarnKey, their_frame
@@ -52,7 +51,6 @@ from .._core._vocab import (
     EVENT_HAZARD,
     EVENT_STORM,
     LOGGER_NAME,
-    Attr,
     Field,
 )
 from .._pipeline._background import Collector, Waker, start_thread
@@ -61,15 +59,11 @@ from .._pipeline._record import (
     Divergence,
     SpanLink,
     Storm,
-    divergence_attributes,
     divergence_fields,
-    hazard_attributes,
     hazard_fields,
     log_fields,
-    span_attributes,
     storm_fields,
 )
-from ._spans import link_context
 
 #: ``install(log_output=...)``'s named outputs (any other value is a text stream or None):
 #: ``"stderr"`` the JSON lines on the process's stderr, ``"structlog"`` the application's
@@ -643,52 +637,3 @@ def _after_fork_in_child() -> None:
 atexit.register(_at_exit)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-class OtelLogEmitter:
-    """The same facts as an OpenTelemetry log record, linked to the compile span."""
-
-    #: The user's code this emitter calls: its exceptions are named as theirs.
-    reaches = "log record processor"
-
-    def __init__(self, logger: OtelLogger) -> None:
-        self._logger = logger
-
-    def compile(self, record: CompileRecord, link: SpanLink | None) -> None:
-        context = link_context(link)
-        severity = SeverityNumber.DEBUG if record.eager_op else SeverityNumber.INFO
-        self._logger.emit(LogRecord(
-            timestamp=int(record.end * 1e9),
-            context=context,
-            severity_number=severity,
-            severity_text=severity.name,
-            body=f"{EVENT_COMPILE} {record.function.qualname}: {record.cause_kind.value}: "
-                 f"{record.cause}",
-            attributes={Attr.EVENT_NAME: EVENT_COMPILE, **span_attributes(record)},
-        ))
-        for hazard in record.hazards:
-            severity = SeverityNumber.WARN if hazard.warn else SeverityNumber.INFO
-            self._logger.emit(LogRecord(
-                timestamp=int(record.end * 1e9),
-                context=context,
-                severity_number=severity,
-                severity_text=severity.name,
-                body=f"{EVENT_HAZARD} {record.function.qualname}: {hazard.kind.value}: "
-                     f"{hazard.text}",
-                attributes={Attr.EVENT_NAME: EVENT_HAZARD, Attr.FUNCTION:
-                            record.function.qualname, **hazard_attributes(hazard)},
-            ))
-
-    def storm(self, storm: Storm) -> None:
-        """The storm WARNING is the log lines' (JSON or structlog), as it always was."""
-
-    def divergence(self, div: Divergence) -> None:
-        """A divergence between ranks as a WARNING log record, in the compile span's trace."""
-        self._logger.emit(LogRecord(
-            timestamp=int(div.detected * 1e9),
-            context=link_context(div.link),
-            severity_number=SeverityNumber.WARN,
-            severity_text=SeverityNumber.WARN.name,
-            body=f"{EVENT_DIVERGENCE} {div.function}: {div.kind.value}: {div.text}",
-            attributes={Attr.EVENT_NAME: EVENT_DIVERGENCE, **divergence_attributes(div)},
-        ))

@@ -43,21 +43,37 @@ class Providers:
     prometheus_server: Any = None
 
 
-def _configured(provider: Any, *proxy_names: str) -> bool:
-    return type(provider).__name__ not in proxy_names
+#: The API's stand-ins for a global provider nobody set, by signal: its proxy, or its no-op.
+STAND_INS = {"traces": ("ProxyTracerProvider", "NoOpTracerProvider"),
+             "metrics": ("_ProxyMeterProvider", "NoOpMeterProvider"),
+             "logs": ("ProxyLoggerProvider", "NoOpLoggerProvider")}
+
+
+def is_stand_in(signal: str, provider: Any) -> bool:
+    """Whether ``provider`` is the API's stand-in for ``signal``'s (``STAND_INS``)."""
+    return type(provider).__name__ in STAND_INS[signal]
+
+
+def global_provider(signal: str) -> Any:
+    """The API's global provider of ``signal`` (traces, metrics, logs): the application's,
+    or the API's stand-in."""
+    if signal == "traces":
+        return trace.get_tracer_provider()
+    if signal == "metrics":
+        return metrics.get_meter_provider()
+    return otel_logs.get_logger_provider()
 
 
 def tracer_provider_configured() -> bool:
-    return _configured(trace.get_tracer_provider(), "ProxyTracerProvider", "NoOpTracerProvider")
+    return not is_stand_in("traces", global_provider("traces"))
 
 
 def meter_provider_configured() -> bool:
-    return _configured(metrics.get_meter_provider(), "_ProxyMeterProvider", "NoOpMeterProvider")
+    return not is_stand_in("metrics", global_provider("metrics"))
 
 
 def logger_provider_configured() -> bool:
-    return _configured(otel_logs.get_logger_provider(), "ProxyLoggerProvider",
-                       "NoOpLoggerProvider")
+    return not is_stand_in("logs", global_provider("logs"))
 
 
 def otlp_endpoint(signal: str) -> str | None:

@@ -77,9 +77,15 @@ _lock = threading.Lock()
 _off_since = 0.0
 #: The longest the collector stays off for otel_jax's threads: a job held up longer (an
 #: exporter that blocks on a collector that does not answer) would keep the program's
-#: garbage from being collected; past this, the compiling thread turns it on again
-#: (:func:`give_up_overdue`), and the hold is given up until the threads all let go.
+#: garbage from being collected; past this, the compiling thread, or another of otel_jax's
+#: threads as it waits, turns it on again (:func:`give_up_overdue`), and the hold is given
+#: up until the threads all let go.
 MAX_HOLD_S = 1.0
+#: How long a hold taken on the program's thread (starting one of otel_jax's) waits for the
+#: lock. A signal handler runs on the main thread between any two of its bytecodes, inside
+#: otel_jax's too: where its compile needs the lock the interrupted code holds, it must not
+#: wait for it (that never comes back). Past this, the new thread starts without the hold.
+START_HOLD_WAIT_S = 0.05
 
 
 class Collector:
@@ -88,14 +94,16 @@ class Collector:
     def __init__(self) -> None:
         self._held = False
 
-    def hold(self) -> None:
+    def hold(self, wait: float = -1) -> None:
         """Off while any of otel_jax's threads holds it, unless the program has it off (then
-        it is left as it is)."""
+        it is left as it is). ``wait``: at most this long for the lock (``-1``: as long as
+        it takes), else no hold."""
         global _holders, _turned_off
         if self._held:
             return
         global _off_since
-        _lock.acquire()
+        if not _lock.acquire(True, wait):
+            return
         if not _holders:
             _turned_off = gc.isenabled()
             if _turned_off:
@@ -121,14 +129,21 @@ class Collector:
 
 def give_up_overdue(limit: float = MAX_HOLD_S) -> None:
     """Turn the collector on again when otel_jax's threads have held it off for over
-    ``limit`` seconds (called on the compiling thread, at each compile handed over)."""
+    ``limit`` seconds (called on the compiling thread, at each compile handed over, and by
+    otel_jax's threads as they wait). Where
+    the lock is taken (by a signal handler's compile on the code it interrupted, say), the
+    next compile looks again."""
     global _turned_off
     if not _turned_off or time.monotonic() - _off_since <= limit:
         return
-    with _lock:
+    if not _lock.acquire(False):
+        return
+    try:
         if _turned_off:
             _turned_off = False
             gc.enable()
+    finally:
+        _lock.release()
 
 
 def after_fork() -> None:
@@ -158,6 +173,9 @@ class Waker:
         # allocate between turning the collector on and letting the interpreter go.
         acquire = self._lock.acquire
         args = (True, -1 if timeout is None else max(0.0, timeout))
+        # Another of otel_jax's threads blocked while it holds the collector off (a stream
+        # or an exporter that does not return) is found here too, not only at a compile.
+        give_up_overdue()
         collector.allow()
         acquire(*args)
         collector.hold()
@@ -175,7 +193,7 @@ def start_thread(target: Callable[[Collector], None], name: str) -> threading.Th
     run (at its first wait) or returns. Raises what ``Thread.start`` raises (``RuntimeError``
     at interpreter shutdown), the collector left as it was."""
     collector = Collector()
-    collector.hold()
+    collector.hold(START_HOLD_WAIT_S)
     thread = threading.Thread(target=_run, args=(target, collector), name=name, daemon=True)
     try:
         thread.start()

@@ -23,10 +23,10 @@ from .._emit._logs import (
     JsonLogEmitter,
     LogEmitter,
     LogOutput,
-    OtelLogEmitter,
     StructlogEmitter,
 )
 from .._emit._metrics import MetricsEmitter
+from .._emit._otel_logs import OtelLogEmitter
 from .._emit._spans import SpanEmitter
 from .._pipeline._background import WORKER
 from .._pipeline._emitter import STDLIB_WARNINGS, Emitter, Route

@@ -1,0 +1,54 @@
+"""The OpenTelemetry log records: one per compile, one per hazard, in the compile's trace."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import pytest
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+
+try:
+    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter as InMemoryLogExporter
+except ImportError:  # older SDKs
+    from opentelemetry.sdk._logs.export import InMemoryLogExporter
+
+from conftest import Telemetry
+
+import otel_jax
+from otel_jax._core._vocab import EVENT_COMPILE, EVENT_HAZARD, Attr
+
+
+@pytest.mark.hazards
+def test_compile_and_hazard_records_name_their_event_and_link_the_compile_span():
+    otel_jax.uninstall()
+    t = Telemetry()
+    exporter = InMemoryLogExporter()
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    otel_jax.install(tracer_provider=t.tracer_provider, meter_provider=t.meter_provider,
+                     logger_provider=logger_provider, log_output=None)
+    try:
+        @jax.jit
+        def grows(x):
+            return x * 2
+
+        for n in (1, 2, 3, 4):  # a length that changes at every compile: a hazard
+            grows(jnp.ones(n))
+        assert otel_jax.flush(60)
+    finally:
+        otel_jax.uninstall()
+    records = [d.log_record for d in exporter.get_finished_logs()
+               if str(d.log_record.attributes.get(Attr.FUNCTION, "")).endswith("grows")]
+    spans = {s.context.span_id for s in t.spans()}
+    compiles = [r for r in records if r.attributes[Attr.EVENT_NAME] == EVENT_COMPILE]
+    hazards = [r for r in records if r.attributes[Attr.EVENT_NAME] == EVENT_HAZARD]
+    assert len(compiles) == 4 and hazards
+    for r in compiles:
+        assert str(r.body).startswith(f"{EVENT_COMPILE} ") and ".grows: " in str(r.body)
+        assert r.severity_text == "INFO" and r.span_id in spans
+    for r in hazards:
+        assert str(r.body).startswith(f"{EVENT_HAZARD} ") and ": shape: " in str(r.body)
+        assert r.severity_text in ("WARN", "INFO") and r.span_id in spans
+        assert r.attributes[Attr.FUNCTION].endswith("grows")
+        assert r.attributes[Attr.HAZARD_KIND] == "shape"
