@@ -110,6 +110,31 @@ def test_a_static_argument_hashed_by_identity_is_named_at_the_first_compile():
     assert rec.records[1].cause_kind.value == "static_argument"
 
 
+_SHARED = _Config(2)
+
+
+def test_an_identity_hashed_static_passed_as_the_same_object_is_a_note_not_a_warning():
+    class Model:  # a long-lived object passed as a static self: every call hits the cache
+        def __init__(self) -> None:
+            self.w = 3.0
+
+        def apply(self, x):
+            return x * self.w
+
+    apply = jax.jit(Model.apply, static_argnums=0)
+    shared = jax.jit(lambda x, config: x * config.n, static_argnums=1)
+    model = Model()
+    with otel_jax.testing.record_compiles() as rec:
+        for _ in range(3):
+            apply(model, jnp.ones(2))
+            shared(jnp.ones(2), _SHARED)
+    assert [r.cause_kind.value for r in rec.records] == ["first_compile"] * 2
+    found = _hazards(rec.records, "static_argument")
+    assert sorted(h.path for _, h in found) == ["config", "self"]
+    assert not [h for _, h in found if h.warn]  # nothing said recompiles: a note each
+    assert all("same object" in h.text for _, h in found)
+
+
 def test_value_hashed_statics_and_module_level_functions_are_no_hazard():
     def apply(x, config, fn):
         return fn(x) * config.n

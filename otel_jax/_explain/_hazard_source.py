@@ -1,10 +1,11 @@
 """What the user's source says about a compile's future: read off the file, never the stack.
 
-Two questions the hazard analysis asks of the user's code, answered from the file's syntax
+Three questions the hazard analysis asks of the user's code, answered from the file's syntax
 tree (parsed once per file, a few files kept): does the statement that made the jit call
 feed its result back into the same names (``state = step(state)``, ``params, loss, lr =
-step(params, batch, lr)``), and is a function defined where it is made again and again (a
-loop body, or the body of another function)? Read on the thread that makes the record,
+step(params, batch, lr)``), does it make an argument anew (``f(x, Config(2))``), and is a
+function defined where it is made again and again (a loop body, or the body of another
+function)? Read on the thread that makes the record,
 after the call; a file that cannot be read or parsed answers ``None``.
 """
 
@@ -35,12 +36,15 @@ class _Index:
     assigns: dict[int, ast.Assign | ast.AnnAssign]  # each line: the innermost spanning it
     definitions: dict[int, ast.AST]  # def, decorator and lambda lines
     parents: dict[ast.AST, ast.AST]
+    made: dict[int, frozenset[str]]  # each line: what the calls spanning it call to make
+    # an argument (``f(x, Config(2))``: ``Config``)
 
 
 def _indexed(tree: ast.Module) -> _Index:
     assigns: dict[int, ast.Assign | ast.AnnAssign] = {}
     definitions: dict[int, ast.AST] = {}
     parents: dict[ast.AST, ast.AST] = {}
+    made: dict[int, frozenset[str]] = {}
     for node in ast.walk(tree):  # breadth first: an inner statement comes later
         for child in ast.iter_child_nodes(node):
             parents[child] = node
@@ -52,7 +56,21 @@ def _indexed(tree: ast.Module) -> _Index:
                 definitions.setdefault(line, node)
         elif isinstance(node, ast.Lambda):
             definitions.setdefault(node.lineno, node)
-    return _Index(assigns, definitions, parents)
+        if isinstance(node, ast.Call):
+            names = frozenset(filter(None, (_callee(a) for a in (
+                *node.args, *(k.value for k in node.keywords)))))
+            for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                if names:
+                    made[line] = made.get(line, frozenset()) | names
+    return _Index(assigns, definitions, parents, made)
+
+
+def _callee(node: ast.AST) -> str | None:
+    """The name a call expression calls (``Config(2)``, ``cfg.Config(2)``: ``Config``)."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
 
 
 _lock = threading.Lock()
@@ -128,6 +146,16 @@ def feedback(callsite: str | None) -> Feedback | None:
         keywords=tuple((k.arg, _expression(k.value)) for k in call.keywords if k.arg),
         starred=any(isinstance(a, ast.Starred) for a in call.args)
         or any(k.arg is None for k in call.keywords))
+
+
+def made_in_call(callsite: str | None) -> frozenset[str]:
+    """What the call at ``callsite`` (``file:line``) calls to make its arguments: a class's
+    name there says each run of the line passes a new object of it."""
+    filename, _, line_text = (callsite or "").rpartition(":")
+    if not filename or not line_text.isdigit():
+        return frozenset()
+    index = _index(filename)
+    return index.made.get(int(line_text), frozenset()) if index is not None else frozenset()
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,11 @@ note (an INFO log line and a span event, no warning).
   to the very name it passed (``state = step(state)``, ``params, loss, lr = step(params,
   batch, lr)``): the next call compiles again. Said at the first compile.
 - ``static_argument``: a static argument whose type hashes and compares by identity
-  (``object.__hash__``: every new object compiles again); a warning for a user's class, a
-  note for a function made per call (a lambda, a closure). A dtype passed as a static is a
-  note: its equal spellings (``jnp.bfloat16``, ``x.dtype``, ``"bfloat16"``) hash
-  differently. Said at the first compile.
+  (``object.__hash__``: every new object compiles again); a warning for a user's class the
+  calling line makes anew (``f(x, Config(2))``), a note where it passes a name (the same
+  object may come each time: a static ``self``) or a function made per call (a lambda). A
+  dtype passed as a static is a note: its equal spellings (``jnp.bfloat16``, ``x.dtype``,
+  ``"bfloat16"``) hash differently. Said at the first compile.
 - ``function_identity``: a function defined in a loop body, and called there (a
   warning; called elsewhere: a note): each new function object compiles again. Said at the
   first compile.
@@ -74,7 +75,7 @@ def hazards(info: FunctionInfo, count: int, signature: Signature, outputs: Outpu
     found: list[Hazard] = []
     if count == 1:
         found += _weak_type_fed_back(signature, outputs, callsite)
-        found += _identity_statics(signature)
+        found += _identity_statics(signature, _hazard_source.made_in_call(callsite))
         found += _made_again(info, callsite)
     elif cause_kind is CauseKind.SHAPE:
         found += _new_lengths(count, signature, earlier, diff)
@@ -201,7 +202,9 @@ _LONG_LIVED = frozenset({"function", "builtin_function_or_method", "type", "modu
                          "method", "builtin_method", "PjitFunction"})
 
 
-def _identity_statics(signature: Signature) -> list[Hazard]:
+def _identity_statics(signature: Signature, made: frozenset[str] = frozenset(),
+                      ) -> list[Hazard]:
+    """``made``: what the calling line calls to make its arguments (class names)."""
     found: list[Hazard] = []
     for static in signature.statics:
         if static.kind is not StaticKind.STATIC_ARGUMENT:
@@ -216,11 +219,14 @@ def _identity_statics(signature: Signature) -> list[Hazard]:
                 "pass one spelling each time: jnp.dtype(...) of it before the call",
                 warn=False))
         elif static.identity_hashed and not static.interned:
-            found += _by_identity(static)
+            found += _by_identity(static, made)
     return found
 
 
-def _by_identity(static: StaticArg) -> list[Hazard]:
+def _by_identity(static: StaticArg, made: frozenset[str] = frozenset()) -> list[Hazard]:
+    """A warning where the calling line makes a new object of the static's class; else a
+    note: the same object passed again (a static ``self``, a module-level config) hits the
+    cache, which nothing at the first compile tells apart from a new one each call."""
     short = static.type.rpartition(".")[2]
     if short in _LONG_LIVED or static.type in _LONG_LIVED:
         if "<lambda>" in static.repr or "<locals>" in static.repr:
@@ -232,13 +238,16 @@ def _by_identity(static: StaticArg) -> list[Hazard]:
                 "define it once (module level) and pass that same function",
                 warn=False)]
         return []
+    fresh = short in made
     return [Hazard(
         CauseKind.STATIC_ARGUMENT, static.name,
         truncate(f"static argument {static.name} is a {static.type}, hashed and compared "
                  "by identity (object.__hash__): every new object, even an equal one, "
-                 "compiles again", _TEXT_LIMIT),
+                 "compiles again" + (f", and the calling line makes a new {short} each run"
+                                     if fresh else "; the same object passed again hits "
+                                     "the cache"), _TEXT_LIMIT),
         f"give {short} value-based __eq__ and __hash__ (a frozen dataclass), or pass the "
-        "same object each time")]
+        "same object each time", warn=fresh)]
 
 
 def _dtype_like(static: StaticArg) -> bool:

@@ -77,3 +77,18 @@ def test_definition_tells_a_loop_body_from_a_function_body(tmp_path):
 def test_a_file_that_does_not_parse_answers_none(tmp_path):
     f = _file(tmp_path, "def broken(:\n    x = f(x)\n")
     assert hs.feedback(f"{f}:2") is None and hs.definition(f, 1) is None
+
+
+def test_made_in_call_names_what_a_call_line_makes_its_arguments_with(tmp_path):
+    f = _file(tmp_path, """\
+        out = step(x, Config(2), mode=cfg.Mode(1))
+        step(
+            x,
+            Config(3),
+        )
+        step(x, config)
+        """)
+    assert hs.made_in_call(f"{f}:1") == {"Config", "Mode"}
+    assert hs.made_in_call(f"{f}:3") == {"Config"}  # a line inside a call spread over lines
+    assert hs.made_in_call(f"{f}:6") == frozenset()
+    assert hs.made_in_call(None) == frozenset() and hs.made_in_call("nowhere.py:1") == set()

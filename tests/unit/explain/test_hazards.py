@@ -27,8 +27,10 @@ def test_a_new_value_at_every_compile_on_one_axis():
 
 def test_statics_by_kind_and_level():
     opaque = static_arg("config", _Opaque())
-    [hazard] = _hazards._by_identity(opaque)
+    [hazard] = _hazards._by_identity(opaque, frozenset({"_Opaque"}))  # made at the call
     assert hazard.warn and hazard.path == "config" and "_Opaque" in hazard.hint
+    [note] = _hazards._by_identity(opaque, frozenset({"Other"}))  # passed by name
+    assert not note.warn and "same object" in note.text
     assert _hazards._by_identity(static_arg("fn", _module_function)) == []
     [note] = _hazards._by_identity(static_arg("fn", lambda x: x))
     assert not note.warn
