@@ -245,6 +245,18 @@ def test_shapes_that_come_back_are_no_hazard():
     assert len(rec.records) == 2 and not _hazards(rec.records)
 
 
+def test_lengths_already_bucketed_are_no_hazard():
+    @jax.jit
+    def total(tokens):
+        return tokens.sum()
+
+    # a warm-up over the buckets (powers of two, multiples of 128), then only cache hits
+    with otel_jax.testing.record_compiles(total) as rec:
+        for n in (64, 128, 256, 512, 1024, 384, 640, 64, 128, 256):
+            total(jnp.ones(n))
+    assert len(rec.records) == 7 and not _hazards(rec.records)
+
+
 # --- the outputs --------------------------------------------------------------------------
 
 def _feed_back(step, n: int = 3):

@@ -21,11 +21,14 @@ note (an INFO log line and a span event, no warning).
   warning; called elsewhere: a note): each new function object compiles again. Said at the
   first compile.
 - ``shape``: an input dimension that took a new value at each of the last compiles
-  (data-dependent lengths). Said at the compile where the pattern first shows.
+  (data-dependent lengths), not already bucketed (powers of two, multiples of a step of 8
+  or more: a warm-up over buckets, which then hit the cache). Said at the compile where
+  the pattern first shows.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -327,6 +330,18 @@ def _new_each_time(shapes: Sequence[tuple[int, ...] | None]) -> int | None:
     return None
 
 
+#: The common step at or above which lengths read as bucketed (padded to a multiple).
+_BUCKET_STEP = 8
+
+
+def _bucketed(lengths: Sequence[int]) -> bool:
+    """Whether lengths read as already bucketed: each a power of two, or all multiples of
+    a common step of at least 8 (128, 384, 640). Data-dependent lengths seldom are."""
+    if all(n > 0 and n & (n - 1) == 0 for n in lengths):
+        return True
+    return math.gcd(*lengths) >= _BUCKET_STEP
+
+
 def _new_lengths(count: int, signature: Signature, earlier: Sequence[tuple[int, Signature]],
                  diff: Diff) -> list[Hazard]:
     # The compiles just before, in a row: a kept history with gaps says nothing of a run.
@@ -350,7 +365,10 @@ def _new_lengths(count: int, signature: Signature, earlier: Sequence[tuple[int, 
             previous = [_shape_at(s, path, hint) for s in before[-SHAPE_RUN:]]
             if _new_each_time(previous) == axis:
                 continue
-        sizes = ", ".join(str(s[axis]) for s in run if s is not None)
+        lengths = [s[axis] for s in run if s is not None]
+        if _bucketed(lengths):
+            continue  # a warm-up over the user's buckets: they come back as cache hits
+        sizes = ", ".join(map(str, lengths))
         found.append(Hazard(
             CauseKind.SHAPE, path,
             truncate(f"{path}: dimension {axis} took a new value at each of the last "
