@@ -176,6 +176,18 @@ def test_a_function_defined_in_a_loop_body_is_named_at_its_first_compile():
     assert "loop" in hazard.text
 
 
+def test_a_function_made_per_loop_item_on_purpose_is_a_note_naming_the_item():
+    with otel_jax.testing.CompileRecorder() as rec:
+        for act in (jnp.tanh, jnp.sin, jnp.cos):  # one program per activation, meant
+            activated = jax.jit(lambda x: act(x) + 1)
+            activated(jnp.ones(2))
+        records = [r for r in rec.records if "<lambda>" in r.function.qualname]
+    assert len(records) == 3
+    [(count, hazard)] = _hazards(records)
+    assert (count, hazard.kind.value, hazard.warn) == (1, "function_identity", False)
+    assert "act" in hazard.text and "argument" in hazard.hint
+
+
 def test_a_function_made_in_a_loop_and_called_after_it_is_a_note():
     with otel_jax.testing.CompileRecorder() as rec:
         made = [jax.jit(lambda x, k=k: x * k) for k in range(2)]

@@ -166,6 +166,9 @@ class Definition:
     enclosing: str | None  # the function whose body defines it (made again on each call)
     lines: tuple[int, int] = (0, 0)  # the enclosing function's first and last lines
     loop_lines: tuple[int, int] = (0, 0)  # the innermost loop's first and last lines
+    # the names the innermost loop binds that the function reads (``act`` in ``for act in
+    # acts: jax.jit(lambda x: act(x))``): made to differ per pass, maybe on purpose
+    reads: tuple[str, ...] = ()
 
 
 def definition(filename: str | None, line: int | None) -> Definition | None:
@@ -180,13 +183,35 @@ def definition(filename: str | None, line: int | None) -> Definition | None:
     parents = index.parents
     node = parents.get(found)
     loop: tuple[int, int] | None = None
+    reads: tuple[str, ...] = ()
     while node is not None:
         if isinstance(node, _LOOPS) and loop is None:
             loop = (getattr(node, "lineno", 0), getattr(node, "end_lineno", 0) or 0)
+            reads = _loop_names_read(node, found)
         elif isinstance(node, _BOUNDARIES):
             name = getattr(node, "name", "<lambda>")
             return Definition(loop is not None, name, (getattr(node, "lineno", 0),
                                                        getattr(node, "end_lineno", 0) or 0),
-                              loop or (0, 0))
+                              loop or (0, 0), reads)
         node = parents.get(node)
-    return Definition(loop is not None, None, (0, 0), loop or (0, 0))
+    return Definition(loop is not None, None, (0, 0), loop or (0, 0), reads)
+
+
+def _names(node: ast.AST, ctx: type[ast.expr_context]) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
+
+
+def _loop_names_read(loop: ast.AST, function: ast.AST) -> tuple[str, ...]:
+    """The names ``loop`` binds (its targets, its body's assignments) that ``function``,
+    defined in it, reads: its own parameters and locals shadow them; its defaults
+    (``lambda x, a=act: ...``) are read where it is made."""
+    own = _names(function, ast.Store)
+    read = _names(function, ast.Load)
+    arguments = getattr(function, "args", None)
+    if isinstance(arguments, ast.arguments):
+        read -= own | {a.arg for a in ast.walk(arguments) if isinstance(a, ast.arg)}
+        for default in (*arguments.defaults, *filter(None, arguments.kw_defaults)):
+            read |= _names(default, ast.Load)
+    else:
+        read -= own
+    return tuple(sorted(read & (_names(loop, ast.Store) - own)))

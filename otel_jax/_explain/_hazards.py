@@ -18,7 +18,8 @@ note (an INFO log line and a span event, no warning).
   dtype passed as a static is a note: its equal spellings (``jnp.bfloat16``, ``x.dtype``,
   ``"bfloat16"``) hash differently. Said at the first compile.
 - ``function_identity``: a function defined in a loop body, and called there (a
-  warning; called elsewhere: a note): each new function object compiles again. Said at the
+  warning; called elsewhere, or reading a name the loop binds, so maybe meant to differ
+  per pass: a note): each new function object compiles again. Said at the
   first compile.
 - ``shape``: an input dimension that took a new value at each of the last compiles
   (data-dependent lengths), not already bucketed (powers of two, multiples of a step of 8
@@ -296,13 +297,20 @@ def _made_again(info: FunctionInfo, callsite: str | None) -> list[Hazard]:
     if where is None or not where.loop:
         return []
     # Called in the loop that makes it: each pass compiles. Called elsewhere (after the
-    # loop, or by a library on some passes only): a note.
+    # loop, or by a library on some passes only): a note. Reading what the loop binds, it
+    # may be meant to differ per pass (one program per activation): a note too.
     inside = _called_within(callsite, info.file, where.loop_lines)
-    return [Hazard(
-        CauseKind.FUNCTION_IDENTITY, "",
-        truncate(f"{info.qualname} is defined in a loop body (line {info.line}): each pass "
-                 "makes a new function object, and its jit compiles again", _TEXT_LIMIT),
-        "define and jit it once, before the loop", warn=inside)]
+    text = (f"{info.qualname} is defined in a loop body (line {info.line}): each pass makes "
+            "a new function object, and its jit compiles again")
+    if where.reads:
+        names = ", ".join(where.reads)
+        text += f"; it reads {names}, which the loop binds, so each may be meant to differ"
+        hint = (f"if it need not differ per pass, define and jit it once before the loop "
+                f"and pass {names} as an argument")
+    else:
+        hint = "define and jit it once, before the loop"
+    return [Hazard(CauseKind.FUNCTION_IDENTITY, "", truncate(text, _TEXT_LIMIT), hint,
+                   warn=inside and not where.reads)]
 
 
 # --- shape: a length that changes at every compile -----------------------------------------

@@ -92,3 +92,16 @@ def test_made_in_call_names_what_a_call_line_makes_its_arguments_with(tmp_path):
     assert hs.made_in_call(f"{f}:3") == {"Config"}  # a line inside a call spread over lines
     assert hs.made_in_call(f"{f}:6") == frozenset()
     assert hs.made_in_call(None) == frozenset() and hs.made_in_call("nowhere.py:1") == set()
+
+
+def test_definition_names_what_it_reads_of_the_loop_that_makes_it(tmp_path):
+    f = _file(tmp_path, """\
+        for act in acts:
+            scale = 2
+            f = lambda x: act(x) * scale
+            g = lambda x: x * 3
+            h = lambda x, a=act: a(x)
+        """)
+    assert hs.definition(f, 3).reads == ("act", "scale")
+    assert hs.definition(f, 4).reads == ()
+    assert hs.definition(f, 5).reads == ("act",)  # a default, read as it is made
