@@ -51,6 +51,19 @@ def test_a_python_scalar_fed_back_as_an_array_is_named_at_the_first_compile():
     assert [c.path for c in rec.records[1].diff.changes] == ["lr"]
 
 
+def test_no_weak_type_hazard_where_the_loop_sets_the_name_again_before_each_call():
+    @jax.jit
+    def step(params, lr):
+        return params - lr * params, lr * jnp.float32(0.999)
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params = jnp.ones(3)
+        for i in range(3):
+            lr = 0.1 / (i + 1)  # a fresh Python float each pass: what came back is dropped
+            params, lr = step(params, lr)
+    assert len(rec.records) == 1 and not _hazards(rec.records)
+
+
 def test_a_training_state_that_holds_a_python_scalar_is_named_by_its_path():
     @jax.jit
     def step(state):

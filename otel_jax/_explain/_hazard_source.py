@@ -138,10 +138,15 @@ def feedback(callsite: str | None) -> Feedback | None:
         return None
     target = targets[0]
     items = target.elts if isinstance(target, (ast.Tuple, ast.List)) else None
+    elsewhere = _set_elsewhere(index, best, target) if index is not None else set()
+
+    def fed(node: ast.AST) -> str | None:
+        text = None if isinstance(node, ast.Starred) else _expression(node)
+        return None if text in elsewhere else text
+
     return Feedback(
-        whole=None if items is not None else _expression(target),
-        targets=tuple(None if isinstance(t, ast.Starred) else _expression(t)
-                      for t in items or ()),
+        whole=None if items is not None else fed(target),
+        targets=tuple(fed(t) for t in items or ()),
         args=tuple(_expression(a) for a in call.args),
         keywords=tuple((k.arg, _expression(k.value)) for k in call.keywords if k.arg),
         starred=any(isinstance(a, ast.Starred) for a in call.args)
@@ -156,6 +161,21 @@ def made_in_call(callsite: str | None) -> frozenset[str]:
         return frozenset()
     index = _index(filename)
     return index.made.get(int(line_text), frozenset()) if index is not None else frozenset()
+
+
+def _set_elsewhere(index: _Index, statement: ast.AST, target: ast.AST) -> set[str]:
+    """What the innermost loop around ``statement`` assigns other than ``target`` (its
+    own targets, the loop's): a name set again each pass (``lr = schedule(i)``, ``for lr
+    in rates``) is not what the call fed back when the next call reads it."""
+    node = index.parents.get(statement)
+    while node is not None and not isinstance(node, _BOUNDARIES):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            own = set(ast.walk(target))
+            return {text for n in ast.walk(node) if n not in own
+                    and isinstance(getattr(n, "ctx", None), ast.Store)
+                    and (text := _expression(n)) is not None}
+        node = index.parents.get(node)
+    return set()
 
 
 @dataclass(frozen=True, slots=True)

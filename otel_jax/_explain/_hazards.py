@@ -10,7 +10,8 @@ note (an INFO log line and a span event, no warning).
 - ``weak_type``: a weakly typed input leaf (a Python scalar) that the function returns
   strongly typed, same shape and dtype, where the call's own line assigns that output back
   to the very name it passed (``state = step(state)``, ``params, loss, lr = step(params,
-  batch, lr)``): the next call compiles again. Said at the first compile.
+  batch, lr)``), which nothing else in the loop around the call sets: the next call
+  compiles again. Said at the first compile.
 - ``static_argument``: a static argument whose type hashes and compares by identity
   (``object.__hash__``: every new object compiles again); a warning for a user's class the
   calling line makes anew (``f(x, Config(2))``), a note where it passes a name (the same

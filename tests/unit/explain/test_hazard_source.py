@@ -105,3 +105,22 @@ def test_definition_names_what_it_reads_of_the_loop_that_makes_it(tmp_path):
     assert hs.definition(f, 3).reads == ("act", "scale")
     assert hs.definition(f, 4).reads == ()
     assert hs.definition(f, 5).reads == ("act",)  # a default, read as it is made
+
+
+def test_feedback_leaves_out_a_name_its_loop_sets_elsewhere(tmp_path):
+    f = _file(tmp_path, """\
+        for i in range(3):
+            lr = schedule(i)
+            params, lr = step(params, lr)
+        for lr in rates:
+            params, lr = step(params, lr)
+        while True:
+            params, lr = step(params, lr)
+        params, lr = step(params, lr)
+        """)
+    for line in (3, 5):
+        fed = hs.feedback(f"{f}:{line}")
+        assert fed is not None and fed.targets[0] == fed.args[0] and fed.targets[1] is None
+    for line in (7, 8):  # set only by the call's own line: fed back
+        fed = hs.feedback(f"{f}:{line}")
+        assert fed is not None and fed.targets[1] == fed.args[1]
