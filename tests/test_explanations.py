@@ -933,6 +933,21 @@ def test_a_value_compiled_before_under_another_spelling_is_not_said_to_hit(telem
     assert "each spelling compiles once" in hint and "equal value hit" not in hint
 
 
+def test_an_equal_value_of_another_type_and_the_same_hash_is_not_said_hashed_apart(telemetry):
+    @functools.partial(jax.jit, static_argnums=1)
+    def scale(x, n):
+        return x * n
+
+    scale(jnp.ones(3), 2)
+    scale(jnp.ones(3), 2.0)  # == 2 and hash(2.0) == hash(2): JAX keys it apart by type
+    span = telemetry.last("test_an_equal_value_of_another_type_and_the_same_hash_is_not_"
+                          "said_hashed_apart.<locals>.scale")
+    assert span.attributes["jax.compile.count"] == 2
+    assert "== to it, but of another type)" in only_change(span)["after"]
+    hint = span.attributes["jax.compile.hint"]
+    assert "each spelling compiles once" in hint and "by its hash" not in hint
+
+
 def test_compiler_options_given_to_lowered_compile_are_named(telemetry):
     @jax.jit
     def step(x):

@@ -373,8 +373,9 @@ def _static_changes(old: Signature, new: Signature, add: AddChange, add_structur
                               f" ({s.repr})" if s.repr != prev.repr else ""),
                            Detail.MUTATED, s.type))
             elif live is not None and _equal(*live):
-                # == yet told apart: JAX's cache finds a value by its hash (and type)
-                # first, so each spelling (jnp.bfloat16, x.dtype, "bfloat16") compiles
+                # == yet told apart: JAX's cache keys a value by its type and hash as
+                # well, so each spelling (2 and 2.0; jnp.bfloat16, x.dtype, "bfloat16")
+                # compiles
                 apart = " and ".join(
                     [w for w, differs in (("of another type", prev.type != s.type),
                                           ("hashed differently", prev.hash != s.hash))

@@ -97,10 +97,10 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
         "object by identity may even run the stale program); treat static values as "
         "immutable (a frozen dataclass) and pass a new one instead of mutating it"),
     (CauseKind.STATIC_ARGUMENT, Detail.EQUAL_HASHED_APART.value): (
-        "this static value is == to one compiled before but of another type or hash, and "
-        "JAX's cache finds a static value by its hash, so each spelling compiles once (a "
-        "dtype passed as jnp.bfloat16, x.dtype or 'bfloat16'): pass one canonical form "
-        "every call (jnp.dtype(d) for a dtype)"),
+        "this static value is == to one compiled before but of another type or hash, which "
+        "JAX's cache keys apart, so each spelling compiles once (2 and 2.0; a dtype passed "
+        "as jnp.bfloat16, x.dtype or 'bfloat16'): pass one canonical form every call "
+        "(jnp.dtype(d) for a dtype)"),
     (CauseKind.STATIC_ARGUMENT, Detail.MOVED.value): (
         "JAX keys a static argument by how it is passed as well as by its value: pass it the "
         "same way every call (always by keyword or always positionally)"),
