@@ -91,7 +91,7 @@ def diff(old: Signature, new: Signature) -> Diff:
     if other_program and _other_object(old, new):
         # A function re-created per call (a test's parametrisation) whose program differs
         # with what it binds: a new function object, never another program of this one.
-        add(_transformed_function(old, new))
+        add(_TRANSFORMED_FUNCTION)
         _bound_changes(old.bound, new.bound, add)
         return Diff(tuple(out), total)
     if other_program:
@@ -114,7 +114,7 @@ def diff(old: Signature, new: Signature) -> Diff:
         # The transformation was applied to another function object (a seen clear is said
         # as one): JAX traces a jitted function once per object and argument types (its
         # explainer says "never seen function"), whatever else changed with it.
-        add(_transformed_function(old, new))
+        add(_TRANSFORMED_FUNCTION)
         _bound_changes(old.bound, new.bound, add)
     for (name, a), (_, b) in zip(old.options, new.options):
         if a != b:
@@ -201,10 +201,10 @@ def _other_object(old: Signature, new: Signature) -> bool:
                 and old.program_serial != new.program_serial)
 
 
-def _transformed_function(old: Signature, new: Signature) -> Change:
-    return Change("<function>", CauseKind.FUNCTION_IDENTITY, "earlier function object",
-                  "new function object, same source, under the same transformation",
-                  Detail.NEW_FUNCTION)
+#: The transformation applied to another function object of the same source.
+_TRANSFORMED_FUNCTION = Change(
+    "<function>", CauseKind.FUNCTION_IDENTITY, "earlier function object",
+    "new function object, same source, under the same transformation", Detail.NEW_FUNCTION)
 
 
 def _new_function(old: Signature, new: Signature) -> Change:
