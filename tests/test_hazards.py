@@ -64,6 +64,25 @@ def test_no_weak_type_hazard_where_the_loop_sets_the_name_again_before_each_call
     assert len(rec.records) == 1 and not _hazards(rec.records)
 
 
+def test_a_weak_scalar_fed_back_outside_a_loop_is_a_note():
+    @jax.jit
+    def step(params, lr):
+        return params - lr * params, lr * jnp.float32(0.999)
+
+    def train_step(params, lr):
+        params, lr = step(params, lr)  # no loop here: its caller may pass a new float
+        return params
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params = jnp.ones(3)
+        for _ in range(3):
+            params = train_step(params, 0.1)
+    assert len(rec.records) == 1
+    [(_, hazard)] = _hazards(rec.records)
+    assert (hazard.kind.value, hazard.path, hazard.warn) == ("weak_type", "lr", False)
+    assert "the next call compiles again" not in hazard.text
+
+
 def test_a_training_state_that_holds_a_python_scalar_is_named_by_its_path():
     @jax.jit
     def step(state):

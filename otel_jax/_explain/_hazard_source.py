@@ -118,6 +118,9 @@ class Feedback:
     args: tuple[str | None, ...]  # the call's positional arguments
     keywords: tuple[tuple[str, str | None], ...]  # the call's keyword arguments
     starred: bool  # ``f(*xs)`` or ``f(**kw)``: positions are not known
+    # run again by a loop of its own scope: the next call is this line's, given what came
+    # back (else the next call, if any, is another line's, or a caller's with its own)
+    in_loop: bool = False
 
 
 def feedback(callsite: str | None) -> Feedback | None:
@@ -138,7 +141,8 @@ def feedback(callsite: str | None) -> Feedback | None:
         return None
     target = targets[0]
     items = target.elts if isinstance(target, (ast.Tuple, ast.List)) else None
-    elsewhere = _set_elsewhere(index, best, target) if index is not None else set()
+    loop = _loop_around(index, best) if index is not None else None
+    elsewhere = _set_elsewhere(loop, target) if loop is not None else set()
 
     def fed(node: ast.AST) -> str | None:
         text = None if isinstance(node, ast.Starred) else _expression(node)
@@ -150,7 +154,8 @@ def feedback(callsite: str | None) -> Feedback | None:
         args=tuple(_expression(a) for a in call.args),
         keywords=tuple((k.arg, _expression(k.value)) for k in call.keywords if k.arg),
         starred=any(isinstance(a, ast.Starred) for a in call.args)
-        or any(k.arg is None for k in call.keywords))
+        or any(k.arg is None for k in call.keywords),
+        in_loop=loop is not None)
 
 
 def made_in_call(callsite: str | None) -> frozenset[str]:
@@ -163,19 +168,24 @@ def made_in_call(callsite: str | None) -> frozenset[str]:
     return index.made.get(int(line_text), frozenset()) if index is not None else frozenset()
 
 
-def _set_elsewhere(index: _Index, statement: ast.AST, target: ast.AST) -> set[str]:
-    """What the innermost loop around ``statement`` assigns other than ``target`` (its
-    own targets, the loop's): a name set again each pass (``lr = schedule(i)``, ``for lr
-    in rates``) is not what the call fed back when the next call reads it."""
+def _loop_around(index: _Index, statement: ast.AST) -> ast.AST | None:
+    """The innermost loop of its own scope that runs ``statement`` again, if any."""
     node = index.parents.get(statement)
     while node is not None and not isinstance(node, _BOUNDARIES):
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-            own = set(ast.walk(target))
-            return {text for n in ast.walk(node) if n not in own
-                    and isinstance(getattr(n, "ctx", None), ast.Store)
-                    and (text := _expression(n)) is not None}
+            return node
         node = index.parents.get(node)
-    return set()
+    return None
+
+
+def _set_elsewhere(loop: ast.AST, target: ast.AST) -> set[str]:
+    """What ``loop`` assigns other than ``target`` (its own targets, the loop's): a name
+    set again each pass (``lr = schedule(i)``, ``for lr in rates``) is not what the call
+    fed back when the next call reads it."""
+    own = set(ast.walk(target))
+    return {text for n in ast.walk(loop) if n not in own
+            and isinstance(getattr(n, "ctx", None), ast.Store)
+            and (text := _expression(n)) is not None}
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,8 @@ note (an INFO log line and a span event, no warning).
   strongly typed, same shape and dtype, where the call's own line assigns that output back
   to the very name it passed (``state = step(state)``, ``params, loss, lr = step(params,
   batch, lr)``), which nothing else in the loop around the call sets: the next call
-  compiles again. Said at the first compile.
+  compiles again. A note where no loop of the call's own scope runs it again (its caller
+  may pass a new scalar each time). Said at the first compile.
 - ``static_argument``: a static argument whose type hashes and compares by identity
   (``object.__hash__``: every new object compiles again); a warning for a user's class the
   calling line makes anew (``f(x, Config(2))``), a note where it passes a name (the same
@@ -185,11 +186,13 @@ def _weak_type_fed_back(signature: Signature, outputs: Outputs | None, callsite:
                 CauseKind.WEAK_TYPE, path,
                 truncate(f"{path} goes in {_weakness(before[2], kind)} and comes back "
                          f"{_weakness(after[2])} as {where}, which the calling line assigns "
-                         f"back to {name}: the next call compiles again", _TEXT_LIMIT),
+                         f"back to {name}: " + ("the next call compiles again" if fed.in_loop
+                                                else "a call given it back compiles again"),
+                         _TEXT_LIMIT),
                 "pass it as an array from the first call (jnp.asarray(x, dtype)), so that "
                 "what goes in and what comes back are typed alike" if before[2] else
                 "keep it an array the function returns as it came (no Python scalar in "
-                "its place)"))
+                "its place)", warn=fed.in_loop))
     return found
 
 

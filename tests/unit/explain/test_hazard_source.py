@@ -124,3 +124,4 @@ def test_feedback_leaves_out_a_name_its_loop_sets_elsewhere(tmp_path):
     for line in (7, 8):  # set only by the call's own line: fed back
         fed = hs.feedback(f"{f}:{line}")
         assert fed is not None and fed.targets[1] == fed.args[1]
+    assert hs.feedback(f"{f}:7").in_loop and not hs.feedback(f"{f}:8").in_loop
