@@ -948,6 +948,22 @@ def test_an_equal_value_of_another_type_and_the_same_hash_is_not_said_hashed_apa
     assert "each spelling compiles once" in hint and "by its hash" not in hint
 
 
+def test_the_hint_of_a_new_static_value_says_an_equal_one_hits_only_of_the_same_type(
+        telemetry):
+    @functools.partial(jax.jit, static_argnames="compute_dtype")
+    def cast(x, compute_dtype):
+        return x.astype(compute_dtype)
+
+    cast(jnp.ones(3), compute_dtype=jnp.float32)
+    cast(jnp.ones(3), compute_dtype=jnp.bfloat16)  # another value: its hint is written now
+    cast(jnp.ones(3), compute_dtype="bfloat16")  # == jnp.bfloat16, of another type: compiles
+    spans = telemetry.compiles("test_the_hint_of_a_new_static_value_says_an_equal_one_hits_"
+                               "only_of_the_same_type.<locals>.cast")
+    assert [s.attributes["jax.compile.count"] for s in spans] == [1, 2, 3]
+    hint = spans[1].attributes["jax.compile.hint"]
+    assert "the same type and an equal value hit the cache" in hint
+
+
 def test_compiler_options_given_to_lowered_compile_are_named(telemetry):
     @jax.jit
     def step(x):

@@ -55,9 +55,9 @@ HINTS: dict[str, str] = {
 # speak of identity hashing for a type that hashes by value.
 DETAIL_HINTS: dict[tuple[str, str], str] = {
     (CauseKind.STATIC_ARGUMENT, Detail.VALUE.value): (
-        "every distinct value of a static argument compiles once (later calls with an equal "
-        "value hit the cache): keep it to a few values, or pass it as a traced argument (an "
-        "array) if it changes every step"),
+        "every distinct value of a static argument compiles once (later calls with the same "
+        "type and an equal value hit the cache): keep it to a few values, or pass it as a "
+        "traced argument (an array) if it changes every step"),
     (CauseKind.STATIC_ARGUMENT, Detail.IDENTITY_HASHED.value): HINTS[CauseKind.STATIC_ARGUMENT],
     (CauseKind.STATIC_ARGUMENT, Detail.INTERNED.value): (
         "JAX keeps one object per distinct value of this type (a Mesh built again with the "
@@ -84,8 +84,9 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
         "traced argument"),
     (CauseKind.STATIC_ARGUMENT, Detail.UNSHOWN_VALUE.value): (
         "another value of a type that compares by value, though it prints the same: every "
-        "distinct value of a static argument compiles once (later calls with an equal value "
-        "hit the cache); keep it to a few values, or pass what changes as a traced argument"),
+        "distinct value of a static argument compiles once (later calls with the same type "
+        "and an equal value hit the cache); keep it to a few values, or pass what changes as "
+        "a traced argument"),
     (CauseKind.STATIC_ARGUMENT, Detail.PRINTS_SAME.value): (
         "this static value prints as an earlier one did, but JAX's cache told them apart: "
         "if its type compares by value it is another value (each compiles once); if it is "
