@@ -81,7 +81,7 @@ def hazards(info: FunctionInfo, count: int, signature: Signature, outputs: Outpu
     found: list[Hazard] = []
     if count == 1:
         found += _weak_type_fed_back(signature, outputs, callsite)
-        found += _identity_statics(signature, _hazard_source.made_in_call(callsite))
+        found += _identity_statics(signature, callsite)
         found += _made_again(info, callsite)
     elif cause_kind is CauseKind.SHAPE:
         found += _new_lengths(count, signature, earlier, diff)
@@ -210,9 +210,7 @@ _LONG_LIVED = frozenset({"function", "builtin_function_or_method", "type", "modu
                          "method", "builtin_method", "PjitFunction"})
 
 
-def _identity_statics(signature: Signature, made: frozenset[str] = frozenset(),
-                      ) -> list[Hazard]:
-    """``made``: what the calling line calls to make its arguments (class names)."""
+def _identity_statics(signature: Signature, callsite: str | None) -> list[Hazard]:
     found: list[Hazard] = []
     for static in signature.statics:
         if static.kind is not StaticKind.STATIC_ARGUMENT:
@@ -227,12 +225,14 @@ def _identity_statics(signature: Signature, made: frozenset[str] = frozenset(),
                 "pass one spelling each time: jnp.dtype(...) of it before the call",
                 warn=False))
         elif static.identity_hashed and not static.interned:
-            found += _by_identity(static, made)
+            # the calling line is read only here: most first compiles have no such static
+            found += _by_identity(static, _hazard_source.made_in_call(callsite))
     return found
 
 
 def _by_identity(static: StaticArg, made: frozenset[str] = frozenset()) -> list[Hazard]:
-    """A warning where the calling line makes a new object of the static's class; else a
+    """``made``: what the calling line calls to make its arguments (class names). A
+    warning where the calling line makes a new object of the static's class; else a
     note: the same object passed again (a static ``self``, a module-level config) hits the
     cache, which nothing at the first compile tells apart from a new one each call."""
     short = static.type.rpartition(".")[2]
