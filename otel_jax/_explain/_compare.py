@@ -40,6 +40,7 @@ from ._parts import (
 )
 from ._same import (
     is_bound_method,
+    plainly_equal,
     safe_ne,
     same_function,
     static_changed,
@@ -372,7 +373,7 @@ def _static_changes(old: Signature, new: Signature, add: AddChange, add_structur
                            + (" (its hash changed)" if prev.hash != s.hash else
                               f" ({s.repr})" if s.repr != prev.repr else ""),
                            Detail.MUTATED, s.type))
-            elif live is not None and _equal(*live):
+            elif live is not None and plainly_equal(*live):
                 # == yet told apart: JAX's cache keys a value by its type and hash as
                 # well, so each spelling (2 and 2.0; jnp.bfloat16, x.dtype, "bfloat16")
                 # compiles
@@ -406,15 +407,6 @@ def _static_changes(old: Signature, new: Signature, add: AddChange, add_structur
             add(removed(gone.name, CauseKind.STATIC_ARGUMENT, gone.repr))
 
 
-def _equal(a: Any, b: Any) -> bool:
-    """``a == b`` when it says so plainly (a bool), never raising: else not equal."""
-    try:
-        result = a == b
-        return result if type(result) is bool else False
-    except Exception:  # a broken __eq__: not known to be equal
-        return False
-
-
 def _same_text_change(name: str, prev: StaticArg, new: StaticArg, add: AddChange) -> None:
     """A static value that prints as the earlier one did but is another: said by what was
     seen of the two values (while JAX's cache holds them), so that the hint's claim holds:
@@ -429,10 +421,10 @@ def _same_text_change(name: str, prev: StaticArg, new: StaticArg, add: AddChange
         return
     before, after = live
     by_identity = getattr(type(after), "__eq__", None) is getattr(object, "__eq__", None)
-    if not _equal(after, after) or by_identity:
+    if not plainly_equal(after, after) or by_identity:
         add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
                    f"{new.repr} (looks the same but is not == to it: "
-                   + ("not == to itself, e.g. a NaN)" if not _equal(after, after) else
+                   + ("not == to itself, e.g. a NaN)" if not plainly_equal(after, after) else
                       f"{new.type} compares by identity)"), Detail.LOOKS_EQUAL))
         return
     if not _attribute_changes(name, before, after, add):
