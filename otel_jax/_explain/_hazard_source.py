@@ -4,8 +4,8 @@ Three questions the hazard analysis asks of the user's code, answered from the f
 tree (parsed once per file, a few files kept): does the statement that made the jit call
 feed its result back into the same names (``state = step(state)``, ``params, loss, lr =
 step(params, batch, lr)``), does it make an argument anew (``f(x, Config(2))``), and is a
-function defined where it is made again and again (a loop body, or the body of another
-function)? Read on the thread that makes the record,
+function defined where it is made again and again (a loop body), reading what the loop
+binds? Read on the thread that makes the record,
 after the call; a file that cannot be read or parsed answers ``None``.
 """
 
@@ -192,13 +192,16 @@ def _set_elsewhere(loop: ast.AST, target: ast.AST) -> set[str]:
 class Definition:
     """Where a function is defined, as far as being made again goes."""
 
-    loop: bool  # in a loop body of its enclosing scope: made again on each iteration
-    enclosing: str | None  # the function whose body defines it (made again on each call)
-    lines: tuple[int, int] = (0, 0)  # the enclosing function's first and last lines
-    loop_lines: tuple[int, int] = (0, 0)  # the innermost loop's first and last lines
-    # the names the innermost loop binds that the function reads (``act`` in ``for act in
-    # acts: jax.jit(lambda x: act(x))``): made to differ per pass, maybe on purpose
+    # the innermost loop of its own scope (first and last lines), which makes it again on
+    # each pass; ``None``: made once per run of its scope (a module, a factory's body)
+    loop_lines: tuple[int, int] | None = None
+    # the names that loop binds that the function reads (``act`` in ``for act in acts:
+    # jax.jit(lambda x: act(x))``): made to differ per pass, maybe on purpose
     reads: tuple[str, ...] = ()
+
+    @property
+    def loop(self) -> bool:
+        return self.loop_lines is not None
 
 
 def definition(filename: str | None, line: int | None) -> Definition | None:
@@ -210,21 +213,14 @@ def definition(filename: str | None, line: int | None) -> Definition | None:
     found = index.definitions.get(line) if index is not None else None
     if index is None or found is None:
         return None
-    parents = index.parents
-    node = parents.get(found)
-    loop: tuple[int, int] | None = None
-    reads: tuple[str, ...] = ()
-    while node is not None:
-        if isinstance(node, _LOOPS) and loop is None:
-            loop = (getattr(node, "lineno", 0), getattr(node, "end_lineno", 0) or 0)
-            reads = _loop_names_read(node, found)
-        elif isinstance(node, _BOUNDARIES):
-            name = getattr(node, "name", "<lambda>")
-            return Definition(loop is not None, name, (getattr(node, "lineno", 0),
-                                                       getattr(node, "end_lineno", 0) or 0),
-                              loop or (0, 0), reads)
-        node = parents.get(node)
-    return Definition(loop is not None, None, (0, 0), loop or (0, 0), reads)
+    node = index.parents.get(found)
+    while node is not None and not isinstance(node, _BOUNDARIES):
+        if isinstance(node, _LOOPS):
+            first = getattr(node, "lineno", 0)
+            return Definition((first, getattr(node, "end_lineno", None) or first),
+                              _loop_names_read(node, found))
+        node = index.parents.get(node)
+    return Definition()
 
 
 def _names(node: ast.AST, ctx: type[ast.expr_context]) -> set[str]:

@@ -298,7 +298,7 @@ def _made_again(info: FunctionInfo, callsite: str | None) -> list[Hazard]:
         # parsed only for functions that may be made again).
         return []
     where = _hazard_source.definition(info.file, info.line)
-    if where is None or not where.loop:
+    if where is None or where.loop_lines is None:
         return []
     # Called in the loop that makes it: each pass compiles. Called elsewhere (after the
     # loop, or by a library on some passes only): a note. Reading what the loop binds, it
