@@ -3,11 +3,12 @@
 Every hint otel_jax writes is a claim a user will act on. Two of them can be caught out by
 what the same test does next, and are checked here:
 
-- "later calls with an equal value hit the cache" (a static argument's new value): false
-  when the same function later compiles again for that argument alone while its value is
-  ``==`` to one it compiled with before in the same test (``jnp.bfloat16``, ``x.dtype`` and
-  ``"bfloat16"`` are equal and hashed apart). The record that says it is listed, with the
-  compile that shows otherwise.
+- "later calls with the same type and an equal value hit the cache" (a static argument's
+  new value): false when the same function later compiles again for that argument alone
+  while its value is ``==`` to one of the same type it compiled with before in the same
+  test (of another type, ``==`` is no claim: ``jnp.bfloat16``, ``x.dtype`` and
+  ``"bfloat16"`` are equal and keyed apart; a hint without "the same type" is held to
+  all). The record that says it is listed, with the compile that shows otherwise.
 - "never hits the cache" / "every new instance compiles again" (a static value not equal
   to itself, or compared by identity): false when the value it is said of is ``==`` to
   itself and its type compares by value (an equal new instance hits).
@@ -26,6 +27,8 @@ from typing import Any
 from otel_jax.testing import CompileRecorder
 
 EQUAL_HITS = "equal value hit the cache"
+#: The claim narrowed to values of one type (2.0 after 2 is == yet compiles again).
+SAME_TYPE = "the same type and an"
 NEVER_HITS = ("never hits the cache", "every new instance compiles again")
 _KEPT_PER_FUNCTION = 64  # static values remembered per function (held weakly)
 _MAX_FUNCTIONS = 4096
@@ -83,7 +86,7 @@ class Recorder(CompileRecorder):
             for count, name, held in seen:
                 before = held.get() if name == s.name else None
                 if before is not None and _equal(before, value):
-                    equal.append([s.name, count])
+                    equal.append([s.name, count, type(before) is type(value)])
         seen.extend((record.count, s.name, s.value) for s in statics)
         return {"equal_to_earlier": equal, "compared_by_value": by_value}
 
@@ -126,12 +129,14 @@ def _contradicted(test_id: str, records: list[dict[str, Any]]) -> list[dict[str,
     for said in records:
         hint = said.get("hint", "")
         if EQUAL_HITS in hint:
+            typed = SAME_TYPE in hint
             for later in records:
                 if later["count"] < said["count"]:
                     continue
-                missed = [(name, count) for name, count in later.get("equal_to_earlier", [])
+                missed = [(name, count) for name, count, *same in later.get(
+                              "equal_to_earlier", [])
                           if count in counts and count < later["count"]
-                          and _only_about(later, name)]
+                          and _only_about(later, name) and not (typed and same == [False])]
                 if missed:
                     name, count = missed[0]
                     out.append(_entry(test_id, said, EQUAL_HITS, later,

@@ -37,6 +37,22 @@ def test_an_equal_value_that_compiled_again_contradicts_the_hint():
     assert corpus_hints.format_entry(found[0]).startswith("t::a: cast #2 says")
 
 
+def test_an_equal_value_of_another_type_does_not_contradict_a_same_type_claim():
+    typed = ("every distinct value compiles once (later calls with the same type and an "
+             f"{corpus_hints.EQUAL_HITS})")
+    tests = {"t::a": {"records": [
+        record(1),
+        record(2, typed, ("n", "2", "3")),
+        record(3, "", ("n", "3", "2.0"), equal=(("n", 1, False),)),  # 2.0 == 2, a float
+    ]}, "t::b": {"records": [
+        record(1),
+        record(2, typed, ("n", "2", "3")),
+        record(3, "", ("n", "3", "2"), equal=(("n", 1, True),)),  # 2 again, yet compiled
+    ]}}
+    found = corpus_hints.check(tests)["hints_contradicted"]
+    assert [(d["test"], d["count"], d["by"]) for d in found] == [("t::b", 2, 3)]
+
+
 def test_an_equal_value_with_something_else_changed_contradicts_nothing():
     tests = {"t::a": {"records": [
         record(1),
@@ -84,8 +100,8 @@ def test_the_recorder_reads_equal_values_while_they_live_and_the_hints_hold():
         otel_jax.uninstall()
     assert [r["count"] for r in taken] == [1, 2, 3, 4]
     # dtype(bfloat16) == jnp.bfloat16 (compile 1); "bfloat16" == dtype(bfloat16) (compile 2)
-    assert ["compute_dtype", 1] in taken[1]["equal_to_earlier"]
-    assert ["compute_dtype", 2] in taken[2]["equal_to_earlier"]
+    assert ["compute_dtype", 1, False] in taken[1]["equal_to_earlier"]  # types apart
+    assert ["compute_dtype", 2, False] in taken[2]["equal_to_earlier"]
     assert taken[3]["equal_to_earlier"] == []
     assert all("compute_dtype" in r["compared_by_value"] for r in taken)
     assert corpus_hints.check({"t": {"records": taken}})["hints_contradicted"] == []

@@ -933,6 +933,37 @@ def test_a_value_compiled_before_under_another_spelling_is_not_said_to_hit(telem
     assert "each spelling compiles once" in hint and "equal value hit" not in hint
 
 
+def test_an_equal_value_of_another_type_and_the_same_hash_is_not_said_hashed_apart(telemetry):
+    @functools.partial(jax.jit, static_argnums=1)
+    def scale(x, n):
+        return x * n
+
+    scale(jnp.ones(3), 2)
+    scale(jnp.ones(3), 2.0)  # == 2 and hash(2.0) == hash(2): JAX keys it apart by type
+    span = telemetry.last("test_an_equal_value_of_another_type_and_the_same_hash_is_not_"
+                          "said_hashed_apart.<locals>.scale")
+    assert span.attributes["jax.compile.count"] == 2
+    assert "== to it, but of another type)" in only_change(span)["after"]
+    hint = span.attributes["jax.compile.hint"]
+    assert "each spelling compiles once" in hint and "by its hash" not in hint
+
+
+def test_the_hint_of_a_new_static_value_says_an_equal_one_hits_only_of_the_same_type(
+        telemetry):
+    @functools.partial(jax.jit, static_argnames="compute_dtype")
+    def cast(x, compute_dtype):
+        return x.astype(compute_dtype)
+
+    cast(jnp.ones(3), compute_dtype=jnp.float32)
+    cast(jnp.ones(3), compute_dtype=jnp.bfloat16)  # another value: its hint is written now
+    cast(jnp.ones(3), compute_dtype="bfloat16")  # == jnp.bfloat16, of another type: compiles
+    spans = telemetry.compiles("test_the_hint_of_a_new_static_value_says_an_equal_one_hits_"
+                               "only_of_the_same_type.<locals>.cast")
+    assert [s.attributes["jax.compile.count"] for s in spans] == [1, 2, 3]
+    hint = spans[1].attributes["jax.compile.hint"]
+    assert "the same type and an equal value hit the cache" in hint
+
+
 def test_compiler_options_given_to_lowered_compile_are_named(telemetry):
     @jax.jit
     def step(x):

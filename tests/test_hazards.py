@@ -51,6 +51,38 @@ def test_a_python_scalar_fed_back_as_an_array_is_named_at_the_first_compile():
     assert [c.path for c in rec.records[1].diff.changes] == ["lr"]
 
 
+def test_no_weak_type_hazard_where_the_loop_sets_the_name_again_before_each_call():
+    @jax.jit
+    def step(params, lr):
+        return params - lr * params, lr * jnp.float32(0.999)
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params = jnp.ones(3)
+        for i in range(3):
+            lr = 0.1 / (i + 1)  # a fresh Python float each pass: what came back is dropped
+            params, lr = step(params, lr)
+    assert len(rec.records) == 1 and not _hazards(rec.records)
+
+
+def test_a_weak_scalar_fed_back_outside_a_loop_is_a_note():
+    @jax.jit
+    def step(params, lr):
+        return params - lr * params, lr * jnp.float32(0.999)
+
+    def train_step(params, lr):
+        params, lr = step(params, lr)  # no loop here: its caller may pass a new float
+        return params
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params = jnp.ones(3)
+        for _ in range(3):
+            params = train_step(params, 0.1)
+    assert len(rec.records) == 1
+    [(_, hazard)] = _hazards(rec.records)
+    assert (hazard.kind.value, hazard.path, hazard.warn) == ("weak_type", "lr", False)
+    assert "the next call compiles again" not in hazard.text
+
+
 def test_a_training_state_that_holds_a_python_scalar_is_named_by_its_path():
     @jax.jit
     def step(state):
@@ -110,6 +142,31 @@ def test_a_static_argument_hashed_by_identity_is_named_at_the_first_compile():
     assert rec.records[1].cause_kind.value == "static_argument"
 
 
+_SHARED = _Config(2)
+
+
+def test_an_identity_hashed_static_passed_as_the_same_object_is_a_note_not_a_warning():
+    class Model:  # a long-lived object passed as a static self: every call hits the cache
+        def __init__(self) -> None:
+            self.w = 3.0
+
+        def apply(self, x):
+            return x * self.w
+
+    apply = jax.jit(Model.apply, static_argnums=0)
+    shared = jax.jit(lambda x, config: x * config.n, static_argnums=1)
+    model = Model()
+    with otel_jax.testing.record_compiles() as rec:
+        for _ in range(3):
+            apply(model, jnp.ones(2))
+            shared(jnp.ones(2), _SHARED)
+    assert [r.cause_kind.value for r in rec.records] == ["first_compile"] * 2
+    found = _hazards(rec.records, "static_argument")
+    assert sorted(h.path for _, h in found) == ["config", "self"]
+    assert not [h for _, h in found if h.warn]  # nothing said recompiles: a note each
+    assert all("same object" in h.text for _, h in found)
+
+
 def test_value_hashed_statics_and_module_level_functions_are_no_hazard():
     def apply(x, config, fn):
         return fn(x) * config.n
@@ -149,6 +206,18 @@ def test_a_function_defined_in_a_loop_body_is_named_at_its_first_compile():
     [(count, hazard)] = _hazards(records)
     assert (count, hazard.kind.value, hazard.warn) == (1, "function_identity", True)
     assert "loop" in hazard.text
+
+
+def test_a_function_made_per_loop_item_on_purpose_is_a_note_naming_the_item():
+    with otel_jax.testing.CompileRecorder() as rec:
+        for act in (jnp.tanh, jnp.sin, jnp.cos):  # one program per activation, meant
+            activated = jax.jit(lambda x: act(x) + 1)
+            activated(jnp.ones(2))
+        records = [r for r in rec.records if "<lambda>" in r.function.qualname]
+    assert len(records) == 3
+    [(count, hazard)] = _hazards(records)
+    assert (count, hazard.kind.value, hazard.warn) == (1, "function_identity", False)
+    assert "act" in hazard.text and "argument" in hazard.hint
 
 
 def test_a_function_made_in_a_loop_and_called_after_it_is_a_note():
@@ -218,6 +287,18 @@ def test_shapes_that_come_back_are_no_hazard():
         for n in (3, 5, 3, 5, 3):
             total(jnp.ones(n))
     assert len(rec.records) == 2 and not _hazards(rec.records)
+
+
+def test_lengths_already_bucketed_are_no_hazard():
+    @jax.jit
+    def total(tokens):
+        return tokens.sum()
+
+    # a warm-up over the buckets (powers of two, multiples of 128), then only cache hits
+    with otel_jax.testing.record_compiles(total) as rec:
+        for n in (64, 128, 256, 512, 1024, 384, 640, 64, 128, 256):
+            total(jnp.ones(n))
+    assert len(rec.records) == 7 and not _hazards(rec.records)
 
 
 # --- the outputs --------------------------------------------------------------------------

@@ -14,9 +14,9 @@ from .._capture._signature import Signature
 from .._capture._source import FunctionInfo
 from .._core._vocab import CauseKind
 from . import _diff
-from ._compare import _equal
 from ._diff import Change, Detail, Diff
 from ._hints import hint_for
+from ._same import plainly_equal
 
 NO_DIFF = Diff((), 0)
 
@@ -131,7 +131,7 @@ def _equal_value_compiled_before(name: str, earlier: Sequence[tuple[int, Signatu
         if old is None or old.value is None or (old.type, old.hash) == (new.type, new.hash):
             continue
         before = old.value.get()
-        if before is not None and before is not value and _equal(before, value):
+        if before is not None and before is not value and plainly_equal(before, value):
             return True
     return False
 

@@ -40,6 +40,7 @@ from ._parts import (
 )
 from ._same import (
     is_bound_method,
+    plainly_equal,
     safe_ne,
     same_function,
     static_changed,
@@ -91,7 +92,7 @@ def diff(old: Signature, new: Signature) -> Diff:
     if other_program and _other_object(old, new):
         # A function re-created per call (a test's parametrisation) whose program differs
         # with what it binds: a new function object, never another program of this one.
-        add(_transformed_function(old, new))
+        add(_TRANSFORMED_FUNCTION)
         _bound_changes(old.bound, new.bound, add)
         return Diff(tuple(out), total)
     if other_program:
@@ -114,7 +115,7 @@ def diff(old: Signature, new: Signature) -> Diff:
         # The transformation was applied to another function object (a seen clear is said
         # as one): JAX traces a jitted function once per object and argument types (its
         # explainer says "never seen function"), whatever else changed with it.
-        add(_transformed_function(old, new))
+        add(_TRANSFORMED_FUNCTION)
         _bound_changes(old.bound, new.bound, add)
     for (name, a), (_, b) in zip(old.options, new.options):
         if a != b:
@@ -201,10 +202,10 @@ def _other_object(old: Signature, new: Signature) -> bool:
                 and old.program_serial != new.program_serial)
 
 
-def _transformed_function(old: Signature, new: Signature) -> Change:
-    return Change("<function>", CauseKind.FUNCTION_IDENTITY, "earlier function object",
-                  "new function object, same source, under the same transformation",
-                  Detail.NEW_FUNCTION)
+#: The transformation applied to another function object of the same source.
+_TRANSFORMED_FUNCTION = Change(
+    "<function>", CauseKind.FUNCTION_IDENTITY, "earlier function object",
+    "new function object, same source, under the same transformation", Detail.NEW_FUNCTION)
 
 
 def _new_function(old: Signature, new: Signature) -> Change:
@@ -372,9 +373,10 @@ def _static_changes(old: Signature, new: Signature, add: AddChange, add_structur
                            + (" (its hash changed)" if prev.hash != s.hash else
                               f" ({s.repr})" if s.repr != prev.repr else ""),
                            Detail.MUTATED, s.type))
-            elif live is not None and _equal(*live):
-                # == yet told apart: JAX's cache finds a value by its hash (and type)
-                # first, so each spelling (jnp.bfloat16, x.dtype, "bfloat16") compiles
+            elif live is not None and plainly_equal(*live):
+                # == yet told apart: JAX's cache keys a value by its type and hash as
+                # well, so each spelling (2 and 2.0; jnp.bfloat16, x.dtype, "bfloat16")
+                # compiles
                 apart = " and ".join(
                     [w for w, differs in (("of another type", prev.type != s.type),
                                           ("hashed differently", prev.hash != s.hash))
@@ -405,15 +407,6 @@ def _static_changes(old: Signature, new: Signature, add: AddChange, add_structur
             add(removed(gone.name, CauseKind.STATIC_ARGUMENT, gone.repr))
 
 
-def _equal(a: Any, b: Any) -> bool:
-    """``a == b`` when it says so plainly (a bool), never raising: else not equal."""
-    try:
-        result = a == b
-        return result if type(result) is bool else False
-    except Exception:  # a broken __eq__: not known to be equal
-        return False
-
-
 def _same_text_change(name: str, prev: StaticArg, new: StaticArg, add: AddChange) -> None:
     """A static value that prints as the earlier one did but is another: said by what was
     seen of the two values (while JAX's cache holds them), so that the hint's claim holds:
@@ -428,10 +421,10 @@ def _same_text_change(name: str, prev: StaticArg, new: StaticArg, add: AddChange
         return
     before, after = live
     by_identity = getattr(type(after), "__eq__", None) is getattr(object, "__eq__", None)
-    if not _equal(after, after) or by_identity:
+    if not plainly_equal(after, after) or by_identity:
         add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
                    f"{new.repr} (looks the same but is not == to it: "
-                   + ("not == to itself, e.g. a NaN)" if not _equal(after, after) else
+                   + ("not == to itself, e.g. a NaN)" if not plainly_equal(after, after) else
                       f"{new.type} compares by identity)"), Detail.LOOKS_EQUAL))
         return
     if not _attribute_changes(name, before, after, add):

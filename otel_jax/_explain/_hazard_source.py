@@ -1,10 +1,11 @@
 """What the user's source says about a compile's future: read off the file, never the stack.
 
-Two questions the hazard analysis asks of the user's code, answered from the file's syntax
+Three questions the hazard analysis asks of the user's code, answered from the file's syntax
 tree (parsed once per file, a few files kept): does the statement that made the jit call
 feed its result back into the same names (``state = step(state)``, ``params, loss, lr =
-step(params, batch, lr)``), and is a function defined where it is made again and again (a
-loop body, or the body of another function)? Read on the thread that makes the record,
+step(params, batch, lr)``), does it make an argument anew (``f(x, Config(2))``), and is a
+function defined where it is made again and again (a loop body), reading what the loop
+binds? Read on the thread that makes the record,
 after the call; a file that cannot be read or parsed answers ``None``.
 """
 
@@ -35,12 +36,15 @@ class _Index:
     assigns: dict[int, ast.Assign | ast.AnnAssign]  # each line: the innermost spanning it
     definitions: dict[int, ast.AST]  # def, decorator and lambda lines
     parents: dict[ast.AST, ast.AST]
+    made: dict[int, frozenset[str]]  # each line: what the calls spanning it call to make
+    # an argument (``f(x, Config(2))``: ``Config``)
 
 
 def _indexed(tree: ast.Module) -> _Index:
     assigns: dict[int, ast.Assign | ast.AnnAssign] = {}
     definitions: dict[int, ast.AST] = {}
     parents: dict[ast.AST, ast.AST] = {}
+    made: dict[int, frozenset[str]] = {}
     for node in ast.walk(tree):  # breadth first: an inner statement comes later
         for child in ast.iter_child_nodes(node):
             parents[child] = node
@@ -52,7 +56,21 @@ def _indexed(tree: ast.Module) -> _Index:
                 definitions.setdefault(line, node)
         elif isinstance(node, ast.Lambda):
             definitions.setdefault(node.lineno, node)
-    return _Index(assigns, definitions, parents)
+        if isinstance(node, ast.Call):
+            names = frozenset(filter(None, (_callee(a) for a in (
+                *node.args, *(k.value for k in node.keywords)))))
+            for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                if names:
+                    made[line] = made.get(line, frozenset()) | names
+    return _Index(assigns, definitions, parents, made)
+
+
+def _callee(node: ast.AST) -> str | None:
+    """The name a call expression calls (``Config(2)``, ``cfg.Config(2)``: ``Config``)."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
 
 
 _lock = threading.Lock()
@@ -100,6 +118,9 @@ class Feedback:
     args: tuple[str | None, ...]  # the call's positional arguments
     keywords: tuple[tuple[str, str | None], ...]  # the call's keyword arguments
     starred: bool  # ``f(*xs)`` or ``f(**kw)``: positions are not known
+    # run again by a loop of its own scope: the next call is this line's, given what came
+    # back (else the next call, if any, is another line's, or a caller's with its own)
+    in_loop: bool = False
 
 
 def feedback(callsite: str | None) -> Feedback | None:
@@ -120,24 +141,67 @@ def feedback(callsite: str | None) -> Feedback | None:
         return None
     target = targets[0]
     items = target.elts if isinstance(target, (ast.Tuple, ast.List)) else None
+    loop = _loop_around(index, best) if index is not None else None
+    elsewhere = _set_elsewhere(loop, target) if loop is not None else set()
+
+    def fed(node: ast.AST) -> str | None:
+        text = None if isinstance(node, ast.Starred) else _expression(node)
+        return None if text in elsewhere else text
+
     return Feedback(
-        whole=None if items is not None else _expression(target),
-        targets=tuple(None if isinstance(t, ast.Starred) else _expression(t)
-                      for t in items or ()),
+        whole=None if items is not None else fed(target),
+        targets=tuple(fed(t) for t in items or ()),
         args=tuple(_expression(a) for a in call.args),
         keywords=tuple((k.arg, _expression(k.value)) for k in call.keywords if k.arg),
         starred=any(isinstance(a, ast.Starred) for a in call.args)
-        or any(k.arg is None for k in call.keywords))
+        or any(k.arg is None for k in call.keywords),
+        in_loop=loop is not None)
+
+
+def made_in_call(callsite: str | None) -> frozenset[str]:
+    """What the call at ``callsite`` (``file:line``) calls to make its arguments: a class's
+    name there says each run of the line passes a new object of it."""
+    filename, _, line_text = (callsite or "").rpartition(":")
+    if not filename or not line_text.isdigit():
+        return frozenset()
+    index = _index(filename)
+    return index.made.get(int(line_text), frozenset()) if index is not None else frozenset()
+
+
+def _loop_around(index: _Index, statement: ast.AST) -> ast.AST | None:
+    """The innermost loop of its own scope that runs ``statement`` again, if any."""
+    node = index.parents.get(statement)
+    while node is not None and not isinstance(node, _BOUNDARIES):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            return node
+        node = index.parents.get(node)
+    return None
+
+
+def _set_elsewhere(loop: ast.AST, target: ast.AST) -> set[str]:
+    """What ``loop`` assigns other than ``target`` (its own targets, the loop's): a name
+    set again each pass (``lr = schedule(i)``, ``for lr in rates``) is not what the call
+    fed back when the next call reads it."""
+    own = set(ast.walk(target))
+    return {text for n in ast.walk(loop) if n not in own
+            and isinstance(getattr(n, "ctx", None), ast.Store)
+            and (text := _expression(n)) is not None}
 
 
 @dataclass(frozen=True, slots=True)
 class Definition:
     """Where a function is defined, as far as being made again goes."""
 
-    loop: bool  # in a loop body of its enclosing scope: made again on each iteration
-    enclosing: str | None  # the function whose body defines it (made again on each call)
-    lines: tuple[int, int] = (0, 0)  # the enclosing function's first and last lines
-    loop_lines: tuple[int, int] = (0, 0)  # the innermost loop's first and last lines
+    # the innermost loop of its own scope (first and last lines), which makes it again on
+    # each pass; ``None``: made once per run of its scope (a module, a factory's body)
+    loop_lines: tuple[int, int] | None = None
+    # the names that loop binds that the function reads (``act`` in ``for act in acts:
+    # jax.jit(lambda x: act(x))``): made to differ per pass, maybe on purpose
+    reads: tuple[str, ...] = ()
+
+    @property
+    def loop(self) -> bool:
+        return self.loop_lines is not None
 
 
 def definition(filename: str | None, line: int | None) -> Definition | None:
@@ -149,16 +213,31 @@ def definition(filename: str | None, line: int | None) -> Definition | None:
     found = index.definitions.get(line) if index is not None else None
     if index is None or found is None:
         return None
-    parents = index.parents
-    node = parents.get(found)
-    loop: tuple[int, int] | None = None
-    while node is not None:
-        if isinstance(node, _LOOPS) and loop is None:
-            loop = (getattr(node, "lineno", 0), getattr(node, "end_lineno", 0) or 0)
-        elif isinstance(node, _BOUNDARIES):
-            name = getattr(node, "name", "<lambda>")
-            return Definition(loop is not None, name, (getattr(node, "lineno", 0),
-                                                       getattr(node, "end_lineno", 0) or 0),
-                              loop or (0, 0))
-        node = parents.get(node)
-    return Definition(loop is not None, None, (0, 0), loop or (0, 0))
+    node = index.parents.get(found)
+    while node is not None and not isinstance(node, _BOUNDARIES):
+        if isinstance(node, _LOOPS):
+            first = getattr(node, "lineno", 0)
+            return Definition((first, getattr(node, "end_lineno", None) or first),
+                              _loop_names_read(node, found))
+        node = index.parents.get(node)
+    return Definition()
+
+
+def _names(node: ast.AST, ctx: type[ast.expr_context]) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
+
+
+def _loop_names_read(loop: ast.AST, function: ast.AST) -> tuple[str, ...]:
+    """The names ``loop`` binds (its targets, its body's assignments) that ``function``,
+    defined in it, reads: its own parameters and locals shadow them; its defaults
+    (``lambda x, a=act: ...``) are read where it is made."""
+    own = _names(function, ast.Store)
+    read = _names(function, ast.Load)
+    arguments = getattr(function, "args", None)
+    if isinstance(arguments, ast.arguments):
+        read -= own | {a.arg for a in ast.walk(arguments) if isinstance(a, ast.arg)}
+        for default in (*arguments.defaults, *filter(None, arguments.kw_defaults)):
+            read |= _names(default, ast.Load)
+    else:
+        read -= own
+    return tuple(sorted(read & (_names(loop, ast.Store) - own)))

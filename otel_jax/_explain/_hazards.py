@@ -10,21 +10,28 @@ note (an INFO log line and a span event, no warning).
 - ``weak_type``: a weakly typed input leaf (a Python scalar) that the function returns
   strongly typed, same shape and dtype, where the call's own line assigns that output back
   to the very name it passed (``state = step(state)``, ``params, loss, lr = step(params,
-  batch, lr)``): the next call compiles again. Said at the first compile.
+  batch, lr)``), which nothing else in the loop around the call sets: the next call
+  compiles again. A note where no loop of the call's own scope runs it again (its caller
+  may pass a new scalar each time). Said at the first compile.
 - ``static_argument``: a static argument whose type hashes and compares by identity
-  (``object.__hash__``: every new object compiles again); a warning for a user's class, a
-  note for a function made per call (a lambda, a closure). A dtype passed as a static is a
-  note: its equal spellings (``jnp.bfloat16``, ``x.dtype``, ``"bfloat16"``) hash
-  differently. Said at the first compile.
+  (``object.__hash__``: every new object compiles again); a warning for a user's class the
+  calling line makes anew (``f(x, Config(2))``), a note where it passes a name (the same
+  object may come each time: a static ``self``) or a function made per call (a lambda). A
+  dtype passed as a static is a note: its equal spellings (``jnp.bfloat16``, ``x.dtype``,
+  ``"bfloat16"``) hash differently. Said at the first compile.
 - ``function_identity``: a function defined in a loop body, and called there (a
-  warning; called elsewhere: a note): each new function object compiles again. Said at the
+  warning; called elsewhere, or reading a name the loop binds, so maybe meant to differ
+  per pass: a note): each new function object compiles again. Said at the
   first compile.
 - ``shape``: an input dimension that took a new value at each of the last compiles
-  (data-dependent lengths). Said at the compile where the pattern first shows.
+  (data-dependent lengths), not already bucketed (powers of two, multiples of a step of 8
+  or more: a warm-up over buckets, which then hit the cache). Said at the compile where
+  the pattern first shows.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -74,7 +81,7 @@ def hazards(info: FunctionInfo, count: int, signature: Signature, outputs: Outpu
     found: list[Hazard] = []
     if count == 1:
         found += _weak_type_fed_back(signature, outputs, callsite)
-        found += _identity_statics(signature)
+        found += _identity_statics(signature, callsite)
         found += _made_again(info, callsite)
     elif cause_kind is CauseKind.SHAPE:
         found += _new_lengths(count, signature, earlier, diff)
@@ -179,11 +186,13 @@ def _weak_type_fed_back(signature: Signature, outputs: Outputs | None, callsite:
                 CauseKind.WEAK_TYPE, path,
                 truncate(f"{path} goes in {_weakness(before[2], kind)} and comes back "
                          f"{_weakness(after[2])} as {where}, which the calling line assigns "
-                         f"back to {name}: the next call compiles again", _TEXT_LIMIT),
+                         f"back to {name}: " + ("the next call compiles again" if fed.in_loop
+                                                else "a call given it back compiles again"),
+                         _TEXT_LIMIT),
                 "pass it as an array from the first call (jnp.asarray(x, dtype)), so that "
                 "what goes in and what comes back are typed alike" if before[2] else
                 "keep it an array the function returns as it came (no Python scalar in "
-                "its place)"))
+                "its place)", warn=fed.in_loop))
     return found
 
 
@@ -201,7 +210,7 @@ _LONG_LIVED = frozenset({"function", "builtin_function_or_method", "type", "modu
                          "method", "builtin_method", "PjitFunction"})
 
 
-def _identity_statics(signature: Signature) -> list[Hazard]:
+def _identity_statics(signature: Signature, callsite: str | None) -> list[Hazard]:
     found: list[Hazard] = []
     for static in signature.statics:
         if static.kind is not StaticKind.STATIC_ARGUMENT:
@@ -216,11 +225,16 @@ def _identity_statics(signature: Signature) -> list[Hazard]:
                 "pass one spelling each time: jnp.dtype(...) of it before the call",
                 warn=False))
         elif static.identity_hashed and not static.interned:
-            found += _by_identity(static)
+            # the calling line is read only here: most first compiles have no such static
+            found += _by_identity(static, _hazard_source.made_in_call(callsite))
     return found
 
 
-def _by_identity(static: StaticArg) -> list[Hazard]:
+def _by_identity(static: StaticArg, made: frozenset[str] = frozenset()) -> list[Hazard]:
+    """``made``: what the calling line calls to make its arguments (class names). A
+    warning where the calling line makes a new object of the static's class; else a
+    note: the same object passed again (a static ``self``, a module-level config) hits the
+    cache, which nothing at the first compile tells apart from a new one each call."""
     short = static.type.rpartition(".")[2]
     if short in _LONG_LIVED or static.type in _LONG_LIVED:
         if "<lambda>" in static.repr or "<locals>" in static.repr:
@@ -232,13 +246,16 @@ def _by_identity(static: StaticArg) -> list[Hazard]:
                 "define it once (module level) and pass that same function",
                 warn=False)]
         return []
+    fresh = short in made
     return [Hazard(
         CauseKind.STATIC_ARGUMENT, static.name,
         truncate(f"static argument {static.name} is a {static.type}, hashed and compared "
                  "by identity (object.__hash__): every new object, even an equal one, "
-                 "compiles again", _TEXT_LIMIT),
+                 "compiles again" + (f", and the calling line makes a new {short} each run"
+                                     if fresh else "; the same object passed again hits "
+                                     "the cache"), _TEXT_LIMIT),
         f"give {short} value-based __eq__ and __hash__ (a frozen dataclass), or pass the "
-        "same object each time")]
+        "same object each time", warn=fresh)]
 
 
 def _dtype_like(static: StaticArg) -> bool:
@@ -281,16 +298,23 @@ def _made_again(info: FunctionInfo, callsite: str | None) -> list[Hazard]:
         # parsed only for functions that may be made again).
         return []
     where = _hazard_source.definition(info.file, info.line)
-    if where is None or not where.loop:
+    if where is None or where.loop_lines is None:
         return []
     # Called in the loop that makes it: each pass compiles. Called elsewhere (after the
-    # loop, or by a library on some passes only): a note.
+    # loop, or by a library on some passes only): a note. Reading what the loop binds, it
+    # may be meant to differ per pass (one program per activation): a note too.
     inside = _called_within(callsite, info.file, where.loop_lines)
-    return [Hazard(
-        CauseKind.FUNCTION_IDENTITY, "",
-        truncate(f"{info.qualname} is defined in a loop body (line {info.line}): each pass "
-                 "makes a new function object, and its jit compiles again", _TEXT_LIMIT),
-        "define and jit it once, before the loop", warn=inside)]
+    text = (f"{info.qualname} is defined in a loop body (line {info.line}): each pass makes "
+            "a new function object, and its jit compiles again")
+    if where.reads:
+        names = ", ".join(where.reads)
+        text += f"; it reads {names}, which the loop binds, so each may be meant to differ"
+        hint = (f"if it need not differ per pass, define and jit it once before the loop "
+                f"and pass {names} as an argument")
+    else:
+        hint = "define and jit it once, before the loop"
+    return [Hazard(CauseKind.FUNCTION_IDENTITY, "", truncate(text, _TEXT_LIMIT), hint,
+                   warn=inside and not where.reads)]
 
 
 # --- shape: a length that changes at every compile -----------------------------------------
@@ -318,6 +342,18 @@ def _new_each_time(shapes: Sequence[tuple[int, ...] | None]) -> int | None:
     return None
 
 
+#: The common step at or above which lengths read as bucketed (padded to a multiple).
+_BUCKET_STEP = 8
+
+
+def _bucketed(lengths: Sequence[int]) -> bool:
+    """Whether lengths read as already bucketed: each a power of two, or all multiples of
+    a common step of at least 8 (128, 384, 640). Data-dependent lengths seldom are."""
+    if all(n > 0 and n & (n - 1) == 0 for n in lengths):
+        return True
+    return math.gcd(*lengths) >= _BUCKET_STEP
+
+
 def _new_lengths(count: int, signature: Signature, earlier: Sequence[tuple[int, Signature]],
                  diff: Diff) -> list[Hazard]:
     # The compiles just before, in a row: a kept history with gaps says nothing of a run.
@@ -341,7 +377,10 @@ def _new_lengths(count: int, signature: Signature, earlier: Sequence[tuple[int, 
             previous = [_shape_at(s, path, hint) for s in before[-SHAPE_RUN:]]
             if _new_each_time(previous) == axis:
                 continue
-        sizes = ", ".join(str(s[axis]) for s in run if s is not None)
+        lengths = [s[axis] for s in run if s is not None]
+        if _bucketed(lengths):
+            continue  # a warm-up over the user's buckets: they come back as cache hits
+        sizes = ", ".join(map(str, lengths))
         found.append(Hazard(
             CauseKind.SHAPE, path,
             truncate(f"{path}: dimension {axis} took a new value at each of the last "

@@ -55,9 +55,9 @@ HINTS: dict[str, str] = {
 # speak of identity hashing for a type that hashes by value.
 DETAIL_HINTS: dict[tuple[str, str], str] = {
     (CauseKind.STATIC_ARGUMENT, Detail.VALUE.value): (
-        "every distinct value of a static argument compiles once (later calls with an equal "
-        "value hit the cache): keep it to a few values, or pass it as a traced argument (an "
-        "array) if it changes every step"),
+        "every distinct value of a static argument compiles once (later calls with the same "
+        "type and an equal value hit the cache): keep it to a few values, or pass it as a "
+        "traced argument (an array) if it changes every step"),
     (CauseKind.STATIC_ARGUMENT, Detail.IDENTITY_HASHED.value): HINTS[CauseKind.STATIC_ARGUMENT],
     (CauseKind.STATIC_ARGUMENT, Detail.INTERNED.value): (
         "JAX keeps one object per distinct value of this type (a Mesh built again with the "
@@ -84,8 +84,9 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
         "traced argument"),
     (CauseKind.STATIC_ARGUMENT, Detail.UNSHOWN_VALUE.value): (
         "another value of a type that compares by value, though it prints the same: every "
-        "distinct value of a static argument compiles once (later calls with an equal value "
-        "hit the cache); keep it to a few values, or pass what changes as a traced argument"),
+        "distinct value of a static argument compiles once (later calls with the same type "
+        "and an equal value hit the cache); keep it to a few values, or pass what changes as "
+        "a traced argument"),
     (CauseKind.STATIC_ARGUMENT, Detail.PRINTS_SAME.value): (
         "this static value prints as an earlier one did, but JAX's cache told them apart: "
         "if its type compares by value it is another value (each compiles once); if it is "
@@ -97,10 +98,10 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
         "object by identity may even run the stale program); treat static values as "
         "immutable (a frozen dataclass) and pass a new one instead of mutating it"),
     (CauseKind.STATIC_ARGUMENT, Detail.EQUAL_HASHED_APART.value): (
-        "this static value is == to one compiled before but of another type or hash, and "
-        "JAX's cache finds a static value by its hash, so each spelling compiles once (a "
-        "dtype passed as jnp.bfloat16, x.dtype or 'bfloat16'): pass one canonical form "
-        "every call (jnp.dtype(d) for a dtype)"),
+        "this static value is == to one compiled before but of another type or hash, which "
+        "JAX's cache keys apart, so each spelling compiles once (2 and 2.0; a dtype passed "
+        "as jnp.bfloat16, x.dtype or 'bfloat16'): pass one canonical form every call "
+        "(jnp.dtype(d) for a dtype)"),
     (CauseKind.STATIC_ARGUMENT, Detail.MOVED.value): (
         "JAX keys a static argument by how it is passed as well as by its value: pass it the "
         "same way every call (always by keyword or always positionally)"),

@@ -23,6 +23,16 @@ def safe_ne(a: Any, b: Any) -> bool:
         return safe_repr(a) != safe_repr(b)
 
 
+def plainly_equal(a: Any, b: Any) -> bool:
+    """``a == b`` when it says so plainly (a bool), never raising: else not equal (where
+    ``safe_ne`` tells values apart, this says only what ``==`` affirms)."""
+    try:
+        result = a == b
+        return result if type(result) is bool else False
+    except Exception:  # a broken __eq__: not known to be equal
+        return False
+
+
 def same_function(old: Signature, new: Signature) -> bool:
     """One function object (JAX caches per object): by the numbers taken while each was
     alive (``Serials``); else by reference while the earlier one is, else by id."""

@@ -60,14 +60,12 @@ def test_definition_tells_a_loop_body_from_a_function_body(tmp_path):
             break
         """)
     in_loop = hs.definition(f, 5)
-    assert in_loop is not None and in_loop.loop and in_loop.enclosing == "main"
-    assert in_loop.loop_lines == (4, 5)
+    assert in_loop is not None and in_loop.loop and in_loop.loop_lines == (4, 5)
     in_body = hs.definition(f, 6)
-    assert in_body is not None and not in_body.loop and in_body.enclosing == "main"
-    assert in_body.lines == (3, 7)
+    assert in_body is not None and not in_body.loop  # a function's body: not a loop's
     assert hs.definition(f, 7).loop  # a comprehension's element: made per item
     module = hs.definition(f, 9)  # the decorator's line names the function too
-    assert module is not None and not module.loop and module.enclosing is None
+    assert module is not None and not module.loop
     assert hs.definition(f, 10) == module
     assert hs.definition(f, 14).loop  # a module-level loop
     assert hs.definition(f, 2) is None  # no definition starts there
@@ -77,3 +75,51 @@ def test_definition_tells_a_loop_body_from_a_function_body(tmp_path):
 def test_a_file_that_does_not_parse_answers_none(tmp_path):
     f = _file(tmp_path, "def broken(:\n    x = f(x)\n")
     assert hs.feedback(f"{f}:2") is None and hs.definition(f, 1) is None
+
+
+def test_made_in_call_names_what_a_call_line_makes_its_arguments_with(tmp_path):
+    f = _file(tmp_path, """\
+        out = step(x, Config(2), mode=cfg.Mode(1))
+        step(
+            x,
+            Config(3),
+        )
+        step(x, config)
+        """)
+    assert hs.made_in_call(f"{f}:1") == {"Config", "Mode"}
+    assert hs.made_in_call(f"{f}:3") == {"Config"}  # a line inside a call spread over lines
+    assert hs.made_in_call(f"{f}:6") == frozenset()
+    assert hs.made_in_call(None) == frozenset() and hs.made_in_call("nowhere.py:1") == set()
+
+
+def test_definition_names_what_it_reads_of_the_loop_that_makes_it(tmp_path):
+    f = _file(tmp_path, """\
+        for act in acts:
+            scale = 2
+            f = lambda x: act(x) * scale
+            g = lambda x: x * 3
+            h = lambda x, a=act: a(x)
+        """)
+    assert hs.definition(f, 3).reads == ("act", "scale")
+    assert hs.definition(f, 4).reads == ()
+    assert hs.definition(f, 5).reads == ("act",)  # a default, read as it is made
+
+
+def test_feedback_leaves_out_a_name_its_loop_sets_elsewhere(tmp_path):
+    f = _file(tmp_path, """\
+        for i in range(3):
+            lr = schedule(i)
+            params, lr = step(params, lr)
+        for lr in rates:
+            params, lr = step(params, lr)
+        while True:
+            params, lr = step(params, lr)
+        params, lr = step(params, lr)
+        """)
+    for line in (3, 5):
+        fed = hs.feedback(f"{f}:{line}")
+        assert fed is not None and fed.targets[0] == fed.args[0] and fed.targets[1] is None
+    for line in (7, 8):  # set only by the call's own line: fed back
+        fed = hs.feedback(f"{f}:{line}")
+        assert fed is not None and fed.targets[1] == fed.args[1]
+    assert hs.feedback(f"{f}:7").in_loop and not hs.feedback(f"{f}:8").in_loop

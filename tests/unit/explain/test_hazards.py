@@ -25,10 +25,19 @@ def test_a_new_value_at_every_compile_on_one_axis():
     assert _hazards._new_each_time([(3,), None, (7,)]) is None
 
 
+def test_bucketed_sizes():
+    assert _hazards._bucketed([64, 128, 256]) and _hazards._bucketed([1, 2, 4])
+    assert _hazards._bucketed([128, 384, 640])  # multiples of 128
+    assert not _hazards._bucketed([37, 52, 41]) and not _hazards._bucketed([3, 5, 7])
+    assert not _hazards._bucketed([2, 3, 4])
+
+
 def test_statics_by_kind_and_level():
     opaque = static_arg("config", _Opaque())
-    [hazard] = _hazards._by_identity(opaque)
+    [hazard] = _hazards._by_identity(opaque, frozenset({"_Opaque"}))  # made at the call
     assert hazard.warn and hazard.path == "config" and "_Opaque" in hazard.hint
+    [note] = _hazards._by_identity(opaque, frozenset({"Other"}))  # passed by name
+    assert not note.warn and "same object" in note.text
     assert _hazards._by_identity(static_arg("fn", _module_function)) == []
     [note] = _hazards._by_identity(static_arg("fn", lambda x: x))
     assert not note.warn
