@@ -7,6 +7,8 @@ docker-compose.yml. Prometheus's exemplar API must give, for the recompile serie
 that Jaeger's query API returns as a trace holding that ``jax.compile`` span with its cause;
 the dashboard's exemplar queries and the alerts' Jaeger searches must lead there too. A
 Prometheus as it ships (no feature flag) keeps no exemplar: the one setting it needs.
+Without a collector: Prometheus 3's own OTLP receiver keeps the exemplars, otel_jax's own
+scrape endpoint (``prometheus_port``) writes none.
 """
 
 from __future__ import annotations
@@ -333,6 +335,7 @@ def test_prometheus_own_otlp_receiver_keeps_exemplars_its_scrape_of_otel_jax_get
                 headers={"Accept": "application/openmetrics-text; version=1.0.0"})
             with urllib.request.urlopen(request, timeout=10) as response:
                 exposition = response.read().decode()
+            assert exposition.endswith("# EOF\n")  # OpenMetrics, where exemplars go
             assert "jax_compilations_total{" in exposition
             assert " # {" not in exposition
             assert query_exemplars(receiver.base, scraped, started) == []
