@@ -17,7 +17,6 @@ tests/test_docs.py checks that the README's blocks match what the demo prints no
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import re
@@ -132,15 +131,7 @@ def screenshots(log: Path, folder: Path) -> bool:
     with Browser(binary, width=1280, height=900) as browser:
         browser.open(page)
         browser.screenshot(ROOT / "docs" / "report-html.png", full_page=False)
-        box = browser.evaluate("""(() => {
-            const r = document.getElementById("steps").getBoundingClientRect();
-            return {x: r.left + window.scrollX, y: r.top + window.scrollY,
-                    width: r.width, height: r.height};
-        })()""")
-        data = browser.call("Page.captureScreenshot", {
-            "format": "png", "captureBeyondViewport": True,
-            "clip": {**box, "scale": 1}}, session=True)["data"]
-        (ROOT / "docs" / "report-steps.png").write_bytes(base64.b64decode(data))
+        browser.element_screenshot("steps", ROOT / "docs" / "report-steps.png")
     return True
 
 

@@ -181,6 +181,18 @@ class Browser:
         data = self.call("Page.captureScreenshot", params, session=True)["data"]
         path.write_bytes(base64.b64decode(data))
 
+    def element_screenshot(self, element_id: str, path: Path) -> None:
+        """A PNG of the element with this id only, wherever it is on the page."""
+        box = self.evaluate(f"""(() => {{
+            const r = document.getElementById({json.dumps(element_id)}).getBoundingClientRect();
+            return {{x: r.left + window.scrollX, y: r.top + window.scrollY,
+                    width: r.width, height: r.height}};
+        }})()""")
+        data = self.call("Page.captureScreenshot", {
+            "format": "png", "captureBeyondViewport": True,
+            "clip": {**box, "scale": 1}}, session=True)["data"]
+        path.write_bytes(base64.b64decode(data))
+
     def close(self) -> None:
         try:
             if self.proc.poll() is None:

@@ -18,6 +18,10 @@ os.environ["JAX_PLATFORMS"] = "cpu"
 # Several CPU devices for the sharding and device-placement tests; must be set
 # before JAX starts its backend.
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+# Hazards are off but in the tests marked ``hazards`` (``_hazards_where_marked``, per
+# test): off here too, so that a fixture wider than a test (a module's compile records)
+# installs otel_jax as the tests around it do.
+os.environ["OTEL_JAX_HAZARDS"] = "off"
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

@@ -31,12 +31,13 @@ NAMES = ("pmap_under_disable_jit", "eager_grad", "recreated_jit_under_grad",
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("OTEL_") or k == "OTEL_JAX_HAZARDS"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     # Two CPU devices: pmap under disable_jit runs each op through shard_map's
     # HashablePartials over a real mesh.
     env.update(JAX_PLATFORMS="cpu", PYTHONHASHSEED="0",
                XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    # install() as a user has it: hazards on (their checks run at every compile too).
+    env["OTEL_JAX_HAZARDS"] = "on"
     root = str(Path(__file__).resolve().parent.parent)  # this checkout's otel_jax first
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     return env

@@ -309,12 +309,14 @@ def _answering_endpoint() -> tuple[str, collections.Counter, threading.Event]:
 
 @pytest.mark.slow
 def test_exit_exports_what_is_pending_to_an_answering_endpoint():
-    # Nothing was exported before the exit (the batch processors wait 5 s, the metric
-    # reader 10 min): all of it goes out at exit, on every supported Python (3.12.1 too,
-    # which starts no thread at interpreter shutdown).
+    # Nothing is exported before the exit (the batch processors and the metric reader
+    # wait 10 min, however slow the program runs here): all of it goes out at exit, on
+    # every supported Python (3.12.1 too, which starts no thread at interpreter shutdown).
     endpoint, posts, stop = _answering_endpoint()
     try:
         done = _run(EXIT_TIMED, "otlp", env={"OTEL_METRIC_EXPORT_INTERVAL": "600000",
+                                             "OTEL_BSP_SCHEDULE_DELAY": "600000",
+                                             "OTEL_BLRP_SCHEDULE_DELAY": "600000",
                                              "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint})
     finally:
         stop.set()

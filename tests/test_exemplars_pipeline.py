@@ -7,6 +7,8 @@ docker-compose.yml. Prometheus's exemplar API must give, for the recompile serie
 that Jaeger's query API returns as a trace holding that ``jax.compile`` span with its cause;
 the dashboard's exemplar queries and the alerts' Jaeger searches must lead there too. A
 Prometheus as it ships (no feature flag) keeps no exemplar: the one setting it needs.
+Without a collector: Prometheus 3's own OTLP receiver keeps the exemplars, otel_jax's own
+scrape endpoint (``prometheus_port``) writes none.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import sys
 import textwrap
 import time
 import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -29,6 +32,7 @@ from test_pipeline import (  # noqa: F401  (fixtures: pytest finds them by name 
     PHASES,
     PROMETHEUS_CONFIG,
     ROOT,
+    JaegerAsShipped,
     Pipeline,
     PrometheusServer,
     Server,
@@ -36,6 +40,7 @@ from test_pipeline import (  # noqa: F401  (fixtures: pytest finds them by name 
     components,
     get_json,
     grafana_vars,
+    jaeger_as_shipped,
     pipeline,
     prometheus,
     wait_until,
@@ -91,9 +96,9 @@ def exemplars_by_series(result: list[dict]) -> dict[tuple, list[dict]]:
     return {tuple(sorted(s["seriesLabels"].items())): s["exemplars"] for s in result}
 
 
-def jaeger_trace(pipeline: Pipeline, trace_id: str) -> dict:
+def jaeger_trace(jaeger: Pipeline | JaegerAsShipped, trace_id: str) -> dict:
     """GET /api/traces/<id>: the trace, its spans by span id (Jaeger's JSON)."""
-    body = get_json(f"{pipeline.query}/api/traces/{trace_id}")
+    body = get_json(f"{jaeger.query}/api/traces/{trace_id}")
     [trace] = body["data"]
     return trace
 
@@ -249,6 +254,121 @@ def start_prometheus_as_shipped(binary: str, pipeline: Pipeline, where: Path) ->
         server.stop()
         raise
     return PrometheusServer(server, base)
+
+
+# ------------------------------------------------ the two paths without deploy/'s collector
+
+# The same recompiles; the program also serves otel_jax's own Prometheus endpoint
+# (OTEL_EXPORTER_PROMETHEUS_PORT) and stays up until the test has seen it scraped.
+SERVING_PROGRAM = PROGRAM + textwrap.dedent("""
+    import os, sys, time
+    deadline = time.monotonic() + 300
+    while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+""")
+
+
+def start_prometheus_otlp(binary: str, scrape_port: int, where: Path) -> PrometheusServer:
+    """Prometheus 3 taking OTLP itself (``--web.enable-otlp-receiver``), with exemplar
+    storage and a scrape of otel_jax's own endpoint: its flags and that job, nothing else."""
+    where.mkdir()
+    port = free_port()
+    path = where / "prometheus.yml"
+    path.write_text(yaml.safe_dump({
+        "global": {"scrape_interval": "1s"},
+        "scrape_configs": [{"job_name": "scraped",
+                            "static_configs": [{"targets": [f"127.0.0.1:{scrape_port}"]}]}],
+    }), encoding="utf-8")
+    server = Server([binary, f"--config.file={path}", f"--storage.tsdb.path={where / 'data'}",
+                     f"--web.listen-address=127.0.0.1:{port}", "--web.enable-otlp-receiver",
+                     "--enable-feature=exemplar-storage"], where / "prometheus.log")
+    base = f"http://127.0.0.1:{port}"
+
+    def ready():
+        server.check_running()
+        return get_json(f"{base}/api/v1/status/buildinfo", timeout=2)["status"] == "success"
+
+    try:
+        wait_until(ready, bool, 60, "Prometheus with its OTLP receiver to be ready")
+    except BaseException:
+        server.stop()
+        raise
+    return PrometheusServer(server, base)
+
+
+@pytest.mark.slow
+def test_prometheus_own_otlp_receiver_keeps_exemplars_its_scrape_of_otel_jax_gets_none(
+        jaeger_as_shipped, prometheus_binary, tmp_path):
+    """No collector: traces to Jaeger as it ships, metrics as OTLP straight to Prometheus 3's
+    own receiver, and the same process's ``install(prometheus_port=...)`` endpoint scraped
+    by that Prometheus. The OTLP path carries exemplars that open the compile's trace; the
+    scrape endpoint (opentelemetry-exporter-prometheus) writes none, as docs/exemplars.md
+    says."""
+    started = time.time() - 5
+    scrape_port = free_port()
+    receiver = start_prometheus_otlp(prometheus_binary, scrape_port, tmp_path / "prometheus")
+    try:
+        script, done = tmp_path / "serving.py", tmp_path / "scraped"
+        script.write_text(SERVING_PROGRAM)
+        program = subprocess.Popen(
+            [sys.executable, str(script), str(done)], cwd=ROOT, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+            env=clean_env(
+                OTEL_SERVICE_NAME=SERVICE, OTEL_LOGS_EXPORTER="none",
+                OTEL_EXPORTER_PROMETHEUS_PORT=str(scrape_port),
+                OTEL_EXPORTER_PROMETHEUS_HOST="127.0.0.1",
+                OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=(
+                    f"http://127.0.0.1:{jaeger_as_shipped.otlp_http}/v1/traces"),
+                OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=(
+                    f"{receiver.base}/api/v1/otlp/v1/metrics"),
+                OTEL_BSP_SCHEDULE_DELAY="200"))
+        try:
+            scraped = 'jax_compilations_total{job="scraped", code_function_name="update"}'
+            # The final state of the scrape: all four compiles of `update` counted.
+            wait_until(lambda: receiver.query(f"sum({scraped})"),
+                       lambda r: r and float(r[0]["value"][1]) == 4, 120,
+                       "the four compiles of update scraped from otel_jax's endpoint")
+            # What the endpoint writes, asked as Prometheus asks (OpenMetrics first): the
+            # series, no exemplar (an exemplar is `# {trace_id=...}` after a sample).
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{scrape_port}/metrics",
+                headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+            with urllib.request.urlopen(request, timeout=10) as response:
+                exposition = response.read().decode()
+            assert exposition.endswith("# EOF\n")  # OpenMetrics, where exemplars go
+            assert "jax_compilations_total{" in exposition
+            assert " # {" not in exposition
+            assert query_exemplars(receiver.base, scraped, started) == []
+        finally:
+            done.touch()
+            out, err = program.communicate(timeout=300)
+        assert program.returncode == 0, err[-3000:]
+        assert "cannot export" not in err and "does not accept" not in err, err[-3000:]
+
+        # The OTLP path: the recompile series (written once, at exit) with an exemplar
+        # naming a trace Jaeger holds, that recompile's jax.compile span and its cause.
+        recompiles = (f'jax_compilations_total{{job="{SERVICE}", code_function_name="update", '
+                      'jax_compile_is_recompile="true"}')
+        [series] = wait_until(
+            lambda: query_exemplars(receiver.base, recompiles, started),
+            lambda got: got and all(e["labels"].get("trace_id") and e["labels"].get("span_id")
+                                    for s in got for e in s["exemplars"]),
+            120, "an exemplar on the recompile series sent by OTLP")
+        assert series["seriesLabels"]["jax_compile_cause_kind"] == "shape"
+        exemplar = series["exemplars"][-1]["labels"]
+        spans = wait_until(
+            lambda: spans_by_id(jaeger_trace(jaeger_as_shipped, exemplar["trace_id"])),
+            lambda got: exemplar["span_id"] in got, 90, f"span {exemplar} in Jaeger")
+        compile_span = spans[exemplar["span_id"]]
+        assert compile_span["operationName"] == "jax.compile update"
+        assert tags(compile_span)["jax.compile.cause.kind"] == "shape"
+        assert re.fullmatch(r"x: f32\[\d\] -> f32\[\d\]", tags(compile_span)["jax.compile.cause"])
+        # The compile-time histogram too (Grafana's dots on the p95).
+        wait_until(lambda: query_exemplars(
+            receiver.base, f'jax_compile_duration_seconds_bucket{{job="{SERVICE}"}}', started),
+            bool, 60, "exemplars on the compile-time buckets sent by OTLP")
+    finally:
+        receiver.server.stop()
 
 
 # ------------------------------------------------------------ the files, without servers

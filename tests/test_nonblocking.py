@@ -235,6 +235,12 @@ def test_a_misbehaving_log_stream_never_reaches_the_user(kind):
         otel_jax.uninstall()
 
 
+def _fork() -> int:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # JAX and Python warn about fork with threads
+        return os.fork()
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
 def test_a_forked_child_writes_with_its_own_writer(tmp_path):
     # The child must not run JAX (its threads do not survive fork): it logs
@@ -244,9 +250,7 @@ def test_a_forked_child_writes_with_its_own_writer(tmp_path):
     emitter = _logs.JsonLogEmitter(stream)
     emitter._emit(20, "jax.compile", {"function": "before_fork"})
     assert emitter.flush(HANG)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # JAX and Python warn about fork with threads
-        pid = os.fork()
+    pid = _fork()
     if pid == 0:
         code = 1
         try:
@@ -307,9 +311,7 @@ def test_a_child_forked_while_a_line_is_in_flight_flushes_promptly(writer):
     emitter = _logs.JsonLogEmitter(stream)
     emitter._emit(20, "jax.compile", {"function": "in_flight"})
     assert stream.entered.wait(HANG)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # JAX and Python warn about fork with threads
-        pid = os.fork()
+    pid = _fork()
     if pid == 0:
         code = 1
         try:

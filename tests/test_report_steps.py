@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -153,21 +152,6 @@ def chromium() -> str:
     return binary
 
 
-def steps_section_screenshot(browser: Any, path: Path) -> None:
-    """A PNG of the page's steps section only."""
-    import base64
-
-    box = browser.evaluate("""(() => {
-        const r = document.getElementById("steps").getBoundingClientRect();
-        return {x: r.left + window.scrollX, y: r.top + window.scrollY,
-                width: r.width, height: r.height};
-    })()""")
-    data = browser.call("Page.captureScreenshot", {
-        "format": "png", "captureBeyondViewport": True,
-        "clip": {**box, "scale": 1}}, session=True)["data"]
-    path.write_bytes(base64.b64decode(data))
-
-
 @pytest.mark.slow
 def test_a_real_run_s_page_in_headless_chromium(chromium: str, tmp_path: Path) -> None:
     from _browser import Browser
@@ -197,7 +181,7 @@ def test_a_real_run_s_page_in_headless_chromium(chromium: str, tmp_path: Path) -
                     share: Array.from(document.querySelectorAll(".card .k"))
                         .some(k => k.textContent === "of step time compiling")};
         })()""")
-        steps_section_screenshot(browser, OUTPUT / "report_html_steps.png")
+        browser.element_screenshot("steps", OUTPUT / "report_html_steps.png")
         console, requests = list(browser.console), list(browser.requests)
     assert console == []
     assert [u for u in requests if u != page.resolve().as_uri()

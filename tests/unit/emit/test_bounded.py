@@ -75,21 +75,21 @@ def test_where_no_thread_can_start_a_prestarted_spare_takes_the_call(monkeypatch
 
     monkeypatch.setattr(threading.Thread, "start", refuse)
     release = threading.Event()
-    first = _Call(lambda: release.wait(5.0) and "ran", (), {})
+    first = _Call(lambda: release.wait(30.0) and "ran", (), {})
     _bounded._start(first, "unit")
     # The one spare is busy: the call is not made, and nobody waits for it.
     second = _Call(lambda: "ran", (), {})
     _bounded._start(second, "unit")
     assert second.done.is_set() and second.result is None
     release.set()
-    assert first.done.wait(5.0) and first.result == "ran"
+    assert first.done.wait(30.0) and first.result == "ran"
     # Done, the spare serves the next call.
     third = _Call(lambda: "ran", (), {})
-    deadline = time.monotonic() + 5.0
+    deadline = time.monotonic() + 30.0
     while spares.idle < 1 and time.monotonic() < deadline:
         time.sleep(0.01)
     _bounded._start(third, "unit")
-    assert third.done.wait(5.0) and third.result == "ran"
+    assert third.done.wait(30.0) and third.result == "ran"
 
 
 @pytest.fixture
