@@ -47,3 +47,19 @@ def test_the_miss_of_a_computation_evaluated_under_a_transformation():
     assert miss.jit_info.donate_argnums == (0,)
     assert len(miss.params.in_avals) == 1 and len(miss.params.arg_names) == 1
     assert miss.params.out_count == 1 and miss.params.op_count == 1
+
+
+def test_no_pass_is_read_off_the_stack_where_jax_s_directory_is_unknown(monkeypatch):
+    # JAX's transformation closures moved (the table reads as empty, its directory is not
+    # known): a user's function named as one of JAX's rules is no rule of JAX's.
+    def moved():
+        raise AttributeError("moved")
+
+    monkeypatch.setattr(_transformed, "_read_transformation_codes", moved)
+    monkeypatch.setattr(_transformed, "_transformation_codes", None)
+    monkeypatch.setattr(_transformed, "_jax_dir", "")
+
+    def backward_pass():
+        return _transformed.program_pass()
+
+    assert backward_pass() == ""
