@@ -181,9 +181,12 @@ def _loop_around(index: _Index, statement: ast.AST) -> ast.AST | None:
 def _set_elsewhere(loop: ast.AST, target: ast.AST) -> set[str]:
     """What ``loop`` assigns other than ``target`` (its own targets, the loop's): a name
     set again each pass (``lr = schedule(i)``, ``for lr in rates``) is not what the call
-    fed back when the next call reads it."""
-    own = set(ast.walk(target))
-    return {text for n in ast.walk(loop) if n not in own
+    fed back when the next call reads it. An augmented assignment (``lr *= 0.9``) updates
+    what came back, which stays as typed: not counted."""
+    kept = set(ast.walk(target))  # the call's own targets, and in-place updates
+    kept.update(t for n in ast.walk(loop) if isinstance(n, ast.AugAssign)
+                for t in ast.walk(n.target))
+    return {text for n in ast.walk(loop) if n not in kept
             and isinstance(getattr(n, "ctx", None), ast.Store)
             and (text := _expression(n)) is not None}
 
