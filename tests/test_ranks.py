@@ -286,6 +286,47 @@ def test_a_middle_levels_comparer_that_dies_is_replaced(records):
         assert r.protocol.unresolved == 0
 
 
+def test_a_group_whose_comparer_died_is_counted_by_a_parent_whose_comparer_came_later(
+        records):
+    """Four groups of 4 under one root, arriving over 29 s (within the timeout): group 3
+    pushes first, so its comparer compares the root; group 2 arrived 14.5 s after it and
+    its comparer died, so group 2 reports only when a rank there takes it over, 2
+    timeout_s + 5 s after it arrived. The root still counts it (no rank of it is said to
+    be missing: they compiled on time), and no rank below closes the root before its
+    comparer stopped waiting."""
+    fleet = Fleet(16, 30.0, 4)
+    fleet.ranks[8].dies_after_arrival = True
+    starts = {0: 0.0, 1: 20.0, 2: 15.0, 3: 0.5}
+    for rank in range(16):
+        when = 29.0 if rank == 3 else starts[rank // 4] + 0.01 * rank
+        fleet.compile(rank, dataclasses.replace(records[4], count=1), when)
+    fleet.run()
+    assert [r.rank for r in fleet.ranks if r.dead] == [8]
+    for r in fleet.ranks[:8] + fleet.ranks[9:]:
+        assert r.reports == [] and r.protocol.unresolved == 0, r.rank
+
+
+def test_no_rank_takes_a_parent_over_while_its_comparer_still_waits(records):
+    """Group 3 never compiles; group 1 arrives 20 s after rank 0 and pushes first (group 0
+    waits for rank 3 until 29 s, group 2 arrives at 25 s), so its comparer compares the
+    root and waits for group 3 until its own deadline. Rank 0, waiting for the verdict
+    since 0 s, does not take the root over before that: the verdict is the root's
+    comparer's, and says only group 3 is missing."""
+    fleet = Fleet(16, 30.0, 4)
+    starts = {0: 0.0, 1: 20.0, 2: 25.0}
+    for rank in range(12):
+        when = 29.0 if rank == 3 else starts[rank // 4] + 0.01 * rank
+        fleet.compile(rank, dataclasses.replace(records[4], count=1), when)
+    fleet.run()
+    assert not [k for k in fleet.service.data if k.endswith(".0t")]  # no root takeover
+    proto = fleet.ranks[0].protocol
+    assert isinstance(proto, _ranks_tree.TreeProtocol)
+    for r in fleet.ranks[:12]:
+        [div] = r.reports
+        assert div.missing_ranks == (12, 13, 14, 15)
+        assert r.reported_at[0] == pytest.approx(20.04 + proto.wait_s(1), abs=0.1)
+
+
 def test_missing_ranks_are_named():
     div = _wire.missing("step", 2, [1], [0, 2], 1, 30.0)
     assert div.text == "ranks 0,2 did not compile step #2 within 30 s of rank 1"

@@ -23,16 +23,17 @@ that pushed the first child summary), as in the flat protocol; it waits for ``al
 arrival is late and is reported missing, and checks itself against the verdict),
 reads the node's entries once, pushes the summary up (created, never overwritten:
 the first summary of a node stands), and only then deletes the entries. Deadlines,
-from the comparer's own arrival at level 0: ``timeout_s`` at level 0 (the flat
-protocol's), and at level ``L`` the moment a node below could have been taken over
-(``stage_s(L - 1)``) plus ``VERDICT_MARGIN_S``.
+from the comparer's own arrival at level 0 (``wait_s``): ``timeout_s`` at level 0 (the
+flat protocol's), and at level ``L`` the moment a node below whose ranks arrived up to
+``timeout_s`` later could have been taken over (``stage_s(L - 1)``), plus margins.
 
 A comparer that dies at any level is replaced as in the flat protocol, one level at a
 time: a rank waits for the verdict until ``stage_s(0)`` after it arrived (the first
 two arrivals of a node; the others ``VERDICT_MARGIN_S`` longer, so that a late verdict
 costs one call per node, not per rank), then takes over its level-0 node if it is
 first on the node's takeover counter (a node already reported has no entries left:
-nothing to do), and waits again until ``stage_s(1)`` before trying level 1, and so on.
+nothing to do), and waits again until ``stage_s(1)`` before trying level 1, and so on:
+each stage is past the latest moment that level's comparer could still be waiting.
 """
 
 from __future__ import annotations
@@ -225,10 +226,30 @@ class TreeProtocol(RankProtocol):
         self.tree = Tree(count, fan_in)
         self.path = self.tree.path(rank)
 
+    def wait_s(self, level: int) -> float:
+        """How long, from its own arrival, a node's comparer waits for every child: at
+        level 0 the flat protocol's ``timeout_s``; above, until a child whose ranks
+        arrived up to ``timeout_s`` after it and whose comparer died could have been
+        taken over (``stage_s(level - 1)``, a rank's extra margin, and one more)."""
+        if level == 0:
+            return self.timeout_s
+        return self.timeout_s + self.stage_s(level - 1) + 2 * VERDICT_MARGIN_S
+
     def stage_s(self, level: int) -> float:
         """After its arrival, how long a rank waits for the verdict before it takes over
-        the node of ``level`` on its path (the flat protocol's wait at level 0)."""
-        return 2 * self.timeout_s + VERDICT_MARGIN_S + 2 * VERDICT_MARGIN_S * level
+        the node of ``level`` on its path: at level 0 the flat protocol's wait; above,
+        past the moment that node's comparer, whoever it is, stops waiting. That
+        comparer pushed first into the node, so no later than this rank's own node of
+        the level below pushed (``pushed``: its comparer's deadline, or this rank's
+        taking it over), and it waits ``wait_s(level)`` from there at most. A takeover
+        earlier than that would close a node its living comparer still waits for, and
+        name ranks missing that compiled on time."""
+        stage = 2 * self.timeout_s + VERDICT_MARGIN_S
+        pushed = stage + VERDICT_MARGIN_S
+        for up in range(1, level + 1):
+            stage = pushed + self.wait_s(up) + VERDICT_MARGIN_S
+            pushed = stage + VERDICT_MARGIN_S
+        return stage
 
     def compile_of(self, record: CompileRecord, link: SpanLink | None) -> Compile:
         item = super().compile_of(record, link)
@@ -360,10 +381,8 @@ class TreeProtocol(RankProtocol):
         lo, hi = self.tree.ranks(level, node)
         everyone = wait and arrival >= children
         if wait and not everyone:
-            wait_s = (self.timeout_s if level == 0
-                      else self.stage_s(level - 1) + VERDICT_MARGIN_S)
-            every = yield Wait(f"{directory}/{W.NODE_ALL}", item.arrived_at + wait_s,
-                               Read.OWN)
+            every = yield Wait(f"{directory}/{W.NODE_ALL}",
+                               item.arrived_at + self.wait_s(level), Read.OWN)
             if every == W.AGREE:
                 # every child arrived, all with this rank's program: no entry to read
                 return {item.program: [(lo, hi)]}, []
