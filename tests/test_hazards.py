@@ -79,6 +79,34 @@ def test_a_weak_scalar_fed_back_then_updated_in_place_in_the_loop_is_still_named
     assert (count, hazard.kind.value, hazard.path, hazard.warn) == (1, "weak_type", "lr", True)
 
 
+def test_a_weak_scalar_fed_back_then_reassigned_arithmetic_on_itself_is_still_named():
+    @jax.jit
+    def step(params, lr):
+        return params - lr * params, lr * jnp.float32(0.999)
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params, lr = jnp.ones(3), 0.1
+        for _ in range(3):
+            params, lr = step(params, lr)
+            lr = -lr / 2.0 + 1e-4  # the array that came back, still strongly typed
+    assert len(rec.records) == 2
+    [(count, hazard)] = _hazards(rec.records)
+    assert (count, hazard.kind.value, hazard.path, hazard.warn) == (1, "weak_type", "lr", True)
+
+
+def test_no_weak_type_hazard_where_the_loop_makes_a_python_float_of_what_came_back():
+    @jax.jit
+    def step(params, lr):
+        return params - lr * params, lr * jnp.float32(0.999)
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params, lr = jnp.ones(3), 0.1
+        for _ in range(3):
+            params, lr = step(params, lr)
+            lr = float(lr)  # a Python float again: the first call's type, a cache hit
+    assert len(rec.records) == 1 and not _hazards(rec.records)
+
+
 def test_a_weak_scalar_fed_back_outside_a_loop_is_a_note():
     @jax.jit
     def step(params, lr):

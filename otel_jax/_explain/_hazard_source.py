@@ -178,14 +178,36 @@ def _loop_around(index: _Index, statement: ast.AST) -> ast.AST | None:
     return None
 
 
+#: Nodes of an expression that is arithmetic on values: what it makes of an array is an
+#: array again (``lr * 0.5``, ``-lr``, ``lr / cfg.decay``).
+_ARITHMETIC = (ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.Attribute, ast.Subscript,
+               ast.operator, ast.unaryop, ast.expr_context)
+
+
+def _updates(node: ast.AST) -> list[ast.AST]:
+    """The targets ``node`` updates from their own value, keeping its type: an augmented
+    assignment (``lr *= 0.9``), or a name assigned arithmetic on itself (``lr = lr * 0.9``;
+    an array times a Python scalar is an array of the array's type). A call (``lr =
+    float(lr)``) may make anything: not an update."""
+    if isinstance(node, ast.AugAssign):
+        return list(ast.walk(node.target))
+    if (isinstance(node, ast.Assign) and len(node.targets) == 1
+            and isinstance(name := node.targets[0], ast.Name)
+            and isinstance(node.value, (ast.BinOp, ast.UnaryOp))
+            and all(isinstance(n, _ARITHMETIC) for n in ast.walk(node.value))
+            and any(isinstance(n, ast.Name) and n.id == name.id
+                    for n in ast.walk(node.value))):
+        return [name]
+    return []
+
+
 def _set_elsewhere(loop: ast.AST, target: ast.AST) -> set[str]:
     """What ``loop`` assigns other than ``target`` (its own targets, the loop's): a name
     set again each pass (``lr = schedule(i)``, ``for lr in rates``) is not what the call
-    fed back when the next call reads it. An augmented assignment (``lr *= 0.9``) updates
-    what came back, which stays as typed: not counted."""
-    kept = set(ast.walk(target))  # the call's own targets, and in-place updates
-    kept.update(t for n in ast.walk(loop) if isinstance(n, ast.AugAssign)
-                for t in ast.walk(n.target))
+    fed back when the next call reads it. An update of what came back (``lr *= 0.9``,
+    ``lr = lr * 0.9``) keeps it as typed: not counted."""
+    kept = set(ast.walk(target))  # the call's own targets, and updates of what came back
+    kept.update(t for n in ast.walk(loop) for t in _updates(n))
     return {text for n in ast.walk(loop) if n not in kept
             and isinstance(getattr(n, "ctx", None), ast.Store)
             and (text := _expression(n)) is not None}
