@@ -261,6 +261,8 @@ HANG_SCRIPT = textwrap.dedent("""
         otel_jax.uninstall()
         print("UNINSTALL", time.monotonic() - started, flush=True)
     print("END", time.time(), flush=True)
+    import faulthandler
+    faulthandler.dump_traceback_later(25)  # an exit that waits says where, in the failure
 """)
 
 
@@ -277,7 +279,8 @@ def test_hung_collector_bounds_exit_and_uninstall(black_hole, timeout, mode, pro
     ended = time.time()
     assert proc.returncode == 0, proc.stderr[-3000:]
     end = float(re.search(r"^END (\S+)", proc.stdout, re.M).group(1))
-    assert ended - end < 30  # the SDK alone waits 90 s (30 s per signal), or for ever
+    # the SDK alone waits 90 s (30 s per signal), or for ever
+    assert ended - end < 30, proc.stderr[-4000:]
     if mode == "uninstall":
         assert float(re.search(r"^UNINSTALL (\S+)", proc.stdout, re.M).group(1)) < 15
     said = otel_jax_warnings(proc.stderr)
@@ -764,7 +767,7 @@ def test_collector_faults_cost_one_warning_and_a_bounded_exit(collector):
             server.close()
     assert proc.returncode == 0, proc.stderr[-3000:]
     end = float(re.search(r"^END (\S+)", proc.stdout, re.M).group(1))
-    assert ended - end < 30
+    assert ended - end < 30, proc.stderr[-4000:]
     said = otel_jax_warnings(proc.stderr)
     assert len(said) == 1, proc.stderr[-3000:]
     others = [ln for ln in proc.stderr.splitlines() if ln.strip() and ln not in said]
