@@ -26,6 +26,7 @@ from conftest import PERSISTENT_CACHE_PREAMBLE, clean_env, free_port
 
 from otel_jax._capture._jax import _cache_key, _persistent_cache
 from otel_jax._core._failopen import FailOpen
+from otel_jax._core._vocab import LedgerWire
 from otel_jax._fleet import _ledger, _ledger_lines, _ledger_remote
 
 pytest.importorskip("moto")
@@ -50,7 +51,7 @@ PROGRAM = """
     started = time.perf_counter()
     step(jnp.ones((5, 4)))  # a second miss, in another shape
     second_call_s = time.perf_counter() - started
-    otel_jax.flush()
+    otel_jax.flush(120)  # the telemetry, and the ledger's writes (none on a failing store)
     lines = [json.loads(l) for l in buf.getvalue().splitlines()]
     print(json.dumps({"lines": [l for l in lines if l["function"] == "step"],
                       "value": float(out[0, 0]), "first_call_s": first_call_s,
@@ -210,7 +211,7 @@ RANK_PROGRAM = textwrap.dedent("""
                                                np.ones(4, np.float32))
     jax.block_until_ready(step(x))
     local_step(jnp.ones(3))
-    otel_jax.flush()
+    assert otel_jax.flush(120)  # the telemetry, and process 0's ledger writes
     lines = [json.loads(l) for l in buf.getvalue().splitlines()]
     print("RESULT " + json.dumps({l["function"]: l for l in lines
                                   if l["function"] in ("step", "local_step")}))
@@ -455,6 +456,44 @@ def test_a_hanging_store_is_waited_for_once_then_not_at_all():
         assert time.monotonic() < deadline, "the store was not used again"
         time.sleep(0.05)
     assert len(warned) == 1
+
+
+class _Slow:
+    """A prefix whose writes take ``delay`` seconds (a busy store that still answers)."""
+
+    def __init__(self, root: Path, delay: float) -> None:
+        self.root, self.delay = root, delay
+
+    def __truediv__(self, name: str) -> _SlowObject:
+        return _SlowObject(self, self.root / name)
+
+
+class _SlowObject:
+    def __init__(self, prefix: _Slow, path: Path) -> None:
+        self.prefix, self.path = prefix, path
+
+    def read_bytes(self) -> bytes:
+        return self.path.read_bytes()
+
+    def write_bytes(self, data: bytes) -> None:
+        time.sleep(self.prefix.delay)
+        self.path.write_bytes(data)
+
+
+def test_a_write_that_turns_slow_is_waited_for_by_flush(tmp_path, monkeypatch):
+    """A write slower than the read bound (a store under load) is still waited for by a
+    flush, within its timeout (a store already hanging when the flush starts is not:
+    ``test_a_hanging_store_is_waited_for_once_then_not_at_all``)."""
+    monkeypatch.setattr(_ledger_remote, "READ_WAIT_S", 0.2)
+    bucket = _ledger_remote.bucket_of("a@x.py")
+    store = _ledger_remote.RemoteStore("s3://x/l", _Slow(tmp_path, 1.0), FailOpen(
+        warn=lambda *a, **k: None), _ledger_lines.MARK, _ledger_lines.VERSION,
+        _ledger_lines.parse_entry, _ledger_lines.key_of, _ledger.KEEP_PER_KEY)
+    store.record(bucket, _entry("a@x.py", "s", 1.0))
+    assert _ledger_remote.flush_all(30) is True
+    assert store.writes == 1
+    written = json.loads((tmp_path / _ledger_remote.object_name(bucket)).read_bytes())
+    assert [e["sig"] for e in written[LedgerWire.ENTRIES]] == ["s"]
 
 
 def test_a_failing_store_pauses_and_warns_once(tmp_path):

@@ -200,12 +200,16 @@ class RemoteStore:
             self._queued += 1
 
     def flush(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` for queued writes (none while the store fails)."""
+        """Wait up to ``timeout`` for queued writes: none while the store fails or a request
+        was already overdue (a store that hangs), but a write that turns slow while this
+        waits is waited for, up to ``timeout`` (a busy store still writes)."""
         deadline = time.monotonic() + timeout
         with self._lock:
+            if not self._healthy():
+                return not self._jobs and self._busy_since is None
             while self._jobs or self._busy_since is not None:
                 left = deadline - time.monotonic()
-                if left <= 0 or not self._healthy():
+                if left <= 0 or time.monotonic() < self._failed_until:
                     return False
                 self._wake.wait(min(left, 0.05))
         return True
@@ -332,12 +336,20 @@ class RemoteStore:
 _STORES: weakref.WeakSet[RemoteStore] = weakref.WeakSet()
 
 
+def flush_all(timeout: float) -> bool:
+    """Wait up to ``timeout`` in all for every store's queued writes (``otel_jax.flush``)."""
+    deadline = time.monotonic() + timeout
+    done = True
+    for store in list(_STORES):
+        done = store.flush(max(0.0, deadline - time.monotonic())) and done
+    return done
+
+
 @atexit.register
 def _close_all() -> None:
     """At exit: queued writes get ``EXIT_WAIT_S`` in all (none on a failing store)."""
-    deadline = time.monotonic() + EXIT_WAIT_S
+    flush_all(EXIT_WAIT_S)
     for store in list(_STORES):
-        store.flush(max(0.0, deadline - time.monotonic()))
         with store._lock:
             store._closed = True
             store._wake.notify_all()

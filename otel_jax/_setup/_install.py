@@ -28,6 +28,7 @@ from .._emit._logs import (
 from .._emit._metrics import MetricsEmitter
 from .._emit._otel_logs import OtelLogEmitter
 from .._emit._spans import SpanEmitter
+from .._fleet import _ledger_remote
 from .._pipeline._background import WORKER
 from .._pipeline._emitter import STDLIB_WARNINGS, Emitter, Route
 from .._pipeline._engine import ENGINE
@@ -392,8 +393,10 @@ def flush(timeout: float | None = FLUSH_TIMEOUT_S) -> bool:
     background thread after the jit call returned (``install(emit_in_background=...)``):
     call this before reading an in-memory exporter, a metric reader or the log stream
     right after a compile. It hands them to the OpenTelemetry providers; exporting them
-    is the providers' (``force_flush()`` on a batching one). ``uninstall()`` and the
-    process's exit call it, boundedly.
+    is the providers' (``force_flush()`` on a batching one). With a remote persistent
+    cache, it also waits for the compile ledger's writes still queued (process 0's), so
+    that the next run explains its misses. ``uninstall()`` and the process's exit call
+    it, boundedly.
 
     Args:
         timeout: the longest wait in seconds (default 10); ``None`` waits as long as it
@@ -410,7 +413,11 @@ def flush(timeout: float | None = FLUSH_TIMEOUT_S) -> bool:
         done = WORKER.flush(left) and made
         left = _logs.UNINSTALL_FLUSH_S if deadline is None else max(
             0.0, deadline - time.monotonic())
-        return _logs.flush_all(left) and done
+        done = _logs.flush_all(left) and done
+        # the compile ledger's writes to a remote cache (process 0's), queued by compiles
+        left = _ledger_remote.EXIT_WAIT_S if deadline is None else max(
+            0.0, deadline - time.monotonic())
+        return _ledger_remote.flush_all(left) and done
     except Exception:  # flushing never fails the program
         return False
 
