@@ -458,35 +458,13 @@ def test_a_hanging_store_is_waited_for_once_then_not_at_all():
     assert len(warned) == 1
 
 
-class _Slow:
-    """A prefix whose writes take ``delay`` seconds (a busy store that still answers)."""
-
-    def __init__(self, root: Path, delay: float) -> None:
-        self.root, self.delay = root, delay
-
-    def __truediv__(self, name: str) -> _SlowObject:
-        return _SlowObject(self, self.root / name)
-
-
-class _SlowObject:
-    def __init__(self, prefix: _Slow, path: Path) -> None:
-        self.prefix, self.path = prefix, path
-
-    def read_bytes(self) -> bytes:
-        return self.path.read_bytes()
-
-    def write_bytes(self, data: bytes) -> None:
-        time.sleep(self.prefix.delay)
-        self.path.write_bytes(data)
-
-
 def test_a_write_that_turns_slow_is_waited_for_by_flush(tmp_path, monkeypatch):
     """A write slower than the read bound (a store under load) is still waited for by a
     flush, within its timeout (a store already hanging when the flush starts is not:
     ``test_a_hanging_store_is_waited_for_once_then_not_at_all``)."""
     monkeypatch.setattr(_ledger_remote, "READ_WAIT_S", 0.2)
     bucket = _ledger_remote.bucket_of("a@x.py")
-    store = _ledger_remote.RemoteStore("s3://x/l", _Slow(tmp_path, 1.0), FailOpen(
+    store = _ledger_remote.RemoteStore("s3://x/l", _Prefix(tmp_path, write_delay=1.0), FailOpen(
         warn=lambda *a, **k: None), _ledger_lines.MARK, _ledger_lines.VERSION,
         _ledger_lines.parse_entry, _ledger_lines.key_of, _ledger.KEEP_PER_KEY)
     store.record(bucket, _entry("a@x.py", "s", 1.0))
@@ -507,20 +485,20 @@ def test_a_failing_store_pauses_and_warns_once(tmp_path):
     assert store.dropped >= 4 and store.writes == 0
 
 
-class _Replaced:
-    """A prefix whose objects are rewritten by another process while they are read: the
-    first ``failures`` reads fail as s3fs's do when an object's ETag changed between its
-    requests (``FileExpired``, an ``OSError``)."""
+class _Prefix:
+    """A prefix in a directory, as a busy object store serves it: the first ``failures``
+    reads fail as s3fs's do when another process rewrote the object between its requests
+    (``FileExpired``, an ``OSError``), and each write takes ``write_delay`` seconds."""
 
-    def __init__(self, root: Path, failures: int) -> None:
-        self.root, self.failures = root, failures
+    def __init__(self, root: Path, failures: int = 0, write_delay: float = 0.0) -> None:
+        self.root, self.failures, self.write_delay = root, failures, write_delay
 
     def __truediv__(self, name: str) -> _Object:
         return _Object(self, self.root / name)
 
 
 class _Object:
-    def __init__(self, prefix: _Replaced, path: Path) -> None:
+    def __init__(self, prefix: _Prefix, path: Path) -> None:
         self.prefix, self.path = prefix, path
 
     def read_bytes(self) -> bytes:
@@ -529,6 +507,10 @@ class _Object:
             raise OSError(errno.EBUSY, "The remote file no longer exists")
         return self.path.read_bytes()
 
+    def write_bytes(self, data: bytes) -> None:
+        time.sleep(self.prefix.write_delay)
+        self.path.write_bytes(data)
+
 
 def test_an_object_replaced_while_it_is_read_is_read_again(tmp_path):
     bucket = _ledger_remote.bucket_of("a@x.py")
@@ -536,7 +518,7 @@ def test_an_object_replaced_while_it_is_read_is_read_again(tmp_path):
     writer.record(bucket, _entry("a@x.py", "s", 1.0))
     assert writer.flush(30)
     warned: list[str] = []
-    root = _Replaced(tmp_path, failures=_ledger_remote.READ_ATTEMPTS - 1)
+    root = _Prefix(tmp_path, failures=_ledger_remote.READ_ATTEMPTS - 1)
     store = _ledger_remote.RemoteStore("s3://x/l", root, FailOpen(
         warn=lambda msg, *a, **k: warned.append(msg)), _ledger_lines.MARK,
         _ledger_lines.VERSION, _ledger_lines.parse_entry, _ledger_lines.key_of,
@@ -545,7 +527,7 @@ def test_an_object_replaced_while_it_is_read_is_read_again(tmp_path):
     assert got is not None and [e["sig"] for e in got[0]] == ["s"]
     assert warned == [] and store.reads == _ledger_remote.READ_ATTEMPTS
     # A store whose every read fails is still one warning, after a bounded number of reads.
-    failing = _Replaced(tmp_path, failures=10 * _ledger_remote.READ_ATTEMPTS)
+    failing = _Prefix(tmp_path, failures=10 * _ledger_remote.READ_ATTEMPTS)
     store = _ledger_remote.RemoteStore("s3://x/m", failing, FailOpen(
         warn=lambda msg, *a, **k: warned.append(msg)), _ledger_lines.MARK,
         _ledger_lines.VERSION, _ledger_lines.parse_entry, _ledger_lines.key_of,
