@@ -130,9 +130,8 @@ class Collector:
 def give_up_overdue(limit: float = MAX_HOLD_S) -> None:
     """Turn the collector on again when otel_jax's threads have held it off for over
     ``limit`` seconds (called on the compiling thread, at each compile handed over, and by
-    otel_jax's threads as they wait). Where
-    the lock is taken (by a signal handler's compile on the code it interrupted, say), the
-    next compile looks again."""
+    otel_jax's threads as they wait). Where the lock is taken (by a signal handler's
+    compile on the code it interrupted, say), the next compile looks again."""
     global _turned_off
     if not _turned_off or time.monotonic() - _off_since <= limit:
         return
