@@ -168,13 +168,14 @@ def made_in_call(callsite: str | None) -> frozenset[str]:
     return index.made.get(int(line_text), frozenset()) if index is not None else frozenset()
 
 
-def _loop_around(index: _Index, statement: ast.AST) -> ast.AST | None:
-    """The innermost loop of its own scope that runs ``statement`` again, if any."""
-    node = index.parents.get(statement)
-    while node is not None and not isinstance(node, _BOUNDARIES):
-        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-            return node
-        node = index.parents.get(node)
+def _loop_around(index: _Index, node: ast.AST) -> ast.AST | None:
+    """The innermost loop (or comprehension) of ``node``'s own scope, which runs it again
+    on each pass, if any."""
+    parent = index.parents.get(node)
+    while parent is not None and not isinstance(parent, _BOUNDARIES):
+        if isinstance(parent, _LOOPS):
+            return parent
+        parent = index.parents.get(parent)
     return None
 
 
@@ -238,14 +239,12 @@ def definition(filename: str | None, line: int | None) -> Definition | None:
     found = index.definitions.get(line) if index is not None else None
     if index is None or found is None:
         return None
-    node = index.parents.get(found)
-    while node is not None and not isinstance(node, _BOUNDARIES):
-        if isinstance(node, _LOOPS):
-            first = getattr(node, "lineno", 0)
-            return Definition((first, getattr(node, "end_lineno", None) or first),
-                              _loop_names_read(node, found))
-        node = index.parents.get(node)
-    return Definition()
+    loop = _loop_around(index, found)
+    if loop is None:
+        return Definition()
+    first = getattr(loop, "lineno", 0)
+    return Definition((first, getattr(loop, "end_lineno", None) or first),
+                      _loop_names_read(loop, found))
 
 
 def _names(node: ast.AST, ctx: type[ast.expr_context]) -> set[str]:
