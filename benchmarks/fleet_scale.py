@@ -139,9 +139,11 @@ class Store:
         return True
 
     def increment(self, key: str, by: int) -> int:
-        value = int(self.service.data.get(key, "0")) + by
+        self._count(len(key) + 8)
+        value = _ranks_transport.counter_sum(self.service.data.get(key), by)
         self.service.set(key, str(value))
-        self._count(len(key) + 8 + len(str(value)))
+        self.stats["bytes"] += len(str(value))
+        self.service.bytes += len(str(value))
         return value
 
     def dir_get(self, directory: str) -> list[tuple[str, str]]:

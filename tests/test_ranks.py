@@ -472,7 +472,7 @@ class _BlockingService:
 
     def key_value_increment(self, key, increment):
         with self.cond:
-            value = int(self.data.get(key, "0")) + increment
+            value = _ranks_transport.counter_sum(self.data.get(key), increment)
             self.data[key] = str(value)
             return value
 

@@ -102,7 +102,9 @@ KEEP = 64
 VERDICT_MARGIN_S = 5.0
 #: Added to the arrival counter by a comparer that stops waiting for the others: a rank
 #: whose arrival returns more came after the comparer read the entries (it is late).
-CLOSED = 1 << 40
+#: Above any rank count, and twice (a comparer's, a takeover's) plus the ranks still a
+#: 32-bit integer: the service parses a counter as one (``COUNTER_MAX``).
+CLOSED = 1 << 24
 
 Reporter = Callable[[Divergence], None]
 Steps = Generator[Wait, "str | None", "Divergence | None"]

@@ -49,6 +49,22 @@ MAX_GENERATIONS = 8
 WAKE = "-"
 #: Consecutive failures of the coordination service after which the check stops.
 MAX_FAILURES = 3
+#: The values a counter may hold for its next increment to succeed. The service (JAX 0.8
+#: to 0.12) adds in 64 bits but parses the value it stored as a 32-bit integer first: a
+#: counter past these fails every later increment (``FAILED_PRECONDITION: Failed to parse
+#: value``). Every counter of the check stays within them.
+COUNTER_MIN = -(1 << 31)
+COUNTER_MAX = (1 << 31) - 1
+
+
+def counter_sum(stored: str | None, by: int) -> int:
+    """What the service's increment makes of a counter's stored text: the in-process
+    stores (tests, ``benchmarks/fleet_scale.py``) add as it does, and fail as it does."""
+    value = int(stored or "0")
+    if not COUNTER_MIN <= value <= COUNTER_MAX:
+        raise RuntimeError(f'FAILED_PRECONDITION: Failed to parse value "{stored}" as an '
+                           "integer.")
+    return value + by
 
 T = TypeVar("T")
 

@@ -19,10 +19,11 @@ protocol's, at the ordinal's directory: every rank reads the verdict in one read
 
 Who compares a node: the first to arrive there (a rank at level 0; above, the rank
 that pushed the first child summary), as in the flat protocol; it waits for ``all``
-(set by the last to arrive) or its deadline, then closes the node (``CLOSED``: a later
-arrival is late and is reported missing, and checks itself against the verdict),
-reads the node's entries once, pushes the summary up (created, never overwritten:
-the first summary of a node stands), and only then deletes the entries. Deadlines,
+(set by the last to arrive) or its deadline, reads the node's entries once (an arrival
+after that is late: the verdict names it missing, and it checks itself against the
+verdict; a node's counter carries no closed mark, as the flat one's does, since its
+32 bits hold the digests), pushes the summary up (created, never overwritten: the
+first summary of a node stands), and only then deletes the entries. Deadlines,
 from the comparer's own arrival at level 0 (``wait_s``): ``timeout_s`` at level 0 (the
 flat protocol's), and at level ``L`` the moment a node below whose ranks arrived up to
 ``timeout_s`` later could have been taken over (``stage_s(L - 1)``), plus margins.
@@ -50,7 +51,6 @@ from .._core._vocab import RankWire as W
 from .._pipeline._record import CompileRecord, SpanLink
 from . import _wire
 from ._ranks_protocol import (
-    CLOSED,
     KEEP,
     VERDICT_MARGIN_S,
     Compile,
@@ -76,17 +76,15 @@ from ._wire import (
 
 #: The most entries (ranks, or child summaries) one comparer reads per compile.
 FAN_IN = 128
-#: A node's arrival counter: the arrivals in its low ``COUNT_BITS`` bits, above
-#: ``HASH_SHIFT`` the sum of the arrivals' ``HASH_BITS``-bit program digests (the last
-#: to arrive tells the comparer whether they all compiled one program, so that it reads
-#: no entry when they did), and ``NODE_CLOSED`` or more once the node was closed: by its
-#: comparer, and again by a rank that takes it over (so a threshold above the sum of up
-#: to 256 digests, not a bit that a second close would carry into the sum).
-COUNT_BITS = 13
-HASH_SHIFT = COUNT_BITS + 1
-HASH_BITS = 28
-MAX_FAN_IN = 256
-NODE_CLOSED = 1 << (HASH_SHIFT + HASH_BITS + MAX_FAN_IN.bit_length() - 1)
+#: A node's arrival counter: the arrivals in its low ``COUNT_BITS`` bits, above them the
+#: sum of the arrivals' program digests, signed ``HASH_BITS``-bit integers (the last to
+#: arrive tells the comparer whether they all compiled one program, so that it reads no
+#: entry when they did). The service parses a counter as a 32-bit integer before it adds
+#: (``_ranks_transport.COUNTER_MAX``): ``MAX_FAN_IN`` arrivals of the largest digests,
+#: either sign, stay within it.
+COUNT_BITS = 8
+HASH_BITS = 17
+MAX_FAN_IN = 128
 #: Characters kept of the two fingerprints in a tree's entries and verdicts (hex: 36 and
 #: 24 bits; every byte is paid once per rank per compile at the service).
 SIGNATURE_CHARS = 9
@@ -267,23 +265,22 @@ class TreeProtocol(RankProtocol):
     def _arrive(self, item: Compile, directory: str, children: int,
                 program_hash: int) -> int | None:
         """Count an arrival at a node (carrying a digest of what it compiled); the last
-        one says whether all compiled one program. The arrival's number, plus ``CLOSED``
-        when it came after the node's comparer stopped waiting."""
+        one says whether all compiled one program. The arrival's number (whether it came
+        late, after the node's comparer read it, the verdict says)."""
         value = self.channel.increment("publish", directory + W.ARRIVED,
-                                       1 + (program_hash << HASH_SHIFT))
+                                       1 + (program_hash << COUNT_BITS))
         if value is None:
             return None
         arrival = value & ((1 << COUNT_BITS) - 1)
-        if value >= NODE_CLOSED:
-            return arrival + CLOSED
-        before, total = arrival - 1, (value >> HASH_SHIFT) - program_hash
+        digests = (value - arrival) >> COUNT_BITS
+        before, total = arrival - 1, digests - program_hash
         if before and total % before == 0 and total // before != program_hash:
             # Every arrival before this one compiled one program, and this one another:
             # its signature's summary goes beside the entries, so that the comparer
             # (the first, on the other side) names the difference without asking.
             self._send_summary(item, directory)
         if arrival == children:
-            agree = value >> HASH_SHIFT == children * program_hash
+            agree = digests == children * program_hash
             self.channel.set("publish", f"{directory}/{W.NODE_ALL}",
                              W.AGREE if agree else W.DISAGREE)
         return arrival
@@ -374,7 +371,7 @@ class TreeProtocol(RankProtocol):
 
     def _gather(self, item: Compile, level: int, arrival: int, wait: bool,
                 ) -> Generator[Wait, str | None, Summary | None]:
-        """Wait for the node's entries (or its deadline), close it, read them once."""
+        """Wait for the node's entries (or its deadline), and read them once."""
         node, slot = self.path[level]
         directory = self._node(item, level)
         children = self.tree.children(level, node)
@@ -387,8 +384,6 @@ class TreeProtocol(RankProtocol):
                 # every child arrived, all with this rank's program: no entry to read
                 return {item.program: [(lo, hi)]}, []
             everyone = every is not None
-        if not everyone:
-            self.channel.increment("close", directory + W.ARRIVED, NODE_CLOSED)
         found = self.channel.dir_get("read", f"{directory}/")
         if found is None:
             return None
@@ -537,10 +532,11 @@ def ordinal_directory(function_dir: str, count: int) -> str:
 
 
 def program_hash(program: Program) -> int:
-    """A ``HASH_BITS``-bit digest of what a rank compiled (summed by the node counters)."""
+    """A digest of what a rank compiled, summed by the node counters: a signed
+    ``HASH_BITS``-bit integer (a sum of either sign stays small)."""
     digest = hashlib.blake2b(f"{program[0]} {program[1]}".encode("utf-8", "backslashreplace"),
                              digest_size=4).digest()
-    return int.from_bytes(digest, "big") >> (32 - HASH_BITS)
+    return (int.from_bytes(digest, "big") >> (32 - HASH_BITS)) - (1 << (HASH_BITS - 1))
 
 
 def protocol(channel: Channel, rank: int, count: int, timeout_s: float, report: Reporter,

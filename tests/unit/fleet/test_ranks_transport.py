@@ -37,7 +37,7 @@ class Dict:
 
     def increment(self, key: str, by: int) -> int:
         self.calls.append(("increment", key))
-        value = int(self.data.get(key, "0")) + by
+        value = _ranks_transport.counter_sum(self.data.get(key), by)
         self.data[key] = str(value)
         return value
 

@@ -9,7 +9,7 @@ import pytest
 
 from otel_jax._core._failopen import FailOpen
 from otel_jax._core._vocab import RankWire as W
-from otel_jax._fleet import _ranks_tree
+from otel_jax._fleet import _ranks_transport, _ranks_tree
 from otel_jax._fleet._ranks_protocol import Compile, RankProtocol
 from otel_jax._fleet._ranks_transport import Channel
 from otel_jax._fleet._ranks_tree import (
@@ -50,7 +50,7 @@ def test_three_levels_and_a_flat_job():
     assert tree.path(63) == [(15, 3), (3, 3), (0, 3)]
     assert tree.ranks(1, 2) == (32, 47)
     assert Tree(128, 128).depth == 1 and Tree(129, 128).depth == 2
-    for fan_in in (1, _ranks_tree.MAX_FAN_IN + 1):  # its digests' sum stays below CLOSED
+    for fan_in in (1, _ranks_tree.MAX_FAN_IN + 1):  # its counters stay 32-bit integers
         with pytest.raises(ValueError):
             Tree(1024, fan_in)
 
@@ -114,14 +114,32 @@ def test_the_last_to_arrive_at_a_node_says_whether_the_arrivals_agree():
         assert store.data["oj/x/0/2"] == f"{programs[2][0]} {programs[2][1]}"
 
 
-def test_a_late_arrival_at_a_closed_node_knows_it_is_late():
+def test_a_nodes_counter_stays_a_32_bit_integer_for_any_digests():
+    """The service parses a counter as a 32-bit integer before it adds: the arrivals of a
+    node of ``MAX_FAN_IN`` children, all with the largest digest of either sign, keep it
+    one (an in-process store fails as the service does, past it)."""
+    half = 1 << (_ranks_tree.HASH_BITS - 1)
+    for digest in (half - 1, -half):
+        stored = None
+        for _ in range(_ranks_tree.MAX_FAN_IN):
+            stored = str(_ranks_transport.counter_sum(
+                stored, 1 + (digest << _ranks_tree.COUNT_BITS)))
+        assert int(stored) & 0xFF == _ranks_tree.MAX_FAN_IN % 256
+    digests = [_ranks_tree.program_hash((f"sig{i}", "p")) for i in range(1000)]
+    assert -half <= min(digests) < 0 <= max(digests) < half
+    with pytest.raises(RuntimeError, match="FAILED_PRECONDITION"):
+        _ranks_transport.counter_sum(str(1 << 31), 1)
+
+
+def test_a_late_arrival_learns_it_from_the_verdict():
+    """After its comparer read the node, an arrival counts as any other (no closed mark in
+    a counter whose 32 bits hold the digests): the verdict names it missing."""
     store = Dict()
     first, late = _item(A), _item(A)
     assert _tree_rank(store, 0).publish(first) and first.arrival == 1
-    store.increment("oj/x/0n", _ranks_tree.NODE_CLOSED)  # its comparer stopped waiting
-    assert _tree_rank(store, 1).publish(late)
-    assert late.arrival > _ranks_tree.CLOSED
-    assert "oj/x/0/a" not in store.data
+    assert _tree_rank(store, 1).publish(late) and late.arrival == 2
+    proto = _tree_rank(store, 1)
+    assert proto._groups(late, {W.MISSING: "1"}) == []  # late: in no group
 
 
 def test_a_verdict_of_ranks_that_agree_is_a_few_bytes_and_read_back_by_each():
@@ -140,18 +158,3 @@ def test_a_verdict_of_ranks_that_agree_is_a_few_bytes_and_read_back_by_each():
     diverged = {W.GROUPS: [["sigA", "progA", "0-14"], ["sigB", "progB", "15"]],
                 W.KIND: "signature", W.COMPARER: 0}
     assert proto._wire_verdict(item, diverged) is diverged
-
-
-def test_a_node_closed_twice_stays_closed():
-    """A node's comparer closes it, and so does a rank that takes it over later (its
-    verdict was slow: another node's comparer died): a later arrival is still late, and
-    the arrivals' digests still say whether they agree."""
-    store = Dict()
-    first, late = _item(A), _item(A)
-    assert _tree_rank(store, 0).publish(first) and first.arrival == 1
-    for _ in range(2):
-        store.increment("oj/x/0n", _ranks_tree.NODE_CLOSED)
-    assert _tree_rank(store, 1).publish(late)
-    assert late.arrival > _ranks_tree.CLOSED
-    assert "oj/x/0/a" not in store.data
-
