@@ -28,31 +28,40 @@ from .test_ranks_transport import Dict
 A, B = ("sigA", "progA"), ("sigB", "progB")
 
 
-def test_16384_ranks_are_128_groups_of_128_under_one_root():
+def test_16384_ranks_are_512_groups_of_32_under_two_levels_of_128():
     tree = Tree(16384, 128)
-    assert tree.depth == 2 and tree.widths == [128, 1]
-    assert tree.path(16383) == [(127, 127), (0, 127)]
-    assert tree.path(200) == [(1, 72), (0, 1)]
-    assert tree.children(0, 127) == 128 and tree.children(1, 0) == 128
-    assert tree.ranks(0, 127) == (16256, 16383) and tree.ranks(1, 0) == (0, 16383)
+    assert tree.group == 32 and tree.depth == 3 and tree.widths == [512, 4, 1]
+    assert tree.path(16383) == [(511, 31), (3, 127), (0, 3)]
+    assert tree.path(200) == [(6, 8), (0, 6), (0, 0)]
+    assert tree.children(0, 511) == 32 and tree.children(1, 3) == 128
+    assert tree.children(2, 0) == 4
+    assert tree.ranks(0, 511) == (16352, 16383) and tree.ranks(1, 0) == (0, 4095)
+    assert tree.ranks(2, 0) == (0, 16383)
 
 
 def test_a_rank_count_that_does_not_fill_the_last_group():
     tree = Tree(300, 128)
-    assert tree.widths == [3, 1]
-    assert [tree.children(0, n) for n in range(3)] == [128, 128, 44]
-    assert tree.ranks(0, 2) == (256, 299) and tree.children(1, 0) == 3
+    assert tree.widths == [10, 1]
+    assert [tree.children(0, n) for n in (0, 8, 9)] == [32, 32, 12]
+    assert tree.ranks(0, 9) == (288, 299) and tree.children(1, 0) == 10
 
 
 def test_three_levels_and_a_flat_job():
     tree = Tree(64, 4)
-    assert tree.widths == [16, 4, 1]
+    assert tree.group == 4 and tree.widths == [16, 4, 1]
     assert tree.path(63) == [(15, 3), (3, 3), (0, 3)]
     assert tree.ranks(1, 2) == (32, 47)
-    assert Tree(128, 128).depth == 1 and Tree(129, 128).depth == 2
+    assert Tree(32, 128).depth == 1 and Tree(33, 128).depth == 2
     for fan_in in (1, _ranks_tree.MAX_FAN_IN + 1):  # its digests' sum stays below CLOSED
         with pytest.raises(ValueError):
             Tree(1024, fan_in)
+
+
+def test_a_groups_counter_holds_32_presence_bits_a_sum_and_two_closes_in_an_int64():
+    largest = _ranks_tree.PRESENCE + (32 * ((1 << _ranks_tree.GROUP_HASH_BITS) - 1)
+                                      << _ranks_tree.SUM_SHIFT)
+    assert largest < _ranks_tree.GROUP_CLOSED
+    assert largest + 2 * _ranks_tree.GROUP_CLOSED < 1 << 63
 
 
 def test_only_jobs_larger_than_the_fan_in_use_the_tree():
@@ -105,23 +114,46 @@ def _item(program: tuple[str, str]) -> Compile:
     return item
 
 
-def test_the_last_to_arrive_at_a_node_says_whether_the_arrivals_agree():
-    for programs, said in (([A, A, A, A], W.AGREE), ([A, A, B, A], W.DISAGREE)):
+def test_the_last_to_arrive_at_a_group_says_whether_the_arrivals_agree():
+    for programs in ([A, A, A, A], [A, A, B, A]):
         store = Dict()
         for rank, program in enumerate(programs):
             assert _tree_rank(store, rank).publish(_item(program))
-        assert store.data["oj/x/0/a"] == said  # node 0 of level 0: ranks 0-3
-        assert store.data["oj/x/0/2"] == f"{programs[2][0]} {programs[2][1]}"
+        said = store.data["oj/x/e0/a"]  # group 0 of level 0: ranks 0-3
+        entries = {k: v for k, v in store.data.items() if k.startswith("oj/x/e0/")}
+        if programs[2] == A:
+            assert said == W.AGREE
+            # only the first wrote an entry: the counter says the others are alike
+            assert entries == {"oj/x/e0/1": "0 sigA progA", "oj/x/e0/a": W.AGREE}
+        else:
+            # the counter's value: the comparer reads the entries it says were written
+            assert int(said) == int(store.data["oj/x/0"])
+            assert entries["oj/x/e0/3"] == "2 sigB progB"  # unlike the two before it
+            assert entries["oj/x/e0/4"] == "3 sigA progA"  # after one unlike the first
+            assert "oj/x/e0/2" not in entries
 
 
-def test_a_late_arrival_at_a_closed_node_knows_it_is_late():
+def test_an_entry_counted_before_it_was_written_is_waited_for():
+    base = A
+    hash_a = _ranks_tree.program_hash(A, _ranks_tree.GROUP_HASH_BITS)
+    hash_b = _ranks_tree.program_hash(B, _ranks_tree.GROUP_HASH_BITS)
+    lacking = _ranks_tree._lacking
+    # arrivals A, A, B, A: entries 1, 3 and 4
+    total = 3 * hash_a + hash_b
+    assert lacking({1: (0, A), 3: (2, B), 4: (3, A)}, 4, total, base) is None
+    assert lacking({1: (0, A), 3: (2, B)}, 4, total, base) == 4  # after the first unlike
+    assert lacking({1: (0, A), 4: (3, A)}, 4, total, base) == 3  # the sum says one lacks
+    assert lacking({1: (0, A)}, 4, total, base) == 4
+
+
+def test_a_late_arrival_at_a_closed_group_knows_it_is_late():
     store = Dict()
     first, late = _item(A), _item(A)
     assert _tree_rank(store, 0).publish(first) and first.arrival == 1
-    store.increment("oj/x/0n", _ranks_tree.NODE_CLOSED)  # its comparer stopped waiting
+    store.increment("oj/x/0", _ranks_tree.GROUP_CLOSED)  # its comparer stopped waiting
     assert _tree_rank(store, 1).publish(late)
     assert late.arrival > _ranks_tree.CLOSED
-    assert "oj/x/0/a" not in store.data
+    assert "oj/x/e0/a" not in store.data and "oj/x/e0/2" not in store.data
 
 
 def test_a_verdict_of_ranks_that_agree_is_a_few_bytes_and_read_back_by_each():
@@ -142,16 +174,14 @@ def test_a_verdict_of_ranks_that_agree_is_a_few_bytes_and_read_back_by_each():
     assert proto._wire_verdict(item, diverged) is diverged
 
 
-def test_a_node_closed_twice_stays_closed():
-    """A node's comparer closes it, and so does a rank that takes it over later (its
-    verdict was slow: another node's comparer died): a later arrival is still late, and
-    the arrivals' digests still say whether they agree."""
+def test_a_group_closed_twice_stays_closed():
+    """A group's comparer closes it, and so does a rank that takes it over later (its
+    verdict was slow: another node's comparer died): a later arrival is still late."""
     store = Dict()
     first, late = _item(A), _item(A)
     assert _tree_rank(store, 0).publish(first) and first.arrival == 1
     for _ in range(2):
-        store.increment("oj/x/0n", _ranks_tree.NODE_CLOSED)
+        store.increment("oj/x/0", _ranks_tree.GROUP_CLOSED)
     assert _tree_rank(store, 1).publish(late)
     assert late.arrival > _ranks_tree.CLOSED
-    assert "oj/x/0/a" not in store.data
-
+    assert "oj/x/e0/a" not in store.data
