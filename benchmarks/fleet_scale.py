@@ -318,12 +318,15 @@ class Fleet:
 
 def _level_of(key: str) -> int | None:
     """The level of the tree whose node's ``all`` key this is (``<level>.<node>/a``, or
-    ``<node>/a`` at level 0), or ``None`` for another key."""
+    ``e<node>/a`` at level 0), or ``None`` for another key."""
     node, _, last = key.rpartition("/")
     if last != W.NODE_ALL or not node.startswith(W.TREE_PREFIX + "/"):
         return None
-    level, dot, _ = node.rpartition("/")[2].partition(".")
-    return int(level) if dot else 0
+    name = node.rpartition("/")[2]
+    level, dot, _ = name.partition(".")
+    if dot:
+        return int(level)
+    return 0 if name.startswith(W.ENTRIES) else None
 
 
 # --- records of a real compile ----------------------------------------------------------

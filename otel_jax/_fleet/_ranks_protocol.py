@@ -114,7 +114,7 @@ class Compile:
     """One compile of this rank, from its publication to its verdict."""
 
     __slots__ = ("function", "count", "function_dir", "directory", "program", "signature",
-                 "link", "arrival", "arrived_at", "stage", "named")
+                 "link", "arrival", "arrived_at", "stage", "named", "alike")
 
     def __init__(self, function: str, count: int, function_key: str, program: Program,
                  signature: Signature | None, link: SpanLink | None) -> None:
@@ -130,6 +130,8 @@ class Compile:
         self.stage = 0  # the tree (``_ranks_tree``): the first level whose verdict it awaits
         #: the tree: [signature fp, other signature fp, changes] named on the way up
         self.named: list[list[Any]] = []
+        #: the tree: every rank that arrived at its group before it compiled its program
+        self.alike = False
 
 
 class RankProtocol:
@@ -375,7 +377,8 @@ class RankProtocol:
         both sides' summaries without asking (the tree's); ``None`` to ask for them."""
         return None
 
-    def _wire_verdict(self, item: Compile, verdict: dict[str, Any]) -> dict[str, Any]:
+    def _wire_verdict(self, item: Compile, verdict: dict[str, Any],
+                      ) -> dict[str, Any] | list[Any]:
         """The verdict as every rank reads it."""
         return verdict
 
@@ -383,7 +386,9 @@ class RankProtocol:
         """This rank arrived after the verdict: it was reported missing. Its entry goes;
         it names a difference with the others itself, from the comparer's summary."""
         # The comparer deleted the entries before this one came (and the others as late).
-        self.channel.delete("clean-up", self._late_entries(item))
+        late_entries = self._late_entries(item)
+        if late_entries:
+            self.channel.delete("clean-up", late_entries)
         if not groups or any(not differ(g.program, item.program) for g in groups):
             return None  # the others' program: late, and reported missing, only
         comparer = verdict.get(W.COMPARER)
@@ -419,7 +424,7 @@ class RankProtocol:
             self._report(div)
         return div
 
-    def _publish_shared(self, key: str, value: dict[str, Any]) -> bool:
+    def _publish_shared(self, key: str, value: dict[str, Any] | list[Any]) -> bool:
         """Writes a key every rank reads (``Read.SHARED``): the first writer wins, so every
         rank reads one verdict (``Channel.publish_shared``)."""
         return self.channel.publish_shared(key, _text(value))
@@ -428,5 +433,5 @@ class RankProtocol:
         return self.channel.set("publish", key, _text(value))
 
 
-def _text(value: dict[str, Any]) -> str:
+def _text(value: dict[str, Any] | list[Any]) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

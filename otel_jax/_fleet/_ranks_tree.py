@@ -2,12 +2,29 @@
 
 A job of ``FAN_IN`` ranks or fewer is one group, compared as ``_ranks_protocol`` says
 (one comparer reads every entry). Past that, no rank reads every entry: the ranks
-compare in groups of at most ``FAN_IN`` (the nodes of level 0: ranks ``0-127``,
-``128-255``, ...), and each group sends one summary to its parent (level 1: nodes of
-``FAN_IN`` groups), and so on up to the root, whose summary is the verdict. Each node
-is what the flat protocol is for the whole job, with the same keys under
-``<ordinal>/h/<level>.<node>/``: ``e/<slot>`` (a rank's entry at level 0; a child's
-summary above), ``n`` (the arrival counter), ``e/all``, ``t`` (takeover). A summary is
+compare in groups of at most ``GROUP`` (the nodes of level 0: ranks ``0-31``,
+``32-63``, ...), each group sends one summary to its parent (level 1: nodes of
+``FAN_IN`` groups), and so on up to the root, whose summary is the verdict.
+
+**A group (level 0) costs each rank two calls**: one increment of the group's counter
+(``<ordinal>/<node>``), which carries the rank's presence (bit ``slot``) and a digest of
+what it compiled (summed above ``SUM_SHIFT``), and one read of the verdict. From the
+value the increment returns, each rank knows whether every arrival so far compiled its
+program (the sum is its digest times the arrivals): only a rank that sees otherwise
+writes an entry, ``e<node>/<arrival number>`` (``"<slot> <signature fp> <program fp>"``),
+and so does the first to arrive (the group's comparer: a rank that takes the group over
+learns its program there). The last to arrive (all presence bits set) sets
+``e<node>/a``: ``a`` when the sum says one program, else the counter's value. The
+comparer, the first to arrive, waits for ``a`` or its deadline, then closes the group
+(``GROUP_CLOSED``: a later arrival is late, is reported missing and checks itself
+against the verdict). When it must read entries, the counter tells it which ranks
+arrived and how many wrote one: the ranks without an entry arrived before the first
+that differed, and compiled the comparer's program; an entry not written yet (its
+increment came first) is waited for by its key.
+
+**Above level 0** each node is what the flat protocol is for the whole job, with keys
+under ``<ordinal>/<level>.<node>``: ``/<slot>`` (a child's summary), ``n`` (the arrival
+counter: arrivals and the sum of their digests), ``/a``, ``t`` (takeover). A summary is
 the node's ranks grouped by program, as ranges, and the ones missing::
 
     {"g": [[signature fp, program fp, "0-16382"], ...], "m": "16383"}
@@ -18,12 +35,12 @@ named divergence (``d``), the summaries a comparer asks for (``s/<rank>``) are t
 protocol's, at the ordinal's directory: every rank reads the verdict in one read.
 
 Who compares a node: the first to arrive there (a rank at level 0; above, the rank
-that pushed the first child summary), as in the flat protocol; it waits for ``all``
-(set by the last to arrive) or its deadline, reads the node's entries once (an arrival
-after that is late: the verdict names it missing, and it checks itself against the
-verdict; a node's counter carries no closed mark, as the flat one's does, since its
-32 bits hold the digests), pushes the summary up (created, never overwritten: the
-first summary of a node stands), and only then deletes the entries. Deadlines,
+that pushed the first child summary); it waits for ``a`` or its deadline, reads what it
+must, pushes the summary up (created, never overwritten: the first summary of a node
+stands), and only then deletes the node's entries. A group (level 0) is closed first
+(``GROUP_CLOSED``: an arrival after that is late); above, an arrival after the comparer
+read the node is late, and the verdict tells it so (those counters carry no closed mark:
+their 32 bits hold the digests). Deadlines,
 from the comparer's own arrival at level 0 (``wait_s``): ``timeout_s`` at level 0 (the
 flat protocol's), and at level ``L`` the moment a node below whose ranks arrived up to
 ``timeout_s`` later could have been taken over (``stage_s(L - 1)``), plus margins.
@@ -46,11 +63,12 @@ from collections.abc import Generator, Iterable
 from typing import Any
 
 from .._core._failopen import FailOpen
-from .._core._vocab import DiffKey
+from .._core._vocab import CauseKind, DiffKey, DivergenceKind
 from .._core._vocab import RankWire as W
 from .._pipeline._record import CompileRecord, SpanLink
 from . import _wire
 from ._ranks_protocol import (
+    CLOSED,
     KEEP,
     VERDICT_MARGIN_S,
     Compile,
@@ -64,6 +82,8 @@ from ._wire import (
     Group,
     Program,
     Run,
+    leaf_kind,
+    leaf_texts,
     loads,
     named_text,
     pair_of,
@@ -76,12 +96,25 @@ from ._wire import (
 
 #: The most entries (ranks, or child summaries) one comparer reads per compile.
 FAN_IN = 128
-#: A node's arrival counter: the arrivals in its low ``COUNT_BITS`` bits, above them the
-#: sum of the arrivals' program digests, signed ``HASH_BITS``-bit integers (the last to
-#: arrive tells the comparer whether they all compiled one program, so that it reads no
-#: entry when they did). The service parses a counter as a 32-bit integer before it adds
-#: (``_ranks_transport.COUNTER_MAX``): ``MAX_FAN_IN`` arrivals of the largest digests,
-#: either sign, stay within it.
+#: The most ranks of a group (level 0): one presence bit each in the group's counter.
+GROUP = 8
+#: A group's counter, within the 32 bits the service parses a counter as
+#: (``_ranks_transport.COUNTER_MAX``): presence bits below ``SUM_SHIFT``; above them the
+#: sum of the arrivals' program digests, signed ``GROUP_HASH_BITS``-bit integers (eight
+#: of them within +-2**20, so +-2**28 once shifted); and ``GROUP_CLOSED`` added once the
+#: group was closed: by its comparer, and again by a rank that takes it over (twice
+#: stays below 2**31). A group that differs passes for one program only when its
+#: digests happen to sum alike: about one in 2**18.
+SUM_SHIFT = GROUP
+GROUP_HASH_BITS = 18
+GROUP_CLOSED = 1 << (SUM_SHIFT + GROUP_HASH_BITS + 3)
+PRESENCE = (1 << SUM_SHIFT) - 1
+#: A node's arrival counter above level 0: the arrivals in its low ``COUNT_BITS`` bits,
+#: above them the sum of the arrivals' program digests, signed ``HASH_BITS``-bit
+#: integers (the last to arrive tells the comparer whether they all compiled one
+#: program, so that it reads no entry when they did). ``MAX_FAN_IN`` arrivals of the
+#: largest digests, either sign, stay within the service's 32 bits; no closed mark fits
+#: beside them: an arrival after the comparer read the node learns it from the verdict.
 COUNT_BITS = 8
 HASH_BITS = 17
 MAX_FAN_IN = 128
@@ -103,38 +136,43 @@ Outcome = Generator[Wait, "str | None", "tuple[dict[str, Any] | None, dict[str, 
 # --- the shape of the tree ----------------------------------------------------------------
 
 class Tree:
-    """Which node of each level a rank belongs to, and what a node holds."""
+    """Which node of each level a rank belongs to, and what a node holds: groups of
+    ``min(fan_in, GROUP)`` ranks at level 0, nodes of ``fan_in`` children above."""
 
     def __init__(self, count: int, fan_in: int = FAN_IN) -> None:
         if not 2 <= fan_in <= MAX_FAN_IN:
             raise ValueError(f"a tree's fan-in is 2 to {MAX_FAN_IN}")
         self.count = count
         self.fan_in = fan_in
-        self.widths: list[int] = []  # nodes per level, up to the root's 1
-        n = count
-        while True:
+        self.group = min(fan_in, GROUP)
+        n = -(-count // self.group)
+        self.widths: list[int] = [n]  # nodes per level, up to the root's 1
+        while n > 1:
             n = -(-n // fan_in)
             self.widths.append(n)
-            if n <= 1:
-                break
         self.depth = len(self.widths)
+
+    def _size(self, level: int) -> int:
+        return self.group if level == 0 else self.fan_in
 
     def path(self, rank: int) -> list[tuple[int, int]]:
         """(node, slot in it) at each level, from level 0 to the root."""
         out, index = [], rank
-        for _ in range(self.depth):
-            out.append((index // self.fan_in, index % self.fan_in))
-            index //= self.fan_in
+        for level in range(self.depth):
+            size = self._size(level)
+            out.append((index // size, index % size))
+            index //= size
         return out
 
     def children(self, level: int, node: int) -> int:
         """Entries the node waits for: ranks at level 0, child nodes above."""
         below = self.count if level == 0 else self.widths[level - 1]
-        return max(0, min(self.fan_in, below - node * self.fan_in))
+        size = self._size(level)
+        return max(0, min(size, below - node * size))
 
     def ranks(self, level: int, node: int) -> Run:
         """The ranks under a node."""
-        span = self.fan_in ** (level + 1)
+        span = self.group * self.fan_in ** level
         return node * span, min((node + 1) * span, self.count) - 1
 
 
@@ -256,47 +294,123 @@ class TreeProtocol(RankProtocol):
         item.directory = ordinal_directory(item.function_dir, item.count)
         return item
 
-    def _node(self, item: Compile, level: int) -> str:
-        """The node of ``level`` on this rank's path: its entries are under ``<node>/``,
-        its counters beside (``<node>n``, ``<node>t``)."""
-        node, _ = self.path[level]
-        return f"{item.directory}{node}" if level == 0 else f"{item.directory}{level}.{node}"
+    # --- the keys of a node ---------------------------------------------------------------
 
-    def _arrive(self, item: Compile, directory: str, children: int,
-                program_hash: int) -> int | None:
-        """Count an arrival at a node (carrying a digest of what it compiled); the last
-        one says whether all compiled one program. The arrival's number (whether it came
-        late, after the node's comparer read it, the verdict says)."""
-        value = self.channel.increment("publish", directory + W.ARRIVED,
-                                       1 + (program_hash << COUNT_BITS))
-        if value is None:
-            return None
-        arrival = value & ((1 << COUNT_BITS) - 1)
-        digests = (value - arrival) >> COUNT_BITS
-        before, total = arrival - 1, digests - program_hash
-        if before and total % before == 0 and total // before != program_hash:
-            # Every arrival before this one compiled one program, and this one another:
-            # its signature's summary goes beside the entries, so that the comparer
-            # (the first, on the other side) names the difference without asking.
-            self._send_summary(item, directory)
-        if arrival == children:
-            agree = digests == children * program_hash
-            self.channel.set("publish", f"{directory}/{W.NODE_ALL}",
-                             W.AGREE if agree else W.DISAGREE)
-        return arrival
+    def _entries(self, item: Compile, level: int) -> str:
+        """The directory of the node's entries (and of its ``a`` and ``s``)."""
+        node, _ = self.path[level]
+        if level == 0:
+            return f"{item.directory}{W.ENTRIES}{node}"
+        return f"{item.directory}{level}.{node}"
+
+    def _counter(self, item: Compile, level: int) -> str:
+        """The node's counter: outside its entries' directory, which goes once read."""
+        if level == 0:
+            return f"{item.directory}{self.path[0][0]}"
+        return self._entries(item, level) + W.ARRIVED
+
+    def _takeover(self, item: Compile, level: int) -> str:
+        if level == 0:
+            return f"{item.directory}{W.TAKEOVER}{self.path[0][0]}"
+        return self._entries(item, level) + W.TAKEOVER
+
+    # --- a group: two calls per rank ------------------------------------------------------
 
     def publish(self, item: Compile) -> bool:
         node, slot = self.path[0]
-        directory = self._node(item, 0)
         fp, pf = item.program
-        if not self.channel.set("publish", f"{directory}/{slot}", f"{fp} {pf}"):
+        digest = program_hash(item.program, GROUP_HASH_BITS)
+        value = self.channel.increment("publish", self._counter(item, 0),
+                                       (1 << slot) + (digest << SUM_SHIFT))
+        if value is None:
             return False
-        arrival = self._arrive(item, directory, self.tree.children(0, node),
-                               program_hash(item.program))
-        if arrival is None:
-            return False
-        item.arrival, item.arrived_at = arrival, self.clock()
+        item.arrived_at = self.clock()
+        closes, present, total = group_value(value)
+        arrival = present.bit_count()
+        if closes:
+            item.arrival = arrival + CLOSED  # after the comparer stopped waiting: late
+            return True
+        item.arrival = arrival
+        item.alike = total == arrival * digest
+        entries = self._entries(item, 0)
+        if arrival == 1 or not item.alike:
+            # the first one's (a rank that takes the group over learns its program here),
+            # and each one unlike the ones before it: the others compiled the first's
+            self.channel.set("publish", f"{entries}/{arrival}", f"{slot} {fp} {pf}")
+            before = total - digest
+            if arrival > 1 and before % (arrival - 1) == 0:
+                # every arrival before this one compiled one program, and this one
+                # another: its signature's summary goes beside the entries, so that the
+                # comparer (the first, on the other side) names the difference unasked
+                self._send_summary(item, entries)
+        if arrival == self.tree.children(0, node):
+            self.channel.set("publish", f"{entries}/{W.NODE_ALL}",
+                             W.AGREE if item.alike else str(value))
         return True
+
+    def _gather_group(self, item: Compile, arrival: int, wait: bool,
+                      ) -> Generator[Wait, str | None, Summary | None]:
+        """A group's summary: from its counter alone when every rank compiled the
+        comparer's program, else from the entries its counter says were written."""
+        node, slot = self.path[0]
+        directory = self._entries(item, 0)
+        children = self.tree.children(0, node)
+        lo, hi = self.tree.ranks(0, node)
+        value: int | None = None
+        if wait:
+            if arrival >= children:
+                return {item.program: [(lo, hi)]}, []
+            every = yield Wait(f"{directory}/{W.NODE_ALL}",
+                               item.arrived_at + self.wait_s(0), Read.OWN)
+            if every == W.AGREE:
+                return {item.program: [(lo, hi)]}, []
+            if every is not None and every.lstrip("-").isdigit():
+                value = int(every)
+        if value is None:
+            value = self.channel.increment("close", self._counter(item, 0), GROUP_CLOSED)
+            if value is None:
+                return None
+        found = self.channel.dir_get("read", f"{directory}/")
+        if found is None:
+            return None
+        entries: dict[int, tuple[int, Program]] = {}
+        for key, raw in found:
+            name = key.rpartition("/")[2]
+            if name == W.SUMMARIES:
+                self._name(item, raw)
+                continue
+            entry = _group_entry(name, raw, children)
+            if entry is not None:
+                entries[entry[0]] = entry[1:]
+        if not wait and not entries:
+            return None  # taken over after its comparer reported it: nothing to do
+        if wait:
+            entries[1] = (slot, item.program)
+        _, present, total = group_value(value)
+        count = present.bit_count()
+        first = entries.get(1)
+        # the program of the ranks without an entry: the first one's (a rank that
+        # takes over knows it without the first's entry when it was alike)
+        base = first[1] if first is not None else item.program if item.alike else ("", "")
+        deadline = self.clock() + VERDICT_MARGIN_S
+        for _ in range(count):
+            lacking = _lacking(entries, count, total, base)
+            if lacking is None:
+                break
+            # counted before it was written: written at once after its increment
+            raw = yield Wait(f"{directory}/{lacking}", deadline, Read.OWN)
+            entry = _group_entry(str(lacking), raw, children) if raw is not None else None
+            if entry is None:
+                break  # its rank died in between: counted with the first one's program
+            entries[lacking] = entry[1:]
+        programs: dict[Program, Runs] = {}
+        by_slot = {s: p for k, (s, p) in entries.items() if k <= count}
+        for s in range(children):
+            if present >> s & 1:
+                programs.setdefault(by_slot.get(s, base), []).append((lo + s, lo + s))
+        return merge([(programs, [])], lo, hi)
+
+    # --- settling -------------------------------------------------------------------------
 
     def settle(self, item: Compile) -> Steps:
         verdict: dict[str, Any] | None = None
@@ -306,6 +420,8 @@ class TreeProtocol(RankProtocol):
             verdict, named = yield from self._climb(item, 0, item.arrival, wait=True)
         if verdict is None:
             verdict, named = yield from self._await(item)
+        if verdict is not None and _RELATIVE in verdict:
+            verdict, named = yield from self._relative(item, verdict[_RELATIVE])
         if verdict is None:
             if not self.channel.off:
                 self.unresolved += 1
@@ -324,6 +440,33 @@ class TreeProtocol(RankProtocol):
                 if isinstance(d, list) and len(d) == len(_DIFF_FIELDS)]
         return {W.TEXT: named_text(diff, pair[0].ranks, pair[1].ranks), W.DIFF: diff}
 
+    def _relative(self, item: Compile, wire: list[Any]) -> Outcome:
+        """A verdict worded against the larger side's own signature (``_relative_wire``):
+        a rank of that side makes the whole one from its leaves; a rank of the other
+        side, or a missing one, reads the whole one (``f``)."""
+        last = self.count - 1
+        whole = len(wire) >= 3 and all(isinstance(v, str) for v in wire[:3])
+        others = parse_runs(wire[0], 0, last) if whole else []
+        missed = parse_runs(wire[1], 0, last) if whole else []
+        diff = _worded(item, wire[3:]) if whole else None
+        if diff is None or any(a <= self.rank <= b for a, b in [*others, *missed]):
+            raw = yield Wait(item.directory + W.FULL, self.clock() + VERDICT_MARGIN_S)
+            return (loads(raw) if raw is not None else None), None
+        mine = missing_runs([*others, *missed], 0, last)
+        ours = Group(item.program, ranks_of(mine), runs_text(mine))
+        theirs = Group((str(wire[2]), ""), ranks_of(others), runs_text(others))
+        first, second = sorted((ours, theirs), key=lambda g: g.ranks[0])
+        if first is theirs:  # the changes are from the first side's values to the second's
+            diff = [{**d, DiffKey.BEFORE: d[DiffKey.AFTER], DiffKey.AFTER: d[DiffKey.BEFORE]}
+                    for d in diff]
+        named = {W.TEXT: named_text(diff, first.ranks, second.ranks), W.DIFF: diff}
+        verdict: dict[str, Any] = {
+            W.GROUPS: [[g.program[0], g.program[1], g.text] for g in (first, second)],
+            W.KIND: DivergenceKind.SIGNATURE.value, **named}
+        if missed:
+            verdict[W.MISSING] = runs_text(missed)
+        return verdict, named
+
     def _await(self, item: Compile) -> Outcome:
         """Wait for the verdict, taking over the nodes of this rank's path whose comparer
         never answered, one level at a time."""
@@ -333,25 +476,26 @@ class TreeProtocol(RankProtocol):
             raw = yield Wait(shared, item.arrived_at + self.stage_s(level) + extra,
                              Read.SHARED)
             if raw is not None:
-                return loads(raw), None
+                return _verdict_of(raw), None
             if self.channel.off:
                 return None, None
-            took = self.channel.increment("takeover", self._node(item, level) + W.TAKEOVER)
+            took = self.channel.increment("takeover", self._takeover(item, level))
             if took == 1:
                 verdict, named = yield from self._climb(item, level, 0, wait=False)
                 if verdict is not None:
                     return verdict, named
         raw = yield Wait(shared, self.clock() + self.timeout_s + VERDICT_MARGIN_S,
                          Read.SHARED)
-        return (loads(raw) if raw is not None else None), None
+        return (_verdict_of(raw) if raw is not None else None), None
 
     def _climb(self, item: Compile, level: int, arrival: int, wait: bool) -> Outcome:
         """Compare the node of ``level`` on this rank's path and push its summary up; go
         on as the parent's comparer when this rank is the first there. At the root:
         the verdict."""
         while True:
-            directory = self._node(item, level)
-            found = yield from self._gather(item, level, arrival, wait)
+            directory = self._entries(item, level)
+            found = yield from (self._gather_group(item, arrival, wait) if level == 0
+                                else self._gather(item, level, arrival, wait))
             if found is None:
                 return None, None
             item.stage = level + 1
@@ -369,11 +513,37 @@ class TreeProtocol(RankProtocol):
                 return None, None
             level, arrival, wait = level + 1, 1, True
 
+    # --- above level 0: nodes of child summaries ------------------------------------------
+
+    def _arrive(self, item: Compile, directory: str, children: int,
+                program_hash_: int) -> int | None:
+        """Count an arrival at a node above level 0 (carrying a digest of what it
+        summarises); the last one says whether all were one program. The arrival's
+        number (whether it came late, after the node's comparer read it, the verdict
+        says)."""
+        value = self.channel.increment("publish", directory + W.ARRIVED,
+                                       1 + (program_hash_ << COUNT_BITS))
+        if value is None:
+            return None
+        arrival = value & ((1 << COUNT_BITS) - 1)
+        digests = (value - arrival) >> COUNT_BITS
+        before, total = arrival - 1, digests - program_hash_
+        if before and total % before == 0 and total // before != program_hash_:
+            # Every arrival before this one compiled one program, and this one another:
+            # its signature's summary goes beside the entries, so that the comparer
+            # (the first, on the other side) names the difference without asking.
+            self._send_summary(item, directory)
+        if arrival == children:
+            agree = digests == children * program_hash_
+            self.channel.set("publish", f"{directory}/{W.NODE_ALL}",
+                             W.AGREE if agree else W.DISAGREE)
+        return arrival
+
     def _gather(self, item: Compile, level: int, arrival: int, wait: bool,
                 ) -> Generator[Wait, str | None, Summary | None]:
         """Wait for the node's entries (or its deadline), and read them once."""
-        node, slot = self.path[level]
-        directory = self._node(item, level)
+        node, _ = self.path[level]
+        directory = self._entries(item, level)
         children = self.tree.children(level, node)
         lo, hi = self.tree.ranks(level, node)
         everyone = wait and arrival >= children
@@ -401,13 +571,6 @@ class TreeProtocol(RankProtocol):
                 entries[child] = value
         if not wait and not entries:
             return None  # taken over after its comparer reported it: nothing to do
-        if level == 0:
-            programs: dict[Program, Runs] = {}
-            entries[slot] = f"{item.program[0]} {item.program[1]}"
-            for child in sorted(entries):
-                rank = lo + child
-                programs.setdefault(parse_entry(entries[child]), []).append((rank, rank))
-            return merge([(programs, [])], lo, hi)
         parts: list[Summary] = []
         for child, raw in entries.items():
             clo, chi = self.tree.ranks(level - 1, node * self.tree.fan_in + child)
@@ -427,7 +590,7 @@ class TreeProtocol(RankProtocol):
         after it (1: this rank compares the parent), or ``None`` when the node had
         reported already or the call failed."""
         node, slot = self.path[level]
-        directory = self._node(item, level)
+        directory = self._entries(item, level)
         text = summary_text(found, item.named)
         if not self.channel.create("publish", f"{directory}/{slot}", text):
             return None
@@ -469,6 +632,8 @@ class TreeProtocol(RankProtocol):
                          DiffKey.AFTER: d.get(DiffKey.BEFORE, "")} for d in diff]
         return None
 
+    # --- the verdict ----------------------------------------------------------------------
+
     def _verdict(self, item: Compile, found: Summary) -> Outcome:
         """The root's summary as the flat protocol's verdict."""
         programs, missed = found
@@ -482,12 +647,19 @@ class TreeProtocol(RankProtocol):
                 lookup.update((r, g.program) for r in g.ranks)
         return (yield from self._decide(item, groups, absent, lookup))
 
-    def _wire_verdict(self, item: Compile, verdict: dict[str, Any]) -> dict[str, Any]:
-        """When every rank that arrived compiled one program, the verdict every rank reads
-        says only which ranks are missing (each knows its program): a few bytes however
-        many ranks read it. The whole verdict is set first, for the late ranks."""
+    def _wire_verdict(self, item: Compile, verdict: dict[str, Any],
+                      ) -> dict[str, Any] | list[Any]:
+        """The verdict every rank reads, as short as each rank can make the whole one
+        from: when every rank that arrived compiled one program, which ranks are missing
+        (each knows its program); when two signatures differ in the type of a few leaves,
+        those changes against the larger side's own leaves (``_relative_wire``). The whole
+        verdict is set first, for the ranks that need it."""
         groups = verdict.get(W.GROUPS) or ()
         if W.TEXT in verdict and len(groups) == 2:
+            self._set(item.directory + W.FULL, verdict)
+            relative = self._relative_wire(item, verdict)
+            if relative is not None:
+                return relative
             # every rank words the text itself from the changes (as lists) and the two
             # sides (with more, a rank's pair of sides might not be the comparer's)
             wire = {k: v for k, v in verdict.items() if k != W.TEXT}
@@ -498,6 +670,33 @@ class TreeProtocol(RankProtocol):
         wire = {k: verdict[k] for k in (W.MISSING,) if verdict.get(k)}
         if wire:
             self._set(item.directory + W.FULL, verdict)
+        return wire
+
+    def _relative_wire(self, item: Compile, verdict: dict[str, Any]) -> list[Any] | None:
+        """``[the other side's ranks, the missing ones, its signature fp, leaf, its type,
+        ...]``: each change as the index of a leaf of this rank's signature and the other
+        side's type there, when this rank is on the larger side and every change is a
+        leaf's shape, dtype or weak type (what a rank of this side can word the same
+        way, from its own signature). ``None`` otherwise."""
+        groups = super()._groups(item, verdict)
+        signature = item.signature
+        ours = next((g for g in groups if self.rank in g.ranks), None)
+        if (ours is None or len(groups) != 2 or signature is None
+                or not signature.captured):
+            return None
+        theirs = groups[1] if groups[0] is ours else groups[0]
+        if len(ours.ranks) < len(theirs.ranks):
+            return None
+        index = {path: i for i, (path, _) in enumerate(leaf_texts(signature))}
+        mine = dict(leaf_texts(signature))
+        wire: list[Any] = [theirs.text, verdict.get(W.MISSING) or "", theirs.program[0]]
+        for d in verdict.get(W.DIFF) or ():
+            path, kind = d.get(DiffKey.PATH), d.get(DiffKey.KIND)
+            own, other = ((d.get(DiffKey.BEFORE), d.get(DiffKey.AFTER)) if groups[0] is ours
+                          else (d.get(DiffKey.AFTER), d.get(DiffKey.BEFORE)))
+            if kind not in _LEAF_KINDS or path not in index or mine[path] != own:
+                return None
+            wire += [index[path], other]
         return wire
 
     def _groups(self, item: Compile, verdict: dict[str, Any]) -> list[Group]:
@@ -519,8 +718,80 @@ class TreeProtocol(RankProtocol):
         return (yield from super()._late(item, verdict, groups))
 
     def _late_entries(self, item: Compile) -> str:
-        _, slot = self.path[0]
-        return f"{self._node(item, 0)}/{slot}"
+        return ""  # a late rank wrote no entry (its increment said it was late)
+
+
+#: Wrapped around a verdict that came as a list (``TreeProtocol._relative_wire``).
+_RELATIVE = "relative"
+_LEAF_KINDS = frozenset(k.value for k in (CauseKind.SHAPE, CauseKind.DTYPE,
+                                          CauseKind.WEAK_TYPE))
+
+
+def _verdict_of(raw: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw)
+    except (ValueError, TypeError):
+        return None
+    if isinstance(value, list):
+        return {_RELATIVE: value}
+    return value if isinstance(value, dict) else None
+
+
+def _worded(item: Compile, changes: list[Any]) -> list[dict[str, str]] | None:
+    """The changes of a relative verdict in this rank's words (``before``: its own type),
+    or ``None`` when its signature does not have the leaves they name."""
+    if item.signature is None or not item.signature.captured or len(changes) % 2:
+        return None
+    leaves = leaf_texts(item.signature)
+    diff: list[dict[str, str]] = []
+    for index, other in zip(changes[::2], changes[1::2]):
+        if not isinstance(index, int) or not 0 <= index < len(leaves):
+            return None
+        path, own = leaves[index]
+        other = str(other)
+        diff.append({DiffKey.PATH: path, DiffKey.KIND: leaf_kind(own, other).value,
+                     DiffKey.BEFORE: own, DiffKey.AFTER: other})
+    return diff
+
+
+def _group_entry(name: str, raw: str, children: int) -> tuple[int, int, Program] | None:
+    """``(arrival number, slot, program)`` of a group's entry ``<arrival>``."""
+    try:
+        arrival = int(name)
+        slot_text, _, program = str(raw).partition(" ")
+        slot = int(slot_text)
+    except ValueError:
+        return None
+    if arrival < 1 or not 0 <= slot < children:
+        return None
+    return arrival, slot, parse_entry(program)
+
+
+def group_value(value: int) -> tuple[int, int, int]:
+    """A group's counter as (times closed, presence bits, sum of digests)."""
+    closes = (value + (GROUP_CLOSED >> 1)) // GROUP_CLOSED
+    rest = value - closes * GROUP_CLOSED
+    present = rest & PRESENCE
+    return closes, present, (rest - present) >> SUM_SHIFT
+
+
+def _lacking(entries: dict[int, tuple[int, Program]], count: int, total: int,
+             base: Program) -> int | None:
+    """The arrival number of an entry the group's counter says was written, or is being
+    written (its rank's increment came first), that was not read: ``None`` when all are
+    in. The ranks that wrote one are the first and every one from the first unlike the
+    ones before it to the last; the others compiled the first's program (``base``), so
+    the sum of the digests tells whether one is lacking before the earliest read."""
+    later = sorted(k for k in entries if 1 < k <= count)
+    start = later[0] if later else count + 1
+    for k in range(start + 1, count + 1):
+        if k not in entries:
+            return k
+    known = sum(program_hash(entries[k][1], GROUP_HASH_BITS) for k in later)
+    rest = (count - len(later)) * program_hash(base, GROUP_HASH_BITS)
+    if total != known + rest and start > 2:
+        return start - 1
+    return None
 
 
 def ordinal_directory(function_dir: str, count: int) -> str:
@@ -531,12 +802,12 @@ def ordinal_directory(function_dir: str, count: int) -> str:
     return f"{W.TREE_PREFIX}/{base64.urlsafe_b64encode(digest).decode('ascii')}/"
 
 
-def program_hash(program: Program) -> int:
+def program_hash(program: Program, bits: int = HASH_BITS) -> int:
     """A digest of what a rank compiled, summed by the node counters: a signed
-    ``HASH_BITS``-bit integer (a sum of either sign stays small)."""
+    ``bits``-bit integer (a sum of either sign stays small)."""
     digest = hashlib.blake2b(f"{program[0]} {program[1]}".encode("utf-8", "backslashreplace"),
                              digest_size=4).digest()
-    return (int.from_bytes(digest, "big") >> (32 - HASH_BITS)) - (1 << (HASH_BITS - 1))
+    return (int.from_bytes(digest, "big") >> (32 - bits)) - (1 << (bits - 1))
 
 
 def protocol(channel: Channel, rank: int, count: int, timeout_s: float, report: Reporter,

@@ -49,6 +49,12 @@ def _text(value: Any) -> str:
     return without_digests(text)
 
 
+def leaf_texts(signature: Signature) -> list[tuple[str, str]]:
+    """The (path, type) of the leaves a summary carries, in its words."""
+    n = min(signature.num_leaves, MAX_LEAVES)
+    return [(_text(signature.paths[i]), _text(signature.types[i])) for i in range(n)]
+
+
 def summary(signature: Signature) -> dict[str, Any]:
     """What a peer needs to name the differences: bounded, JSON-serialisable."""
     if not signature.captured:
@@ -71,7 +77,8 @@ def summary(signature: Signature) -> dict[str, Any]:
     }
 
 
-def _leaf_kind(before: str, after: str) -> CauseKind:
+def leaf_kind(before: str, after: str) -> CauseKind:
+    """The kind of change between two leaves' types (either way round)."""
     if before.partition("[")[0] != after.partition("[")[0]:
         return CauseKind.DTYPE
     if before.replace(" (weak)", "") == after.replace(" (weak)", ""):
@@ -106,7 +113,7 @@ def summary_diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, str]]:
         if la is None or lb is None:
             structure.append((path, la[0] if la else ABSENT, lb[0] if lb else ABSENT))
         elif la[0] != lb[0]:
-            add(path, _leaf_kind(la[0], lb[0]), la[0], lb[0])
+            add(path, leaf_kind(la[0], lb[0]), la[0], lb[0])
         elif la[1] != lb[1]:
             add(path, CauseKind.SHARDING, la[1], lb[1])
     for path, before, after in structure:

@@ -28,31 +28,54 @@ from .test_ranks_transport import Dict
 A, B = ("sigA", "progA"), ("sigB", "progB")
 
 
-def test_16384_ranks_are_128_groups_of_128_under_one_root():
+def test_16384_ranks_are_2048_groups_of_8_under_two_levels_of_128():
     tree = Tree(16384, 128)
-    assert tree.depth == 2 and tree.widths == [128, 1]
-    assert tree.path(16383) == [(127, 127), (0, 127)]
-    assert tree.path(200) == [(1, 72), (0, 1)]
-    assert tree.children(0, 127) == 128 and tree.children(1, 0) == 128
-    assert tree.ranks(0, 127) == (16256, 16383) and tree.ranks(1, 0) == (0, 16383)
+    assert tree.group == 8 and tree.depth == 3 and tree.widths == [2048, 16, 1]
+    assert tree.path(16383) == [(2047, 7), (15, 127), (0, 15)]
+    assert tree.path(200) == [(25, 0), (0, 25), (0, 0)]
+    assert tree.children(0, 2047) == 8 and tree.children(1, 15) == 128
+    assert tree.children(2, 0) == 16
+    assert tree.ranks(0, 2047) == (16376, 16383) and tree.ranks(1, 0) == (0, 1023)
+    assert tree.ranks(2, 0) == (0, 16383)
 
 
 def test_a_rank_count_that_does_not_fill_the_last_group():
     tree = Tree(300, 128)
-    assert tree.widths == [3, 1]
-    assert [tree.children(0, n) for n in range(3)] == [128, 128, 44]
-    assert tree.ranks(0, 2) == (256, 299) and tree.children(1, 0) == 3
+    assert tree.widths == [38, 1]
+    assert [tree.children(0, n) for n in (0, 36, 37)] == [8, 8, 4]
+    assert tree.ranks(0, 37) == (296, 299) and tree.children(1, 0) == 38
 
 
 def test_three_levels_and_a_flat_job():
     tree = Tree(64, 4)
-    assert tree.widths == [16, 4, 1]
+    assert tree.group == 4 and tree.widths == [16, 4, 1]
     assert tree.path(63) == [(15, 3), (3, 3), (0, 3)]
     assert tree.ranks(1, 2) == (32, 47)
-    assert Tree(128, 128).depth == 1 and Tree(129, 128).depth == 2
+    assert Tree(8, 128).depth == 1 and Tree(9, 128).depth == 2
     for fan_in in (1, _ranks_tree.MAX_FAN_IN + 1):  # its counters stay 32-bit integers
         with pytest.raises(ValueError):
             Tree(1024, fan_in)
+
+
+def test_a_groups_counter_holds_its_presence_bits_a_sum_and_two_closes_in_32_bits():
+    """Every rank of a group, all with the largest digest of either sign, then two
+    closes (its comparer's and a takeover's): the service still parses the counter, and
+    it still reads back as what was added."""
+    half = 1 << (_ranks_tree.GROUP_HASH_BITS - 1)
+    for digest in (half - 1, -half):
+        stored = None
+        for slot in range(_ranks_tree.GROUP):
+            stored = str(_ranks_transport.counter_sum(
+                stored, (1 << slot) + (digest << _ranks_tree.SUM_SHIFT)))
+            assert _ranks_tree.group_value(int(stored)) == (
+                0, (1 << slot + 1) - 1, (slot + 1) * digest)
+        for closes in (1, 2):
+            stored = str(_ranks_transport.counter_sum(stored, _ranks_tree.GROUP_CLOSED))
+            assert _ranks_tree.group_value(int(stored)) == (
+                closes, _ranks_tree.PRESENCE, _ranks_tree.GROUP * digest)
+    digests = [_ranks_tree.program_hash((f"sig{i}", "p"), _ranks_tree.GROUP_HASH_BITS)
+               for i in range(1000)]
+    assert -half <= min(digests) < 0 <= max(digests) < half
 
 
 def test_only_jobs_larger_than_the_fan_in_use_the_tree():
@@ -105,13 +128,23 @@ def _item(program: tuple[str, str]) -> Compile:
     return item
 
 
-def test_the_last_to_arrive_at_a_node_says_whether_the_arrivals_agree():
-    for programs, said in (([A, A, A, A], W.AGREE), ([A, A, B, A], W.DISAGREE)):
+def test_the_last_to_arrive_at_a_group_says_whether_the_arrivals_agree():
+    for programs in ([A, A, A, A], [A, A, B, A]):
         store = Dict()
         for rank, program in enumerate(programs):
             assert _tree_rank(store, rank).publish(_item(program))
-        assert store.data["oj/x/0/a"] == said  # node 0 of level 0: ranks 0-3
-        assert store.data["oj/x/0/2"] == f"{programs[2][0]} {programs[2][1]}"
+        said = store.data["oj/x/e0/a"]  # group 0 of level 0: ranks 0-3
+        entries = {k: v for k, v in store.data.items() if k.startswith("oj/x/e0/")}
+        if programs[2] == A:
+            assert said == W.AGREE
+            # only the first wrote an entry: the counter says the others are alike
+            assert entries == {"oj/x/e0/1": "0 sigA progA", "oj/x/e0/a": W.AGREE}
+        else:
+            # the counter's value: the comparer reads the entries it says were written
+            assert int(said) == int(store.data["oj/x/0"])
+            assert entries["oj/x/e0/3"] == "2 sigB progB"  # unlike the two before it
+            assert entries["oj/x/e0/4"] == "3 sigA progA"  # after one unlike the first
+            assert "oj/x/e0/2" not in entries
 
 
 def test_a_nodes_counter_stays_a_32_bit_integer_for_any_digests():
@@ -143,6 +176,29 @@ def test_every_arrival_at_a_node_is_counted_by_the_service():
     assert [item.arrival for item in items] == [1, 2, 3, 4]
 
 
+def test_an_entry_counted_before_it_was_written_is_waited_for():
+    base = A
+    hash_a = _ranks_tree.program_hash(A, _ranks_tree.GROUP_HASH_BITS)
+    hash_b = _ranks_tree.program_hash(B, _ranks_tree.GROUP_HASH_BITS)
+    lacking = _ranks_tree._lacking
+    # arrivals A, A, B, A: entries 1, 3 and 4
+    total = 3 * hash_a + hash_b
+    assert lacking({1: (0, A), 3: (2, B), 4: (3, A)}, 4, total, base) is None
+    assert lacking({1: (0, A), 3: (2, B)}, 4, total, base) == 4  # after the first unlike
+    assert lacking({1: (0, A), 4: (3, A)}, 4, total, base) == 3  # the sum says one lacks
+    assert lacking({1: (0, A)}, 4, total, base) == 4
+
+
+def test_a_late_arrival_at_a_closed_group_knows_it_is_late():
+    store = Dict()
+    first, late = _item(A), _item(A)
+    assert _tree_rank(store, 0).publish(first) and first.arrival == 1
+    store.increment("oj/x/0", _ranks_tree.GROUP_CLOSED)  # its comparer stopped waiting
+    assert _tree_rank(store, 1).publish(late)
+    assert late.arrival > _ranks_tree.CLOSED
+    assert "oj/x/e0/a" not in store.data and "oj/x/e0/2" not in store.data
+
+
 def test_a_verdict_of_ranks_that_agree_is_a_few_bytes_and_read_back_by_each():
     store = Dict()
     proto = _tree_rank(store, 5)
@@ -159,3 +215,16 @@ def test_a_verdict_of_ranks_that_agree_is_a_few_bytes_and_read_back_by_each():
     diverged = {W.GROUPS: [["sigA", "progA", "0-14"], ["sigB", "progB", "15"]],
                 W.KIND: "signature", W.COMPARER: 0}
     assert proto._wire_verdict(item, diverged) is diverged
+
+
+def test_a_group_closed_twice_stays_closed():
+    """A group's comparer closes it, and so does a rank that takes it over later (its
+    verdict was slow: another node's comparer died): a later arrival is still late."""
+    store = Dict()
+    first, late = _item(A), _item(A)
+    assert _tree_rank(store, 0).publish(first) and first.arrival == 1
+    for _ in range(2):
+        store.increment("oj/x/0", _ranks_tree.GROUP_CLOSED)
+    assert _tree_rank(store, 1).publish(late)
+    assert late.arrival > _ranks_tree.CLOSED
+    assert "oj/x/e0/a" not in store.data
