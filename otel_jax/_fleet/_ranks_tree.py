@@ -60,7 +60,7 @@ import base64
 import hashlib
 import json
 from collections.abc import Generator, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._core._failopen import FailOpen
 from .._core._vocab import CauseKind, DiffKey, DivergenceKind
@@ -122,6 +122,8 @@ MAX_FAN_IN = 128
 #: 24 bits; every byte is paid once per rank per compile at the service).
 SIGNATURE_CHARS = 9
 PROGRAM_CHARS = 6
+#: Marks a program known only by its group digest (``placeholder``).
+PLACEHOLDER = "#"
 #: Pairs of signatures named on the way up that a summary carries.
 MAX_NAMED = 4
 #: A change of a named divergence in a tree's verdict: a list of these, in this order.
@@ -226,6 +228,9 @@ def summary_text(summary: Summary, named: list[list[Any]] | None = None) -> str:
     """A node's summary as its parent reads it; with the differences between two
     signatures named below it (``[signature fp, other signature fp, changes]``)."""
     groups, missing = summary
+    if len(groups) == 1 and not missing and not named:
+        [(fp, pf)] = groups  # every rank of the node, one program: its fingerprints
+        return f"{fp} {pf}"
     value: dict[str, Any] = {W.GROUPS: [[p[0], p[1], runs_text(r)] for p, r in
                                         sorted(groups.items(), key=lambda i: i[1][0])]}
     if missing:
@@ -236,6 +241,12 @@ def summary_text(summary: Summary, named: list[list[Any]] | None = None) -> str:
 
 
 def parse_summary(raw: str, lo: int, hi: int) -> Summary | None:
+    if not raw.startswith("{"):
+        # one program for every rank of the node: its two fingerprints
+        fp, space, pf = raw.partition(" ")
+        if not space or not fp or " " in pf:
+            return None
+        return {(fp, pf): [(lo, hi)]}, []
     value = loads(raw)
     if value is None:
         return None
@@ -261,6 +272,8 @@ class TreeProtocol(RankProtocol):
         super().__init__(channel, rank, count, timeout_s, report, failopen)
         self.tree = Tree(count, fan_in)
         self.path = self.tree.path(rank)
+        #: whether the group's summary came from its entries (their directory then goes)
+        self._read_entries = False
 
     def wait_s(self, level: int) -> float:
         """How long, from its own arrival, a node's comparer waits for every child: at
@@ -328,87 +341,88 @@ class TreeProtocol(RankProtocol):
         closes, present, total = group_value(value)
         arrival = present.bit_count()
         if closes:
-            item.arrival = arrival + CLOSED  # after the comparer stopped waiting: late
+            item.arrival = arrival + CLOSED  # after its group was closed: late
             return True
         item.arrival = arrival
-        item.alike = total == arrival * digest
-        entries = self._entries(item, 0)
-        if arrival == 1 or not item.alike:
-            # the first one's (a rank that takes the group over learns its program here),
-            # and each one unlike the ones before it: the others compiled the first's
-            self.channel.set("publish", f"{entries}/{arrival}", f"{slot} {fp} {pf}")
+        item.counted = value
+        if total != arrival * digest:
+            # Unlike an arrival before it: its entry, so that whoever reports the group
+            # knows its program (a rank without one compiled the first's), with the sum
+            # of the digests before it (which tells the reader whether an entry before
+            # this one is still being written).
+            entries = self._entries(item, 0)
             before = total - digest
-            if arrival > 1 and before % (arrival - 1) == 0:
+            self.channel.set("publish", f"{entries}/{arrival}", f"{slot} {fp} {pf} {before}")
+            if before % (arrival - 1) == 0 and before // (arrival - 1) != digest:
                 # every arrival before this one compiled one program, and this one
-                # another: its signature's summary goes beside the entries, so that the
-                # comparer (the first, on the other side) names the difference unasked
+                # another: its signature's summary goes beside the entries, so that a
+                # rank on the other side names the difference unasked
                 self._send_summary(item, entries)
-        if arrival == self.tree.children(0, node):
-            self.channel.set("publish", f"{entries}/{W.NODE_ALL}",
-                             W.AGREE if item.alike else str(value))
         return True
 
     def _gather_group(self, item: Compile, arrival: int, wait: bool,
                       ) -> Generator[Wait, str | None, Summary | None]:
-        """A group's summary: from its counter alone when every rank compiled the
-        comparer's program, else from the entries its counter says were written."""
-        node, slot = self.path[0]
+        """A group's summary, by the rank whose arrival completed it (``wait`` and the
+        last arrival), by its first at its deadline (``wait``), or by a rank taking it
+        over: from the counter alone when every rank that arrived compiled this rank's
+        program, else from the entries of those that did not."""
+        node, _ = self.path[0]
         directory = self._entries(item, 0)
         children = self.tree.children(0, node)
         lo, hi = self.tree.ranks(0, node)
-        value: int | None = None
-        if wait:
-            if arrival >= children:
-                return {item.program: [(lo, hi)]}, []
-            every = yield Wait(f"{directory}/{W.NODE_ALL}",
-                               item.arrived_at + self.wait_s(0), Read.OWN)
-            if every == W.AGREE:
-                return {item.program: [(lo, hi)]}, []
-            if every is not None and every.lstrip("-").isdigit():
-                value = int(every)
-        if value is None:
-            value = self.channel.increment("close", self._counter(item, 0), GROUP_CLOSED)
-            if value is None:
+        self._read_entries = False
+        if wait and arrival >= children:
+            value = item.counted
+        else:
+            # closed first: an arrival after this is late and checks itself
+            closed = self.channel.increment("close", self._counter(item, 0), GROUP_CLOSED)
+            if closed is None:
                 return None
-        found = self.channel.dir_get("read", f"{directory}/")
-        if found is None:
-            return None
-        entries: dict[int, tuple[int, Program]] = {}
-        for key, raw in found:
-            name = key.rpartition("/")[2]
-            if name == W.SUMMARIES:
-                self._name(item, raw)
-                continue
-            entry = _group_entry(name, raw, children)
-            if entry is not None:
-                entries[entry[0]] = entry[1:]
-        if not wait and not entries:
-            return None  # taken over after its comparer reported it: nothing to do
-        if wait:
-            entries[1] = (slot, item.program)
+            value = closed
+            closes, present, _ = group_value(closed)
+            if wait and closes == 1 and present.bit_count() >= children:
+                return None  # completed in time: its last arrival reports it
         _, present, total = group_value(value)
         count = present.bit_count()
-        first = entries.get(1)
-        # the program of the ranks without an entry: the first one's (a rank that
-        # takes over knows it without the first's entry when it was alike)
-        base = first[1] if first is not None else item.program if item.alike else ("", "")
-        deadline = self.clock() + VERDICT_MARGIN_S
-        for _ in range(count):
-            lacking = _lacking(entries, count, total, base)
-            if lacking is None:
-                break
-            # counted before it was written: written at once after its increment
-            raw = yield Wait(f"{directory}/{lacking}", deadline, Read.OWN)
-            entry = _group_entry(str(lacking), raw, children) if raw is not None else None
-            if entry is None:
-                break  # its rank died in between: counted with the first one's program
-            entries[lacking] = entry[1:]
+        by_slot: dict[int, Program]
+        own = program_hash(item.program, GROUP_HASH_BITS)
+        if total != count * own:
+            found = self.channel.dir_get("read", f"{directory}/")
+            if found is None:
+                return None
+            entries: dict[int, GroupEntry] = {}
+            for key, raw in found:
+                name = key.rpartition("/")[2]
+                if name == W.SUMMARIES:
+                    self._name(item, raw)
+                    continue
+                entry = _group_entry(name, raw, children)
+                if entry is not None and entry.arrival <= count:
+                    entries[entry.arrival] = entry
+            if not wait and not entries:
+                return None  # taken over after it was reported (its entries went)
+            self._read_entries = True
+            deadline = self.clock() + VERDICT_MARGIN_S
+            first_digest = own if item.arrival == 1 or _alike(item.counted, own) else None
+            for _ in range(count):
+                lacking = _lacking(entries, count, first_digest)
+                if lacking is None:
+                    break
+                # counted before it was written: written at once after its increment
+                raw = yield Wait(f"{directory}/{lacking}", deadline, Read.OWN)
+                entry = _group_entry(str(lacking), raw, children) if raw is not None else None
+                if entry is None:
+                    break  # its rank died in between: counted with the first one's
+                entries[lacking] = entry
+            by_slot = {e.slot: e.program for e in entries.values()}
+            base = _base(entries, item.program, first_digest)
+        else:
+            by_slot, base = {}, item.program
         programs: dict[Program, Runs] = {}
-        by_slot = {s: p for k, (s, p) in entries.items() if k <= count}
         for s in range(children):
             if present >> s & 1:
                 programs.setdefault(by_slot.get(s, base), []).append((lo + s, lo + s))
-        return merge([(programs, [])], lo, hi)
+        return merge([(resolved(programs, ()), [])], lo, hi)
 
     # --- settling -------------------------------------------------------------------------
 
@@ -416,8 +430,17 @@ class TreeProtocol(RankProtocol):
         verdict: dict[str, Any] | None = None
         named: dict[str, Any] | None = None
         item.stage = 0
-        if item.arrival == 1:
+        if item.arrival == self.tree.children(0, self.path[0][0]):
+            # its arrival completed its group: it reports the group
             verdict, named = yield from self._climb(item, 0, item.arrival, wait=True)
+        elif item.arrival == 1:
+            # the group's first closes it at its deadline, unless the verdict came first
+            raw = yield Wait(item.directory + W.VERDICT, item.arrived_at + self.wait_s(0),
+                             Read.SHARED)
+            if raw is not None:
+                verdict = _verdict_of(raw)
+            elif not self.channel.off:
+                verdict, named = yield from self._climb(item, 0, item.arrival, wait=True)
         if verdict is None:
             verdict, named = yield from self._await(item)
         if verdict is not None and _RELATIVE in verdict:
@@ -508,7 +531,8 @@ class TreeProtocol(RankProtocol):
                 return outcome
             pushed = self._push(item, level + 1, found)
             # pushed first: a takeover that finds no entries knows the node reported
-            self.channel.delete("clean-up", directory)
+            if level or self._read_entries:
+                self.channel.delete("clean-up", directory)
             if pushed != 1:
                 return None, None
             level, arrival, wait = level + 1, 1, True
@@ -583,7 +607,8 @@ class TreeProtocol(RankProtocol):
                                       if isinstance(n, list) and len(n) == 3)
         # a few pairs of signatures named are enough: the verdict names one
         del item.named[MAX_NAMED:]
-        return merge(parts, lo, hi)
+        programs, missed = merge(parts, lo, hi)
+        return resolved(programs, (item.program,)), missed
 
     def _push(self, item: Compile, level: int, found: Summary) -> int | None:
         """The node's summary, into its parent (``level``): the parent's arrival count
@@ -754,17 +779,26 @@ def _worded(item: Compile, changes: list[Any]) -> list[dict[str, str]] | None:
     return diff
 
 
-def _group_entry(name: str, raw: str, children: int) -> tuple[int, int, Program] | None:
-    """``(arrival number, slot, program)`` of a group's entry ``<arrival>``."""
+class GroupEntry(NamedTuple):
+    """A group's entry ``<arrival>``: a rank unlike an arrival before it."""
+
+    arrival: int
+    slot: int
+    program: Program
+    #: the sum of the digests of the arrivals before it
+    before: int
+
+
+def _group_entry(name: str, raw: str, children: int) -> GroupEntry | None:
     try:
         arrival = int(name)
-        slot_text, _, program = str(raw).partition(" ")
-        slot = int(slot_text)
+        slot_text, fp, pf, before = str(raw).split(" ")
+        entry = GroupEntry(arrival, int(slot_text), (fp, pf), int(before))
     except ValueError:
         return None
-    if arrival < 1 or not 0 <= slot < children:
+    if arrival < 2 or not 0 <= entry.slot < children:
         return None
-    return arrival, slot, parse_entry(program)
+    return entry
 
 
 def group_value(value: int) -> tuple[int, int, int]:
@@ -775,23 +809,75 @@ def group_value(value: int) -> tuple[int, int, int]:
     return closes, present, (rest - present) >> SUM_SHIFT
 
 
-def _lacking(entries: dict[int, tuple[int, Program]], count: int, total: int,
-             base: Program) -> int | None:
+def _lacking(entries: dict[int, GroupEntry], count: int, first_digest: int | None,
+             ) -> int | None:
     """The arrival number of an entry the group's counter says was written, or is being
     written (its rank's increment came first), that was not read: ``None`` when all are
-    in. The ranks that wrote one are the first and every one from the first unlike the
-    ones before it to the last; the others compiled the first's program (``base``), so
-    the sum of the digests tells whether one is lacking before the earliest read."""
-    later = sorted(k for k in entries if 1 < k <= count)
-    start = later[0] if later else count + 1
-    for k in range(start + 1, count + 1):
+    in. Once one rank was unlike those before it, every later one is too (the sum of
+    their digests is no longer one digest times the arrivals): the entries run from the
+    first unlike one to the last arrival. Whether the earliest entry read is that first
+    one, the sum of the digests before it tells: the first arrival's digest times their
+    number (exactly, when the reader knows that digest: it is the first arrival, or
+    alike with it; else when the sum divides by their number, which a sum of unlike
+    digests does about once in that number, and only matters while an entry is still
+    being written)."""
+    if not entries:
+        return count if count > 1 else None
+    first = min(entries)
+    for k in range(first + 1, count + 1):
         if k not in entries:
             return k
-    known = sum(program_hash(entries[k][1], GROUP_HASH_BITS) for k in later)
-    rest = (count - len(later)) * program_hash(base, GROUP_HASH_BITS)
-    if total != known + rest and start > 2:
-        return start - 1
+    if first > 2:
+        before = entries[first].before
+        if (before != (first - 1) * first_digest if first_digest is not None
+                else before % (first - 1)):
+            return first - 1
     return None
+
+
+def _base(entries: dict[int, GroupEntry], own: Program, first_digest: int | None,
+          ) -> Program:
+    """The program of a group's ranks without an entry (the first arrival's): the one
+    of these whose digest is the first arrival's (known, or the first unlike rank's sum
+    of those before it divided by their number); else that digest alone
+    (``placeholder``), for a parent to match."""
+    if first_digest is None:
+        if not entries:
+            return own
+        first = entries[min(entries)]
+        first_digest = first.before // max(1, first.arrival - 1)
+    for program in (own, *(e.program for e in entries.values())):
+        if program_hash(program, GROUP_HASH_BITS) == first_digest:
+            return program
+    return placeholder(first_digest)
+
+
+def _alike(counted: int, digest: int) -> bool:
+    """Whether a rank whose arrival its group's counter counted as ``counted`` compiled
+    what every arrival before it did."""
+    closes, present, total = group_value(counted)
+    return counted != 0 and not closes and total == present.bit_count() * digest
+
+
+def placeholder(digest: int) -> Program:
+    """A program known by its group digest only (its fingerprints were never sent)."""
+    return "", f"{PLACEHOLDER}{digest}"
+
+
+def resolved(programs: dict[Program, Runs], known: Iterable[Program]) -> dict[Program, Runs]:
+    """The programs of a summary with those known by their digest only replaced by the
+    program of ``known`` (or of the summary) that has that digest."""
+    by_digest = {program_hash(p, GROUP_HASH_BITS): p
+                 for p in (*known, *programs) if not p[1].startswith(PLACEHOLDER)}
+    out: dict[Program, Runs] = {}
+    for program, runs in programs.items():
+        if program[1].startswith(PLACEHOLDER):
+            try:
+                program = by_digest.get(int(program[1][len(PLACEHOLDER):]), program)
+            except ValueError:
+                pass
+        out[program] = normalized([*out.get(program, []), *runs])
+    return out
 
 
 def ordinal_directory(function_dir: str, count: int) -> str:

@@ -112,7 +112,11 @@ def test_a_summary_is_a_few_bytes_whatever_its_ranks_and_reads_back():
     assert len(text) < 80
     assert parse_summary(text, 0, 16383) == ({A: [(0, 16381)], B: [(16383, 16383)]},
                                              [(16382, 16382)])
-    assert parse_summary("not json", 0, 10) is None
+    assert parse_summary("{not json", 0, 10) is None
+    assert parse_summary("not one program", 0, 10) is None
+    # a node whose ranks all compiled one program: its two fingerprints
+    assert summary_text(({A: [(0, 7)]}, [])) == "sigA progA"
+    assert parse_summary("sigA progA", 8, 15) == ({A: [(8, 15)]}, [])
 
 
 def _tree_rank(store: Dict, rank: int, count: int = 16, fan_in: int = 4) -> TreeProtocol:
@@ -128,23 +132,37 @@ def _item(program: tuple[str, str]) -> Compile:
     return item
 
 
-def test_the_last_to_arrive_at_a_group_says_whether_the_arrivals_agree():
+def test_only_a_rank_unlike_one_before_it_writes_an_entry():
+    hash_a = _ranks_tree.program_hash(A, _ranks_tree.GROUP_HASH_BITS)
+    hash_b = _ranks_tree.program_hash(B, _ranks_tree.GROUP_HASH_BITS)
     for programs in ([A, A, A, A], [A, A, B, A]):
         store = Dict()
-        for rank, program in enumerate(programs):
-            assert _tree_rank(store, rank).publish(_item(program))
-        said = store.data["oj/x/e0/a"]  # group 0 of level 0: ranks 0-3
+        items = [_item(program) for program in programs]
+        for rank, item in enumerate(items):
+            assert _tree_rank(store, rank).publish(item)
+        assert [item.arrival for item in items] == [1, 2, 3, 4]
         entries = {k: v for k, v in store.data.items() if k.startswith("oj/x/e0/")}
         if programs[2] == A:
-            assert said == W.AGREE
-            # only the first wrote an entry: the counter says the others are alike
-            assert entries == {"oj/x/e0/1": "0 sigA progA", "oj/x/e0/a": W.AGREE}
+            assert entries == {}  # the counter says every one compiled the first's
         else:
-            # the counter's value: the comparer reads the entries it says were written
-            assert int(said) == int(store.data["oj/x/0"])
-            assert entries["oj/x/e0/3"] == "2 sigB progB"  # unlike the two before it
-            assert entries["oj/x/e0/4"] == "3 sigA progA"  # after one unlike the first
-            assert "oj/x/e0/2" not in entries
+            # each with the sum of the digests of the arrivals before it
+            assert entries == {"oj/x/e0/3": f"2 sigB progB {2 * hash_a}",
+                               "oj/x/e0/4": f"3 sigA progA {2 * hash_a + hash_b}"}
+        # the last to arrive reports the group: from the counter, or from the entries
+        found = _run(_tree_rank(store, 3)._gather_group(items[3], 4, wait=True))
+        if programs[2] == A:
+            assert found == ({A: [(0, 3)]}, [])
+        else:
+            assert found == ({A: [(0, 1), (3, 3)], B: [(2, 2)]}, [])
+
+
+def _run(steps):
+    """A generator of protocol steps that must not wait: its result."""
+    try:
+        wait = next(steps)
+    except StopIteration as done:
+        return done.value
+    raise AssertionError(f"waited for {wait}")
 
 
 def test_a_nodes_counter_stays_a_32_bit_integer_for_any_digests():
@@ -177,16 +195,28 @@ def test_every_arrival_at_a_node_is_counted_by_the_service():
 
 
 def test_an_entry_counted_before_it_was_written_is_waited_for():
-    base = A
     hash_a = _ranks_tree.program_hash(A, _ranks_tree.GROUP_HASH_BITS)
     hash_b = _ranks_tree.program_hash(B, _ranks_tree.GROUP_HASH_BITS)
-    lacking = _ranks_tree._lacking
-    # arrivals A, A, B, A: entries 1, 3 and 4
-    total = 3 * hash_a + hash_b
-    assert lacking({1: (0, A), 3: (2, B), 4: (3, A)}, 4, total, base) is None
-    assert lacking({1: (0, A), 3: (2, B)}, 4, total, base) == 4  # after the first unlike
-    assert lacking({1: (0, A), 4: (3, A)}, 4, total, base) == 3  # the sum says one lacks
-    assert lacking({1: (0, A)}, 4, total, base) == 4
+    lacking, base = _ranks_tree._lacking, _ranks_tree._base
+    entry = _ranks_tree.GroupEntry
+    # arrivals A, A, B, A: entries 3 and 4 (the first two were alike)
+    third, fourth = entry(3, 2, B, 2 * hash_a), entry(4, 3, A, 2 * hash_a + hash_b)
+    for first_digest in (hash_a, None):  # known to the first arrival, or not
+        assert lacking({3: third, 4: fourth}, 4, first_digest) is None
+        assert lacking({3: third}, 4, first_digest) == 4  # every one after the first unlike
+        assert lacking({}, 4, first_digest) == 4  # the last one is unlike, if any is
+    # the first arrival knows its digest: the sum before the fourth is not twice it
+    assert lacking({4: fourth}, 4, hash_a) == 3
+    if (2 * hash_a + hash_b) % 3:  # without it, a sum that does not divide by 3 says so
+        assert lacking({4: fourth}, 4, None) == 3
+    # the program of the ranks without an entry: the digest the first unlike one saw
+    assert base({3: third, 4: fourth}, B, None) == A
+    assert base({3: third}, B, hash_a) == _ranks_tree.placeholder(hash_a)
+    # a rank of the other side that knows no program with that digest names the digest,
+    # and a parent that knows one replaces it
+    assert base({3: third}, B, None) == _ranks_tree.placeholder(hash_a)
+    assert _ranks_tree.resolved({_ranks_tree.placeholder(hash_a): [(0, 1)], B: [(2, 2)]},
+                                (A,)) == {A: [(0, 1)], B: [(2, 2)]}
 
 
 def test_a_late_arrival_at_a_closed_group_knows_it_is_late():
