@@ -29,9 +29,7 @@ Cases, each over ``--compiles`` compiles of one function whose signature has
   it is reported missing, arrives after the verdict and checks itself against it);
 - ``dead``: one rank never compiles (reported missing after the timeout);
 - ``divergent``: one rank compiles another shape (named with paths and both values);
-- ``comparer dies``: the rank that reports its group (the first to arrive in a job of up
-  to the fan-in, the last to arrive at its group of the tree) dies right after it arrived,
-  before its verdict (another takes over).
+- ``comparer dies``: the first rank to arrive dies before its verdict (another takes over).
 
     python benchmarks/fleet_scale.py               # N = 64 .. 1,024
     python benchmarks/fleet_scale.py --quick       # N = 64 and 256
@@ -255,8 +253,8 @@ class Fleet:
         r.spent(item.count, time.thread_time() - started - (self.service.cpu_s - service))
         if not published:
             return
-        if r.dies_after_arrival and reports_its_node(r.protocol, item):
-            r.dead = True  # arrived, then died: its node is never reported by it
+        if r.dies_after_arrival and item.arrival == 1:
+            r.dead = True  # arrived first, then died: it never writes the verdict
             return
         r.pending.append(item)
         if r.steps is None:
@@ -318,15 +316,6 @@ class Fleet:
         self.at(max(wait.deadline, self.now), lambda: wake(None))
 
 
-def reports_its_node(protocol: _ranks_protocol.RankProtocol,
-                     item: _ranks_protocol.Compile) -> bool:
-    """Whether this arrival made the rank the one that compares (a job of up to the
-    fan-in: the first to arrive) or reports its group (the tree: the last to arrive)."""
-    if isinstance(protocol, _ranks_tree.TreeProtocol):
-        return item.arrival == protocol.tree.children(0, protocol.path[0][0])
-    return item.arrival == 1
-
-
 def _level_of(key: str) -> int | None:
     """The level of the tree whose node's ``all`` key this is (``<level>.<node>/a``, or
     ``e<node>/a`` at level 0), or ``None`` for another key."""
@@ -382,10 +371,8 @@ def run_case(n: int, case: str, records: dict[str, CompileRecord], compiles: int
     rng = random.Random(seed)
     fleet = Fleet(n, fan_in=fan_in, keep_reports=False)
     odd = n - 1  # the straggler, the dead rank, the divergent rank
-    # the comparer that dies: rank 0, the first to arrive at the first compile (up to
-    # the fan-in), or the last to arrive at its group (the tree), right after it arrived
-    last = isinstance(fleet.ranks[0].protocol, _ranks_tree.TreeProtocol)
     if case == "comparer dies":
+        # the rank that arrives first at the first compile dies right after it arrived
         fleet.ranks[0].dies_after_arrival = True
     period = 120.0  # one compile every 2 simulated minutes: the cases do not overlap
     marks: list[int] = []  # the service's calls before each compile
@@ -398,8 +385,8 @@ def run_case(n: int, case: str, records: dict[str, CompileRecord], compiles: int
                 continue
             record = records["other" if case == "divergent" and r == odd else "same"]
             record = dataclasses.replace(record, count=c)
-            when = base + (0.001 + rng.random() if case != "comparer dies" or r
-                           else 1.5 if last else 0.0)
+            when = base + (0.0 if case == "comparer dies" and r == 0 else
+                           0.001 + rng.random())
             if case.startswith("straggler") and r == odd:
                 when = base + float(case.split()[1]) + rng.random()
             fleet.compile(r, record, when)

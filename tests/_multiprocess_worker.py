@@ -94,6 +94,12 @@ if SCENARIO == "fleet":
 import otel_jax  # noqa: E402
 from otel_jax._pipeline._engine import ENGINE  # noqa: E402
 
+if os.environ.get("OTEL_JAX_TEST_FAN_IN"):
+    # a tree of groups of this many ranks, with a few processes
+    from otel_jax._fleet import _ranks
+
+    _ranks.FAN_IN = int(os.environ["OTEL_JAX_TEST_FAN_IN"])
+
 log = open(LOG, "w", encoding="utf-8")
 RANK_LOCAL = tuple(p for p in os.environ.get("OTEL_JAX_TEST_RANK_LOCAL", "").split(",") if p)
 if os.environ.get("OTEL_JAX_TEST_STRUCTLOG"):

@@ -35,12 +35,13 @@ def _free_port() -> int:
 class Job:
     def __init__(self, tmp_path: Path, scenario: str, count: int, timeout_s: float = 5.0,
                  on_divergence: str = "log", rank_local: str = "",
-                 structlog: bool = False) -> None:
+                 structlog: bool = False, fan_in: int | None = None) -> None:
         port = _free_port()
         env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONHASHSEED": "0",
                "XLA_FLAGS": "--xla_force_host_platform_device_count=1",
                "OTEL_JAX_TEST_RANK_LOCAL": rank_local,
-               "OTEL_JAX_TEST_STRUCTLOG": "1" if structlog else ""}
+               "OTEL_JAX_TEST_STRUCTLOG": "1" if structlog else "",
+               "OTEL_JAX_TEST_FAN_IN": "" if fan_in is None else str(fan_in)}
         self.logs = [tmp_path / f"rank{r}.jsonl" for r in range(count)]
         self.procs = [
             subprocess.Popen(
@@ -167,6 +168,29 @@ def test_four_ranks_one_of_them_different(job):
         [div] = j.events(rank, "jax.compile.divergence")
         assert div["divergence"] == "batch['x']: f32[4] (ranks 0-2) vs f32[5] (rank 3)"
         assert div["ranks"] == [[0, 1, 2], [3]]
+
+
+def test_the_tree_of_real_processes_names_the_rank_that_differs(job):
+    """Four processes compared as a tree (fan-in 2: two groups of two under a root), over
+    the real coordination service: its 32-bit counters take the groups' presence bits,
+    digests and closes, and every rank words the divergence as one group would."""
+    j = job("shape_last", 4, timeout_s=20.0, fan_in=2)
+    results = j.wait()
+    for rank in range(4):
+        assert results[rank]["settled"]
+        [div] = j.events(rank, "jax.compile.divergence")
+        assert div["divergence"] == "batch['x']: f32[4] (ranks 0-2) vs f32[5] (rank 3)"
+        assert div["ranks"] == [[0, 1, 2], [3]]
+        assert "otel_jax:" not in results[rank]["stderr"]  # no warning: no call failed
+
+
+def test_the_tree_of_real_processes_that_agree_reports_nothing(job):
+    j = job("same", 4, timeout_s=20.0, fan_in=2)
+    results = j.wait()
+    for rank in range(4):
+        assert results[rank]["settled"]
+        assert j.events(rank, "jax.compile.divergence") == []
+        assert "otel_jax:" not in results[rank]["stderr"]
 
 
 def test_same_signature_different_program(job):

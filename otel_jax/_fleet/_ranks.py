@@ -68,11 +68,14 @@ class Checker:
 
     def __init__(self, coordination: _coordination.Coordination, timeout_s: float,
                  report: Reporter, failopen: FailOpen,
-                 clock: Callable[[], float] = time.monotonic, fan_in: int = FAN_IN) -> None:
+                 clock: Callable[[], float] = time.monotonic, fan_in: int | None = None,
+                 ) -> None:
         self.channel = Channel(ClientStore(coordination.client), clock, failopen)
+        # FAN_IN read here, not bound at definition: a test of real processes sets it
+        # lower to run the tree with a few ranks
         self.protocol = protocol(self.channel, coordination.process_index,
                                  coordination.process_count, timeout_s, report, failopen,
-                                 fan_in)
+                                 FAN_IN if fan_in is None else fan_in)
         self._failopen = failopen
         self._cond = threading.Condition(threading.RLock())
         self._queue: deque[Compile] = deque()  # to publish

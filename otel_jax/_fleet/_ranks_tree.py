@@ -355,33 +355,42 @@ class TreeProtocol(RankProtocol):
             self.channel.set("publish", f"{entries}/{arrival}", f"{slot} {fp} {pf} {before}")
             if before % (arrival - 1) == 0 and before // (arrival - 1) != digest:
                 # every arrival before this one compiled one program, and this one
-                # another: its signature's summary goes beside the entries, so that a
-                # rank on the other side names the difference unasked
+                # another: its signature's summary goes beside the entries, so that the
+                # comparer (the first, on the other side) names the difference unasked
                 self._send_summary(item, entries)
+        if 1 < arrival == self.tree.children(0, node):
+            # the last to arrive wakes the comparer: "a" when the counter says every
+            # rank compiled one program, else the counter (which says who arrived)
+            self.channel.set("publish", f"{self._entries(item, 0)}/{W.NODE_ALL}",
+                             W.AGREE if total == arrival * digest else str(value))
         return True
 
     def _gather_group(self, item: Compile, arrival: int, wait: bool,
                       ) -> Generator[Wait, str | None, Summary | None]:
-        """A group's summary, by the rank whose arrival completed it (``wait`` and the
-        last arrival), by its first at its deadline (``wait``), or by a rank taking it
-        over: from the counter alone when every rank that arrived compiled this rank's
-        program, else from the entries of those that did not."""
+        """A group's summary, by its comparer (the first to arrive, ``wait``) or by a
+        rank taking it over: from the counter alone when every rank that arrived
+        compiled this rank's program, else from the entries of those that did not."""
         node, _ = self.path[0]
         directory = self._entries(item, 0)
         children = self.tree.children(0, node)
         lo, hi = self.tree.ranks(0, node)
         self._read_entries = False
-        if wait and arrival >= children:
-            value = item.counted
-        else:
+        value: int | None = None
+        if wait:
+            if arrival >= children:
+                return {item.program: [(lo, hi)]}, []
+            every = yield Wait(f"{directory}/{W.NODE_ALL}",
+                               item.arrived_at + self.wait_s(0), Read.OWN)
+            self._read_entries = every is not None  # its directory goes once reported
+            if every == W.AGREE:
+                return {item.program: [(lo, hi)]}, []
+            if every is not None and every.lstrip("-").isdigit():
+                value = int(every)
+        if value is None:
             # closed first: an arrival after this is late and checks itself
-            closed = self.channel.increment("close", self._counter(item, 0), GROUP_CLOSED)
-            if closed is None:
+            value = self.channel.increment("close", self._counter(item, 0), GROUP_CLOSED)
+            if value is None:
                 return None
-            value = closed
-            closes, present, _ = group_value(closed)
-            if wait and closes == 1 and present.bit_count() >= children:
-                return None  # completed in time: its last arrival reports it
         _, present, total = group_value(value)
         count = present.bit_count()
         by_slot: dict[int, Program]
@@ -403,7 +412,7 @@ class TreeProtocol(RankProtocol):
                 return None  # taken over after it was reported (its entries went)
             self._read_entries = True
             deadline = self.clock() + VERDICT_MARGIN_S
-            first_digest = own if item.arrival == 1 or _alike(item.counted, own) else None
+            first_digest = own if wait or _alike(item.counted, own) else None
             for _ in range(count):
                 lacking = _lacking(entries, count, first_digest)
                 if lacking is None:
@@ -430,17 +439,8 @@ class TreeProtocol(RankProtocol):
         verdict: dict[str, Any] | None = None
         named: dict[str, Any] | None = None
         item.stage = 0
-        if item.arrival == self.tree.children(0, self.path[0][0]):
-            # its arrival completed its group: it reports the group
+        if item.arrival == 1:
             verdict, named = yield from self._climb(item, 0, item.arrival, wait=True)
-        elif item.arrival == 1:
-            # the group's first closes it at its deadline, unless the verdict came first
-            raw = yield Wait(item.directory + W.VERDICT, item.arrived_at + self.wait_s(0),
-                             Read.SHARED)
-            if raw is not None:
-                verdict = _verdict_of(raw)
-            elif not self.channel.off:
-                verdict, named = yield from self._climb(item, 0, item.arrival, wait=True)
         if verdict is None:
             verdict, named = yield from self._await(item)
         if verdict is not None and _RELATIVE in verdict:
