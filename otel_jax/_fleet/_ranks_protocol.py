@@ -378,8 +378,8 @@ class RankProtocol:
         return None
 
     def _wire_verdict(self, item: Compile, verdict: dict[str, Any],
-                      ) -> dict[str, Any] | list[Any]:
-        """The verdict as every rank reads it."""
+                      ) -> dict[str, Any] | str:
+        """The verdict as every rank reads it (JSON, or text already in its wire form)."""
         return verdict
 
     def _late(self, item: Compile, verdict: dict[str, Any], groups: list[Group]) -> Steps:
@@ -424,7 +424,7 @@ class RankProtocol:
             self._report(div)
         return div
 
-    def _publish_shared(self, key: str, value: dict[str, Any] | list[Any]) -> bool:
+    def _publish_shared(self, key: str, value: dict[str, Any] | str) -> bool:
         """Writes a key every rank reads (``Read.SHARED``): the first writer wins, so every
         rank reads one verdict (``Channel.publish_shared``)."""
         return self.channel.publish_shared(key, _text(value))
@@ -433,5 +433,7 @@ class RankProtocol:
         return self.channel.set("publish", key, _text(value))
 
 
-def _text(value: dict[str, Any] | list[Any]) -> str:
+def _text(value: dict[str, Any] | str) -> str:
+    if isinstance(value, str):
+        return value
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

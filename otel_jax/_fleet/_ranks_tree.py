@@ -122,6 +122,8 @@ MAX_FAN_IN = 128
 #: 24 bits; every byte is paid once per rank per compile at the service).
 SIGNATURE_CHARS = 9
 PROGRAM_CHARS = 6
+#: Starts each field of a relative verdict (``relative_text``).
+RELATIVE_MARK = "|"
 #: Marks a program known only by its group digest (``placeholder``).
 PLACEHOLDER = "#"
 #: Pairs of signatures named on the way up that a summary carries.
@@ -673,7 +675,7 @@ class TreeProtocol(RankProtocol):
         return (yield from self._decide(item, groups, absent, lookup))
 
     def _wire_verdict(self, item: Compile, verdict: dict[str, Any],
-                      ) -> dict[str, Any] | list[Any]:
+                      ) -> dict[str, Any] | str:
         """The verdict every rank reads, as short as each rank can make the whole one
         from: when every rank that arrived compiled one program, which ranks are missing
         (each knows its program); when two signatures differ in the type of a few leaves,
@@ -684,7 +686,7 @@ class TreeProtocol(RankProtocol):
             self._set(item.directory + W.FULL, verdict)
             relative = self._relative_wire(item, verdict)
             if relative is not None:
-                return relative
+                return relative_text(relative)
             # every rank words the text itself from the changes (as lists) and the two
             # sides (with more, a rank's pair of sides might not be the comparer's)
             wire = {k: v for k, v in verdict.items() if k != W.TEXT}
@@ -752,7 +754,22 @@ _LEAF_KINDS = frozenset(k.value for k in (CauseKind.SHAPE, CauseKind.DTYPE,
                                           CauseKind.WEAK_TYPE))
 
 
+def relative_text(wire: list[Any]) -> str:
+    """A relative verdict (``_relative_wire``) as every rank reads it: its fields after a
+    ``RELATIVE_MARK`` each (no JSON quotes: each byte is read by every rank), or as a
+    JSON list when a field holds the mark."""
+    fields = [str(f) for f in wire]
+    if any(RELATIVE_MARK in f for f in fields):
+        return json.dumps(wire, ensure_ascii=False, separators=(",", ":"))
+    return "".join(RELATIVE_MARK + f for f in fields)
+
+
 def _verdict_of(raw: str) -> dict[str, Any] | None:
+    if raw.startswith(RELATIVE_MARK):
+        # [the other side's ranks, the missing ones, its signature fp, leaf, type, ...]
+        fields: list[Any] = raw[len(RELATIVE_MARK):].split(RELATIVE_MARK)
+        fields[3::2] = [int(f) if f.isdigit() else f for f in fields[3::2]]
+        return {_RELATIVE: fields}
     try:
         value = json.loads(raw)
     except (ValueError, TypeError):

@@ -263,3 +263,14 @@ def test_a_group_closed_twice_stays_closed():
     assert _tree_rank(store, 1).publish(late)
     assert late.arrival > _ranks_tree.CLOSED
     assert "oj/x/e0/a" not in store.data
+
+
+def test_a_relative_verdict_is_read_back_as_written_in_a_few_bytes():
+    wire = ["16383", "", "0e45262ed", 50, "f32[112,8]", 7, "i32[] (weak)"]
+    text = _ranks_tree.relative_text(wire)
+    assert text == "|16383||0e45262ed|50|f32[112,8]|7|i32[] (weak)"
+    assert _ranks_tree._verdict_of(text) == {_ranks_tree._RELATIVE: wire}
+    # a field that holds the mark: JSON, read back the same
+    odd = ["16383", "", "0e45262ed", 50, "f32|odd"]
+    assert _ranks_tree._verdict_of(_ranks_tree.relative_text(odd)) == {
+        _ranks_tree._RELATIVE: odd}
