@@ -354,9 +354,11 @@ class RankWire:
     TAKEOVER: Final = "t"  # counter: who compares when the comparer never answered
     GENERATION: Final = "~"  # v~1, v~2: a shared key again, after a rank closed reading it
     # the tree (``_ranks_tree``: more ranks than its fan-in), keys under
-    # TREE_PREFIX/<digest of function and ordinal>/: <node>/<slot> (entries), <node>n
-    # (arrival counter), <node>t (takeover), <node>/a (all arrived); <node> is
-    # <level>.<index>, or <index> at level 0
+    # TREE_PREFIX/<digest of function and ordinal>/: <index> (a group's counter: its
+    # ranks' presence bits and digests), e<index>/<arrival> (an entry of a rank unlike
+    # one before it), e<index>/a (all arrived), t<index> (takeover) at level 0; above,
+    # <level>.<index>/<slot> (a child's summary), <level>.<index>n (arrival counter),
+    # <level>.<index>t, <level>.<index>/a
     TREE_PREFIX: Final = "oj"
     NODE_ALL: Final = "a"  # set by the last to arrive at a node
     # a tree's verdict without GROUPS: every rank that arrived compiled one program, each

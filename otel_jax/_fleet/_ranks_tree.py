@@ -2,25 +2,25 @@
 
 A job of ``FAN_IN`` ranks or fewer is one group, compared as ``_ranks_protocol`` says
 (one comparer reads every entry). Past that, no rank reads every entry: the ranks
-compare in groups of at most ``GROUP`` (the nodes of level 0: ranks ``0-31``,
-``32-63``, ...), each group sends one summary to its parent (level 1: nodes of
-``FAN_IN`` groups), and so on up to the root, whose summary is the verdict.
+compare in groups of at most ``GROUP`` (the nodes of level 0: ranks ``0-7``, ``8-15``,
+...), each group sends one summary to its parent (level 1: nodes of ``FAN_IN``
+groups), and so on up to the root, whose summary is the verdict.
 
 **A group (level 0) costs each rank two calls**: one increment of the group's counter
 (``<ordinal>/<node>``), which carries the rank's presence (bit ``slot``) and a digest of
 what it compiled (summed above ``SUM_SHIFT``), and one read of the verdict. From the
 value the increment returns, each rank knows whether every arrival so far compiled its
 program (the sum is its digest times the arrivals): only a rank that sees otherwise
-writes an entry, ``e<node>/<arrival number>`` (``"<slot> <signature fp> <program fp>"``),
-and so does the first to arrive (the group's comparer: a rank that takes the group over
-learns its program there). The last to arrive (all presence bits set) sets
+writes an entry, ``e<node>/<arrival number>`` (``"<slot> <signature fp> <program fp>
+<sum of the digests before it>"``). The last to arrive (all presence bits set) sets
 ``e<node>/a``: ``a`` when the sum says one program, else the counter's value. The
-comparer, the first to arrive, waits for ``a`` or its deadline, then closes the group
-(``GROUP_CLOSED``: a later arrival is late, is reported missing and checks itself
-against the verdict). When it must read entries, the counter tells it which ranks
-arrived and how many wrote one: the ranks without an entry arrived before the first
-that differed, and compiled the comparer's program; an entry not written yet (its
-increment came first) is waited for by its key.
+group's comparer, the first to arrive, waits for ``a`` or its deadline (then it closes
+the group, ``GROUP_CLOSED``: a later arrival is late, is reported missing and checks
+itself against the verdict). When it must read entries, the counter tells it who
+arrived: the ranks without an entry compiled its own program (each was alike with
+every arrival before it, the comparer among them), and an entry not written yet (its
+increment came first) is waited for by its key; the first unlike rank's sum of the
+digests before it says whether one before it is still being written.
 
 **Above level 0** each node is what the flat protocol is for the whole job, with keys
 under ``<ordinal>/<level>.<node>``: ``/<slot>`` (a child's summary), ``n`` (the arrival
@@ -29,10 +29,12 @@ the node's ranks grouped by program, as ranges, and the ones missing::
 
     {"g": [[signature fp, program fp, "0-16382"], ...], "m": "16383"}
 
-so it stays a few hundred bytes whatever the node's size, and merging ``FAN_IN`` of them
-costs the parent no more than reading ``FAN_IN`` entries. The verdict (``v``), the
-named divergence (``d``), the summaries a comparer asks for (``s/<rank>``) are the flat
-protocol's, at the ordinal's directory: every rank reads the verdict in one read.
+or, when every rank of the node compiled one program, its two fingerprints alone
+(``"<signature fp> <program fp>"``), so it stays a few hundred bytes whatever the node's
+size, and merging ``FAN_IN`` of them costs the parent no more than reading ``FAN_IN``
+entries. The verdict (``v``), the named divergence (``d``), the summaries a comparer
+asks for (``s/<rank>``) are the flat protocol's, at the ordinal's directory: every rank
+reads the verdict in one read.
 
 Who compares a node: the first to arrive there (a rank at level 0; above, the rank
 that pushed the first child summary); it waits for ``a`` or its deadline, reads what it
@@ -49,9 +51,13 @@ A comparer that dies at any level is replaced as in the flat protocol, one level
 time: a rank waits for the verdict until ``stage_s(0)`` after it arrived (the first
 two arrivals of a node; the others ``VERDICT_MARGIN_S`` longer, so that a late verdict
 costs one call per node, not per rank), then takes over its level-0 node if it is
-first on the node's takeover counter (a node already reported has no entries left:
-nothing to do), and waits again until ``stage_s(1)`` before trying level 1, and so on:
-each stage is past the latest moment that level's comparer could still be waiting.
+first on the node's takeover counter (a node already reported has no entries left, or
+its summary already stands in the parent: nothing to do), and waits again until
+``stage_s(1)`` before trying level 1, and so on: each stage is past the latest moment
+that level's comparer could still be waiting. A rank that takes a group over and
+compiled another program than its first arrival learns that program's fingerprints
+from no one (the comparer wrote no entry): it names it by its digest
+(``placeholder``), and a parent that knows a program with that digest puts it back.
 """
 
 from __future__ import annotations
