@@ -374,7 +374,9 @@ def run_case(n: int, case: str, records: dict[str, CompileRecord], compiles: int
     if case == "comparer dies":
         # the rank that arrives first at the first compile dies right after it arrived
         fleet.ranks[0].dies_after_arrival = True
-    period = 120.0  # one compile every 2 simulated minutes: the cases do not overlap
+    # one compile every 5 simulated minutes: the cases do not overlap, and each compile's
+    # calls (a takeover's too, 65 s after it) fall between its marks
+    period = 300.0
     marks: list[int] = []  # the service's calls before each compile
 
     for c in range(1, compiles + 1):
@@ -411,6 +413,8 @@ def run_case(n: int, case: str, records: dict[str, CompileRecord], compiles: int
         # a rank that kept everyone waiting at the last compile asks for delivery at the
         # next one: the last compile shows what a job pays from then on
         "last_calls": fleet.service.calls - marks[-1],
+        # the calls of the costliest compile (a comparer died at it, or a rank missed it)
+        "max_calls": max(b - a for a, b in zip(marks, [*marks[1:], fleet.service.calls])),
         "rank_bytes_max": max(per_rank_bytes), "rank_bytes_median":
             statistics.median(per_rank_bytes),
         "rank_calls_max": max(per_rank_calls),
@@ -465,14 +469,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"per compile, {args.leaves}-leaf signature, mean over {args.compiles} compiles, "
           f"fan-in {args.fan_in}; bytes are keys and values both ways.\n"
           "calls/N, B/rank: all calls and bytes at the coordination service, per rank; "
-          "last/N: the calls of the last compile; B max and rank calls: the most of any "
-          "rank.\nCPU is the checker's own (thread time, without the service's): the "
+          "last/N, max/N: the calls of the last compile, of the costliest one; B max and "
+          "rank calls: the most of any rank.\nCPU is the checker's own (thread time, without the service's): the "
           "99th percentile of the ranks that only publish and wait, and the most any one "
           "rank spent on one compile (and that rank). keys: the most keys the service held at "
           "once, and the keys (and KB) left on it after the case. peak MB: the simulation's "
           "own peak memory so far.")
     header = (f"{'N':>5} {'case':<15} {'service KB':>10} {'calls':>7} {'calls/N':>7} "
-              f"{'last/N':>6} {'B/rank':>6} {'B max':>7} {'rank calls':>10} "
+              f"{'last/N':>6} {'max/N':>6} {'B/rank':>6} {'B max':>7} {'rank calls':>10} "
               f"{'cpu p99 ms':>10} {'cpu max ms':>10} {'(rank)':>8} {'keys':>6} "
               f"{'left':>5} {'KB':>5} {'peak MB':>7} {'wall s':>6}  "
               "reported")
@@ -484,7 +488,8 @@ def main(argv: list[str] | None = None) -> int:
             said = "; ".join(f"[{k}] {t[:70]}" for k, t in res["reports"]) or "-"
             print(f"{n:>5} {case:<15} {res['service_bytes'] / 1000:>10.1f} "
                   f"{res['service_calls']:>7.0f} {res['service_calls'] / n:>7.2f} "
-                  f"{res['last_calls'] / n:>6.2f} {res['service_bytes'] / n:>6.0f} "
+                  f"{res['last_calls'] / n:>6.2f} {res['max_calls'] / n:>6.2f} "
+                  f"{res['service_bytes'] / n:>6.0f} "
                   f"{res['rank_bytes_max']:>7.0f} {res['rank_calls_max']:>10.1f} "
                   f"{res['cpu_wait_ms']:>10.3f} {res['cpu_max_ms']:>10.2f} "
                   f"{res['cpu_max_rank']:>8} {res['peak_keys']:>6} {res['keys_left']:>5} "

@@ -204,6 +204,23 @@ def test_the_tree_reaches_the_flat_checks_verdicts_in_the_same_words(records, ca
     assert len(said[4]) >= 63 and all(expected in text for _, text in said[4])
 
 
+@pytest.mark.parametrize(("odd", "others"), [(60, "0-59,61-63"), (61, "0-60,62,63"),
+                                            (63, "0-62")])
+def test_a_tree_names_a_rank_that_differs_wherever_it_arrives_in_its_group(records, odd,
+                                                                           others):
+    """The first of its group to arrive (its comparer, whose program nobody else wrote
+    down), one in the middle, or the last: every rank words the divergence itself, in two
+    calls (no summary asked for, no named divergence read)."""
+    plans = {r: [records[4]] for r in range(64)}
+    plans[odd] = [records[5]]
+    fleet = _job(plans, fan_in=4)
+    for r in fleet.ranks:
+        [div] = r.reports
+        assert div.text == f"batch['x']: f32[4] (ranks {others}) vs f32[5] (rank {odd})"
+        assert r.protocol.unresolved == 0
+    assert not [k for k in fleet.service.data if k.endswith(("/d", "/w")) or "/s/" in k]
+
+
 def _dead_job(plans: dict[int, list], fan_in: int) -> Fleet:
     fleet = Fleet(64, 30.0, fan_in)
     for rank, plan in plans.items():

@@ -93,7 +93,6 @@ from ._wire import (
     loads,
     named_text,
     pair_of,
-    parse_entry,
     ranks_of,
     runs_text,
     summary,
@@ -426,8 +425,9 @@ class TreeProtocol(RankProtocol):
                 if lacking is None:
                     break
                 # counted before it was written: written at once after its increment
-                raw = yield Wait(f"{directory}/{lacking}", deadline, Read.OWN)
-                entry = _group_entry(str(lacking), raw, children) if raw is not None else None
+                written = yield Wait(f"{directory}/{lacking}", deadline, Read.OWN)
+                entry = (_group_entry(str(lacking), written, children)
+                         if written is not None else None)
                 if entry is None:
                     break  # its rank died in between: counted with the first one's
                 entries[lacking] = entry
