@@ -307,10 +307,10 @@ def test_a_group_whose_comparer_died_is_counted_by_a_parent_whose_comparer_came_
         records):
     """Four groups of 4 under one root, arriving over 29 s (within the timeout): group 3
     pushes first, so its comparer compares the root; group 2 arrived 14.5 s after it and
-    its comparer died, so group 2 reports only when a rank there takes it over, 2
-    timeout_s + 5 s after it arrived. The root still counts it (no rank of it is said to
-    be missing: they compiled on time), and no rank below closes the root before its
-    comparer stopped waiting."""
+    its comparer died, so group 2 reports only when the root's comparer reports it in
+    its place, at its deadline (no rank of the group takes it over). The root still
+    counts it (no rank of it is said to be missing: they compiled on time), and no rank
+    below closes the root before its comparer stopped waiting."""
     fleet = Fleet(16, 30.0, 4)
     fleet.ranks[8].dies_after_arrival = True
     starts = {0: 0.0, 1: 20.0, 2: 15.0, 3: 0.5}
@@ -321,6 +321,9 @@ def test_a_group_whose_comparer_died_is_counted_by_a_parent_whose_comparer_came_
     assert [r.rank for r in fleet.ranks if r.dead] == [8]
     for r in fleet.ranks[:8] + fleet.ranks[9:]:
         assert r.reports == [] and r.protocol.unresolved == 0, r.rank
+    # no group taken over by its ranks, no takeover of the root
+    assert not [k for k in fleet.service.data if k.rpartition("/")[2].startswith("t")
+                or k.endswith("t")]
 
 
 def test_no_rank_takes_a_parent_over_while_its_comparer_still_waits(records):

@@ -114,7 +114,7 @@ class Compile:
     """One compile of this rank, from its publication to its verdict."""
 
     __slots__ = ("function", "count", "function_dir", "directory", "program", "signature",
-                 "link", "arrival", "arrived_at", "stage", "named", "counted")
+                 "link", "arrival", "arrived_at", "stage", "named")
 
     def __init__(self, function: str, count: int, function_key: str, program: Program,
                  signature: Signature | None, link: SpanLink | None) -> None:
@@ -130,8 +130,6 @@ class Compile:
         self.stage = 0  # the tree (``_ranks_tree``): the first level whose verdict it awaits
         #: the tree: [signature fp, other signature fp, changes] named on the way up
         self.named: list[list[Any]] = []
-        #: the tree: what its group's counter held once its arrival was counted
-        self.counted = 0
 
 
 class RankProtocol:

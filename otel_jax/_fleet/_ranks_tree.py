@@ -351,7 +351,6 @@ class TreeProtocol(RankProtocol):
             item.arrival = arrival + CLOSED  # after its group was closed: late
             return True
         item.arrival = arrival
-        item.counted = value
         if total != arrival * digest:
             # Unlike an arrival before it: its entry, so that whoever reports the group
             # knows its program (a rank without one compiled the first's), with the sum
@@ -372,18 +371,18 @@ class TreeProtocol(RankProtocol):
                              W.AGREE if total == arrival * digest else str(value))
         return True
 
-    def _gather_group(self, item: Compile, arrival: int, wait: bool,
+    def _gather_group(self, item: Compile, group: int, arrival: int, wait: bool,
                       ) -> Generator[Wait, str | None, Summary | None]:
-        """A group's summary, by its comparer (the first to arrive, ``wait``) or by a
-        rank taking it over: from the counter alone when every rank that arrived
-        compiled this rank's program, else from the entries of those that did not."""
-        node, _ = self.path[0]
-        directory = self._entries(item, 0)
-        children = self.tree.children(0, node)
-        lo, hi = self.tree.ranks(0, node)
-        self._read_entries = False
+        """A group's summary, by its comparer (the first to arrive, ``wait``), or by its
+        parent's comparer in the place of one that died: from the counter alone when
+        every rank that arrived compiled this rank's program, else from the entries of
+        those that did not."""
+        directory = f"{item.directory}{W.ENTRIES}{group}"
+        children = self.tree.children(0, group)
+        lo, hi = self.tree.ranks(0, group)
         value: int | None = None
         if wait:
+            self._read_entries = False
             if arrival >= children:
                 return {item.program: [(lo, hi)]}, []
             every = yield Wait(f"{directory}/{W.NODE_ALL}",
@@ -395,13 +394,17 @@ class TreeProtocol(RankProtocol):
                 value = int(every)
         if value is None:
             # closed first: an arrival after this is late and checks itself
-            value = self.channel.increment("close", self._counter(item, 0), GROUP_CLOSED)
+            value = self.channel.increment("close", f"{item.directory}{group}",
+                                           GROUP_CLOSED)
             if value is None:
                 return None
         _, present, total = group_value(value)
         count = present.bit_count()
-        by_slot: dict[int, Program]
+        if not count:
+            return None  # none of its ranks arrived
         own = program_hash(item.program, GROUP_HASH_BITS)
+        by_slot: dict[int, Program] = {}
+        base = item.program
         if total != count * own:
             found = self.channel.dir_get("read", f"{directory}/")
             if found is None:
@@ -415,11 +418,11 @@ class TreeProtocol(RankProtocol):
                 entry = _group_entry(name, raw, children)
                 if entry is not None and entry.arrival <= count:
                     entries[entry.arrival] = entry
-            if not wait and not entries:
-                return None  # taken over after it was reported (its entries went)
-            self._read_entries = True
+            if wait:
+                self._read_entries = True
             deadline = self.clock() + VERDICT_MARGIN_S
-            first_digest = own if wait or _alike(item.counted, own) else None
+            # the first arrival's digest: the comparer's own
+            first_digest = own if wait else None
             for _ in range(count):
                 lacking = _lacking(entries, count, first_digest)
                 if lacking is None:
@@ -432,9 +435,7 @@ class TreeProtocol(RankProtocol):
                     break  # its rank died in between: counted with the first one's
                 entries[lacking] = entry
             by_slot = {e.slot: e.program for e in entries.values()}
-            base = _base(entries, item.program, first_digest)
-        else:
-            by_slot, base = {}, item.program
+            base = _base(entries, item.program, first_digest, total, count)
         programs: dict[Program, Runs] = {}
         for s in range(children):
             if present >> s & 1:
@@ -503,7 +504,8 @@ class TreeProtocol(RankProtocol):
         never answered, one level at a time."""
         shared = item.directory + W.VERDICT
         extra = 0.0 if item.arrival <= 2 else VERDICT_MARGIN_S
-        for level in range(item.stage, self.tree.depth):
+        # a group (level 0) is taken over by its parent's comparer (``_gather``)
+        for level in range(max(1, item.stage), self.tree.depth):
             raw = yield Wait(shared, item.arrived_at + self.stage_s(level) + extra,
                              Read.SHARED)
             if raw is not None:
@@ -525,8 +527,8 @@ class TreeProtocol(RankProtocol):
         the verdict."""
         while True:
             directory = self._entries(item, level)
-            found = yield from (self._gather_group(item, arrival, wait) if level == 0
-                                else self._gather(item, level, arrival, wait))
+            found = yield from (self._gather_group(item, self.path[0][0], arrival, wait)
+                                if level == 0 else self._gather(item, level, arrival, wait))
             if found is None:
                 return None, None
             item.stage = level + 1
@@ -613,6 +615,18 @@ class TreeProtocol(RankProtocol):
                 if isinstance(named, list):
                     item.named.extend(n for n in named
                                       if isinstance(n, list) and len(n) == 3)
+        if level == 1 and not everyone:
+            # A group that has not reported by now lost its comparer: that comparer's
+            # deadline, and the moment a rank there could have taken over, are past
+            # (``wait_s``). This node's comparer reports the group in its place (one
+            # rank, not one per group: no rank takes a group over).
+            for child in range(children):
+                if child not in entries:
+                    group = node * self.tree.fan_in + child
+                    part = yield from self._gather_group(item, group, 0, wait=False)
+                    self.channel.delete("clean-up", f"{item.directory}{W.ENTRIES}{group}")
+                    if part is not None:
+                        parts.append(part)
         # a few pairs of signatures named are enough: the verdict names one
         del item.named[MAX_NAMED:]
         programs, missed = merge(parts, lo, hi)
@@ -859,27 +873,22 @@ def _lacking(entries: dict[int, GroupEntry], count: int, first_digest: int | Non
 
 
 def _base(entries: dict[int, GroupEntry], own: Program, first_digest: int | None,
-          ) -> Program:
+          total: int, count: int) -> Program:
     """The program of a group's ranks without an entry (the first arrival's): the one
-    of these whose digest is the first arrival's (known, or the first unlike rank's sum
-    of those before it divided by their number); else that digest alone
-    (``placeholder``), for a parent to match."""
+    of these whose digest is the first arrival's (known to the comparer; else the first
+    unlike rank's sum of those before it divided by their number, or without one, the
+    group's sum divided by its arrivals); else that digest alone (``placeholder``), for
+    a parent to match."""
     if first_digest is None:
-        if not entries:
-            return own
-        first = entries[min(entries)]
-        first_digest = first.before // max(1, first.arrival - 1)
+        if entries:
+            first = entries[min(entries)]
+            first_digest = first.before // max(1, first.arrival - 1)
+        else:
+            first_digest = total // max(1, count)
     for program in (own, *(e.program for e in entries.values())):
         if program_hash(program, GROUP_HASH_BITS) == first_digest:
             return program
     return placeholder(first_digest)
-
-
-def _alike(counted: int, digest: int) -> bool:
-    """Whether a rank whose arrival its group's counter counted as ``counted`` compiled
-    what every arrival before it did."""
-    closes, present, total = group_value(counted)
-    return counted != 0 and not closes and total == present.bit_count() * digest
 
 
 def placeholder(digest: int) -> Program:

@@ -152,7 +152,7 @@ def test_only_a_rank_unlike_one_before_it_writes_an_entry():
                                "oj/x/e0/4": f"3 sigA progA {2 * hash_a + hash_b}",
                                "oj/x/e0/a": store.data["oj/x/0"]}
         # the first to arrive compares the group: from "a", or from the entries
-        found = _run(_tree_rank(store, 0)._gather_group(items[0], 1, wait=True), store)
+        found = _run(_tree_rank(store, 0)._gather_group(items[0], 0, 1, wait=True), store)
         if programs[2] == A:
             assert found == ({A: [(0, 3)]}, [])
         else:
@@ -215,11 +215,14 @@ def test_an_entry_counted_before_it_was_written_is_waited_for():
     if (2 * hash_a + hash_b) % 3:  # without it, a sum that does not divide by 3 says so
         assert lacking({4: fourth}, 4, None) == 3
     # the program of the ranks without an entry: the digest the first unlike one saw
-    assert base({3: third, 4: fourth}, B, None) == A
-    assert base({3: third}, B, hash_a) == _ranks_tree.placeholder(hash_a)
+    total = 3 * hash_a + hash_b
+    assert base({3: third, 4: fourth}, B, None, total, 4) == A
+    assert base({3: third}, B, hash_a, total, 4) == _ranks_tree.placeholder(hash_a)
     # a rank of the other side that knows no program with that digest names the digest,
     # and a parent that knows one replaces it
-    assert base({3: third}, B, None) == _ranks_tree.placeholder(hash_a)
+    assert base({3: third}, B, None, total, 4) == _ranks_tree.placeholder(hash_a)
+    # a group of one program without entries: the sum says which
+    assert base({}, B, None, 4 * hash_a, 4) == _ranks_tree.placeholder(hash_a)
     assert _ranks_tree.resolved({_ranks_tree.placeholder(hash_a): [(0, 1)], B: [(2, 2)]},
                                 (A,)) == {A: [(0, 1)], B: [(2, 2)]}
 
