@@ -47,17 +47,20 @@ from the comparer's own arrival at level 0 (``wait_s``): ``timeout_s`` at level 
 flat protocol's), and at level ``L`` the moment a node below whose ranks arrived up to
 ``timeout_s`` later could have been taken over (``stage_s(L - 1)``), plus margins.
 
-A comparer that dies at any level is replaced as in the flat protocol, one level at a
-time: a rank waits for the verdict until ``stage_s(0)`` after it arrived (the first
-two arrivals of a node; the others ``VERDICT_MARGIN_S`` longer, so that a late verdict
-costs one call per node, not per rank), then takes over its level-0 node if it is
-first on the node's takeover counter (a node already reported has no entries left, or
-its summary already stands in the parent: nothing to do), and waits again until
-``stage_s(1)`` before trying level 1, and so on: each stage is past the latest moment
-that level's comparer could still be waiting. A rank that takes a group over and
-compiled another program than its first arrival learns that program's fingerprints
-from no one (the comparer wrote no entry): it names it by its digest
-(``placeholder``), and a parent that knows a program with that digest puts it back.
+A group whose comparer died is reported by its parent's comparer, once that one's
+deadline passed (``wait_s(1)``: past the group's own deadline and the margins): it
+closes the group and reads its counter (and its entries, when the counter says some
+rank compiled another program than its own), one rank for every such group of its node.
+A rank that reads no entry of a group's first arrival, and compiled another program,
+names that program by its digest (``placeholder``), and a parent that knows a program
+with that digest puts it back. A comparer above level 0 that dies is replaced as in the
+flat protocol, one level at a time: a rank waits for the verdict until ``stage_s(1)``
+after it arrived (the first two arrivals of its group; the others ``VERDICT_MARGIN_S``
+longer, so that a late verdict costs one call per node, not per rank), then takes over
+its level-1 node if it is first on the node's takeover counter (a node already reported
+has no entries left: nothing to do), and waits again until ``stage_s(2)`` before trying
+level 2, and so on: each stage is past the latest moment that level's comparer could
+still be waiting.
 """
 
 from __future__ import annotations
