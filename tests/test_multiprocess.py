@@ -160,21 +160,12 @@ def test_one_global_array_from_each_process_rows(job):
         assert div["diff"][0]["kind"] == "shape"
 
 
-def test_four_ranks_one_of_them_different(job):
-    j = job("shape_last", 4, timeout_s=20.0)
-    results = j.wait()
-    for rank in range(4):
-        assert results[rank]["settled"]
-        [div] = j.events(rank, "jax.compile.divergence")
-        assert div["divergence"] == "batch['x']: f32[4] (ranks 0-2) vs f32[5] (rank 3)"
-        assert div["ranks"] == [[0, 1, 2], [3]]
-
-
-def test_the_tree_of_real_processes_names_the_rank_that_differs(job):
-    """Four processes compared as a tree (fan-in 2: two groups of two under a root), over
-    the real coordination service: its 32-bit counters take the groups' presence bits,
-    digests and closes, and every rank words the divergence as one group would."""
-    j = job("shape_last", 4, timeout_s=20.0, fan_in=2)
+@pytest.mark.parametrize("fan_in", [None, 2])
+def test_four_ranks_one_of_them_different(job, fan_in):
+    """As one group, and as a tree (fan-in 2: two groups of two under a root) over the
+    real coordination service, whose 32-bit counters then take the groups' presence
+    bits, digests and closes: every rank words the divergence the same way."""
+    j = job("shape_last", 4, timeout_s=20.0, fan_in=fan_in)
     results = j.wait()
     for rank in range(4):
         assert results[rank]["settled"]
