@@ -33,9 +33,10 @@ from .._capture._jax import _coordination
 from .._core._failopen import FailOpen, Topic
 from .._pipeline._background import WORKER
 from .._pipeline._record import CompileRecord, Divergence, SpanLink
+from ._ranks_nodes import FAN_IN
 from ._ranks_protocol import Compile, Reporter
 from ._ranks_transport import WAIT_SLICE_S, Channel, ClientStore
-from ._ranks_tree import FAN_IN, protocol
+from ._ranks_tree import protocol
 
 #: Compiles waiting to be published or settled; past this they are not compared (and
 #: counted in ``dropped``).

@@ -9,12 +9,11 @@ import pytest
 
 from otel_jax._core._failopen import FailOpen
 from otel_jax._core._vocab import RankWire as W
-from otel_jax._fleet import _ranks_transport, _ranks_tree
+from otel_jax._fleet import _ranks_nodes, _ranks_transport, _ranks_tree
 from otel_jax._fleet._ranks_protocol import Compile, RankProtocol
 from otel_jax._fleet._ranks_transport import Channel
-from otel_jax._fleet._ranks_tree import (
+from otel_jax._fleet._ranks_nodes import (
     Tree,
-    TreeProtocol,
     merge,
     missing_runs,
     normalized,
@@ -22,6 +21,7 @@ from otel_jax._fleet._ranks_tree import (
     parse_summary,
     summary_text,
 )
+from otel_jax._fleet._ranks_tree import TreeProtocol
 
 from .test_ranks_transport import Dict
 
@@ -52,7 +52,7 @@ def test_three_levels_and_a_flat_job():
     assert tree.path(63) == [(15, 3), (3, 3), (0, 3)]
     assert tree.ranks(1, 2) == (32, 47)
     assert Tree(8, 128).depth == 1 and Tree(9, 128).depth == 2
-    for fan_in in (1, _ranks_tree.MAX_FAN_IN + 1):  # its counters stay 32-bit integers
+    for fan_in in (1, _ranks_nodes.MAX_FAN_IN + 1):  # its counters stay 32-bit integers
         with pytest.raises(ValueError):
             Tree(1024, fan_in)
 
@@ -61,19 +61,19 @@ def test_a_groups_counter_holds_its_presence_bits_a_sum_and_two_closes_in_32_bit
     """Every rank of a group, all with the largest digest of either sign, then two
     closes (its comparer's and a takeover's): the service still parses the counter, and
     it still reads back as what was added."""
-    half = 1 << (_ranks_tree.GROUP_HASH_BITS - 1)
+    half = 1 << (_ranks_nodes.GROUP_HASH_BITS - 1)
     for digest in (half - 1, -half):
         stored = None
-        for slot in range(_ranks_tree.GROUP):
+        for slot in range(_ranks_nodes.GROUP):
             stored = str(_ranks_transport.counter_sum(
-                stored, (1 << slot) + (digest << _ranks_tree.SUM_SHIFT)))
-            assert _ranks_tree.group_value(int(stored)) == (
+                stored, (1 << slot) + (digest << _ranks_nodes.SUM_SHIFT)))
+            assert _ranks_nodes.group_value(int(stored)) == (
                 0, (1 << slot + 1) - 1, (slot + 1) * digest)
         for closes in (1, 2):
-            stored = str(_ranks_transport.counter_sum(stored, _ranks_tree.GROUP_CLOSED))
-            assert _ranks_tree.group_value(int(stored)) == (
-                closes, _ranks_tree.PRESENCE, _ranks_tree.GROUP * digest)
-    digests = [_ranks_tree.program_hash((f"sig{i}", "p"), _ranks_tree.GROUP_HASH_BITS)
+            stored = str(_ranks_transport.counter_sum(stored, _ranks_nodes.GROUP_CLOSED))
+            assert _ranks_nodes.group_value(int(stored)) == (
+                closes, _ranks_nodes.PRESENCE, _ranks_nodes.GROUP * digest)
+    digests = [_ranks_nodes.program_hash((f"sig{i}", "p"), _ranks_nodes.GROUP_HASH_BITS)
                for i in range(1000)]
     assert -half <= min(digests) < 0 <= max(digests) < half
 
@@ -133,8 +133,8 @@ def _item(program: tuple[str, str]) -> Compile:
 
 
 def test_only_a_rank_unlike_one_before_it_writes_an_entry():
-    hash_a = _ranks_tree.program_hash(A, _ranks_tree.GROUP_HASH_BITS)
-    hash_b = _ranks_tree.program_hash(B, _ranks_tree.GROUP_HASH_BITS)
+    hash_a = _ranks_nodes.program_hash(A, _ranks_nodes.GROUP_HASH_BITS)
+    hash_b = _ranks_nodes.program_hash(B, _ranks_nodes.GROUP_HASH_BITS)
     for programs in ([A, A, A, A], [A, A, B, A]):
         store = Dict()
         items = [_item(program) for program in programs]
@@ -174,15 +174,15 @@ def test_a_nodes_counter_stays_a_32_bit_integer_for_any_digests():
     """The service parses a counter as a 32-bit integer before it adds: the arrivals of a
     node of ``MAX_FAN_IN`` children, all with the largest digest of either sign, keep it
     one (an in-process store fails as the service does, past it)."""
-    half = 1 << (_ranks_tree.HASH_BITS - 1)
+    half = 1 << (_ranks_nodes.HASH_BITS - 1)
     for digest in (half - 1, -half):
         stored = None
-        for _ in range(_ranks_tree.MAX_FAN_IN):
+        for _ in range(_ranks_nodes.MAX_FAN_IN):
             stored = str(_ranks_transport.counter_sum(
-                stored, 1 + (digest << _ranks_tree.COUNT_BITS)))
-        count = int(stored) & ((1 << _ranks_tree.COUNT_BITS) - 1)
-        assert count == _ranks_tree.MAX_FAN_IN
-    digests = [_ranks_tree.program_hash((f"sig{i}", "p")) for i in range(1000)]
+                stored, 1 + (digest << _ranks_nodes.COUNT_BITS)))
+        count = int(stored) & ((1 << _ranks_nodes.COUNT_BITS) - 1)
+        assert count == _ranks_nodes.MAX_FAN_IN
+    digests = [_ranks_nodes.program_hash((f"sig{i}", "p")) for i in range(1000)]
     assert -half <= min(digests) < 0 <= max(digests) < half
     with pytest.raises(RuntimeError, match="FAILED_PRECONDITION"):
         _ranks_transport.counter_sum(str(1 << 31), 1)
@@ -200,10 +200,10 @@ def test_every_arrival_at_a_node_is_counted_by_the_service():
 
 
 def test_an_entry_counted_before_it_was_written_is_waited_for():
-    hash_a = _ranks_tree.program_hash(A, _ranks_tree.GROUP_HASH_BITS)
-    hash_b = _ranks_tree.program_hash(B, _ranks_tree.GROUP_HASH_BITS)
-    lacking, base = _ranks_tree._lacking, _ranks_tree._base
-    entry = _ranks_tree.GroupEntry
+    hash_a = _ranks_nodes.program_hash(A, _ranks_nodes.GROUP_HASH_BITS)
+    hash_b = _ranks_nodes.program_hash(B, _ranks_nodes.GROUP_HASH_BITS)
+    lacking, base = _ranks_nodes.lacking_entry, _ranks_nodes.group_base
+    entry = _ranks_nodes.GroupEntry
     # arrivals A, A, B, A: entries 3 and 4 (the first two were alike)
     third, fourth = entry(3, 2, B, 2 * hash_a), entry(4, 3, A, 2 * hash_a + hash_b)
     for first_digest in (hash_a, None):  # known to the first arrival, or not
@@ -217,13 +217,13 @@ def test_an_entry_counted_before_it_was_written_is_waited_for():
     # the program of the ranks without an entry: the digest the first unlike one saw
     total = 3 * hash_a + hash_b
     assert base({3: third, 4: fourth}, B, None, total, 4) == A
-    assert base({3: third}, B, hash_a, total, 4) == _ranks_tree.placeholder(hash_a)
+    assert base({3: third}, B, hash_a, total, 4) == _ranks_nodes.placeholder(hash_a)
     # a rank of the other side that knows no program with that digest names the digest,
     # and a parent that knows one replaces it
-    assert base({3: third}, B, None, total, 4) == _ranks_tree.placeholder(hash_a)
+    assert base({3: third}, B, None, total, 4) == _ranks_nodes.placeholder(hash_a)
     # a group of one program without entries: the sum says which
-    assert base({}, B, None, 4 * hash_a, 4) == _ranks_tree.placeholder(hash_a)
-    assert _ranks_tree.resolved({_ranks_tree.placeholder(hash_a): [(0, 1)], B: [(2, 2)]},
+    assert base({}, B, None, 4 * hash_a, 4) == _ranks_nodes.placeholder(hash_a)
+    assert _ranks_nodes.resolved({_ranks_nodes.placeholder(hash_a): [(0, 1)], B: [(2, 2)]},
                                 (A,)) == {A: [(0, 1)], B: [(2, 2)]}
 
 
@@ -231,7 +231,7 @@ def test_a_late_arrival_at_a_closed_group_knows_it_is_late():
     store = Dict()
     first, late = _item(A), _item(A)
     assert _tree_rank(store, 0).publish(first) and first.arrival == 1
-    store.increment("oj/x/0", _ranks_tree.GROUP_CLOSED)  # its comparer stopped waiting
+    store.increment("oj/x/0", _ranks_nodes.GROUP_CLOSED)  # its comparer stopped waiting
     assert _tree_rank(store, 1).publish(late)
     assert late.arrival > _ranks_tree.CLOSED
     assert "oj/x/e0/a" not in store.data and "oj/x/e0/2" not in store.data
@@ -262,7 +262,7 @@ def test_a_group_closed_twice_stays_closed():
     first, late = _item(A), _item(A)
     assert _tree_rank(store, 0).publish(first) and first.arrival == 1
     for _ in range(2):
-        store.increment("oj/x/0", _ranks_tree.GROUP_CLOSED)
+        store.increment("oj/x/0", _ranks_nodes.GROUP_CLOSED)
     assert _tree_rank(store, 1).publish(late)
     assert late.arrival > _ranks_tree.CLOSED
     assert "oj/x/e0/a" not in store.data
