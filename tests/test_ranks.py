@@ -20,6 +20,7 @@ import otel_jax
 import otel_jax.testing
 from benchmarks.fleet_scale import Fleet
 from otel_jax._capture._jax import _coordination
+from otel_jax._capture._source import FunctionInfo
 from otel_jax._core import _failopen, _vocab
 from otel_jax._core._failopen import FailOpen, OtelJaxWarning
 from otel_jax._core._vocab import DivergenceKind
@@ -173,6 +174,25 @@ def test_traffic_per_compile_is_linear_in_the_rank_count(records):
         assert calls[:-2] == [3] * (n - 2) and calls[-2] == 4 and calls[-1] <= 6
         assert max(r.stats["bytes"] for r in fleet.ranks[1:] if r.stats["calls"] == 3) < 400
     assert costs[64][1] < 4 * costs[16][1] * 1.2  # bytes per rank do not grow with N
+
+
+@pytest.mark.parametrize("fan_in", [64, 4])
+def test_two_functions_of_one_name_in_one_file_are_compared_apart(records, fan_in):
+    """Two ``jax.jit(lambda ...)`` in one file (or two ``step``s in two ``train.py``):
+    counted apart, so both are compile #1; compared apart, so no rank is said to be
+    missing or to diverge when every rank compiled both."""
+    def of(record, line):
+        return dataclasses.replace(record, count=1, function=FunctionInfo(
+            "<lambda>", "/job/train.py", line))
+
+    fleet = Fleet(16, 30.0, fan_in)
+    for rank in range(16):
+        fleet.compile(rank, of(records[4], 10), 100.0 + 0.01 * rank)
+        fleet.compile(rank, of(records[5], 20), 100.005 + 0.01 * rank)
+    fleet.run()
+    assert _said(fleet) == set()
+    assert all(r.protocol.unresolved == 0 and not r.protocol.channel.off
+               for r in fleet.ranks)
 
 
 # --- the tree: jobs of more ranks than the fan-in (64 ranks in groups of 4: 3 levels) ----
@@ -585,6 +605,42 @@ def test_a_dead_coordinator_through_the_threads_is_one_warning_and_no_hang(recor
     checker.close(1.0)
     assert time.monotonic() - started < 1.5
     assert len([m for m in seen if "coordination service" in str(m)]) == 1
+
+
+@pytest.mark.parametrize("step", ["publish", "settle"])
+def test_an_error_on_one_compile_costs_that_compile_and_one_warning(records, step):
+    """The threads go on: the next compile is compared (the peers would otherwise take
+    every later compile of this rank for missing)."""
+    service = _BlockingService()
+    reports: dict[int, list] = {0: [], 1: []}
+    seen: list = []
+    failopen = FailOpen(warn=lambda message, *a, **k: seen.append(message))
+    checkers = {r: _ranks.Checker(_coordination.Coordination(service, r, 2), 1.0,
+                                  reports[r].append, failopen if r == 0 else FailOpen())
+                for r in (0, 1)}
+    protocol = checkers[0].protocol
+    original = getattr(protocol, step)
+
+    def failing_once(item):
+        if item.count == 1:
+            raise RuntimeError("one compile's error")
+        return original(item)
+
+    setattr(protocol, step, failing_once)
+    four, five = records[4], records[5]
+    for n, (mine, theirs) in enumerate([(four, four), (four, five)], 1):
+        checkers[0].submit(dataclasses.replace(mine, count=n), None)
+        checkers[1].submit(dataclasses.replace(theirs, count=n), None)
+    deadline = time.monotonic() + 60
+    while not (all(c.settled() for c in checkers.values()) and reports[0]
+               ) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for checker in checkers.values():
+        checker.close(1.0)
+    assert [d.text for d in reports[0]] == ["batch['x']: f32[4] (rank 0) vs f32[5] (rank 1)"]
+    assert reports[1][-1].text == "batch['x']: f32[4] (rank 0) vs f32[5] (rank 1)"
+    assert len([m for m in seen if "internal error in rank comparison" in str(m)]) == 1
+    assert not checkers[0].off
 
 
 def test_a_long_wait_is_one_read_that_closing_ends_at_once(records):

@@ -127,51 +127,52 @@ class Checker:
     def _publish_loop(self) -> None:
         """Publishes entries as they come: never waits for a verdict, so that no peer's
         verdict waits for an entry queued behind one. Closing (uninstall, exit) still
-        publishes what is queued: the peers are waiting for those entries."""
-        try:
-            while True:
+        publishes what is queued: the peers are waiting for those entries. An error on
+        one compile costs that compile's comparison (and one warning), not the thread:
+        the peers would take every later compile of this rank for missing."""
+        while True:
+            with self._cond:
+                while not self._queue and not self.channel.closed and not self.off:
+                    self._cond.wait(1.0)
+                if (self.off or not self._queue
+                        or time.monotonic() > self.channel.calls_until):
+                    return
+                item = self._queue.popleft()
+                self._busy += 1
+            published = False
+            try:
+                published = self.protocol.publish(item)
+            except Exception as exc:
+                self._failopen.failed("rank comparison", exc)
+            finally:
                 with self._cond:
-                    while not self._queue and not self.channel.closed and not self.off:
-                        self._cond.wait(1.0)
-                    if (self.off or not self._queue
-                            or time.monotonic() > self.channel.calls_until):
-                        return
-                    item = self._queue.popleft()
-                    self._busy += 1
-                published = False
-                try:
-                    published = self.protocol.publish(item)
-                finally:
-                    with self._cond:
-                        self._busy -= 1
-                        if published and not self.channel.closed:
-                            self._waiting.append(item)
-                        self._cond.notify_all()
-        except Exception as exc:  # never let the thread die loudly
-            self._failopen.failed("rank comparison", exc)
+                    self._busy -= 1
+                    if published and not self.channel.closed:
+                        self._waiting.append(item)
+                    self._cond.notify_all()
 
     def _settle_loop(self) -> None:
         """Settles the published compiles one after the other, in the order this rank
         arrived: a comparer's duty never waits behind a verdict of a compile that arrived
-        after it, so no two ranks wait on each other."""
-        try:
-            while True:
+        after it, so no two ranks wait on each other (an error on one compile, as in
+        ``_publish_loop``, costs that compile only)."""
+        while True:
+            with self._cond:
+                while not self._waiting and not self.channel.closed and not self.off:
+                    self._cond.wait(1.0)
+                if self.off or self.channel.closed:
+                    return
+                item = self._waiting.popleft()
+                self._busy += 1
+            try:
+                self.channel.drive(self.protocol.settle(item))
+            except Exception as exc:
+                self._failopen.failed("rank comparison", exc)
+            finally:
+                item.signature = None
                 with self._cond:
-                    while not self._waiting and not self.channel.closed and not self.off:
-                        self._cond.wait(1.0)
-                    if self.off or self.channel.closed:
-                        return
-                    item = self._waiting.popleft()
-                    self._busy += 1
-                try:
-                    self.channel.drive(self.protocol.settle(item))
-                finally:
-                    item.signature = None
-                    with self._cond:
-                        self._busy -= 1
-                        self._cond.notify_all()
-        except Exception as exc:
-            self._failopen.failed("rank comparison", exc)
+                    self._busy -= 1
+                    self._cond.notify_all()
 
     def settled(self) -> bool:
         """Nothing queued, and every published compile has its verdict (or gave up)."""

@@ -7,8 +7,8 @@ runtime client ``jax.distributed.initialize`` started; no new server, no new
 dependency). The service runs inside rank 0's process and also carries the job's
 heartbeats and barriers, so what each compile costs it is linear in the rank count
 and small: keys live under ``otel_jax/compiles/<function digest>/<ordinal>/``
-(the digest of ``_fingerprint.function_identity``, the same on every host; the
-ordinal is ``record.count``), with the names of ``_vocab.RankWire``::
+(the digest of ``_fingerprint.function_identity`` and the line, the same on every
+host; the ordinal is ``record.count``), with the names of ``_vocab.RankWire``::
 
     e/<rank>  "<signature fingerprint> <program fingerprint>"  (about 100 bytes)
     n         the arrival counter (key_value_increment; ``CLOSED`` added once compared)
@@ -150,7 +150,10 @@ class RankProtocol:
         self._ordinals = Ordinals(self.rank, self.count)
 
     def compile_of(self, record: CompileRecord, link: SpanLink | None) -> Compile:
-        identity = _fingerprint.function_identity(record.function)
+        # The function as its compiles are counted (``record.count``): two functions of
+        # one name in one file (two ``jax.jit(lambda ...)``) are counted apart, so their
+        # ordinals must not share keys. The line, not the directory: hosts differ there.
+        identity = f"{_fingerprint.function_identity(record.function)}:{record.function.line}"
         return Compile(record.function.qualname, record.count, function_key(identity),
                        (record.fingerprint, record.program_fingerprint), record.signature,
                        link)

@@ -226,10 +226,10 @@ class TreeProtocol(RankProtocol):
             entries = self._entries(item, 0)
             before = total - digest
             self.channel.set("publish", f"{entries}/{arrival}", f"{slot} {fp} {pf} {before}")
-            if before % (arrival - 1) == 0 and before // (arrival - 1) != digest:
-                # every arrival before this one compiled one program, and this one
-                # another: its signature's summary goes beside the entries, so that the
-                # comparer (the first, on the other side) names the difference unasked
+            if arrival > 1 and before % (arrival - 1) == 0 and before // (arrival - 1) != digest:
+                # every arrival before this one (if any: a rank that counted one
+                # ordinal twice is its own first) compiled one program, and this one
+                # another: its summary goes beside the entries, for the comparer
                 self._send_summary(item, entries)
         if 1 < arrival == self.tree.children(0, node):
             # the last to arrive wakes the comparer: "a" when the counter says every
