@@ -346,6 +346,47 @@ def test_a_group_whose_comparer_died_is_counted_by_a_parent_whose_comparer_came_
                 or k.endswith("t")]
 
 
+@pytest.mark.parametrize("program", [4, 5])
+def test_a_node_whose_only_group_lost_its_comparer_is_reported_by_a_rank_of_it(records,
+                                                                              program):
+    """20 ranks in groups of 4: group 4 (ranks 16-19) is the only child of its level-1
+    node, so no comparer of that node ever comes. Its rank that takes the node over
+    reports the group in its comparer's place: its ranks compiled (none is missing),
+    and when they compiled another program (5), the divergence is named as a
+    signature's (the group's program learned from a rank of it)."""
+    fleet = Fleet(20, 30.0, 4)
+    fleet.ranks[16].dies_after_arrival = True
+    for rank in range(20):
+        record = records[program] if rank >= 16 else records[4]
+        fleet.compile(rank, dataclasses.replace(record, count=1),
+                      99.0 if rank == 16 else 100.0 + 0.01 * rank)
+    fleet.run()
+    expected = set() if program == 4 else {
+        (r, "batch['x']: f32[4] (ranks 0-15) vs f32[5] (ranks 16-19)")
+        for r in range(20) if r != 16}
+    assert _said(fleet) == expected
+    assert all(r.protocol.unresolved == 0 for r in fleet.ranks if not r.dead)
+
+
+def test_a_group_of_another_program_whose_comparer_died_is_reported_at_the_deadline(
+        records):
+    """Ranks 4-7 compiled another program and their comparer (rank 4) died: the root's
+    comparer reports the group at its deadline from the group's counter (no entry to
+    wait for: its ranks were alike), by the program's digest only, so the verdict does
+    not say their signatures are the same."""
+    fleet = Fleet(16, 30.0, 4)
+    fleet.ranks[4].dies_after_arrival = True
+    for rank in range(16):
+        record = records[5] if 4 <= rank < 8 else records[4]
+        fleet.compile(rank, dataclasses.replace(record, count=1),
+                      99.0 if rank == 4 else 100.0 + 0.01 * rank)
+    fleet.run()
+    text = "different programs (ranks 0-3,8-15 vs ranks 4-7), their signatures not compared"
+    assert _said(fleet) == {(r, text) for r in range(16) if r != 4}
+    deadline = 100.0 + fleet.ranks[0].protocol.wait_s(1)
+    assert max(t for r in fleet.ranks for t in r.reported_at) < deadline + 1.0
+
+
 def test_no_rank_takes_a_parent_over_while_its_comparer_still_waits(records):
     """Group 3 never compiles; group 1 arrives 20 s after rank 0 and pushes first (group 0
     waits for rank 3 until 29 s, group 2 arrives at 25 s), so its comparer compares the
@@ -615,7 +656,7 @@ def test_an_error_on_one_compile_costs_that_compile_and_one_warning(records, ste
     reports: dict[int, list] = {0: [], 1: []}
     seen: list = []
     failopen = FailOpen(warn=lambda message, *a, **k: seen.append(message))
-    checkers = {r: _ranks.Checker(_coordination.Coordination(service, r, 2), 1.0,
+    checkers = {r: _ranks.Checker(_coordination.Coordination(service, r, 2), 30.0,
                                   reports[r].append, failopen if r == 0 else FailOpen())
                 for r in (0, 1)}
     protocol = checkers[0].protocol
@@ -627,18 +668,18 @@ def test_an_error_on_one_compile_costs_that_compile_and_one_warning(records, ste
         return original(item)
 
     setattr(protocol, step, failing_once)
-    four, five = records[4], records[5]
-    for n, (mine, theirs) in enumerate([(four, four), (four, five)], 1):
-        checkers[0].submit(dataclasses.replace(mine, count=n), None)
-        checkers[1].submit(dataclasses.replace(theirs, count=n), None)
+    # compile #1 of rank 0 alone (no peer waits on it), then #2 on both, diverging
+    checkers[0].submit(dataclasses.replace(records[4], count=1), None)
+    checkers[0].submit(dataclasses.replace(records[4], count=2), None)
+    checkers[1].submit(dataclasses.replace(records[5], count=2), None)
     deadline = time.monotonic() + 60
     while not (all(c.settled() for c in checkers.values()) and reports[0]
                ) and time.monotonic() < deadline:
         time.sleep(0.01)
     for checker in checkers.values():
         checker.close(1.0)
-    assert [d.text for d in reports[0]] == ["batch['x']: f32[4] (rank 0) vs f32[5] (rank 1)"]
-    assert reports[1][-1].text == "batch['x']: f32[4] (rank 0) vs f32[5] (rank 1)"
+    for r in (0, 1):
+        assert [d.text for d in reports[r]] == ["batch['x']: f32[4] (rank 0) vs f32[5] (rank 1)"]
     assert len([m for m in seen if "internal error in rank comparison" in str(m)]) == 1
     assert not checkers[0].off
 

@@ -15,9 +15,10 @@ the interpreter finalizes: exit (registered after ``jax.distributed.initialize``
 run before JAX's shutdown) stops new calls, ends each read in flight at once (a
 ``WAKE``, ``_ranks_transport``) and joins the threads.
 
-With ``on_divergence="raise"`` the compiling thread publishes and waits itself, at
-most about ``timeout_s``, and raises :class:`DivergenceError` from the diverging
-jit call, on every rank that sees the divergence.
+With ``on_divergence="raise"`` the compiling thread publishes and waits itself, about
+``timeout_s`` at most while the comparers live (longer when one died: the takeover's
+stages, ``_ranks_tree.TreeProtocol.stage_s``), and raises :class:`DivergenceError`
+from the diverging jit call, on every rank that sees the divergence.
 """
 
 from __future__ import annotations
@@ -113,8 +114,9 @@ class Checker:
                 self._settler.start()
 
     def check_now(self, record: CompileRecord, link: SpanLink | None) -> Divergence | None:
-        """Publish and wait, about ``timeout_s`` at most, for the verdict: the divergence
-        found (reported), or ``None``. For ``on_divergence="raise"``."""
+        """Publish and wait for the verdict (about ``timeout_s`` at most while the
+        comparers live; see the module's docstring): the divergence found (reported),
+        or ``None``. For ``on_divergence="raise"``."""
         if self.off:
             return None
         item = self.protocol.compile_of(record, link)

@@ -7,6 +7,7 @@ as (``_ranks_transport.COUNTER_MAX``).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from collections.abc import Iterable
@@ -24,9 +25,10 @@ GROUP = 8
 #: (``_ranks_transport.COUNTER_MAX``): presence bits below ``SUM_SHIFT``; above them the
 #: sum of the arrivals' program digests, signed ``GROUP_HASH_BITS``-bit integers (eight
 #: of them within +-2**20, so +-2**28 once shifted); and ``GROUP_CLOSED`` added once the
-#: group was closed: by its comparer, and again by a rank that takes it over (twice
-#: stays below 2**31). A group that differs passes for one program only when its
-#: digests happen to sum alike: about one in 2**18.
+#: group was closed: by its comparer, by its parent's comparer in a dead one's place,
+#: and by a rank that takes the parent over (three times stays below 2**31). A group
+#: that differs passes for one program only when its digests happen to sum alike:
+#: about one in 2**18.
 SUM_SHIFT = GROUP
 GROUP_HASH_BITS = 18
 GROUP_CLOSED = 1 << (SUM_SHIFT + GROUP_HASH_BITS + 3)
@@ -208,7 +210,7 @@ def group_value(value: int) -> tuple[int, int, int]:
 
 
 def lacking_entry(entries: dict[int, GroupEntry], count: int, first_digest: int | None,
-             ) -> int | None:
+                  total: int) -> int | None:
     """The arrival number of an entry the group's counter says was written, or is being
     written (its rank's increment came first), that was not read: ``None`` when all are
     in. Once one rank was unlike those before it, every later one is too (the sum of
@@ -218,9 +220,12 @@ def lacking_entry(entries: dict[int, GroupEntry], count: int, first_digest: int 
     number (exactly, when the reader knows that digest: it is the first arrival, or
     alike with it; else when the sum divides by their number, which a sum of unlike
     digests does about once in that number, and only matters while an entry is still
-    being written)."""
+    being written). Without entries, the group's sum (``total``) tells whether its
+    ranks compiled one program (no entry to wait for) or the last one's is on its way."""
     if not entries:
-        return count if count > 1 else None
+        uniform = (total == count * first_digest if first_digest is not None
+                   else total % max(1, count) == 0)
+        return None if uniform or count < 2 else count
     first = min(entries)
     for k in range(first + 1, count + 1):
         if k not in entries:
@@ -279,3 +284,11 @@ def program_hash(program: Program, bits: int = HASH_BITS) -> int:
     digest = hashlib.blake2b(f"{program[0]} {program[1]}".encode("utf-8", "backslashreplace"),
                              digest_size=4).digest()
     return (int.from_bytes(digest, "big") >> (32 - bits)) - (1 << (bits - 1))
+
+
+def ordinal_directory(function_dir: str, count: int) -> str:
+    """The keys of one compile ordinal of one function, in a tree: a digest of both under
+    ``TREE_PREFIX``, short since every key of every rank carries it."""
+    digest = hashlib.blake2b(f"{function_dir}{count}".encode("utf-8", "backslashreplace"),
+                             digest_size=6).digest()
+    return f"{W.TREE_PREFIX}/{base64.urlsafe_b64encode(digest).decode('ascii')}/"

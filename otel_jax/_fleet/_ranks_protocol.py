@@ -350,7 +350,7 @@ class RankProtocol:
                                  sides, (), diff, self.rank, time.time())
             else:
                 div = Divergence(item.function, item.count, DivergenceKind.PROGRAM,
-                                 program_text(first.ranks, second.ranks), sides, (), (),
+                                 program_text(first, second), sides, (), (),
                                  self.rank, time.time())
             reported = self._emit(item, div)
         if absent:
@@ -397,7 +397,8 @@ class RankProtocol:
         me = (self.rank,)
         if kind_of(theirs, Group(item.program, me)) is DivergenceKind.PROGRAM:
             div = Divergence(item.function, item.count, DivergenceKind.PROGRAM,
-                             program_text(theirs.ranks, me), (theirs.ranks, me), (), (),
+                             program_text(theirs, Group(item.program, me)),
+                             (theirs.ranks, me), (), (),
                              self.rank, time.time())
             return self._emit(item, div)
         raw = yield Wait(f"{item.directory}{W.SUMMARIES}/{comparer}",

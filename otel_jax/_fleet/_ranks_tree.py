@@ -58,15 +58,14 @@ flat protocol, one level at a time: a rank waits for the verdict until ``stage_s
 after it arrived (the first two arrivals of its group; the others ``VERDICT_MARGIN_S``
 longer, so that a late verdict costs one call per node, not per rank), then takes over
 its level-1 node if it is first on the node's takeover counter (a node already reported
-has no entries left: nothing to do), and waits again until ``stage_s(2)`` before trying
+has no entries left: nothing to do; one no group reached, their comparers dead, it
+reports as that node's comparer would), and waits again until ``stage_s(2)`` before trying
 level 2, and so on: each stage is past the latest moment that level's comparer could
 still be waiting.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 from collections.abc import Generator
 from typing import Any
@@ -92,6 +91,7 @@ from ._ranks_nodes import (
     lacking_entry,
     merge,
     missing_runs,
+    ordinal_directory,
     parse_runs,
     parse_summary,
     program_hash,
@@ -291,7 +291,7 @@ class TreeProtocol(RankProtocol):
             # the first arrival's digest: the comparer's own
             first_digest = own if wait else None
             for _ in range(count):
-                lacking = lacking_entry(entries, count, first_digest)
+                lacking = lacking_entry(entries, count, first_digest, total)
                 if lacking is None:
                     break
                 # counted before it was written: written at once after its increment
@@ -470,8 +470,10 @@ class TreeProtocol(RankProtocol):
                 continue
             if 0 <= child < children:
                 entries[child] = value
-        if not wait and not entries:
-            return None  # taken over after its comparer reported it: nothing to do
+        if not wait and not entries and (level > 1 or self._arrivals(directory)):
+            # Taken over after its comparer reported it: nothing to do. (A level-1 node
+            # no child ever reached, its groups' comparers dead, is this rank's to report.)
+            return None
         parts: list[Summary] = []
         for child, raw in entries.items():
             clo, chi = self.tree.ranks(level - 1, node * self.tree.fan_in + child)
@@ -498,6 +500,11 @@ class TreeProtocol(RankProtocol):
         del item.named[MAX_NAMED:]
         programs, missed = merge(parts, lo, hi)
         return resolved(programs, (item.program,)), missed
+
+    def _arrivals(self, directory: str) -> int | None:
+        """How many children reached a node above level 0 (``None``: unknown)."""
+        value = self.channel.increment("takeover", directory + W.ARRIVED, 0)
+        return None if value is None else value & ((1 << COUNT_BITS) - 1)
 
     def _push(self, item: Compile, level: int, found: Summary) -> int | None:
         """The node's summary, into its parent (``level``): the parent's arrival count
@@ -682,13 +689,6 @@ def _worded(item: Compile, changes: list[Any]) -> list[dict[str, str]] | None:
                      DiffKey.BEFORE: own, DiffKey.AFTER: other})
     return diff
 
-
-def ordinal_directory(function_dir: str, count: int) -> str:
-    """The keys of one compile ordinal of one function, in a tree: a digest of both under
-    ``TREE_PREFIX``, short since every key of every rank carries it."""
-    digest = hashlib.blake2b(f"{function_dir}{count}".encode("utf-8", "backslashreplace"),
-                             digest_size=6).digest()
-    return f"{W.TREE_PREFIX}/{base64.urlsafe_b64encode(digest).decode('ascii')}/"
 
 
 def protocol(channel: Channel, rank: int, count: int, timeout_s: float, report: Reporter,

@@ -205,10 +205,15 @@ def missing(function: str, count: int, present: Sequence[int], absent: Sequence[
                       tuple(absent), (), me, time.time())
 
 
-def program_text(first: Sequence[int], second: Sequence[int]) -> str:
-    return (f"same signature, different program ({ranks_text(first)} vs "
-            f"{ranks_text(second)}): the function traced differently (iteration order of a "
-            "set or dict, a host-dependent value, another checkout)")
+def program_text(first: Group, second: Group) -> str:
+    if not (first.program[0] and second.program[0]):
+        # a side's signature is unknown (not captured, or a group known by its digest
+        # only, ``_ranks_nodes.placeholder``): not said to be the same
+        return (f"different programs ({ranks_text(first.ranks)} vs "
+                f"{ranks_text(second.ranks)}), their signatures not compared")
+    return (f"same signature, different program ({ranks_text(first.ranks)} vs "
+            f"{ranks_text(second.ranks)}): the function traced differently (iteration "
+            "order of a set or dict, a host-dependent value, another checkout)")
 
 
 def named_text(diff: Sequence[dict[str, str]], first: Sequence[int],

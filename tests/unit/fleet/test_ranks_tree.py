@@ -206,16 +206,22 @@ def test_an_entry_counted_before_it_was_written_is_waited_for():
     entry = _ranks_nodes.GroupEntry
     # arrivals A, A, B, A: entries 3 and 4 (the first two were alike)
     third, fourth = entry(3, 2, B, 2 * hash_a), entry(4, 3, A, 2 * hash_a + hash_b)
-    for first_digest in (hash_a, None):  # known to the first arrival, or not
-        assert lacking({3: third, 4: fourth}, 4, first_digest) is None
-        assert lacking({3: third}, 4, first_digest) == 4  # every one after the first unlike
-        assert lacking({}, 4, first_digest) == 4  # the last one is unlike, if any is
-    # the first arrival knows its digest: the sum before the fourth is not twice it
-    assert lacking({4: fourth}, 4, hash_a) == 3
-    if (2 * hash_a + hash_b) % 3:  # without it, a sum that does not divide by 3 says so
-        assert lacking({4: fourth}, 4, None) == 3
-    # the program of the ranks without an entry: the digest the first unlike one saw
     total = 3 * hash_a + hash_b
+    for first_digest in (hash_a, None):  # known to the first arrival, or not
+        assert lacking({3: third, 4: fourth}, 4, first_digest, total) is None
+        # every one after the first unlike
+        assert lacking({3: third}, 4, first_digest, total) == 4
+        if total % 4:  # the last one is unlike, if any is
+            assert lacking({}, 4, first_digest, total) == 4
+    # a group of one program (its first arrival dead, read by its parent's comparer):
+    # nothing to wait for
+    assert lacking({}, 4, None, 4 * hash_b) is None
+    assert lacking({}, 4, hash_a, 4 * hash_a) is None
+    # the first arrival knows its digest: the sum before the fourth is not twice it
+    assert lacking({4: fourth}, 4, hash_a, total) == 3
+    if (2 * hash_a + hash_b) % 3:  # without it, a sum that does not divide by 3 says so
+        assert lacking({4: fourth}, 4, None, total) == 3
+    # the program of the ranks without an entry: the digest the first unlike one saw
     assert base({3: third, 4: fourth}, B, None, total, 4) == A
     assert base({3: third}, B, hash_a, total, 4) == _ranks_nodes.placeholder(hash_a)
     # a rank of the other side that knows no program with that digest names the digest,
