@@ -673,7 +673,7 @@ def test_an_error_on_one_compile_costs_that_compile_and_one_warning(records, ste
     checkers[0].submit(dataclasses.replace(records[4], count=2), None)
     checkers[1].submit(dataclasses.replace(records[5], count=2), None)
     deadline = time.monotonic() + 60
-    while not (all(c.settled() for c in checkers.values()) and reports[0]
+    while not (all(c.settled() for c in checkers.values()) and all(reports.values())
                ) and time.monotonic() < deadline:
         time.sleep(0.01)
     for checker in checkers.values():

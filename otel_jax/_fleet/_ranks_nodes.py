@@ -209,6 +209,12 @@ def group_value(value: int) -> tuple[int, int, int]:
     return closes, present, (rest - present) >> SUM_SHIFT
 
 
+def node_value(value: int) -> tuple[int, int]:
+    """A node's arrival counter above level 0 as (arrivals, sum of their digests)."""
+    arrivals = value & ((1 << COUNT_BITS) - 1)
+    return arrivals, (value - arrivals) >> COUNT_BITS
+
+
 def lacking_entry(entries: dict[int, GroupEntry], count: int, first_digest: int | None,
                   total: int) -> int | None:
     """The arrival number of an entry the group's counter says was written, or is being

@@ -395,10 +395,10 @@ class RankProtocol:
         comparer = verdict.get(W.COMPARER)
         theirs = next((g for g in groups if comparer in g.ranks), groups[0])
         me = (self.rank,)
-        if kind_of(theirs, Group(item.program, me)) is DivergenceKind.PROGRAM:
+        ours = Group(item.program, me)
+        if kind_of(theirs, ours) is DivergenceKind.PROGRAM:
             div = Divergence(item.function, item.count, DivergenceKind.PROGRAM,
-                             program_text(theirs, Group(item.program, me)),
-                             (theirs.ranks, me), (), (),
+                             program_text(theirs, ours), (theirs.ranks, me), (), (),
                              self.rank, time.time())
             return self._emit(item, div)
         raw = yield Wait(f"{item.directory}{W.SUMMARIES}/{comparer}",

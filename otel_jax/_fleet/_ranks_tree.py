@@ -91,6 +91,7 @@ from ._ranks_nodes import (
     lacking_entry,
     merge,
     missing_runs,
+    node_value,
     ordinal_directory,
     parse_runs,
     parse_summary,
@@ -123,7 +124,6 @@ from ._wire import (
     summary_diff,
 )
 
-MAX_FAN_IN = 128
 #: Characters kept of the two fingerprints in a tree's entries and verdicts (hex: 36 and
 #: 24 bits; every byte is paid once per rank per compile at the service).
 SIGNATURE_CHARS = 9
@@ -426,8 +426,7 @@ class TreeProtocol(RankProtocol):
                                        1 + (program_hash_ << COUNT_BITS))
         if value is None:
             return None
-        arrival = value & ((1 << COUNT_BITS) - 1)
-        digests = (value - arrival) >> COUNT_BITS
+        arrival, digests = node_value(value)
         before, total = arrival - 1, digests - program_hash_
         if before and total % before == 0 and total // before != program_hash_:
             # Every arrival before this one compiled one program, and this one another:
@@ -470,9 +469,10 @@ class TreeProtocol(RankProtocol):
                 continue
             if 0 <= child < children:
                 entries[child] = value
-        if not wait and not entries and (level > 1 or self._arrivals(directory)):
-            # Taken over after its comparer reported it: nothing to do. (A level-1 node
-            # no child ever reached, its groups' comparers dead, is this rank's to report.)
+        if not wait and not entries and (level > 1 or self._arrivals(directory) != 0):
+            # Taken over after its comparer reported it (or the service failed): nothing
+            # to do. A level-1 node no child ever reached, its groups' comparers dead, is
+            # this rank's to report.
             return None
         parts: list[Summary] = []
         for child, raw in entries.items():
@@ -504,7 +504,7 @@ class TreeProtocol(RankProtocol):
     def _arrivals(self, directory: str) -> int | None:
         """How many children reached a node above level 0 (``None``: unknown)."""
         value = self.channel.increment("takeover", directory + W.ARRIVED, 0)
-        return None if value is None else value & ((1 << COUNT_BITS) - 1)
+        return None if value is None else node_value(value)[0]
 
     def _push(self, item: Compile, level: int, found: Summary) -> int | None:
         """The node's summary, into its parent (``level``): the parent's arrival count

@@ -180,8 +180,8 @@ def test_a_nodes_counter_stays_a_32_bit_integer_for_any_digests():
         for _ in range(_ranks_nodes.MAX_FAN_IN):
             stored = str(_ranks_transport.counter_sum(
                 stored, 1 + (digest << _ranks_nodes.COUNT_BITS)))
-        count = int(stored) & ((1 << _ranks_nodes.COUNT_BITS) - 1)
-        assert count == _ranks_nodes.MAX_FAN_IN
+        assert _ranks_nodes.node_value(int(stored)) == (_ranks_nodes.MAX_FAN_IN,
+                                                        _ranks_nodes.MAX_FAN_IN * digest)
     digests = [_ranks_nodes.program_hash((f"sig{i}", "p")) for i in range(1000)]
     assert -half <= min(digests) < 0 <= max(digests) < half
     with pytest.raises(RuntimeError, match="FAILED_PRECONDITION"):
