@@ -156,6 +156,39 @@ def test_ctrl_c_ends_the_program_as_plain_python_does(tmp_path: Path) -> None:
     assert err.index("KeyboardInterrupt") < err.index("otel-jax run: 2 compiles")
 
 
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="Linux's /proc")
+def test_otel_jax_threads_leave_the_process_signals_to_the_main_thread(tmp_path: Path,
+                                                                       ) -> None:
+    """Linux gives a process's SIGINT to any thread that does not block it, and a signal
+    one of our threads took would not wake the main thread from ``time.sleep``: Ctrl-C
+    would wait for the sleep to end. Every thread of ours blocks it."""
+    script = write(tmp_path / "threads.py", """
+        import signal, threading
+        import otel_jax
+        otel_jax.install()
+        import jax, jax.numpy as jnp
+        f = jax.jit(lambda x: x * 3)
+        f(jnp.ones(2)); f(jnp.ones(3))
+        otel_jax.flush()
+        ours = [t for t in threading.enumerate() if t.name.startswith("otel_jax")]
+        for t in ours:
+            status = open(f"/proc/self/task/{t.native_id}/status").read()
+            blocked = int(status.split("SigBlk:")[1].split()[0], 16)
+            print(t.name, bool(blocked >> (signal.SIGINT - 1) & 1),
+                  bool(blocked >> (signal.SIGTERM - 1) & 1))
+        main = open(f"/proc/self/task/{threading.main_thread().native_id}/status").read()
+        print("main", int(main.split("SigBlk:")[1].split()[0], 16))
+    """)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=TIMEOUT_S, cwd=tmp_path, env=env())
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.split("\n")
+    threads = [line.split() for line in lines if line.startswith("otel_jax")]
+    assert len(threads) >= 2, proc.stdout  # the pipeline's worker and the log's writer
+    assert all(t[1:] == ["True", "True"] for t in threads), proc.stdout
+    assert "main 0" in lines  # the main thread keeps them
+
+
 def test_a_forked_child_and_python_subprocesses(tmp_path: Path) -> None:
     script = write(tmp_path / "forks.py", """
         import os, subprocess, sys

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._core import _threads
 from .._core._failopen import emit
 from ._health import _UNITS, Answer, _breakers, _endpoints, _state_lock
 
@@ -92,7 +93,7 @@ def run_all_bounded(calls: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]],
 
 def _start(call: _Call, name: str) -> None:
     try:
-        threading.Thread(target=call.run, name=name, daemon=True).start()
+        threading.Thread(target=_threads.own(call.run), name=name, daemon=True).start()
     except RuntimeError:
         # No new thread at this point of interpreter shutdown (Python 3.12 refuses them in
         # atexit handlers): a thread started before it takes the call, so that the wait
@@ -120,7 +121,7 @@ class _Spares:
             missing = count - self._idle
             for _ in range(max(0, missing)):
                 try:
-                    threading.Thread(target=self._serve, name="otel_jax-exit",
+                    threading.Thread(target=_threads.own(self._serve), name="otel_jax-exit",
                                      daemon=True).start()
                 except RuntimeError:
                     return

@@ -37,6 +37,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .._core import _threads
 from .._core._failopen import FailOpen, Topic, WarnKey
 from .._core._vocab import LedgerWire as W
 
@@ -228,7 +229,7 @@ class RemoteStore:
         self._jobs.append((kind, bucket))
         self._wake.notify_all()
         if self._thread is None:
-            self._thread = threading.Thread(target=self._work, name="otel_jax-ledger",
+            self._thread = threading.Thread(target=_threads.own(self._work), name="otel_jax-ledger",
                                             daemon=True)
             self._thread.start()
             _STORES.add(self)

@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Callable
 
 from .._capture._jax import _coordination
+from .._core import _threads
 from .._core._failopen import FailOpen, Topic
 from .._pipeline._background import WORKER
 from .._pipeline._record import CompileRecord, Divergence, SpanLink
@@ -106,9 +107,9 @@ class Checker:
             self._queue.append(item)
             self._cond.notify_all()
             if self._publisher is None:
-                self._publisher = threading.Thread(target=self._publish_loop,
+                self._publisher = threading.Thread(target=_threads.own(self._publish_loop),
                                                    name="otel_jax-ranks", daemon=True)
-                self._settler = threading.Thread(target=self._settle_loop,
+                self._settler = threading.Thread(target=_threads.own(self._settle_loop),
                                                  name="otel_jax-ranks", daemon=True)
                 self._publisher.start()
                 self._settler.start()

@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from .._core import _threads
 from .._core._failopen import FailOpen, Topic, at_site
 
 __all__ = ["QUEUE_CAPACITY", "WORKER", "Collector", "Waker", "Worker", "start_thread"]
@@ -204,6 +205,7 @@ def start_thread(target: Callable[[Collector], None], name: str) -> threading.Th
 
 def _run(target: Callable[[Collector], None], collector: Collector) -> None:
     try:
+        _threads.leave_signals_to_main()
         target(collector)
     finally:
         collector.allow()
