@@ -54,6 +54,30 @@ class FlushingMetricReader(InMemoryMetricReader):
         return super().get_metrics_data()
 
 
+class BackendCompiles:
+    """Backend compiles counted by JAX's own monitoring event, independently of otel_jax."""
+
+    EVENT = "/jax/core/compile/backend_compile_duration"
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def __call__(self, event: str, duration: float, **kwargs) -> None:
+        if event == self.EVENT:
+            self.names.append(str(kwargs.get("fun_name", "?")))
+
+    def __enter__(self) -> BackendCompiles:
+        jax.monitoring.register_event_duration_secs_listener(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from jax._src import monitoring
+
+        remove = (getattr(monitoring, "unregister_event_duration_listener", None)
+                  or monitoring._unregister_event_duration_listener_by_callback)  # JAX 0.8
+        remove(self)
+
+
 class Telemetry:
     """What one installed otel_jax emitted during a test."""
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from conftest import cpu_devices, diff_of
+from conftest import BackendCompiles, cpu_devices, diff_of
 
 
 def only_change(span) -> dict:
@@ -486,30 +486,6 @@ def test_closest_signature_counts_the_function_object(telemetry):
 
 
 # --- programs users bring: exported models -------------------------------------------------
-
-class BackendCompiles:
-    """Backend compiles counted by JAX's own monitoring event, independently of otel_jax."""
-
-    EVENT = "/jax/core/compile/backend_compile_duration"
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def __call__(self, event: str, duration: float, **kwargs) -> None:
-        if event == self.EVENT:
-            self.names.append(str(kwargs.get("fun_name", "?")))
-
-    def __enter__(self) -> BackendCompiles:
-        jax.monitoring.register_event_duration_secs_listener(self)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        from jax._src import monitoring
-
-        remove = (getattr(monitoring, "unregister_event_duration_listener", None)
-                  or monitoring._unregister_event_duration_listener_by_callback)  # JAX 0.8
-        remove(self)
-
 
 def serve(w, batch):
     return jnp.tanh(batch["x"] @ w) * batch["scale"]

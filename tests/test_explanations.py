@@ -11,7 +11,7 @@ import warnings
 import jax
 import jax.numpy as jnp
 import pytest
-from conftest import diff_of
+from conftest import BackendCompiles, diff_of
 
 import otel_jax
 
@@ -484,30 +484,47 @@ def test_dict_keys_equal_as_numbers_keep_their_own_paths(telemetry):
     assert only_change(span)["path"] == "d[1.0]"
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass
-class TrainState:
-    w: jax.Array
-    step: int = dataclasses.field(metadata={"static": True})
+def two_state_types() -> tuple[type, type]:
+    """Two dataclass node types with the same fields, new ones at each call."""
 
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass
+    class TrainState:
+        w: jax.Array
+        step: int = dataclasses.field(metadata={"static": True})
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass
-class EvalState:  # the same fields: some jaxlib versions compare such trees equal
-    w: jax.Array
-    step: int = dataclasses.field(metadata={"static": True})
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass
+    class EvalState:  # the same fields: some jaxlib versions compare such trees equal
+        w: jax.Array
+        step: int = dataclasses.field(metadata={"static": True})
+
+    return TrainState, EvalState
 
 
 def test_dataclass_nodes_of_two_types_with_the_same_fields(telemetry):
-    @jax.jit
-    def f(state):
-        return state.w * 2
+    # jaxlib 0.10 and later compare the two trees equal and hash them apart (by type). The
+    # second type gets its own entry in the jitted function's cache, but about 1 time in
+    # 100 JAX gives it the first type's executable without compiling (measured: one
+    # backend compile event, two cache entries), and then no compile may be reported. New
+    # types hash anew; the first pair that JAX compiles twice is the case tested.
+    name = "test_dataclass_nodes_of_two_types_with_the_same_fields.<locals>.f"
+    for _ in range(5):
+        train_state, eval_state = two_state_types()
 
-    f(TrainState(jnp.ones(2), 1))
-    f(EvalState(jnp.ones(2), 1))  # JAX compiles again: another node type
-    f(TrainState(jnp.ones(2), 1))  # cached: no record
-    spans = telemetry.compiles("test_dataclass_nodes_of_two_types_with_the_same_fields"
-                               ".<locals>.f")
+        @jax.jit
+        def f(state):
+            return state.w * 2
+
+        before = len(telemetry.compiles(name))
+        with BackendCompiles() as jax_counted:
+            f(train_state(jnp.ones(2), 1))
+            f(eval_state(jnp.ones(2), 1))  # JAX compiles again: another node type
+            f(train_state(jnp.ones(2), 1))  # cached: no record
+        spans = telemetry.compiles(name)[before:]
+        assert len(spans) == jax_counted.names.count("jit(f)")  # JAX's compiles, no other
+        if len(spans) == 2:
+            break
     assert len(spans) == 2
     change = only_change(spans[-1])
     assert change["kind"] == "pytree_structure" and change["path"] == "state"
