@@ -93,7 +93,7 @@ def run_all_bounded(calls: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]],
 
 def _start(call: _Call, name: str) -> None:
     try:
-        threading.Thread(target=_threads.own(call.run), name=name, daemon=True).start()
+        _threads.daemon(call.run, name).start()
     except RuntimeError:
         # No new thread at this point of interpreter shutdown (Python 3.12 refuses them in
         # atexit handlers): a thread started before it takes the call, so that the wait
@@ -121,8 +121,7 @@ class _Spares:
             missing = count - self._idle
             for _ in range(max(0, missing)):
                 try:
-                    threading.Thread(target=_threads.own(self._serve), name="otel_jax-exit",
-                                     daemon=True).start()
+                    _threads.daemon(self._serve, "otel_jax-exit").start()
                 except RuntimeError:
                     return
                 self._idle += 1

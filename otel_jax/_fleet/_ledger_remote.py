@@ -229,8 +229,7 @@ class RemoteStore:
         self._jobs.append((kind, bucket))
         self._wake.notify_all()
         if self._thread is None:
-            self._thread = threading.Thread(target=_threads.own(self._work), name="otel_jax-ledger",
-                                            daemon=True)
+            self._thread = _threads.daemon(self._work, "otel_jax-ledger")
             self._thread.start()
             _STORES.add(self)
 

@@ -107,10 +107,8 @@ class Checker:
             self._queue.append(item)
             self._cond.notify_all()
             if self._publisher is None:
-                self._publisher = threading.Thread(target=_threads.own(self._publish_loop),
-                                                   name="otel_jax-ranks", daemon=True)
-                self._settler = threading.Thread(target=_threads.own(self._settle_loop),
-                                                 name="otel_jax-ranks", daemon=True)
+                self._publisher = _threads.daemon(self._publish_loop, "otel_jax-ranks")
+                self._settler = _threads.daemon(self._settle_loop, "otel_jax-ranks")
                 self._publisher.start()
                 self._settler.start()
 

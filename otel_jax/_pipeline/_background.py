@@ -194,7 +194,7 @@ def start_thread(target: Callable[[Collector], None], name: str) -> threading.Th
     at interpreter shutdown), the collector left as it was."""
     collector = Collector()
     collector.hold(START_HOLD_WAIT_S)
-    thread = threading.Thread(target=_run, args=(target, collector), name=name, daemon=True)
+    thread = _threads.daemon(_run, name, (target, collector))
     try:
         thread.start()
     except BaseException:
@@ -205,7 +205,6 @@ def start_thread(target: Callable[[Collector], None], name: str) -> threading.Th
 
 def _run(target: Callable[[Collector], None], collector: Collector) -> None:
     try:
-        _threads.leave_signals_to_main()
         target(collector)
     finally:
         collector.allow()
