@@ -130,13 +130,20 @@ def test_ctrl_c_ends_the_program_as_plain_python_does(tmp_path: Path) -> None:
         argv = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, "
                 "signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])", *argv]
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, cwd=tmp_path, env=env())
+                                text=True, cwd=tmp_path, env=env(PYTHONFAULTHANDLER="1"))
         try:
             assert proc.stdout is not None
             line = proc.stdout.readline()  # bounded: the program prints it or exits
             assert line == "ready\n", proc.communicate(timeout=TIMEOUT_S)
             proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=TIMEOUT_S)
+            try:
+                _, err = proc.communicate(timeout=TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                # Still running: every thread's stack (faulthandler, on SIGABRT) says where.
+                proc.send_signal(signal.SIGABRT)
+                _, err = proc.communicate(timeout=60)
+                raise AssertionError(f"{argv[3:]} still ran {TIMEOUT_S} s after SIGINT:\n"
+                                     f"{err[-8000:]}") from None
         finally:
             if proc.poll() is None:
                 proc.kill()
