@@ -1,6 +1,7 @@
 """The ``otel-jax`` command line: its sub-commands and where each lives.
 
 ``otel-jax report`` (:func:`otel_jax._report.main`) summarises otel_jax's JSON compile logs;
+``otel-jax diff`` (:func:`otel_jax._report.diff_main`) compares two runs' logs or reports;
 ``otel-jax run`` (:func:`otel_jax._run.main`) runs a Python program with otel_jax installed,
 with no change to its code. This module sits above both and is imported by no module of the
 package: the console script (``pyproject.toml``) and ``python -m otel_jax`` call :func:`main`.
@@ -24,6 +25,12 @@ def _report(argv: Sequence[str]) -> int:
     return report(argv)
 
 
+def _diff(argv: Sequence[str]) -> int:
+    from ._report import diff_main
+
+    return diff_main(argv)
+
+
 def _run(argv: Sequence[str]) -> int:
     from ._run import main as run
 
@@ -34,6 +41,8 @@ def _run(argv: Sequence[str]) -> int:
 COMMANDS: dict[str, tuple[Command, str]] = {
     "report": (_report, "summarise jax.compile log lines per function "
                         "(otel-jax report [options] app.log ...; otel-jax report --help)"),
+    "diff": (_diff, "compare two runs' compiles per function, exit 1 past thresholds "
+                    "(otel-jax diff [options] BASE NEW; otel-jax diff --help)"),
     "run": (_run, "run a Python program with otel_jax installed, no code change "
                   "(otel-jax run [options] [--] python train.py ...; otel-jax run --help)"),
 }

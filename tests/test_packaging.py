@@ -290,8 +290,9 @@ def test_the_report_flows_one_way_reading_aggregating_rendering_then_the_command
     graph = _module_graph()
     report = {n: {d for d in deps if d.startswith("otel_jax.")}
               for n, deps in graph.items() if n.startswith("otel_jax._report.")}
-    layers = [("_read",), ("_bounded",), ("_aggregate",), ("_page_data",), ("_text",),
-              ("_html_style",), ("_html_charts",), ("_html",), ("_command",)]
+    layers = [("_read",), ("_bounded",), ("_aggregate",), ("_page_data",), ("_diff_read",),
+              ("_diff",), ("_text",), ("_diff_text",), ("_html_style",), ("_html_charts",),
+              ("_html",), ("_diff_html",), ("_command",), ("_diff_command",)]
     rank = {f"otel_jax._report.{m}": i for i, names in enumerate(layers) for m in names}
     assert set(report) == set(rank)
     for name, deps in report.items():
@@ -299,14 +300,17 @@ def test_the_report_flows_one_way_reading_aggregating_rendering_then_the_command
         assert all(rank[d] < rank[name] for d in ours), (name, sorted(ours))
         # beside its own modules the report reads the vocabulary only
         assert deps - ours <= {"otel_jax._core._vocab"}, (name, sorted(deps - ours))
-    # the package exports the ``otel-jax report`` command, which the command line calls
-    assert graph["otel_jax._report"] == {"otel_jax._report._command"}
-    # the reading and aggregating layers render nothing
-    for name in ("_read", "_bounded", "_aggregate", "_page_data"):
+    # the package exports the ``otel-jax report`` and ``otel-jax diff`` commands, which the
+    # command line calls
+    assert graph["otel_jax._report"] == {"otel_jax._report._command",
+                                         "otel_jax._report._diff_command"}
+    # the reading, aggregating and comparing layers render nothing
+    for name in ("_read", "_bounded", "_aggregate", "_page_data", "_diff_read", "_diff"):
         assert not report[f"otel_jax._report.{name}"] & {
             "otel_jax._report._text", "otel_jax._report._html_style",
             "otel_jax._report._html_charts", "otel_jax._report._html",
-            "otel_jax._report._command"}
+            "otel_jax._report._command", "otel_jax._report._diff_text",
+            "otel_jax._report._diff_html", "otel_jax._report._diff_command"}
 
 
 #: The command line's side of the package, lowest layer first: the report reads logs (it

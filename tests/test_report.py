@@ -195,9 +195,18 @@ def test_json_exact_numbers(log_file: Path, capsys: pytest.CaptureFixture[str]) 
     assert list(train) == [
         "function", "file", "line", "row_kind", "compiles", "first_compiles",
         "recompiles", "recompiles_after_warmup", "persistent_cache_hits",
-        "total_s", "recompile_s", "p95_s", "max_s", "trace_s", "lower_s",
-        "backend_compile_s", "causes",
+        "total_s", "recompile_s", "p50_s", "p95_s", "max_s", "trace_s", "lower_s",
+        "backend_compile_s", "causes", "cause_paths", "hazards",
     ]
+    # the keys ``otel-jax diff`` compares on: the median, and each recompile's cause kind
+    # with the paths its diff changed (no values), the first example and call site kept
+    assert train["p50_s"] == pytest.approx(1.0)
+    assert train["cause_paths"] == [
+        {"cause": "shape", "paths": ["batch['x']"], "count": 3,
+         "example": "batch['x']: f32[32,8] -> f32[17,8]", "callsite": "/src/main.py:120"},
+        {"cause": "weak_type", "paths": [], "count": 2,
+         "example": "lr: weak f32[] -> f32[]", "callsite": "/src/main.py:120"}]
+    assert train["hazards"] == [] and evals["cause_paths"] == []
     assert list(shape) == ["cause", "count", "seconds", "top_diff", "top_diff_count", "hint"]
 
 

@@ -18,6 +18,7 @@ from typing import IO, Any
 
 from .._core._vocab import (
     EVENT_DIVERGENCE,
+    EVENT_HAZARD,
     EVENT_STEP,
     CauseKind,
     DiffKey,
@@ -26,7 +27,7 @@ from .._core._vocab import (
     ReportName,
     RowKind,
 )
-from ._bounded import _Quantiles, _TopK
+from ._bounded import _Quantiles, _Tally, _TopK
 from ._read import _is_rank, _seconds, _text, event_marker, read_lines
 
 #: Multi-process logs: distinct ranks counted, and distinct divergences listed.
@@ -42,6 +43,12 @@ _MAX_FILE = 400
 _MAX_DIFF = 240
 _MAX_HINT = 400
 _MAX_DIFF_ENTRIES = 4
+#: Recompile signatures (cause kind and the paths that changed) and hazards kept per
+#: function, and the paths kept of one signature (each cut to ``_MAX_PATH`` characters).
+MAX_SIGNATURES_PER_FUNCTION = 32
+MAX_HAZARDS_PER_FUNCTION = 32
+MAX_SIGNATURE_PATHS = 8
+_MAX_PATH = 120
 
 
 class _Cause:
@@ -237,7 +244,7 @@ class _Row:
     __slots__ = (
         "function", "file", "line", "row_kind", "compiles", "recompiles",
         "after_warmup", "cache_hits", "total_s", "recompile_s", "trace_s",
-        "lower_s", "backend_s", "times", "causes",
+        "lower_s", "backend_s", "times", "causes", "signatures", "hazards",
     )
 
     def __init__(self, function: str, file: str | None, line: int | None,
@@ -257,6 +264,11 @@ class _Row:
         self.backend_s = 0.0
         self.times = _Quantiles()
         self.causes: dict[str, _Cause] = {}
+        #: (cause kind, paths) -> [recompiles, {example, callsite}]: what changed, without
+        #: the values, so that two runs' recompiles compare (see :func:`diff_paths`)
+        self.signatures = _Tally(MAX_SIGNATURES_PER_FUNCTION)
+        #: (hazard kind, path) -> [lines, {level, hazard, hint}]
+        self.hazards = _Tally(MAX_HAZARDS_PER_FUNCTION)
 
     def cause(self, kind: str) -> _Cause:
         """The counters for ``kind``, merging overflow kinds into ``(other)``."""
@@ -284,6 +296,8 @@ class _Row:
         self.times.merge(other.times)
         for kind, c in other.causes.items():
             self.cause(kind).merge(c)
+        self.signatures.merge(other.signatures)
+        self.hazards.merge(other.hazards)
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON shape of one row (see :func:`summarize`)."""
@@ -299,6 +313,14 @@ class _Row:
                 "hint": top[2] if top else None,
             })
         causes.sort(key=lambda d: (-d["count"], -d["seconds"], d["cause"]))
+        signatures = sorted(
+            ({"cause": kind, "paths": list(paths), "count": count, **info}
+             for (kind, paths), (count, info) in self.signatures.items.items()),
+            key=lambda d: (-d["count"], d["cause"], d["paths"]))
+        hazards = sorted(
+            ({"kind": kind, "path": path, "count": count, **info}
+             for (kind, path), (count, info) in self.hazards.items.items()),
+            key=lambda d: (d["level"] != "warning", d["kind"], d["path"]))
         return {
             "function": self.function,
             "file": self.file,
@@ -311,12 +333,15 @@ class _Row:
             "persistent_cache_hits": self.cache_hits,
             "total_s": _round(self.total_s),
             "recompile_s": _round(self.recompile_s),
+            "p50_s": _round(self.times.quantile(0.5)),
             "p95_s": _round(self.times.quantile(0.95)),
             "max_s": _round(self.times.max if self.times.n else None),
             "trace_s": _round(self.trace_s),
             "lower_s": _round(self.lower_s),
             "backend_compile_s": _round(self.backend_s),
             "causes": causes,
+            "cause_paths": signatures,
+            "hazards": hazards,
         }
 
 
@@ -354,6 +379,25 @@ def render_diff(diff: Any, total: Any = None) -> str | None:
     return _text("; ".join(parts), _MAX_DIFF)
 
 
+def diff_paths(diff: Any) -> tuple[str, ...]:
+    """The paths a compile's ``diff`` changed (``batch['x']``, ``lr``), sorted, at most
+    :data:`MAX_SIGNATURE_PATHS`: with the cause kind, what a recompile is *about*, without
+    the values (shapes, timestamps) that make two runs' lines differ."""
+    if not isinstance(diff, list):
+        return ()
+    paths = set()
+    for entry in diff[:64]:
+        if isinstance(entry, dict):
+            path = _text(entry.get(DiffKey.PATH), _MAX_PATH)
+            if path:
+                paths.add(path)
+    return tuple(sorted(paths)[:MAX_SIGNATURE_PATHS])
+
+
+_HAZARD_MARKER = event_marker(EVENT_HAZARD)
+_HAZARD_LEVELS = ("warning", "info")
+
+
 class Report:
     """Streaming aggregator of ``jax.compile`` events.
 
@@ -384,6 +428,7 @@ class Report:
         self.ranks: dict[int, list[int]] = {}
         self.divergences: dict[tuple[str, int, str, str], dict[str, Any]] = {}
         self.divergence_events = 0
+        self.hazard_events = 0
         self._cache = _PersistentCache()
         #: the ``jax.step`` lines (steps are not filtered by ``functions``)
         self.steps = Steps()
@@ -476,6 +521,8 @@ class Report:
                    or _text(ev.get(Field.CAUSE), _MAX_DIFF))
             if key is not None:
                 c.diffs.add(key, _text(ev.get(Field.HINT), _MAX_HINT))
+            row.signatures.add((cause_kind, diff_paths(ev.get(Field.DIFF))), {
+                "example": key, "callsite": _text(ev.get(Field.CALLSITE), _MAX_FILE)})
         else:
             cause_kind = CauseKind.FIRST_COMPILE.value
         self._compiled(ev, row, function, rec, cause_kind, secs)
@@ -490,6 +537,8 @@ class Report:
         """A line that is no compile or divergence event: ``True`` when it was used (a
         ``jax.step`` line here; a subclass may read more: the HTML report reads storm
         warnings); else it counts as skipped."""
+        if _HAZARD_MARKER in line:
+            return self._add_hazard(line)
         if _STEP_MARKER not in line:
             return False
         try:
@@ -502,6 +551,31 @@ class Report:
         if read is None:
             return False
         self._stepped(ev, read)
+        return True
+
+    def _add_hazard(self, line: bytes) -> bool:
+        """A ``jax.compile.hazard`` line: counted on its function's row by (kind, path)."""
+        try:
+            ev = json.loads(line)
+        except (ValueError, RecursionError):
+            return False
+        if type(ev) is not dict or ev.get(Field.EVENT) != EVENT_HAZARD:
+            return False
+        function = _text(ev.get(Field.FUNCTION), _MAX_NAME)
+        kind = _text(ev.get(Field.HAZARD_KIND), _MAX_NAME)
+        if not function or not kind:
+            return False
+        if self.functions is not None and function not in self.functions:
+            self.filtered += 1
+            return True
+        self.hazard_events += 1
+        level = ev.get(Field.LEVEL)
+        path = ev.get(Field.PATH)
+        self._row_for(ev, function, False).hazards.add(
+            (kind, (_text(path, _MAX_PATH) or "") if isinstance(path, str) else ""),
+            {"level": level if level in _HAZARD_LEVELS else "warning",
+             "hazard": _text(ev.get(Field.HAZARD), _MAX_HINT),
+             "hint": _text(ev.get(Field.HINT), _MAX_HINT)})
         return True
 
     def _stepped(self, ev: dict[str, Any], read: dict[str, Any]) -> None:
@@ -600,9 +674,12 @@ def summarize(stream: IO[bytes], **kwargs: Any) -> tuple[list[dict[str, Any]], R
     ``include_eager``, or the aggregates ``other`` / ``eager_ops``) with the
     stable keys ``function, file, line, row_kind,
     compiles, first_compiles, recompiles, recompiles_after_warmup,
-    persistent_cache_hits, total_s, recompile_s, p95_s, max_s, trace_s,
-    lower_s, backend_compile_s, causes``; each cause has ``cause, count,
-    seconds, top_diff, top_diff_count, hint``.  ``kwargs`` go to
+    persistent_cache_hits, total_s, recompile_s, p50_s, p95_s, max_s, trace_s,
+    lower_s, backend_compile_s, causes, cause_paths, hazards``; each cause has
+    ``cause, count, seconds, top_diff, top_diff_count, hint``; each of ``cause_paths``
+    (the recompiles by cause kind and the paths their diff changed) ``cause, paths,
+    count, example, callsite``; each hazard (from the ``jax.compile.hazard`` lines)
+    ``kind, path, count, level, hazard, hint``.  ``kwargs`` go to
     :class:`Report` except ``top``, which goes to :meth:`Report.rows`.
     """
     top = kwargs.pop("top", None)

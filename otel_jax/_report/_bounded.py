@@ -159,3 +159,33 @@ class _TopK:
         key = min(self.items, key=lambda k: (-self.items[k][0], k))
         count, hint = self.items[key]
         return key, count, hint
+
+
+class _Tally:
+    """Counts of at most ``k`` distinct keys, each with what was seen with it first (a
+    dict); a key past ``k`` is counted in :attr:`overflow` only.  The keys are few in real
+    logs (a function's recompile signatures, its hazards): the first ``k`` are kept whole,
+    so that two runs are compared on the same keys, rather than on the most frequent."""
+
+    __slots__ = ("k", "items", "overflow")
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.items: dict[Any, list[Any]] = {}  # key -> [count, first info]
+        self.overflow = 0
+
+    def add(self, key: Any, info: Any, n: int = 1) -> None:
+        """Count ``n`` occurrences of ``key``; ``info`` is kept with a new key."""
+        entry = self.items.get(key)
+        if entry is not None:
+            entry[0] += n
+        elif len(self.items) < self.k:
+            self.items[key] = [n, info]
+        else:
+            self.overflow += n
+
+    def merge(self, other: _Tally) -> None:
+        """Fold ``other``'s counts into this tally."""
+        for key, (count, info) in other.items.items():
+            self.add(key, info, count)
+        self.overflow += other.overflow

@@ -1,0 +1,184 @@
+"""What ``otel-jax diff`` reads of one run: an otel_jax log, or a report's JSON, as rows.
+
+A log (plain or ``.gz``) is read by the report's own streaming aggregate
+(:class:`._aggregate.Report`, fed by the hardened reader of :mod:`._read`), so that the
+diff counts exactly what ``otel-jax report`` counts, in the same bounded memory.  The
+output of ``otel-jax report --format json`` (a list of rows) is read whole, at most
+:data:`MAX_REPORT_JSON_BYTES`, and every row is checked and normalised to the shape
+:meth:`._aggregate.Report.rows` gives, whatever the file holds.  The two are told apart by
+their first byte: a report's JSON is one array (``[``), a log is lines of objects.
+
+What cannot be read as either is :class:`Unreadable`, with one line saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import IO, Any
+
+from .._core._vocab import RowKind
+from ._aggregate import _MAX_DIFF, _MAX_FILE, _MAX_HINT, _MAX_NAME, _MAX_PATH, Report
+from ._read import _seconds, _text, open_log, read_errors
+
+#: Largest report JSON read (a report of the 10,000-row cap is a few MiB).
+MAX_REPORT_JSON_BYTES = 64 << 20
+#: Entries read of a row's lists (causes, cause paths, hazards) in a report's JSON.
+_MAX_LIST = 64
+_ROW_KINDS = frozenset(k.value for k in RowKind)
+
+
+class Unreadable(Exception):
+    """An input the diff cannot compare; its text is the one line that says why."""
+
+
+@dataclass
+class Run:
+    """One side of a diff: the per-function rows, and what the steps add up to."""
+
+    source: str
+    rows: list[dict[str, Any]]
+    #: :meth:`._aggregate.Steps.summary`, ``None`` without ``jax.step`` lines (or from a
+    #: report's JSON, which holds rows only)
+    steps: dict[str, Any] | None
+    kind: str  # "log" or "report JSON"
+    events: int = 0
+    skipped: int = 0
+
+
+def load_run(path: str, label: str) -> Run:
+    """Read ``path`` (a log, a ``.gz`` log or a report's JSON); raises :class:`Unreadable`.
+    ``label`` (BASE, NEW) names the input in messages."""
+    try:
+        stream = open_log(path)
+    except OSError as exc:
+        raise Unreadable(f"cannot open {label} {path}: {exc.strerror or exc}") from None
+    try:
+        with stream:
+            head = _peek(stream)
+            if head == b"[":
+                return _report_json(path, label, stream)
+            report = Report()
+            report.feed_lines(stream)
+    except read_errors() as exc:
+        raise Unreadable(f"cannot read {label} {path}: it is corrupt or truncated "
+                         f"({type(exc).__name__}: {exc})") from None
+    if not (report.events or report.steps.events or report.hazard_events):
+        what = "it is empty" if not report.skipped else (
+            f"none of its {report.skipped} lines is an otel_jax event")
+        raise Unreadable(f"{label} {path} is not an otel_jax log or report JSON: {what}")
+    return Run(path, report.rows(), report.steps.summary(), "log", report.events,
+               report.skipped)
+
+
+def _peek(stream: IO[bytes]) -> bytes:
+    """The first byte past leading whitespace, the stream left at that byte (the stream is
+    a file, or a gzip stream; both seek)."""
+    while True:
+        chunk = stream.read(4096)
+        if not chunk:
+            return b""
+        text = chunk.lstrip()
+        if text:
+            stream.seek(stream.tell() - len(text))
+            return text[:1]
+
+
+def _report_json(path: str, label: str, stream: IO[bytes]) -> Run:
+    data = stream.read(MAX_REPORT_JSON_BYTES + 1)
+    if len(data) > MAX_REPORT_JSON_BYTES:
+        raise Unreadable(f"{label} {path} starts like a report's JSON but is larger than "
+                         f"{MAX_REPORT_JSON_BYTES >> 20} MiB")
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+        raise Unreadable(f"{label} {path} is not valid report JSON ({reason})") from None
+    if not isinstance(value, list):
+        raise Unreadable(f"{label} {path} is not a report's JSON (a list of rows)")
+    rows = [r for r in (_row(v) for v in value) if r is not None]
+    if value and not rows:
+        raise Unreadable(f"{label} {path} holds no report rows (none of its {len(value)} "
+                         "entries has a function and its counts)")
+    return Run(path, rows, None, "report JSON", sum(r["compiles"] for r in rows),
+               len(value) - len(rows))
+
+
+def _int(v: Any) -> int | None:
+    return v if type(v) is int and 0 <= v < (1 << 53) else None
+
+
+def _num(v: Any) -> float | None:
+    s = _seconds(v)
+    return s if s is not None and math.isfinite(s) else None
+
+
+def _str(v: Any, limit: int) -> str | None:
+    return _text(v, limit) if isinstance(v, str) else None
+
+
+def _row(v: Any) -> dict[str, Any] | None:
+    """One row of a report's JSON in the shape :meth:`._aggregate.Report.rows` gives, or
+    ``None`` when it is not one (no function name, counts missing or mistyped)."""
+    if not isinstance(v, dict):
+        return None
+    function = _str(v.get("function"), _MAX_NAME)
+    compiles, recompiles = _int(v.get("compiles")), _int(v.get("recompiles"))
+    if not function or compiles is None or recompiles is None or recompiles > compiles:
+        return None
+    kind = v.get("row_kind")
+    row: dict[str, Any] = {
+        "function": function,
+        "file": _str(v.get("file"), _MAX_FILE),
+        "line": _int(v.get("line")),
+        "row_kind": kind if kind in _ROW_KINDS else RowKind.FUNCTION.value,
+        "compiles": compiles,
+        "recompiles": recompiles,
+        "recompiles_after_warmup": _int(v.get("recompiles_after_warmup")) or 0,
+    }
+    for key in ("total_s", "recompile_s", "p50_s", "p95_s", "max_s"):
+        row[key] = _num(v.get(key))
+    if row["total_s"] is None:
+        row["total_s"] = 0.0
+    causes = []
+    for c in _list(v.get("causes")):
+        cause, count = _str(c.get("cause"), _MAX_NAME), _int(c.get("count"))
+        if cause and count is not None:
+            causes.append({"cause": cause, "count": count,
+                           "seconds": _num(c.get("seconds")) or 0.0})
+    row["causes"] = causes
+    # cause_paths and hazards came with a later report; without them the diff compares
+    # cause kinds only (``None``), and finds no hazard
+    if isinstance(v.get("cause_paths"), list):
+        paths = []
+        for c in _list(v.get("cause_paths")):
+            cause, count = _str(c.get("cause"), _MAX_NAME), _int(c.get("count"))
+            if cause and count is not None:
+                paths.append({
+                    "cause": cause, "count": count,
+                    "paths": sorted({p for p in (_str(x, _MAX_PATH) for x in
+                                                 _list(c.get("paths"), dicts=False)) if p}),
+                    "example": _str(c.get("example"), _MAX_DIFF),
+                    "callsite": _str(c.get("callsite"), _MAX_FILE)})
+        row["cause_paths"] = paths
+    else:
+        row["cause_paths"] = None
+    hazards = []
+    for h in _list(v.get("hazards")):
+        kind_, count = _str(h.get("kind"), _MAX_NAME), _int(h.get("count"))
+        if kind_ and count is not None:
+            level = h.get("level")
+            hazards.append({"kind": kind_, "path": _str(h.get("path"), _MAX_PATH) or "",
+                            "count": count,
+                            "level": level if level in ("warning", "info") else "warning",
+                            "hazard": _str(h.get("hazard"), _MAX_HINT),
+                            "hint": _str(h.get("hint"), _MAX_HINT)})
+    row["hazards"] = hazards
+    return row
+
+
+def _list(v: Any, dicts: bool = True) -> list[Any]:
+    if not isinstance(v, list):
+        return []
+    return [x for x in v[:_MAX_LIST] if isinstance(x, dict) or not dicts]
