@@ -130,7 +130,8 @@ test-oldest: $(OLDEST_VENV)/.installed
 # JAX). A second run of them would add minutes to a `make test` that must stay well within
 # CI's limit with three suites.
 VERSION_FREE_TESTS := tests/test_deploy.py tests/test_deploy_multiprocess.py \
-	tests/test_ensure_tools.py tests/test_report.py tests/test_report_hostile.py
+	tests/test_ensure_tools.py tests/test_report.py tests/test_report_hostile.py \
+	tests/test_diff.py
 test-latest: $(LATEST_VENV)/.installed
 	$(LATEST_VENV)/bin/python -m pytest -q -o cache_dir=.pytest_cache/newest \
 		$(addprefix --ignore=,$(VERSION_FREE_TESTS))

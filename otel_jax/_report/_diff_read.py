@@ -89,7 +89,7 @@ def _report_json(path: str, label: str, stream: IO[bytes]) -> Run:
     data = stream.read(MAX_REPORT_JSON_BYTES + 1)
     if len(data) > MAX_REPORT_JSON_BYTES:
         raise Unreadable(f"{label} {path} starts like a report's JSON but is larger than "
-                         f"{MAX_REPORT_JSON_BYTES >> 20} MiB")
+                         f"the {MAX_REPORT_JSON_BYTES} bytes one may have")
     try:
         value = json.loads(data)
     except (ValueError, RecursionError) as exc:
