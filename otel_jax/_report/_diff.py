@@ -337,7 +337,9 @@ def _steps(run: Run) -> dict[str, Any] | None:
     s = run.steps
     if s is None:
         return None
-    return {"share": s["share"], "compile_s": s["compile_s"], "steps_s": s["steps_s"]}
+    share = s["share"]
+    return {"share": round(share, 6) if share is not None else None,
+            "compile_s": s["compile_s"], "steps_s": s["steps_s"]}
 
 
 def _regressions(diff: Diff, t: Thresholds) -> list[str]:
