@@ -233,6 +233,34 @@ def test_include_eager_top_and_function_filter(
     assert "filtered out" in err
 
 
+def test_hazard_lines_are_counted_on_their_function_by_kind_and_path(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def hazard(kind: Any, path: Any, level: Any = "warning", **fields: Any) -> str:
+        return json.dumps({"level": level, "event": "jax.compile.hazard",
+                           "function": "train_step", "file": "/src/train_step.py", "line": 10,
+                           "hazard_kind": kind, "path": path, "hazard": f"{path} recompiles",
+                           "hint": "fix", **fields})
+
+    path = tmp_path / "hazards.log"
+    path.write_text("\n".join([
+        compile_line("train_step", 1.0), hazard("weak_type", "lr"), hazard("weak_type", "lr"),
+        hazard("function_identity", "", level="info"), hazard("shape", 7, level="loud"),
+        hazard(None, "x"), hazard("dtype", "y", function=""), '{"event": "jax.compile.hazard"',
+        hazard("weak_type", "lr", function="eval_step"),
+    ]) + "\n")
+    rc, out, err = run_main(capsys, "report", "--format", "json", "--function", "train_step",
+                            str(path))
+    assert rc == 0 and "4 jax.compile.hazard events" in err and "skipped 3 lines" in err
+    (row,) = json.loads(out)
+    assert row["compiles"] == 1 and row["hazards"] == [
+        {"kind": "shape", "path": "", "count": 1, "level": "warning", "hazard": "7 recompiles",
+         "hint": "fix"},
+        {"kind": "weak_type", "path": "lr", "count": 2, "level": "warning",
+         "hazard": "lr recompiles", "hint": "fix"},
+        {"kind": "function_identity", "path": "", "count": 1, "level": "info",
+         "hazard": " recompiles", "hint": "fix"}]
+
+
 def test_function_cap_merges_into_other(tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "many.log"

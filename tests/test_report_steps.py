@@ -96,7 +96,7 @@ def test_without_step_lines_the_report_is_as_before(
 
 def test_bad_step_lines_are_skipped_and_names_are_capped(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from otel_jax._report._aggregate import MAX_STEP_NAMES
+    from otel_jax._report._steps import MAX_STEP_NAMES
 
     lines = [step_line(1.0, i, 0.1, name=f"s{i}") for i in range(MAX_STEP_NAMES + 10)]
     lines += [json.dumps({"event": "jax.step", "step_name": "x", "duration_s": "slow"}),

@@ -17,7 +17,8 @@ Usage::
     python -m otel_jax report app.log.gz --top 5 --function train_step
 
 Data flows one way, one concern to a module: :mod:`._read` reads the lines,
-:mod:`._aggregate` (with the estimators of :mod:`._bounded`) sums them up per function,
+:mod:`._aggregate` (with the estimators of :mod:`._bounded` and the steps of :mod:`._steps`)
+sums them up per function,
 :mod:`._text` renders the table, Markdown and JSON, :mod:`._page_data` and :mod:`._html` the
 HTML page (its look in :mod:`._html_style`, its matplotlib charts in :mod:`._html_charts`),
 and :mod:`._command` (the ``otel-jax report`` command, :func:`main`, which the
@@ -56,7 +57,8 @@ Log fields read from each ``jax.compile`` line (all optional except
 ``eager_op``, ``persistent_cache_hit``, ``after_warmup``, ``cause_kind``,
 ``cause``, ``diff`` (list of ``{path, kind, before, after}``),
 ``diff_total``, ``hint``, ``compile_s``, ``trace_s``, ``lower_s``,
-``backend_compile_s``.
+``backend_compile_s``; and of each ``jax.compile.hazard`` line ``function``, ``file``,
+``line``, ``hazard_kind``, ``path``, ``level``, ``hazard``, ``hint``.
 """
 
 from ._command import main

@@ -10,9 +10,7 @@ number of distinct functions, never on the length of the log.
 
 from __future__ import annotations
 
-import heapq
 import json
-import math
 from collections.abc import Iterable
 from typing import IO, Any
 
@@ -27,8 +25,20 @@ from .._core._vocab import (
     ReportName,
     RowKind,
 )
-from ._bounded import _Quantiles, _Tally, _TopK
-from ._read import _is_rank, _seconds, _text, event_marker, read_lines
+from ._bounded import _Quantiles, _round, _Tally, _TopK
+from ._read import (
+    _MAX_DIFF,
+    _MAX_FILE,
+    _MAX_HINT,
+    _MAX_NAME,
+    _MAX_PATH,
+    _is_rank,
+    _seconds,
+    _text,
+    event_marker,
+    read_lines,
+)
+from ._steps import _STEP_MARKER, Steps
 
 #: Multi-process logs: distinct ranks counted, and distinct divergences listed.
 MAX_RANKS = 4096
@@ -37,18 +47,12 @@ MAX_DIVERGENCES = 1000
 DEFAULT_MAX_FUNCTIONS = 10_000
 #: Cap on distinct recompile causes per function (real logs have a handful).
 MAX_CAUSES_PER_FUNCTION = 32
-#: Length caps for strings kept from the log (bounds memory per entry).
-_MAX_NAME = 200
-_MAX_FILE = 400
-_MAX_DIFF = 240
-_MAX_HINT = 400
 _MAX_DIFF_ENTRIES = 4
 #: Recompile signatures (cause kind and the paths that changed) and hazards kept per
 #: function, and the paths kept of one signature (each cut to ``_MAX_PATH`` characters).
 MAX_SIGNATURES_PER_FUNCTION = 32
 MAX_HAZARDS_PER_FUNCTION = 32
 MAX_SIGNATURE_PATHS = 8
-_MAX_PATH = 120
 
 
 class _Cause:
@@ -121,123 +125,6 @@ class _PersistentCache:
                 "misses_by_reason": misses}
 
 
-_STEP_MARKER = event_marker(EVENT_STEP)
-#: Step names given rows of their own; the others share one ``(other)`` row.
-MAX_STEP_NAMES = 64
-#: The steps that compiled listed in the text report (the longest).
-MAX_COMPILED_STEPS_LISTED = 10
-
-
-class _StepRow:
-    """What the ``jax.step`` lines of one step name add up to.
-
-    Every step that compiled is a line; of the others a sample is (about one a second),
-    each line counting the steps since the previous one (``steps``, ``steps_s``): so the
-    counts and seconds are exact, and the p50/p95 of steps without a compile come from the
-    sample.
-    """
-
-    __slots__ = ("name", "lines", "steps", "steps_s", "compiled", "compiled_s", "compile_s",
-                 "nested", "times")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.lines = 0
-        self.steps = 0
-        self.steps_s = 0.0
-        self.compiled = 0  # steps that compiled
-        self.compiled_s = 0.0  # their wall time
-        self.compile_s = 0.0  # the compile seconds inside them
-        self.nested = False  # a part of another step (its seconds are that step's too)
-        self.times = _Quantiles()  # the sampled steps that did not compile
-
-    def to_dict(self) -> dict[str, Any]:
-        p50 = self.times.quantile(0.5)
-        extra = (max(0.0, self.compiled_s - self.compiled * p50) if p50 is not None
-                 else None)
-        return {"step": self.name, "steps": self.steps, "steps_s": _round(self.steps_s),
-                "compiled_steps": self.compiled, "compiled_steps_s": _round(self.compiled_s),
-                "compile_s": _round(self.compile_s), "extra_s": _round(extra),
-                "p50_s": _round(p50), "p95_s": _round(self.times.quantile(0.95)),
-                "nested": self.nested}
-
-
-class Steps:
-    """The ``jax.step`` lines of a log: a row per step name (:class:`_StepRow`) and the
-    longest steps that compiled, bounded whatever the length of the log."""
-
-    def __init__(self) -> None:
-        self.events = 0
-        self.rows: dict[str, _StepRow] = {}
-        #: the longest steps that compiled: (seconds, seq, name, number, compile_s, timestamp)
-        self.longest: list[tuple[float, int, str, int | None, float, str | None]] = []
-
-    def add(self, ev: dict[str, Any]) -> dict[str, Any] | None:
-        """One parsed line; what was read of it (``None``: not a usable step line)."""
-        name = _text(ev.get(Field.STEP_NAME), _MAX_NAME)
-        seconds = _seconds(ev.get(Field.DURATION_S))
-        if name is None or seconds is None:
-            return None
-        self.events += 1
-        row = self.rows.get(name)
-        if row is None:
-            if len(self.rows) >= MAX_STEP_NAMES:
-                name = ReportName.OTHER
-                row = self.rows.get(name)
-            if row is None:
-                row = self.rows[name] = _StepRow(name)
-        steps = ev.get(Field.STEPS)
-        steps = steps if type(steps) is int and 0 < steps < (1 << 40) else 1
-        steps_s = _seconds(ev.get(Field.STEPS_S))
-        compiled = ev.get(Field.COMPILED) is True
-        compile_s = (_seconds(ev.get(Field.COMPILE_S)) or 0.0) if compiled else 0.0
-        nested = ev.get(Field.NESTED) is True
-        number = ev.get(Field.STEP_NUMBER)
-        number = number if type(number) is int else None
-        row.lines += 1
-        row.steps += steps
-        row.steps_s += steps_s if steps_s is not None and steps_s >= seconds else seconds
-        row.nested = row.nested or nested
-        if compiled:
-            row.compiled += 1
-            row.compiled_s += seconds
-            row.compile_s += compile_s
-            stamp = _text(ev.get(Field.TIMESTAMP), 40)
-            item = (seconds, -self.events, row.name, number, compile_s, stamp)
-            if len(self.longest) < MAX_COMPILED_STEPS_LISTED:
-                heapq.heappush(self.longest, item)
-            elif seconds > self.longest[0][0]:
-                heapq.heapreplace(self.longest, item)
-        else:
-            row.times.add(seconds)
-        return {"name": row.name, "seconds": seconds, "compiled": compiled,
-                "compile_s": compile_s, "nested": nested, "number": number}
-
-    def summary(self) -> dict[str, Any] | None:
-        """``steps`` (a row per step name, the most step seconds first), ``compiled``
-        (the longest steps that compiled, longest first, each with its extra time over its
-        name's p50), and ``share``: compile seconds over step seconds, of the steps that
-        are not a part of another (``None`` without step seconds). ``None``: no step line."""
-        if not self.events:
-            return None
-        rows = sorted(self.rows.values(), key=lambda r: (r.nested, -r.steps_s, r.name))
-        dicts = [r.to_dict() for r in rows]
-        p50 = {d["step"]: d["p50_s"] for d in dicts}
-        compiled = [{"step": name, "number": number, "seconds": _round(secs),
-                     "compile_s": _round(compile_s), "timestamp": stamp,
-                     "extra_s": (_round(max(0.0, secs - p50[name]))
-                                 if p50.get(name) is not None else None)}
-                    for secs, _, name, number, compile_s, stamp
-                    in sorted(self.longest, reverse=True)]
-        top = [r for r in rows if not r.nested]
-        seconds = sum(r.steps_s for r in top)
-        return {"steps": dicts, "compiled": compiled,
-                "share": (min(1.0, sum(r.compile_s for r in top) / seconds)
-                          if seconds > 0 else None),
-                "compile_s": _round(sum(r.compile_s for r in top)),
-                "steps_s": _round(seconds)}
-
-
 class _Row:
     """Everything kept for one output row (a function or an aggregate)."""
 
@@ -264,7 +151,7 @@ class _Row:
         self.backend_s = 0.0
         self.times = _Quantiles()
         self.causes: dict[str, _Cause] = {}
-        #: (cause kind, paths) -> [recompiles, {example, callsite}]: what changed, without
+        #: (cause kind, paths) -> [recompiles, (example, callsite)]: what changed, without
         #: the values, so that two runs' recompiles compare (see :func:`diff_paths`)
         self.signatures = _Tally(MAX_SIGNATURES_PER_FUNCTION)
         #: (hazard kind, path) -> [lines, {level, hazard, hint}]
@@ -314,8 +201,10 @@ class _Row:
             })
         causes.sort(key=lambda d: (-d["count"], -d["seconds"], d["cause"]))
         signatures = sorted(
-            ({"cause": kind, "paths": list(paths), "count": count, **info}
-             for (kind, paths), (count, info) in self.signatures.items.items()),
+            ({"cause": kind, "paths": list(paths), "count": count, "example": example,
+              "callsite": callsite}
+             for (kind, paths), (count, (example, callsite))
+             in self.signatures.items.items()),
             key=lambda d: (-d["count"], d["cause"], d["paths"]))
         hazards = sorted(
             ({"kind": kind, "path": path, "count": count, **info}
@@ -344,11 +233,6 @@ class _Row:
             "hazards": hazards,
         }
 
-
-def _round(x: float | None) -> float | None:
-    if x is None or not math.isfinite(x):
-        return None
-    return round(x, 6)
 
 
 def render_diff(diff: Any, total: Any = None) -> str | None:
@@ -385,6 +269,9 @@ def diff_paths(diff: Any) -> tuple[str, ...]:
     the values (shapes, timestamps) that make two runs' lines differ."""
     if not isinstance(diff, list):
         return ()
+    if len(diff) == 1 and isinstance(diff[0], dict):  # the common case, without a set
+        path = _text(diff[0].get(DiffKey.PATH), _MAX_PATH)
+        return (path,) if path else ()
     paths = set()
     for entry in diff[:64]:
         if isinstance(entry, dict):
@@ -521,8 +408,12 @@ class Report:
                    or _text(ev.get(Field.CAUSE), _MAX_DIFF))
             if key is not None:
                 c.diffs.add(key, _text(ev.get(Field.HINT), _MAX_HINT))
-            row.signatures.add((cause_kind, diff_paths(ev.get(Field.DIFF))), {
-                "example": key, "callsite": _text(ev.get(Field.CALLSITE), _MAX_FILE)})
+            signature = (cause_kind, diff_paths(ev.get(Field.DIFF)))
+            seen = row.signatures.items.get(signature)
+            if seen is not None:  # the common case: only a count (no strings kept again)
+                seen[0] += 1
+            else:
+                row.signatures.add(signature, (key, _text(ev.get(Field.CALLSITE), _MAX_FILE)))
         else:
             cause_kind = CauseKind.FIRST_COMPILE.value
         self._compiled(ev, row, function, rec, cause_kind, secs)

@@ -26,6 +26,14 @@ _LOG_MIN = math.log10(_HIST_MIN)
 _N_BUCKETS = int(round((math.log10(_HIST_MAX) - _LOG_MIN) * _BUCKETS_PER_DECADE))
 
 
+def _round(x: float | None) -> float | None:
+    """A figure as the report writes it: rounded to the microsecond; ``None`` when there is
+    none or it is not finite."""
+    if x is None or not math.isfinite(x):
+        return None
+    return round(x, 6)
+
+
 class _Quantiles:
     """Bounded-memory estimator of a nearest-rank quantile of compile times.
 

@@ -19,8 +19,18 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from .._core._vocab import RowKind
-from ._aggregate import _MAX_DIFF, _MAX_FILE, _MAX_HINT, _MAX_NAME, _MAX_PATH, Report
-from ._read import _seconds, _text, open_log, read_errors
+from ._aggregate import Report
+from ._read import (
+    _MAX_DIFF,
+    _MAX_FILE,
+    _MAX_HINT,
+    _MAX_NAME,
+    _MAX_PATH,
+    _seconds,
+    _text,
+    open_log,
+    read_errors,
+)
 
 #: Largest report JSON read (a report of the 10,000-row cap is a few MiB).
 MAX_REPORT_JSON_BYTES = 64 << 20

@@ -23,8 +23,17 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .._core._vocab import EVENT_STORM, DiffKey, Field
-from ._aggregate import _MAX_DIFF, _MAX_FILE, _MAX_HINT, _MAX_NAME, Report, _Row
-from ._read import _is_rank, _seconds, _text, event_marker
+from ._aggregate import Report, _Row
+from ._read import (
+    _MAX_DIFF,
+    _MAX_FILE,
+    _MAX_HINT,
+    _MAX_NAME,
+    _is_rank,
+    _seconds,
+    _text,
+    event_marker,
+)
 
 __all__ = ["HtmlReport"]
 

@@ -34,6 +34,14 @@ _DIVERGENCE_MARKER = event_marker(EVENT_DIVERGENCE)
 #: (:func:`_condense`), never held in memory whole, so a corrupt log cannot exhaust memory.
 MAX_LINE_BYTES = 1 << 20
 
+#: Length caps for strings kept from the log (bounds memory per entry): names, file paths,
+#: rendered diffs, hints and causes, argument paths.
+_MAX_NAME = 200
+_MAX_FILE = 400
+_MAX_DIFF = 240
+_MAX_HINT = 400
+_MAX_PATH = 120
+
 #: Bytes kept of each JSON string of an over-long line (the report keeps far less).
 MAX_FIELD_BYTES = 16 * 1024
 _STRING_STOP = re.compile(rb'["\\]')
