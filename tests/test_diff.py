@@ -267,6 +267,25 @@ def test_report_json_and_gz_inputs_compare_like_the_log(
     assert step["p50_s"]["new"] is None and step["new_hazards"] == []
 
 
+def test_a_report_json_past_the_row_cap_is_folded_into_other(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from otel_jax._report import _diff_read
+
+    monkeypatch.setattr(_diff_read, "DEFAULT_MAX_FUNCTIONS", 3)
+    rows = [{"function": f"f{i}", "file": "/src/a.py", "line": i, "row_kind": "function",
+             "compiles": 2, "recompiles": 1, "total_s": 1.0,
+             "causes": [{"cause": "shape", "count": 1, "seconds": 0.5}]} for i in range(10)]
+    report = tmp_path / "many.json"
+    report.write_text(json.dumps(rows + [{"function": "no counts"}]))
+    run_ = _diff_read.load_run(str(report), "BASE")
+    assert [r["function"] for r in run_.rows] == ["f0", "f1", "f2", "(other)"]
+    other = run_.rows[-1]
+    assert (other["compiles"], other["recompiles"], other["total_s"]) == (14, 7, 7.0)
+    assert other["causes"] == [{"cause": "shape", "count": 7, "seconds": 3.5}]
+    assert run_.skipped == 1 and run_.kind == "report JSON"
+
+
 HUGE = 1 << 16
 
 

@@ -18,8 +18,8 @@ import math
 from dataclasses import dataclass
 from typing import IO, Any
 
-from .._core._vocab import RowKind
-from ._aggregate import Report
+from .._core._vocab import ReportName, RowKind
+from ._aggregate import DEFAULT_MAX_FUNCTIONS, Report
 from ._read import (
     _MAX_DIFF,
     _MAX_FILE,
@@ -32,8 +32,10 @@ from ._read import (
     read_errors,
 )
 
-#: Largest report JSON read (a report of the 10,000-row cap is a few MiB).
-MAX_REPORT_JSON_BYTES = 64 << 20
+#: Largest report JSON read (a report of the 10,000-row cap is a few MiB; parsing one of
+#: this size whole costs a few hundred MiB at most); rows past the report's own cap of
+#: ``DEFAULT_MAX_FUNCTIONS`` are folded into one ``(other)`` row, as the report does.
+MAX_REPORT_JSON_BYTES = 32 << 20
 #: Entries read of a row's lists (causes, cause paths, hazards) in a report's JSON.
 _MAX_LIST = 64
 _ROW_KINDS = frozenset(k.value for k in RowKind)
@@ -107,12 +109,45 @@ def _report_json(path: str, label: str, stream: IO[bytes]) -> Run:
         raise Unreadable(f"{label} {path} is not valid report JSON ({reason})") from None
     if not isinstance(value, list):
         raise Unreadable(f"{label} {path} is not a report's JSON (a list of rows)")
-    rows = [r for r in (_row(v) for v in value) if r is not None]
+    rows: list[dict[str, Any]] = []
+    other: dict[str, Any] | None = None
+    skipped = 0
+    for v in value:
+        r = _row(v)
+        if r is None:
+            skipped += 1
+        elif len(rows) < DEFAULT_MAX_FUNCTIONS or r["row_kind"] == RowKind.EAGER_OPS.value:
+            rows.append(r)
+        else:  # past the report's own row cap: one (other) row, as the report makes it
+            other = _fold(other, r)
+    if other is not None:
+        rows.append(other)
     if value and not rows:
         raise Unreadable(f"{label} {path} holds no report rows (none of its {len(value)} "
                          "entries has a function and its counts)")
-    return Run(path, rows, None, "report JSON", sum(r["compiles"] for r in rows),
-               len(value) - len(rows))
+    return Run(path, rows, None, "report JSON", sum(r["compiles"] for r in rows), skipped)
+
+
+def _fold(other: dict[str, Any] | None, r: dict[str, Any]) -> dict[str, Any]:
+    """``r`` counted in the ``(other)`` row of the rows past the cap."""
+    if other is None:
+        other = {"function": ReportName.OTHER, "file": None, "line": None,
+                 "row_kind": RowKind.OTHER.value, "compiles": 0, "recompiles": 0,
+                 "recompiles_after_warmup": 0, "total_s": 0.0, "recompile_s": None,
+                 "p50_s": None, "p95_s": None, "max_s": None, "causes": [],
+                 "cause_paths": None, "hazards": []}
+    for key in ("compiles", "recompiles", "recompiles_after_warmup"):
+        other[key] += r[key]
+    other["total_s"] += r["total_s"]
+    causes = {c["cause"]: c for c in other["causes"]}
+    for c in r["causes"]:
+        if c["cause"] in causes:
+            causes[c["cause"]]["count"] += c["count"]
+            causes[c["cause"]]["seconds"] += c["seconds"]
+        elif len(causes) < _MAX_LIST:
+            causes[c["cause"]] = dict(c)
+    other["causes"] = list(causes.values())
+    return other
 
 
 def _int(v: Any) -> int | None:
