@@ -286,6 +286,23 @@ def test_a_report_json_past_the_row_cap_is_folded_into_other(
     assert run_.skipped == 1 and run_.kind == "report JSON"
 
 
+def test_stdin_and_a_pipe_read_like_files(tmp_path: Path) -> None:
+    base = write(tmp_path / "base.log", base_log())
+    new = write(tmp_path / "new.log", base_log() + [
+        compile_line("step", 0.7, count=3, cause_kind="dtype")])
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for stdin_file, argv in ((new, [base, "-"]), (base, ["-", new])):
+        with open(stdin_file, "rb") as stdin:
+            proc = subprocess.run([sys.executable, "-m", "otel_jax", "diff", "--format", "json",
+                                   "--max-new-recompiles", "0", *argv], stdin=stdin,
+                                  capture_output=True, timeout=120, env=env)
+        assert proc.returncode == 1, proc.stderr
+        assert json.loads(proc.stdout)["summary"]["recompiles_gained"] == 1
+    proc = subprocess.run([sys.executable, "-m", "otel_jax", "diff", "-", "-"],
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=120, env=env)
+    assert proc.returncode == 2 and b"cannot both be stdin" in proc.stderr
+
+
 HUGE = 1 << 16
 
 
@@ -361,6 +378,9 @@ def test_markdown_and_html_name_the_change_and_escape_the_log(
         compile_line("step", 0.7, count=3, cause_kind="dtype",
                      diff=[{"path": "batch['x']", "kind": "dtype", "before": "f32",
                             "after": "bf16"}])])
+    rc, table, _ = run(capsys, "diff", base, new)
+    assert rc == 0 and "\x1b" not in table and "evil<script>alert(1)</script>\\x1b[2J" in table
+    assert table.count("\n+ ") == 0 and "(new)" in table
     rc, md, _ = run(capsys, "diff", "--format", "markdown", "--max-new-recompiles", "0",
                     base, new)
     assert rc == 1 and "**new cause** `dtype [batch['x']] x1 at main.py:120" in md

@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("base", metavar="BASE",
                    help="the earlier run: an otel_jax log ('.gz' is decompressed) or the "
-                        "output of 'otel-jax report --format json'")
+                        "output of 'otel-jax report --format json'; '-' reads stdin")
     p.add_argument("new", metavar="NEW", help="the run to compare with it, likewise")
     p.add_argument("--format", choices=("table", "json", "markdown", "html"),
                    default="table", help="output format (default: table); html is one "
@@ -99,6 +99,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.base == args.new == "-":
+        print("otel-jax diff: BASE and NEW cannot both be stdin ('-')", file=sys.stderr)
+        return 2
     try:
         base = load_run(args.base, "BASE")
         new = load_run(args.new, "NEW")

@@ -60,10 +60,11 @@ class Run:
 
 
 def load_run(path: str, label: str) -> Run:
-    """Read ``path`` (a log, a ``.gz`` log or a report's JSON); raises :class:`Unreadable`.
+    """Read ``path`` (a log, a ``.gz`` log or a report's JSON; ``-``: stdin); raises
+    :class:`Unreadable`.
     ``label`` (BASE, NEW) names the input in messages."""
     try:
-        stream = open_log(path)
+        stream = _stdin() if path == "-" else open_log(path)
     except OSError as exc:
         raise Unreadable(f"cannot open {label} {path}: {exc.strerror or exc}") from None
     try:
@@ -84,17 +85,30 @@ def load_run(path: str, label: str) -> Run:
                report.skipped)
 
 
-def _peek(stream: IO[bytes]) -> bytes:
-    """The first byte past leading whitespace, the stream left at that byte (the stream is
-    a file, or a gzip stream; both seek)."""
+def _stdin() -> IO[bytes]:
+    """Standard input, binary, left open when the ``with`` around its reading closes it."""
+    import io
+    import os
+    import sys
+
+    if sys.stdin is None:
+        raise OSError(0, "no stdin to read")
+    return io.BufferedReader(io.FileIO(os.dup(sys.stdin.fileno()), "rb"))
+
+
+def _peek(stream: Any) -> bytes:
+    """The first byte past leading whitespace, the stream left at that byte: the whitespace
+    before it is read and dropped (neither a log nor JSON needs it), and the byte is
+    looked at with ``peek``, so that a pipe (``<(zcat run.log.gz)``, stdin) reads as a
+    file does (a buffered file, stdin and a gzip stream all peek)."""
     while True:
-        chunk = stream.read(4096)
-        if not chunk:
+        head = stream.peek(4096)
+        if not head:
             return b""
-        text = chunk.lstrip()
+        text = head.lstrip()
+        stream.read(len(head) - len(text))
         if text:
-            stream.seek(stream.tell() - len(text))
-            return text[:1]
+            return bytes(text[:1])
 
 
 def _report_json(path: str, label: str, stream: IO[bytes]) -> Run:
