@@ -469,3 +469,67 @@ def test_two_runs_of_the_demo_one_with_an_added_recompile(
     for other in (report, gz):
         rc2, d2 = diff_json(capsys, "--max-new-recompiles", "0", str(base), str(other))
         assert rc2 == 1 and d2["functions"] == d["functions"]
+
+
+# -- the page in a real browser -----------------------------------------------------------
+
+INJECTED = ('evil<script>window.__owned=1</script><img src=x onerror="window.__owned=2">')
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _browser import find_chromium
+
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("no Chromium (Debian: apt-get install chromium; `make test` installs it "
+                    "where it can)")
+    return binary
+
+
+@pytest.mark.slow
+def test_the_diff_page_in_headless_chromium(chromium: str, tmp_path: Path) -> None:
+    """The page of a diff with a new function whose name is an injected script, rendered by
+    headless Chromium: no console error (a Content Security Policy violation would be one),
+    no request, the verdict and the table are there, the table sorts, the script never ran."""
+    from _browser import Browser
+
+    base = write(tmp_path / "base.log", base_log())
+    new = write(tmp_path / "new.log", base_log() + [
+        compile_line(INJECTED, 4.0),
+        compile_line("step", 0.7, count=3, cause_kind="dtype",
+                     diff=[{"path": "batch['x']", "kind": "dtype", "before": "f32",
+                            "after": "bf16"}]),
+        hazard_line("step", "static_argument", "n")])
+    page = tmp_path / "diff.html"
+    assert _cli.main(["diff", "--format", "html", "-o", str(page), "--fail-on-new-hazards",
+                      base, new]) == 1
+    with Browser(chromium) as browser:
+        browser.open(page)
+        found = browser.evaluate("""(() => {
+            const q = (s) => document.querySelectorAll(s).length;
+            return {rows: q("#diff-table tbody tr"), causes: q(".new-cause"),
+                    hazards: q(".new-hazard"), regressions: q("#regressions li"),
+                    verdict: document.getElementById("verdict").textContent,
+                    owned: typeof window.__owned, injected: q("script") + q("img"),
+                    evilText: document.body.textContent.includes("evil<script>")};
+        })()""")
+        column = ("Array.from(document.querySelectorAll('#diff-table tbody tr'))"
+                  ".map(r => Number(r.cells[6].getAttribute('data-v')))")
+        click = "document.querySelectorAll('#diff-table th')[6].click()"
+        browser.evaluate(click)
+        descending = browser.evaluate(column)
+        browser.evaluate(click)
+        ascending = browser.evaluate(column)
+        console, requests = list(browser.console), list(browser.requests)
+
+    assert console == []
+    page_url = page.resolve().as_uri()
+    assert [u for u in requests if u != page_url and not u.startswith("data:")] == []
+    assert found["rows"] == 3 and found["causes"] == 1 and found["hazards"] == 1
+    assert found["regressions"] == 1 and found["verdict"].startswith("regressed")
+    assert found["owned"] == "undefined" and found["injected"] == 1  # the page's script only
+    assert found["evilText"]
+    assert descending == sorted(descending, reverse=True) and ascending == sorted(descending)
+    assert len(set(descending)) > 1

@@ -23,6 +23,7 @@ __all__ = ["render_diff_html"]
 MAX_TABLE_ROWS = 500
 
 _EXTRA_CSS = """
+#diff-table td.n{white-space:nowrap}
 .gain{color:var(--warn);font-weight:600}.loss{color:#2ca02c}
 tr.gone td{color:var(--muted)}
 .ok .v{color:#2ca02c}
