@@ -290,7 +290,7 @@ def test_the_report_flows_one_way_reading_aggregating_rendering_then_the_command
     graph = _module_graph()
     report = {n: {d for d in deps if d.startswith("otel_jax.")}
               for n, deps in graph.items() if n.startswith("otel_jax._report.")}
-    layers = [("_read",), ("_bounded",), ("_aggregate",), ("_page_data",), ("_text",),
+    layers = [("_read",), ("_bounded", "_hazards"), ("_aggregate",), ("_page_data",), ("_text",),
               ("_html_style",), ("_html_charts",), ("_html",), ("_command",)]
     rank = {f"otel_jax._report.{m}": i for i, names in enumerate(layers) for m in names}
     assert set(report) == set(rank)

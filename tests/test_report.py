@@ -196,7 +196,7 @@ def test_json_exact_numbers(log_file: Path, capsys: pytest.CaptureFixture[str]) 
         "function", "file", "line", "row_kind", "compiles", "first_compiles",
         "recompiles", "recompiles_after_warmup", "persistent_cache_hits",
         "total_s", "recompile_s", "p95_s", "max_s", "trace_s", "lower_s",
-        "backend_compile_s", "causes",
+        "backend_compile_s", "causes", "hazards",
     ]
     assert list(shape) == ["cause", "count", "seconds", "top_diff", "top_diff_count", "hint"]
 

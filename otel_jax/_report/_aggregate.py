@@ -27,6 +27,7 @@ from .._core._vocab import (
     RowKind,
 )
 from ._bounded import _Quantiles, _TopK
+from ._hazards import HAZARD_MARKER, Hazards
 from ._read import _is_rank, _seconds, _text, event_marker, read_lines
 
 #: Multi-process logs: distinct ranks counted, and distinct divergences listed.
@@ -387,6 +388,8 @@ class Report:
         self._cache = _PersistentCache()
         #: the ``jax.step`` lines (steps are not filtered by ``functions``)
         self.steps = Steps()
+        #: the ``jax.compile.hazard`` lines, each marked when a later compile made it true
+        self.hazards = Hazards(functions)
 
     # -- input -------------------------------------------------------------
 
@@ -412,6 +415,8 @@ class Report:
             self.filtered += 1
             return
         self.events += 1
+        if not eager:
+            self.hazards.compiled(ev)
 
         row = self._row_for(ev, function, eager)
         rank = ev.get(Field.PROCESS_INDEX)
@@ -490,6 +495,11 @@ class Report:
         """A line that is no compile or divergence event: ``True`` when it was used (a
         ``jax.step`` line here; a subclass may read more: the HTML report reads storm
         warnings); else it counts as skipped."""
+        if HAZARD_MARKER in line:
+            try:
+                return self.hazards.said(json.loads(line))
+            except (ValueError, RecursionError, TypeError, AttributeError):
+                return False
         if _STEP_MARKER not in line:
             return False
         try:
@@ -587,6 +597,8 @@ class Report:
         if top is not None:
             rows = rows[:top]
         out = [r.to_dict() for r in rows]
+        for row in out:  # said, came true, not (yet): ``None`` where none was said
+            row["hazards"] = self.hazards.of((row["function"], row["file"], row["line"]))
         for agg in (self._other, self._eager):
             if agg is not None and agg.compiles:
                 out.append(agg.to_dict())
@@ -601,7 +613,9 @@ def summarize(stream: IO[bytes], **kwargs: Any) -> tuple[list[dict[str, Any]], R
     stable keys ``function, file, line, row_kind,
     compiles, first_compiles, recompiles, recompiles_after_warmup,
     persistent_cache_hits, total_s, recompile_s, p95_s, max_s, trace_s,
-    lower_s, backend_compile_s, causes``; each cause has ``cause, count,
+    lower_s, backend_compile_s, causes`` (and ``hazards`` for a function's rows: ``None``,
+    or ``said, came_true, not_yet, more, list``, each listed hazard with ``kind, path,
+    level, count, callsite, hazard, hint, came_true_at``); each cause has ``cause, count,
     seconds, top_diff, top_diff_count, hint``.  ``kwargs`` go to
     :class:`Report` except ``top``, which goes to :meth:`Report.rows`.
     """
