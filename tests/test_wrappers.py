@@ -519,3 +519,33 @@ def test_filter_pmap_programs_are_the_users_at_the_default_level(telemetry):
     prefix = "test_filter_pmap_programs_are_the_users_at_the_default_level.<locals>."
     logged = [line for line in telemetry.log_lines() if line["event"] == "jax.compile"]
     assert {line["function"] for line in logged} >= {prefix + "f", prefix + "g"}
+
+
+def test_jax_jit_of_a_librarys_callable_wrapping_the_users_names_the_users(telemetry):
+    # equinox's test_grad_jit_*: ``jax.jit(f)`` of a filter_custom_vjp, one per test:
+    # each the user's own function, never the library class's one ``__call__``
+    @eqx.filter_custom_vjp
+    def f(x):
+        return x
+
+    f.def_fwd(lambda perturbed, x: (x, None))
+    f.def_bwd(lambda residuals, g, perturbed, x: g + 2)
+
+    @eqx.filter_custom_vjp
+    def g(x):
+        return x * 2
+
+    g.def_fwd(lambda perturbed, x: (x * 2, None))
+    g.def_bwd(lambda residuals, grad, perturbed, x: grad * 2)
+
+    jax.jit(f)(jnp.array(1.0))
+    jax.jit(g)(jnp.array(1.0))
+    assert eqx.filter_grad(jax.jit(f))(jnp.array(1.0)) == 3  # forward and backward
+    spans = telemetry.compiles()
+    prefix = "test_jax_jit_of_a_librarys_callable_wrapping_the_users_names_the_users.<locals>."
+    assert _sites(spans[:2]) == [(prefix + "f", __file__, _line(f.fn), "first_compile"),
+                                 (prefix + "g", __file__, _line(g.fn), "first_compile")]
+    # grad's programs, the backward one with no debug source of its own: f's, not
+    # "<unnamed function>"
+    assert {s.attributes["code.function.name"] for s in spans[2:]} == {prefix + "f"}
+    _no_false_cause(spans)
