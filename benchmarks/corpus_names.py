@@ -10,13 +10,17 @@ over all of them).
 
 A test's compiles are paired with its records in order, only when the counts agree (as
 ``corpus.compare`` does); the earlier compile a record is compared with may come from an
-earlier test. JAX's own eager ops are left out: JAX names each after its primitive.
+earlier test. JAX's own eager ops are left out: JAX names each after its primitive. So is
+JAX's placeholder for a callable it cannot name (``jit(<unnamed function>)``, a callable
+object's compile): it names no function, so it is no second opinion on which one.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any
+
+from otel_jax._capture._jax._names import PLACEHOLDER_NAMES, function_name_from_event
 
 #: (qualified name, file, line): what otel_jax files a compile under
 Function = tuple[Any, Any, Any]
@@ -46,6 +50,8 @@ def check(tests: dict[str, dict[str, Any]], order: list[str]) -> dict[str, Any]:
             paired += 1
             function = function_of(record)
             name = str(event["fun_name"])
+            if function_name_from_event(name) in PLACEHOLDER_NAMES:
+                continue
             names[function].setdefault(name, test_id)
             jax_name[(function, record["count"])] = name
             earlier = record.get("compared_with")

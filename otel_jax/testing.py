@@ -1,4 +1,5 @@
-"""Compile budgets for tests: count real backend compiles and say why each happened.
+"""Compile budgets for tests: count real backend compiles and say why each happened; and a
+gate that fails a test when a compile shows a recompile is coming (a hazard).
 
 Unlike tracing counters (``chex.assert_max_traces``) or the jit dispatch cache
 size, this counts XLA compiles only, and on failure lists each one with its
@@ -15,10 +16,11 @@ from typing import Any
 
 from ._capture._source import FunctionInfo, function_info
 from ._core._vocab import CauseKind
-from ._pipeline._engine import ENGINE
+from ._explain._hazards import Hazard
+from ._pipeline._engine import ENGINE, SETTLE_S
 from ._pipeline._record import CompileRecord, Divergence, SpanLink, Storm
 
-__all__ = ["CompileRecorder", "assert_max_compiles", "record_compiles"]
+__all__ = ["CompileRecorder", "assert_max_compiles", "assert_no_hazards", "record_compiles"]
 
 _MAX_KEPT = 10_000
 
@@ -132,3 +134,94 @@ class assert_max_compiles(CompileRecorder):  # a statement: lower case, like ass
             raise AssertionError(
                 f"expected at most {self.n} {what}{scope}, got {self.count}:\n"
                 + self.report())
+
+
+class _HazardsOn:
+    """Hazards computed while any gate is active, whatever ``install(hazards=...)`` or
+    ``OTEL_JAX_HAZARDS`` said; the program's own choice back when the last one ends."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0
+        self._before = True
+
+    def enter(self) -> None:
+        with self._lock:
+            if not self._active:
+                self._before = ENGINE.hazards
+                ENGINE.hazards = True
+            self._active += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._active -= 1
+            if not self._active:
+                ENGINE.hazards = self._before
+
+
+_HAZARDS_ON = _HazardsOn()
+
+
+class assert_no_hazards(CompileRecorder):  # a statement: lower case, like assert
+    """Fail when a compile inside the block shows a recompile is coming (a hazard).
+
+    >>> with otel_jax.testing.assert_no_hazards(fn=train_step):
+    ...     for batch in batches[:1]:  # one step is enough: the hazard is said at it
+    ...         state = train_step(state, batch)
+
+    A one-step smoke test then catches the recompile before production pays for it.
+    Hazards are computed inside the block even where the program turned them off
+    (``install(hazards=False)``, ``OTEL_JAX_HAZARDS=off``). Warnings fail it (a hazard
+    otel_jax is sure of: ``will compile again``); notes (``jax.compile.hazard`` lines at
+    INFO: a pattern that may or may not repeat) only with ``notes=True``. The failure
+    names each hazard, the function, the calling line and the fix. ``fn`` narrows it to
+    one function, as for :class:`assert_max_compiles`. Also works as a decorator.
+    """
+
+    def __init__(self, fn: Any = None, *, notes: bool = False) -> None:
+        super().__init__(fn)
+        self.notes = notes
+
+    def __enter__(self) -> assert_no_hazards:
+        _HAZARDS_ON.enter()
+        try:
+            super().__enter__()
+        except BaseException:
+            _HAZARDS_ON.leave()
+            raise
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        try:
+            # the records (and their hazards) of the compiles made inside the block that
+            # another thread is still making, waited for at most SETTLE_S
+            ENGINE.settle(SETTLE_S)
+        finally:
+            super().__exit__(exc_type, *exc)
+            _HAZARDS_ON.leave()
+        found = self.hazards
+        if exc_type is None and found:
+            scope = ""
+            if isinstance(self._target, FunctionInfo):
+                scope = f" of {self._target.qualname}"
+            elif isinstance(self._target, str):
+                scope = f" of {self._target}"
+            what = "hazard" if len(found) == 1 else "hazards"
+            raise AssertionError(f"expected no hazard{scope}, got {len(found)} {what}:\n"
+                                 + _hazard_report(found))
+
+    @property
+    def hazards(self) -> list[tuple[CompileRecord, Hazard]]:
+        """``(record, hazard)`` of each hazard said inside the block that fails it."""
+        return [(r, h) for r in self.records for h in r.hazards if h.warn or self.notes]
+
+
+def _hazard_report(found: list[tuple[CompileRecord, Hazard]]) -> str:
+    lines = []
+    for r, h in found:
+        where = f" at {r.callsite}" if r.callsite else ""
+        said = "will compile again" if h.warn else "may compile again (a note)"
+        lines.append(f"  {r.function.qualname} #{r.count}{where} {said} ({h.kind.value}): "
+                     f"{h.text}")
+        lines.append(f"      fix: {h.hint}")
+    return "\n".join(lines)

@@ -59,3 +59,15 @@ def test_the_corpus_comparison_counts_and_prints_them():
     text = corpus.render(result, 10)
     assert "records compared with a compile JAX names after another function: 1" in text
     assert "functions whose compiles JAX names differently: 1" in text
+
+
+def test_jaxs_placeholder_for_a_callable_it_cannot_name_is_no_other_function():
+    # jax.jit of a callable object (JAX: "<unnamed function>") and equinox's filter_jit of
+    # the same one (JAX: its type's name): one user function, no false comparison
+    tests = {"t::a": {"outcome": "passed",
+                      "events": [compile_of("jit(<unnamed function>)"),
+                                 compile_of("jit(filter_custom_vjp)")],
+                      "records": [record(1, qualname="f"),
+                                  record(2, "function_identity", 1, qualname="f")]}}
+    found = corpus_names.check(tests, ["t::a"])
+    assert found == {"false_comparisons": [], "shared_names": [], "paired": 2}

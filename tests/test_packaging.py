@@ -290,9 +290,9 @@ def test_the_report_flows_one_way_reading_aggregating_rendering_then_the_command
     graph = _module_graph()
     report = {n: {d for d in deps if d.startswith("otel_jax.")}
               for n, deps in graph.items() if n.startswith("otel_jax._report.")}
-    layers = [("_read",), ("_bounded",), ("_steps",), ("_aggregate",), ("_page_data",),
-              ("_diff_read",), ("_diff",), ("_text",), ("_diff_text",), ("_html_style",),
-              ("_html_charts",), ("_html",), ("_diff_html",), ("_command",),
+    layers = [("_read",), ("_bounded", "_hazards"), ("_steps",), ("_aggregate",),
+              ("_page_data",), ("_diff_read",), ("_diff",), ("_text",), ("_diff_text",),
+              ("_html_style",), ("_html_charts",), ("_html",), ("_diff_html",), ("_command",),
               ("_diff_command",)]
     rank = {f"otel_jax._report.{m}": i for i, names in enumerate(layers) for m in names}
     assert set(report) == set(rank)

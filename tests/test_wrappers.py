@@ -431,3 +431,121 @@ def test_a_librarys_wrapper_that_could_not_take_the_users_name_is_filed_apart(
     assert [(n, kind) for n, _, _, kind in _sites(telemetry.compiles())] == [
         (name, "first_compile"), (f"wrapped_fn({name})", "first_compile"),
         (name, "function_identity")]
+
+
+def _no_false_cause(spans) -> None:
+    """Each function's compiles are numbered from 1 and compared only among themselves."""
+    by_key: dict[tuple, list[int]] = {}
+    for s in spans:
+        key = (s.attributes["code.function.name"], s.attributes.get("code.file.path"),
+               s.attributes.get("code.line.number"))
+        by_key.setdefault(key, []).append(s.attributes["jax.compile.count"])
+    assert all(counts == list(range(1, len(counts) + 1)) for counts in by_key.values()), by_key
+
+
+def test_filter_jit_under_a_transformation_names_the_users_function(telemetry):
+    # equinox's own suite: filter_jvp / filter_vmap / filter_grad of a filter_jit-ed
+    # function: only the transformed program reaches the miss, equinox's one
+    # ``fun_wrapped`` at its own file for every function
+    @eqx.filter_jit
+    def shift(x):
+        return x + 1
+
+    @eqx.filter_jit
+    def mix(x, y):
+        return x * 2 + y
+
+    def square(x):
+        return (x ** 2).sum()
+
+    eqx.filter_jvp(shift, (1.0,), (1.0,))
+    eqx.filter_jvp(mix, (jnp.array(1.0), jnp.array(2.0)), (jnp.array(1.0), jnp.array(1.0)))
+    eqx.filter_vmap(shift)(jnp.ones((3, 2)))
+    eqx.filter_grad(eqx.filter_jit(square))(jnp.ones(3))
+    spans = telemetry.compiles()
+    prefix = "test_filter_jit_under_a_transformation_names_the_users_function.<locals>."
+    sites = {(name, file, line) for name, file, line, _ in _sites(spans)}
+    assert sites == {(prefix + "shift", __file__, _line(shift.__wrapped__)),
+                     (prefix + "mix", __file__, _line(mix.__wrapped__)),
+                     (prefix + "square", __file__, _line(square))}
+    assert len(spans) == 5  # grad: a forward and a backward program of square
+    _no_false_cause(spans)
+    assert not [s for s in spans if s.attributes["jax.compile.cause.kind"] not in (
+        "first_compile", "transform_params", "function_identity")]
+    # grad's backward program is filed with its forward one, as under jax.grad(jax.jit(f))
+    backward = [s for s in spans if s.attributes["code.function.name"] == prefix + "square"]
+    assert [s.attributes["jax.compile.count"] for s in backward] == [1, 2]
+
+
+def test_filter_jit_of_a_librarys_function_is_filed_per_users_function(telemetry):
+    # ``filter_jit(filter_jvp)(f, ...)``: equinox's function given the user's: one program
+    # per user function, never one function compared with another's compile
+    def shift(x):
+        return x + 1
+
+    def mix(*x):
+        return x[0] * 2 + x[1]
+
+    after = eqx.filter_jit(eqx.filter_jvp)
+    after(shift, (1.0,), (1.0,))
+    after(mix, (jnp.array(1.0), jnp.array(2.0)), (jnp.array(1.0), jnp.array(1.0)))
+    prefix = "test_filter_jit_of_a_librarys_function_is_filed_per_users_function.<locals>."
+    assert _sites(telemetry.compiles()) == [
+        (f"filter_jvp({prefix}shift)", __file__, _line(shift), "first_compile"),
+        (f"filter_jvp({prefix}mix)", __file__, _line(mix), "first_compile")]
+
+
+def test_filter_pmap_programs_are_the_users_at_the_default_level(telemetry):
+    # as equinox's suite calls it: devices given, in_axes, axis_size, wrapped callables
+    import functools
+
+    pmap = functools.partial(eqx.filter_pmap, devices=jax.devices()[:1])
+
+    def f(x):
+        return x + 1
+
+    @pmap(in_axes=None, axis_size=1)
+    def g(x, y):
+        return x + y
+
+    pmap(f)(jnp.array([1.0]))
+    g(jnp.array(1), 2)
+    pmap(eqx.filter_vmap(f))(jnp.array([[1.0, 2.0]]))
+    spans = telemetry.compiles(eager=True)
+    users = [s for s in spans if s.attributes.get("code.file.path") == __file__]
+    assert len(users) == 3
+    assert not [s for s in users if s.attributes["jax.compile.eager_op"]]
+    assert not [s for s in spans if "_filter_pmap_cache" in s.attributes["code.function.name"]]
+    prefix = "test_filter_pmap_programs_are_the_users_at_the_default_level.<locals>."
+    logged = [line for line in telemetry.log_lines() if line["event"] == "jax.compile"]
+    assert {line["function"] for line in logged} >= {prefix + "f", prefix + "g"}
+
+
+def test_jax_jit_of_a_librarys_callable_wrapping_the_users_names_the_users(telemetry):
+    # equinox's test_grad_jit_*: ``jax.jit(f)`` of a filter_custom_vjp, one per test:
+    # each the user's own function, never the library class's one ``__call__``
+    @eqx.filter_custom_vjp
+    def f(x):
+        return x
+
+    f.def_fwd(lambda perturbed, x: (x, None))
+    f.def_bwd(lambda residuals, g, perturbed, x: g + 2)
+
+    @eqx.filter_custom_vjp
+    def g(x):
+        return x * 2
+
+    g.def_fwd(lambda perturbed, x: (x * 2, None))
+    g.def_bwd(lambda residuals, grad, perturbed, x: grad * 2)
+
+    jax.jit(f)(jnp.array(1.0))
+    jax.jit(g)(jnp.array(1.0))
+    assert eqx.filter_grad(jax.jit(f))(jnp.array(1.0)) == 3  # forward and backward
+    spans = telemetry.compiles()
+    prefix = "test_jax_jit_of_a_librarys_callable_wrapping_the_users_names_the_users.<locals>."
+    assert _sites(spans[:2]) == [(prefix + "f", __file__, _line(f.fn), "first_compile"),
+                                 (prefix + "g", __file__, _line(g.fn), "first_compile")]
+    # grad's programs, the backward one with no debug source of its own: f's, not
+    # "<unnamed function>"
+    assert {s.attributes["code.function.name"] for s in spans[2:]} == {prefix + "f"}
+    _no_false_cause(spans)

@@ -51,8 +51,13 @@ def name_compile(miss: Miss | None, event_fun_name: str) -> Naming:
     if miss is None:
         return Naming(FunctionInfo(_names.function_name_from_event(event_fun_name)))
     fun = jitted_function(miss)
-    if fun is None:  # a transformed program known only by its jaxpr
+    given = _transformed_library_program(miss) if miss.transformed else None
+    if given is not None:  # a library's jitted function of the user's, transformed
+        info, stands_for = given, None
+    elif fun is None:  # a transformed program known only by its jaxpr
         info = _transformed_info(miss.fun)
+        if info.file is None:  # no debug source (a callable object's program)
+            info = _transformed_names.get(_transformed_key(miss)) or info
         stands_for = None
     else:
         exported = _eager.exported_program(fun)
@@ -61,6 +66,8 @@ def name_compile(miss: Miss | None, event_fun_name: str) -> Naming:
             # exported from; a user's program, whatever JAX calls its wrapper.
             return Naming(FunctionInfo(_eager.exported_name(exported)))
         info, stands_for = _named_function(fun, miss)
+        if miss.transformed:
+            _remember(miss, info)
     return Naming(info, stands_for, _is_eager(fun, info))
 
 
@@ -88,8 +95,16 @@ def _named_function(fun: Any, miss: Miss) -> tuple[FunctionInfo, Any | None]:
         user = _source.find_user_callable(given)
         if user is not None:
             return function_info(user), None
+        jax_name = _names.event_name(fun)
+        user = _source.find_user_function(_wrappers.equinox_arguments(miss))
+        if user is not None:
+            # a library's function given the user's as an argument
+            # (``filter_jit(filter_jvp)(f, ...)``): another program per user function,
+            # filed apart from the user's own jit of it
+            found = function_info(user)
+            return FunctionInfo(f"{jax_name}({found.qualname})", found.file, found.line), None
         site = function_info(given)
-        return FunctionInfo(_names.event_name(fun), site.file, site.line), None
+        return FunctionInfo(jax_name, site.file, site.line), None
     statics = () if miss.transformed else [v for _, v in _jit_info.static_arguments(miss)]
     user = _source.find_user_function(statics)
     if user is not None:
@@ -108,7 +123,59 @@ def _named_function(fun: Any, miss: Miss) -> tuple[FunctionInfo, Any | None]:
             if _source.transforms_user_functions(info.file) else None)
     if user is not None:
         return function_info(user), user
+    if getattr(fun, "__code__", None) is None and not hasattr(fun, "__self__"):
+        # A library's callable object that wraps the user's function (``jax.jit`` of an
+        # ``equinox.filter_custom_vjp``: its ``fn``): that function, not the library
+        # class's one ``__call__`` for every user function.
+        user = _source.find_user_callable(fun)
+        if user is not None:
+            return function_info(user), None
     return _source.owner_info(fun) or _library_wrapper(fun, info), None
+
+
+#: The function each transformed program named through the jitted function that bound
+#: it was filed under, by its debug source and the number of the function the
+#: transformation was applied to: grad's backward program, evaluated after that call
+#: returned, is filed with its forward one. Bounded, emptied when full.
+_transformed_names: dict[tuple[str, int], FunctionInfo] = {}
+_TRANSFORMED_NAMES_MAX = 1024
+
+
+def _transformed_key(miss: Miss) -> tuple[str, int]:
+    transformed = miss.fun
+    return (str(getattr(transformed, "source", None)),
+            int(getattr(transformed, "program", 0) or 0))
+
+
+def _remember(miss: Miss, info: FunctionInfo) -> None:
+    key = _transformed_key(miss)
+    if key[1]:  # an unknown function (0) would file other functions' programs here
+        if len(_transformed_names) >= _TRANSFORMED_NAMES_MAX:
+            _transformed_names.clear()
+        _transformed_names[key] = info
+
+
+def _transformed_library_program(miss: Miss) -> FunctionInfo | None:
+    """The user's function behind a transformed program of a library's jitted function
+    (``filter_jvp(filter_jit(f))``, ``filter_grad(filter_jit(f))``: equinox jits one
+    ``fun_wrapped`` of its own for every callable), or ``None`` for any other program.
+
+    Only the jaxpr reaches the miss; what equinox was given is read off its call frame,
+    still on the stack while the program is evaluated (jvp, vmap, grad's forward pass),
+    and remembered for the programs evaluated after it returned (grad's backward pass)."""
+    transformed = miss.fun
+    source = getattr(transformed, "source", None)
+    site = _names.transformed_source(source)
+    if site is None or not _source.is_library_file(site[1]) or _source.is_jax_file(site[1]):
+        return None
+    key = _transformed_key(miss)
+    given = _wrappers.equinox_called(getattr(transformed, "origin", None))
+    if given is None:
+        return _transformed_names.get(key) if key[1] else None
+    user = _source.find_user_callable(given)
+    info = function_info(user if user is not None else given)
+    _remember(miss, info)
+    return info
 
 
 def _library_wrapper(fun: Any, info: FunctionInfo) -> FunctionInfo:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -142,13 +143,59 @@ def equinox_callable(miss: Any) -> Any | None:
     static = _equinox_static(miss)
     if static is None:
         return None
-    leaves, treedef = static[0]
+    return _rebuilt(static[0])
+
+
+def _rebuilt(pair: Any) -> Any | None:
+    leaves, treedef = pair
     from jax import tree_util
 
     try:
         return tree_util.tree_unflatten(treedef, list(leaves))
     except Exception:  # a node that will not rebuild without its arrays
         return None
+
+
+_FRAMES_WALKED = 200
+
+
+def equinox_called(jitted: Any) -> Any | None:
+    """What ``equinox.filter_jit`` was given, for a call of ``jitted`` (its jitted function,
+    or the function that jits) still running on this thread, or ``None``.
+
+    Under a transformation outside jit (``filter_jvp``, ``filter_vmap``, grad's forward
+    program) only the traced program reaches the miss, not the call's static part, which
+    holds the callable: it is a local (``static``) of equinox's own call frame
+    (``_call(jit_wrapper, ...)``), matched by the jitted function it calls. Read off the
+    stack, no user code run: a frame laid out otherwise is passed over."""
+    if jitted is None:
+        return None
+    frame: Any = sys._getframe(1)
+    for _ in range(_FRAMES_WALKED):
+        if frame is None:
+            return None
+        code = frame.f_code
+        if (code.co_name == "_call" and "jit_wrapper" in code.co_varnames
+                and str(frame.f_globals.get("__name__", "")).startswith("equinox")):
+            found = frame.f_locals
+            static = found.get("static")
+            cached = getattr(found.get("jit_wrapper"), "_cached", None)
+            # the jitted function, or the function it jits (what a transformed miss keeps)
+            if (cached is jitted or getattr(cached, "__wrapped__", None) is jitted) and \
+                    isinstance(static, tuple) and len(static) == 3 and _is_pair(static[0]):
+                return _rebuilt(static[0])
+        frame = frame.f_back
+    return None
+
+
+def equinox_arguments(miss: Any) -> tuple[Any, ...]:
+    """The static leaves of an ``equinox.filter_jit`` call's arguments (not of the callable
+    it was given): where a library function given to it (``filter_jit(filter_jvp)``) finds
+    the user's function it was called with."""
+    static = _equinox_static(miss)
+    if static is None:
+        return ()
+    return tuple(static[1][0]) + tuple(static[2][0])
 
 
 def describe_callable(fun: Any, depth: int = 4) -> str:

@@ -26,6 +26,7 @@ from .._core._vocab import (
     RowKind,
 )
 from ._bounded import _Quantiles, _round, _Tally, _TopK
+from ._hazards import HAZARD_MARKER, Hazards
 from ._read import (
     _MAX_DIFF,
     _MAX_FILE,
@@ -48,10 +49,9 @@ DEFAULT_MAX_FUNCTIONS = 10_000
 #: Cap on distinct recompile causes per function (real logs have a handful).
 MAX_CAUSES_PER_FUNCTION = 32
 _MAX_DIFF_ENTRIES = 4
-#: Recompile signatures (cause kind and the paths that changed) and hazards kept per
+#: Recompile signatures (cause kind and the paths that changed) kept per
 #: function, and the paths kept of one signature (each cut to ``_MAX_PATH`` characters).
 MAX_SIGNATURES_PER_FUNCTION = 32
-MAX_HAZARDS_PER_FUNCTION = 32
 MAX_SIGNATURE_PATHS = 8
 
 
@@ -131,7 +131,7 @@ class _Row:
     __slots__ = (
         "function", "file", "line", "row_kind", "compiles", "recompiles",
         "after_warmup", "cache_hits", "total_s", "recompile_s", "trace_s",
-        "lower_s", "backend_s", "times", "causes", "signatures", "hazards",
+        "lower_s", "backend_s", "times", "causes", "signatures",
     )
 
     def __init__(self, function: str, file: str | None, line: int | None,
@@ -154,8 +154,6 @@ class _Row:
         #: (cause kind, paths) -> [recompiles, (example, callsite)]: what changed, without
         #: the values, so that two runs' recompiles compare (see :func:`diff_paths`)
         self.signatures = _Tally(MAX_SIGNATURES_PER_FUNCTION)
-        #: (hazard kind, path) -> [lines, {level, hazard, hint}]
-        self.hazards = _Tally(MAX_HAZARDS_PER_FUNCTION)
 
     def cause(self, kind: str) -> _Cause:
         """The counters for ``kind``, merging overflow kinds into ``(other)``."""
@@ -184,7 +182,6 @@ class _Row:
         for kind, c in other.causes.items():
             self.cause(kind).merge(c)
         self.signatures.merge(other.signatures)
-        self.hazards.merge(other.hazards)
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON shape of one row (see :func:`summarize`)."""
@@ -206,10 +203,6 @@ class _Row:
              for (kind, paths), (count, (example, callsite))
              in self.signatures.items.items()),
             key=lambda d: (-d["count"], d["cause"], d["paths"]))
-        hazards = sorted(
-            ({"kind": kind, "path": path, "count": count, **info}
-             for (kind, path), (count, info) in self.hazards.items.items()),
-            key=lambda d: (d["level"] != "warning", d["kind"], d["path"]))
         return {
             "function": self.function,
             "file": self.file,
@@ -230,7 +223,8 @@ class _Row:
             "backend_compile_s": _round(self.backend_s),
             "causes": causes,
             "cause_paths": signatures,
-            "hazards": hazards,
+            # a function's are set by :meth:`Report.rows` (said, came true, not yet)
+            "hazards": None,
         }
 
 
@@ -281,8 +275,6 @@ def diff_paths(diff: Any) -> tuple[str, ...]:
     return tuple(sorted(paths)[:MAX_SIGNATURE_PATHS])
 
 
-_HAZARD_MARKER = event_marker(EVENT_HAZARD)
-_HAZARD_LEVELS = ("warning", "info")
 
 
 class Report:
@@ -315,10 +307,11 @@ class Report:
         self.ranks: dict[int, list[int]] = {}
         self.divergences: dict[tuple[str, int, str, str], dict[str, Any]] = {}
         self.divergence_events = 0
-        self.hazard_events = 0
         self._cache = _PersistentCache()
         #: the ``jax.step`` lines (steps are not filtered by ``functions``)
         self.steps = Steps()
+        #: the ``jax.compile.hazard`` lines, each marked when a later compile made it true
+        self.hazards = Hazards(functions)
 
     # -- input -------------------------------------------------------------
 
@@ -344,6 +337,8 @@ class Report:
             self.filtered += 1
             return
         self.events += 1
+        if not eager:
+            self.hazards.compiled(ev)
 
         row = self._row_for(ev, function, eager)
         rank = ev.get(Field.PROCESS_INDEX)
@@ -428,8 +423,11 @@ class Report:
         """A line that is no compile or divergence event: ``True`` when it was used (a
         ``jax.step`` line here; a subclass may read more: the HTML report reads storm
         warnings); else it counts as skipped."""
-        if _HAZARD_MARKER in line:
-            return self._add_hazard(line)
+        if HAZARD_MARKER in line:
+            try:
+                return self.hazards.said(json.loads(line))
+            except (ValueError, RecursionError, TypeError, AttributeError):
+                return False
         if _STEP_MARKER not in line:
             return False
         try:
@@ -442,31 +440,6 @@ class Report:
         if read is None:
             return False
         self._stepped(ev, read)
-        return True
-
-    def _add_hazard(self, line: bytes) -> bool:
-        """A ``jax.compile.hazard`` line: counted on its function's row by (kind, path)."""
-        try:
-            ev = json.loads(line)
-        except (ValueError, RecursionError):
-            return False
-        if type(ev) is not dict or ev.get(Field.EVENT) != EVENT_HAZARD:
-            return False
-        function = _text(ev.get(Field.FUNCTION), _MAX_NAME)
-        kind = _text(ev.get(Field.HAZARD_KIND), _MAX_NAME)
-        if not function or not kind:
-            return False
-        if self.functions is not None and function not in self.functions:
-            self.filtered += 1
-            return True
-        self.hazard_events += 1
-        level = ev.get(Field.LEVEL)
-        path = ev.get(Field.PATH)
-        self._row_for(ev, function, False).hazards.add(
-            (kind, (_text(path, _MAX_PATH) or "") if isinstance(path, str) else ""),
-            {"level": level if level in _HAZARD_LEVELS else "warning",
-             "hazard": _text(ev.get(Field.HAZARD), _MAX_HINT),
-             "hint": _text(ev.get(Field.HINT), _MAX_HINT)})
         return True
 
     def _stepped(self, ev: dict[str, Any], read: dict[str, Any]) -> None:
@@ -552,6 +525,8 @@ class Report:
         if top is not None:
             rows = rows[:top]
         out = [r.to_dict() for r in rows]
+        for row in out:  # said, came true, not (yet): ``None`` where none was said
+            row["hazards"] = self.hazards.of((row["function"], row["file"], row["line"]))
         for agg in (self._other, self._eager):
             if agg is not None and agg.compiles:
                 out.append(agg.to_dict())
@@ -569,8 +544,9 @@ def summarize(stream: IO[bytes], **kwargs: Any) -> tuple[list[dict[str, Any]], R
     lower_s, backend_compile_s, causes, cause_paths, hazards``; each cause has
     ``cause, count, seconds, top_diff, top_diff_count, hint``; each of ``cause_paths``
     (the recompiles by cause kind and the paths their diff changed) ``cause, paths,
-    count, example, callsite``; each hazard (from the ``jax.compile.hazard`` lines)
-    ``kind, path, count, level, hazard, hint``.  ``kwargs`` go to
+    count, example, callsite``; ``hazards`` (a function's ``jax.compile.hazard`` lines)
+    is ``None``, or ``said, came_true, not_yet, more, list``, each listed hazard with
+    ``kind, path, level, count, callsite, hazard, hint, came_true_at``.  ``kwargs`` go to
     :class:`Report` except ``top``, which goes to :meth:`Report.rows`.
     """
     top = kwargs.pop("top", None)

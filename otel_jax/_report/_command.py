@@ -121,8 +121,9 @@ def _run_report(args: argparse.Namespace) -> int:
                  f"({len(report.divergences)} divergences)")
     if report.steps.events:
         note += f", {report.steps.events} jax.step events"
-    if report.hazard_events:
-        note += f", {report.hazard_events} jax.compile.hazard events"
+    hazards = report.hazards.total()["said"]
+    if hazards:
+        note += f", {hazards} jax.compile.hazard events"
     if report.filtered:
         note += f", {report.filtered} filtered out by --function"
     if report.skipped:

@@ -77,12 +77,14 @@ def load_run(path: str, label: str) -> Run:
     except read_errors() as exc:
         raise Unreadable(f"cannot read {label} {path}: it is corrupt or truncated "
                          f"({type(exc).__name__}: {exc})") from None
-    if not (report.events or report.steps.events or report.hazard_events):
+    if not (report.events or report.steps.events or report.hazards.total()["said"]):
         what = "it is empty" if not report.skipped else (
             f"none of its {report.skipped} lines is an otel_jax event")
         raise Unreadable(f"{label} {path} is not an otel_jax log or report JSON: {what}")
-    return Run(path, report.rows(), report.steps.summary(), "log", report.events,
-               report.skipped)
+    rows = report.rows()
+    for row in rows:
+        row["hazards"] = hazard_list(row.get("hazards"))
+    return Run(path, rows, report.steps.summary(), "log", report.events, report.skipped)
 
 
 def _stdin() -> IO[bytes]:
@@ -223,18 +225,31 @@ def _row(v: Any) -> dict[str, Any] | None:
         row["cause_paths"] = paths
     else:
         row["cause_paths"] = None
-    hazards = []
-    for h in _list(v.get("hazards")):
-        kind_, count = _str(h.get("kind"), _MAX_NAME), _int(h.get("count"))
-        if kind_ and count is not None:
-            level = h.get("level")
-            hazards.append({"kind": kind_, "path": _str(h.get("path"), _MAX_PATH) or "",
-                            "count": count,
-                            "level": level if level in ("warning", "info") else "warning",
-                            "hazard": _str(h.get("hazard"), _MAX_HINT),
-                            "hint": _str(h.get("hint"), _MAX_HINT)})
-    row["hazards"] = hazards
+    row["hazards"] = hazard_list(v.get("hazards"))
     return row
+
+
+def hazard_list(v: Any) -> list[dict[str, Any]]:
+    """A row's hazards as the diff compares them: one entry per (kind, path) with how
+    often it was said, from the report's ``hazards`` (``None``, or its ``list``), whatever
+    a report's JSON holds there."""
+    by_key: dict[tuple[str, str], dict[str, Any]] = {}
+    for h in _list(v.get("list") if isinstance(v, dict) else None):
+        kind = _str(h.get("kind"), _MAX_NAME)
+        if not kind:
+            continue
+        path = _str(h.get("path"), _MAX_PATH) or ""
+        seen = by_key.get((kind, path))
+        if seen is not None:
+            seen["count"] += 1
+            continue
+        level = h.get("level")
+        by_key[(kind, path)] = {
+            "kind": kind, "path": path, "count": 1,
+            "level": level if level in ("warning", "info") else "warning",
+            "hazard": _str(h.get("hazard"), _MAX_HINT),
+            "hint": _str(h.get("hint"), _MAX_HINT)}
+    return sorted(by_key.values(), key=lambda d: (d["level"] != "warning", d["kind"], d["path"]))
 
 
 def _list(v: Any, dicts: bool = True) -> list[Any]:

@@ -93,7 +93,10 @@ def render_html(report: HtmlReport, rows: list[dict[str, Any]],
     links += [("timeline", "Timeline")]
     if report.steps.events:
         links += [("steps", "Steps")]
-    links += [("functions", "Functions"), ("callsites", "Call sites")]
+    links += [("functions", "Functions")]
+    if any(r.get("hazards") for r in rows):
+        links.append(("hazards", "Hazards"))
+    links += [("callsites", "Call sites")]
     if report.persistent_cache():
         links.append(("cache", "Persistent cache"))
     links.append(("compiles", "Compiles"))
@@ -105,6 +108,7 @@ def render_html(report: HtmlReport, rows: list[dict[str, Any]],
     _timeline(add, report, rows, row_index)
     _steps(add, report, rows, row_index)
     _functions(add, report, rows)
+    _hazards(add, rows)
     _callsites(add, report)
     _cache(add, report)
     _compiles(add, report, rows, row_index)
@@ -286,6 +290,33 @@ def _functions(add: Any, report: HtmlReport, rows: list[dict[str, Any]]) -> None
         add(f'<p class="muted">{len(report._rows) - shown} more functions with fewer compile '
             "seconds are not listed; their compiles are in the figures above.</p>")
     add("</section>")
+
+
+def _hazards(add: Any, rows: list[dict[str, Any]]) -> None:
+    """Each function's hazards: what was said, at which compile and line, and whether a
+    later compile made it true (``not (yet)``: none did in this log)."""
+    said = [(r, r["hazards"]) for r in rows if r.get("hazards")]
+    if not said:
+        return
+    add('<section id="hazards"><h2>Hazards</h2><div class="scroll"><table class="sortable">'
+        "<thead><tr><th>Function</th><th>Hazard</th><th>Path</th><th>Said at</th>"
+        "<th>Came true</th><th>Fix</th></tr></thead><tbody>")
+    for r, hazards in said:
+        for h in hazards["list"]:
+            level = "warning" if h["level"] == "warning" else "note"
+            where = f" ({_location(h['callsite'], None)})" if h["callsite"] else ""
+            at = f"#{h['count']}" if h["count"] is not None else ""
+            fate = (f"at #{h['came_true_at']}" if h["came_true_at"] is not None
+                    else '<span class="muted">not (yet)</span>')
+            add(f'<tr><td title="{_e(r["file"] or "")}">{_e(r["function"])}</td>'
+                f'<td title="{_e(h["hazard"])}">{_chip(h["kind"])} {level}</td>'
+                f'<td class="mono">{_e(h["path"])}</td>'
+                f'<td class="mono">{_e(at + where)}</td><td>{fate}</td>'
+                f'<td>{_e(h["hint"] or "")}</td></tr>')
+        if hazards["more"]:
+            add(f'<tr><td>{_e(r["function"])}</td><td colspan="5" class="muted">'
+                f'{hazards["more"]} more</td></tr>')
+    add("</tbody></table></div></section>")
 
 
 def _callsites(add: Any, report: HtmlReport) -> None:

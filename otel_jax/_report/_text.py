@@ -105,7 +105,33 @@ def render_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> st
             out.append(_clip(detail, width))
             if c["hint"]:
                 out.append(_clip(f"      hint: {c['hint']}", width))
+        for text, hint in hazard_lines(row.get("hazards")):
+            out.append(_clip(printable(text), width))
+            if hint:
+                out.append(_clip(printable(f"      fix: {hint}"), width))
     return "\n".join(out) + "\n"
+
+
+def hazard_lines(hazards: dict[str, Any] | None) -> list[tuple[str, str | None]]:
+    """A row's hazards as ``(line, fix)`` pairs, the summary first: what was said, at
+    which compile and line, and whether a later compile made it true (``not (yet)``: none
+    did in this log). Raw text from the log: the caller escapes it for its format."""
+    if not hazards:
+        return []
+    out: list[tuple[str, str | None]] = [(
+        f"  hazards: {hazards['said']} said, {hazards['came_true']} came true, "
+        f"{hazards['not_yet']} not (yet)", None)]
+    for h in hazards["list"]:
+        level = "warning" if h["level"] == "warning" else "note"
+        said = f"said at #{h['count']}" if h["count"] is not None else "said"
+        where = f" ({os.path.basename(h['callsite'])})" if h["callsite"] else ""
+        fate = (f"came true at #{h['came_true_at']}" if h["came_true_at"] is not None
+                else "not (yet)")
+        path = f" {h['path']}" if h["path"] else ""
+        out.append((f"  ! {h['kind']} ({level}){path}, {said}{where}: {fate}", h["hint"]))
+    if hazards["more"]:
+        out.append((f"  ! ... and {hazards['more']} more", None))
+    return out
 
 
 _MD_SPECIAL = re.compile(r"[\\|*`\[\]]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
@@ -143,6 +169,8 @@ def render_markdown(rows: Sequence[dict[str, Any]]) -> str:
             if c["hint"]:
                 text += f" — {_md(c['hint'])}"
             causes.append(text)
+        for line, hint in hazard_lines(row.get("hazards")):
+            causes.append(_md(line.strip()) + (f" — fix: {_md(hint)}" if hint else ""))
         cells = [_md(x) for x in _cells(row)] + ["<br>".join(causes)]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
