@@ -449,7 +449,8 @@ def test_two_runs_of_the_demo_one_with_an_added_recompile(
     assert d["regressions"][0].endswith(f"train_step +{step['recompiles_gained']}")
     # the same hazard (the weakly typed learning rate) in both runs is not new
     assert step["new_hazards"] == [] and d["summary"]["new_hazards"] == 0
-    assert "weak_type" in base.read_text()
+    for log in (base, new):
+        assert '"event": "jax.compile.hazard"' in log.read_text()
     lam = by_name["main.<locals>.<lambda>"]
     assert lam["status"] == "both" and lam["line"]["new"] == lam["line"]["base"] + 1
     assert d["summary"]["steps"]["new"]["share"] is not None
