@@ -96,9 +96,11 @@ class Hazards:
             return True
         count = ev.get(Field.COUNT)
         rank = ev.get(Field.PROCESS_INDEX)
+        path = ev.get(Field.PATH)
         kept.append({
             "kind": kind,
-            "path": _text(ev.get(Field.PATH), _MAX_NAME) or "",
+            # a path is the argument's text; anything else names none
+            "path": (_text(path, _MAX_NAME) or "") if isinstance(path, str) else "",
             # as the line has it: ``warning``, or ``info`` for a note
             "level": "warning" if ev.get(Field.LEVEL) == "warning" else "info",
             "count": count if type(count) is int else None,
