@@ -196,8 +196,9 @@ def test_json_exact_numbers(log_file: Path, capsys: pytest.CaptureFixture[str]) 
         "function", "file", "line", "row_kind", "compiles", "first_compiles",
         "recompiles", "recompiles_after_warmup", "persistent_cache_hits",
         "total_s", "recompile_s", "p95_s", "max_s", "trace_s", "lower_s",
-        "backend_compile_s", "causes",
+        "backend_compile_s", "causes", "largest_program",
     ]
+    assert train["largest_program"] is None  # no line gave XLA's memory analysis
     assert list(shape) == ["cause", "count", "seconds", "top_diff", "top_diff_count", "hint"]
 
 
@@ -277,7 +278,7 @@ def test_markdown_output(log_file: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert len(lines) == 2 + 3
     header, separator, *body = lines
     n_cols = header.count("|") - 1
-    assert n_cols == 8
+    assert n_cols == 9
     assert header.startswith("| Function | Location | Compiles |")
     cells = [c.strip() for c in separator.strip("|").split("|")]
     assert len(cells) == n_cols and all(set(c) <= set("-:") and "---" in c for c in cells)
@@ -299,7 +300,7 @@ def test_markdown_escapes_pipes() -> None:
     ))
     out = _text.render(rows, "markdown")
     body = out.splitlines()[2]
-    assert body.replace("\\|", "").count("|") - 1 == 8
+    assert body.replace("\\|", "").count("|") - 1 == 9
     assert "f\\|g" in body and "'a\\|b'" in body
 
 

@@ -237,7 +237,7 @@ class _Row:
     __slots__ = (
         "function", "file", "line", "row_kind", "compiles", "recompiles",
         "after_warmup", "cache_hits", "total_s", "recompile_s", "trace_s",
-        "lower_s", "backend_s", "times", "causes",
+        "lower_s", "backend_s", "times", "causes", "largest",
     )
 
     def __init__(self, function: str, file: str | None, line: int | None,
@@ -257,6 +257,27 @@ class _Row:
         self.backend_s = 0.0
         self.times = _Quantiles()
         self.causes: dict[str, _Cause] = {}
+        #: the compile whose program needed the most device memory (``largest_program``)
+        self.largest: dict[str, Any] | None = None
+
+    def program(self, ev: dict[str, Any]) -> None:
+        """Keep ``ev``'s program when it needs more device memory than the largest so far
+        (the first of equals is kept)."""
+        sizes = {key: value for key, field in _PROGRAM_FIELDS
+                 if type(value := ev.get(field)) is int and 0 <= value < (1 << 62)}
+        if not sizes:
+            return
+        total = sum(sizes.values())
+        if self.largest is not None and total <= self.largest["total_bytes"]:
+            return
+        count = ev.get(Field.COUNT)
+        limit = ev.get(Field.DEVICE_MEMORY_LIMIT_BYTES)
+        self.largest = {
+            "count": count if type(count) is int else None,
+            "total_bytes": total,
+            **{key: sizes.get(key) for key, _ in _PROGRAM_FIELDS},
+            "device_memory_limit_bytes": limit if type(limit) is int and limit > 0 else None,
+        }
 
     def cause(self, kind: str) -> _Cause:
         """The counters for ``kind``, merging overflow kinds into ``(other)``."""
@@ -284,6 +305,10 @@ class _Row:
         self.times.merge(other.times)
         for kind, c in other.causes.items():
             self.cause(kind).merge(c)
+        if other.largest is not None and (
+                self.largest is None
+                or other.largest["total_bytes"] > self.largest["total_bytes"]):
+            self.largest = dict(other.largest)
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON shape of one row (see :func:`summarize`)."""
@@ -317,7 +342,17 @@ class _Row:
             "lower_s": _round(self.lower_s),
             "backend_compile_s": _round(self.backend_s),
             "causes": causes,
+            "largest_program": dict(self.largest) if self.largest is not None else None,
         }
+
+
+#: ``largest_program``'s sizes, and the log field each is read from.
+_PROGRAM_FIELDS = (
+    ("argument_bytes", Field.MEMORY_ARGUMENT_BYTES),
+    ("output_bytes", Field.MEMORY_OUTPUT_BYTES),
+    ("temp_bytes", Field.MEMORY_TEMP_BYTES),
+    ("generated_code_bytes", Field.MEMORY_GENERATED_CODE_BYTES),
+)
 
 
 def _round(x: float | None) -> float | None:
@@ -441,6 +476,7 @@ class Report:
             secs = (trace or 0.0) + (lower or 0.0) + (backend or 0.0)
 
         row.compiles += 1
+        row.program(ev)
         if secs is not None:
             row.total_s += secs
             row.times.add(secs)
@@ -601,8 +637,11 @@ def summarize(stream: IO[bytes], **kwargs: Any) -> tuple[list[dict[str, Any]], R
     stable keys ``function, file, line, row_kind,
     compiles, first_compiles, recompiles, recompiles_after_warmup,
     persistent_cache_hits, total_s, recompile_s, p95_s, max_s, trace_s,
-    lower_s, backend_compile_s, causes``; each cause has ``cause, count,
-    seconds, top_diff, top_diff_count, hint``.  ``kwargs`` go to
+    lower_s, backend_compile_s, causes, largest_program``; each cause has ``cause, count,
+    seconds, top_diff, top_diff_count, hint``; ``largest_program`` (``None`` when no line
+    gave XLA's memory analysis) is the compile whose program needed the most device memory:
+    ``count, total_bytes, argument_bytes, output_bytes, temp_bytes, generated_code_bytes,
+    device_memory_limit_bytes`` (a size no line gave is ``None``).  ``kwargs`` go to
     :class:`Report` except ``top``, which goes to :meth:`Report.rows`.
     """
     top = kwargs.pop("top", None)
