@@ -134,3 +134,55 @@ def test_no_analysis_leaves_the_sizes_absent_never_zero(telemetry, monkeypatch):
     report.feed_lines(io.BytesIO("".join(json.dumps(line) + "\n"
                                          for line in lines).encode()))
     assert report.rows()[0]["largest_program"] is None
+
+
+def test_a_known_device_limit_is_on_the_span_and_line(telemetry, monkeypatch):
+    """Where the device gives its limit (TPU, GPU: ``memory_stats()["bytes_limit"]``), the
+    compile carries it; here the CPU's unknown limit is given as a TPU v5e's."""
+    from otel_jax._capture._jax import _memory
+
+    asked = []
+    monkeypatch.setattr(_memory, "memory_limit",
+                        lambda device: asked.append(device) or 16_909_336_064)
+
+    @jax.jit
+    def plus(x):
+        return x + 1
+
+    name = "test_a_known_device_limit_is_on_the_span_and_line.<locals>.plus"
+    plus(jnp.ones(3))
+    assert telemetry.last(name).attributes["jax.device.memory_limit_bytes"] == 16_909_336_064
+    assert lines_of(telemetry, name)[0]["device_memory_limit_bytes"] == 16_909_336_064
+    assert asked and asked[-1].platform == jax.devices()[0].platform  # the compile's device
+
+
+def test_the_executable_is_not_kept_once_its_record_is_made(telemetry, monkeypatch):
+    import gc
+
+    from otel_jax._capture._correlate import Correlated
+    from otel_jax._pipeline._assemble import Captured, Taken
+
+    seen = []
+    real = _compile_entry.take_executable
+
+    def taking():
+        executable = real()
+        seen.append(executable)
+        return executable
+
+    monkeypatch.setattr(_compile_entry, "take_executable", taking)
+
+    @jax.jit
+    def outer(x):
+        return jnp.outer(x, x) @ x
+
+    for n in (8, 16, 32):
+        outer(jnp.ones(n))
+    otel_jax.flush()
+    [executable] = [e for e in seen if e is not None][-1:]
+    holders = [r for r in gc.get_referrers(executable)
+               if isinstance(r, (Taken, Captured, Correlated))]
+    assert holders == []  # not in a record waiting to be made, nor in the history
+    assert getattr(_compile_entry._tls, "executable", None) is None
+    name = "test_the_executable_is_not_kept_once_its_record_is_made.<locals>.outer"
+    assert len(telemetry.compiles(name)) == 3
