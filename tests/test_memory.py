@@ -96,8 +96,10 @@ def test_a_recompile_that_needs_more_memory_says_so_beside_its_cause(telemetry):
     [row] = report.rows()
     largest = row["largest_program"]
     assert largest["count"] == 2 and largest["temp_bytes"] == after
+    table = _text.render_table([row])
     assert f"largest program #2: {human_bytes(largest['total_bytes'])} (temp " \
-           f"{human_bytes(after)}," in _text.render_table([row])
+           f"{human_bytes(after)}," in table
+    assert f"      memory: {change} (#2)" in table.splitlines()  # beside its cause
 
 
 class Unimplemented:

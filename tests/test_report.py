@@ -199,7 +199,9 @@ def test_json_exact_numbers(log_file: Path, capsys: pytest.CaptureFixture[str]) 
         "backend_compile_s", "causes", "largest_program",
     ]
     assert train["largest_program"] is None  # no line gave XLA's memory analysis
-    assert list(shape) == ["cause", "count", "seconds", "top_diff", "top_diff_count", "hint"]
+    assert list(shape) == ["cause", "count", "seconds", "top_diff", "top_diff_count", "hint",
+                           "memory_change", "memory_change_count"]
+    assert shape["memory_change"] is None  # no line said a program needed more memory
 
 
 def test_include_eager_top_and_function_filter(

@@ -13,7 +13,7 @@ from otel_jax._report import _aggregate, _html, _page_data, _text
 MiB = 1 << 20
 
 
-def line(function: str, count: int, **sizes: int) -> str:
+def line(function: str, count: int, change: str | None = None, **sizes: int) -> str:
     event: dict[str, Any] = {
         "event": "jax.compile", "level": "info", "timestamp": "2026-12-06T03:00:00.000000Z",
         "function": function, "file": f"/src/{function}.py", "line": 3, "count": count,
@@ -23,14 +23,17 @@ def line(function: str, count: int, **sizes: int) -> str:
     event.update({f"memory_{k}_bytes": v for k, v in sizes.items() if k != "limit"})
     if "limit" in sizes:
         event["device_memory_limit_bytes"] = sizes["limit"]
+    if change is not None:
+        event["memory_change"] = change
     return json.dumps(event) + "\n"
 
 
 LOG = "".join([
     line("step", 1, argument=MiB, output=MiB, temp=2 * MiB, generated_code=0),
-    line("step", 2, argument=2 * MiB, output=2 * MiB, temp=40 * MiB, generated_code=0,
-         limit=16 << 30),
-    line("step", 3, argument=MiB, output=MiB, temp=3 * MiB, generated_code=0),
+    line("step", 2, "temp 2.0 MiB -> 40.0 MiB, arguments 1.0 MiB -> 2.0 MiB",
+         argument=2 * MiB, output=2 * MiB, temp=40 * MiB, generated_code=0, limit=16 << 30),
+    line("step", 3, "temp 2.0 MiB -> 3.0 MiB", argument=MiB, output=MiB, temp=3 * MiB,
+         generated_code=0),
     line("plain", 1),  # a line of a backend without the analysis
     line("only_temp", 1, temp=5 * MiB),
 ])
@@ -50,6 +53,18 @@ def test_the_largest_program_per_function_with_its_sizes():
         "device_memory_limit_bytes": 16 << 30}
     assert rows["plain"]["largest_program"] is None  # absent, never zeros
     assert rows["only_temp"]["largest_program"]["argument_bytes"] is None
+
+
+def test_a_cause_shows_the_largest_program_that_grew_under_it():
+    [step] = [r for r in report().rows() if r["function"] == "step"]
+    [shape] = step["causes"]
+    assert shape["count"] == 2
+    assert shape["memory_change"] == "temp 2.0 MiB -> 40.0 MiB, arguments 1.0 MiB -> 2.0 MiB"
+    assert shape["memory_change_count"] == 2
+    table = _text.render([step], "table")
+    assert ("      memory: temp 2.0 MiB -> 40.0 MiB, arguments 1.0 MiB -> 2.0 MiB (#2)"
+            in table.splitlines())
+    assert "; memory: temp 2.0 MiB -&gt; 40.0 MiB" in _text.render([step], "markdown")
 
 
 def test_the_other_row_keeps_the_largest_of_what_it_merges():

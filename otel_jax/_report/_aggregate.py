@@ -47,17 +47,26 @@ _MAX_DIFF_ENTRIES = 4
 class _Cause:
     """Counters for one recompile cause kind of one function."""
 
-    __slots__ = ("count", "seconds", "diffs")
+    __slots__ = ("count", "seconds", "diffs", "memory")
 
     def __init__(self) -> None:
         self.count = 0
         self.seconds = 0.0
         self.diffs = _TopK()
+        #: of its recompiles whose program needed more memory (``memory_change``), the one
+        #: whose program is largest: (its total bytes, the change, its count)
+        self.memory: tuple[int, str, int | None] | None = None
+
+    def grew(self, total: int, change: str, count: int | None) -> None:
+        if self.memory is None or total > self.memory[0]:
+            self.memory = (total, change, count)
 
     def merge(self, other: _Cause) -> None:
         self.count += other.count
         self.seconds += other.seconds
         self.diffs.merge(other.diffs)
+        if other.memory is not None:
+            self.grew(*other.memory)
 
 
 #: Reasons kept apart in the persistent-cache section (more go to ``(other)``).
@@ -260,16 +269,15 @@ class _Row:
         #: the compile whose program needed the most device memory (``largest_program``)
         self.largest: dict[str, Any] | None = None
 
-    def program(self, ev: dict[str, Any]) -> None:
+    def program(self, ev: dict[str, Any]) -> int | None:
         """Keep ``ev``'s program when it needs more device memory than the largest so far
-        (the first of equals is kept)."""
-        sizes = {key: value for key, field in _PROGRAM_FIELDS
-                 if type(value := ev.get(field)) is int and 0 <= value < (1 << 62)}
+        (the first of equals is kept); its total bytes (``None``: the line gave none)."""
+        sizes = program_sizes(ev)
         if not sizes:
-            return
+            return None
         total = sum(sizes.values())
         if self.largest is not None and total <= self.largest["total_bytes"]:
-            return
+            return total
         count = ev.get(Field.COUNT)
         limit = ev.get(Field.DEVICE_MEMORY_LIMIT_BYTES)
         self.largest = {
@@ -278,6 +286,7 @@ class _Row:
             **{key: sizes.get(key) for key, _ in _PROGRAM_FIELDS},
             "device_memory_limit_bytes": limit if type(limit) is int and limit > 0 else None,
         }
+        return total
 
     def cause(self, kind: str) -> _Cause:
         """The counters for ``kind``, merging overflow kinds into ``(other)``."""
@@ -322,6 +331,8 @@ class _Row:
                 "top_diff": top[0] if top else None,
                 "top_diff_count": top[1] if top else 0,
                 "hint": top[2] if top else None,
+                "memory_change": c.memory[1] if c.memory is not None else None,
+                "memory_change_count": c.memory[2] if c.memory is not None else None,
             })
         causes.sort(key=lambda d: (-d["count"], -d["seconds"], d["cause"]))
         return {
@@ -353,6 +364,12 @@ _PROGRAM_FIELDS = (
     ("temp_bytes", Field.MEMORY_TEMP_BYTES),
     ("generated_code_bytes", Field.MEMORY_GENERATED_CODE_BYTES),
 )
+
+
+def program_sizes(ev: dict[str, Any]) -> dict[str, int]:
+    """The sizes of XLA's memory analysis a compile line gives, by ``largest_program`` key."""
+    return {key: value for key, field in _PROGRAM_FIELDS
+            if type(value := ev.get(field)) is int and 0 <= value < (1 << 62)}
 
 
 def _round(x: float | None) -> float | None:
@@ -476,7 +493,7 @@ class Report:
             secs = (trace or 0.0) + (lower or 0.0) + (backend or 0.0)
 
         row.compiles += 1
-        row.program(ev)
+        program_total = row.program(ev)
         if secs is not None:
             row.total_s += secs
             row.times.add(secs)
@@ -512,6 +529,10 @@ class Report:
                    or _text(ev.get(Field.CAUSE), _MAX_DIFF))
             if key is not None:
                 c.diffs.add(key, _text(ev.get(Field.HINT), _MAX_HINT))
+            change = _text(ev.get(Field.MEMORY_CHANGE), _MAX_DIFF)
+            if change and program_total is not None:
+                count = ev.get(Field.COUNT)
+                c.grew(program_total, change, count if type(count) is int else None)
         else:
             cause_kind = CauseKind.FIRST_COMPILE.value
         self._compiled(ev, row, function, rec, cause_kind, secs)
@@ -638,7 +659,9 @@ def summarize(stream: IO[bytes], **kwargs: Any) -> tuple[list[dict[str, Any]], R
     compiles, first_compiles, recompiles, recompiles_after_warmup,
     persistent_cache_hits, total_s, recompile_s, p95_s, max_s, trace_s,
     lower_s, backend_compile_s, causes, largest_program``; each cause has ``cause, count,
-    seconds, top_diff, top_diff_count, hint``; ``largest_program`` (``None`` when no line
+    seconds, top_diff, top_diff_count, hint, memory_change, memory_change_count`` (of its
+    recompiles whose program needed more memory, the largest one's ``memory_change`` and
+    count; ``None`` without one); ``largest_program`` (``None`` when no line
     gave XLA's memory analysis) is the compile whose program needed the most device memory:
     ``count, total_bytes, argument_bytes, output_bytes, temp_bytes, generated_code_bytes,
     device_memory_limit_bytes`` (a size no line gave is ``None``).  ``kwargs`` go to

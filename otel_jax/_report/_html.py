@@ -266,7 +266,9 @@ def _functions(add: Any, report: HtmlReport, rows: list[dict[str, Any]]) -> None
         causes = "".join(
             f'<div class="cause"{_hint_title(c["hint"])}>{_chip(c["cause"])} ×{c["count"]} '
             f'({_s(c["seconds"])} s)'
-            + (f' <code>{_e(c["top_diff"])}</code>' if c["top_diff"] else "") + "</div>"
+            + (f' <code>{_e(c["top_diff"])}</code>' if c["top_diff"] else "")
+            + (f' <span class="muted">memory: {_e(c["memory_change"])}</span>'
+               if c.get("memory_change") else "") + "</div>"
             for c in r["causes"][:MAX_CAUSES_SHOWN])
         if len(r["causes"]) > MAX_CAUSES_SHOWN:
             causes += (f'<div class="muted">{len(r["causes"]) - MAX_CAUSES_SHOWN} more cause '

@@ -101,6 +101,13 @@ def program_text(largest: dict[str, Any] | None) -> str:
                                          f"; device {human_bytes(limit)}") + ")")
 
 
+def _memory_change(cause: dict[str, Any]) -> str:
+    """A cause's ``memory_change``, with the compile it is of: ``temp 1.0 MiB -> 16.0 MiB
+    (#2)``."""
+    count = cause.get("memory_change_count")
+    return str(cause["memory_change"]) + ("" if count is None else f" (#{count})")
+
+
 def _clip(s: str, width: int | None) -> str:
     if width is None or len(s) <= width:
         return s
@@ -141,6 +148,8 @@ def render_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> st
                 if c["top_diff_count"] != c["count"]:
                     detail += f" (x{c['top_diff_count']})"
             out.append(_clip(detail, width))
+            if c.get("memory_change"):
+                out.append(_clip(f"      memory: {_memory_change(c)}", width))
             if c["hint"]:
                 out.append(_clip(f"      hint: {c['hint']}", width))
     return "\n".join(out) + "\n"
@@ -178,6 +187,8 @@ def render_markdown(rows: Sequence[dict[str, Any]]) -> str:
             text = f"**{_md(c['cause'])}** ×{c['count']} ({_fmt_s(c['seconds'])} s)"
             if c["top_diff"]:
                 text += f": {_md_code(c['top_diff'])}"
+            if c.get("memory_change"):
+                text += f"; memory: {_md(_memory_change(c))}"
             if c["hint"]:
                 text += f" — {_md(c['hint'])}"
             causes.append(text)
