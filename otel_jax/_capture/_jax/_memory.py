@@ -10,8 +10,10 @@ default; the executable is held only until then. The device's limit is
 ``device.memory_stats()["bytes_limit"]`` (TPU and GPU; ``None`` on the CPU), read once per
 device.
 
-Checked on JAX 0.10.2 and 0.12.0.1 (``CompiledMemoryStats`` with ``argument_size_in_bytes``,
-``output_size_in_bytes``, ``temp_size_in_bytes``, ``generated_code_size_in_bytes``).
+Checked on JAX 0.8.0, 0.10.2 and 0.12.0.1 (the oldest, default and newest test venvs): the
+executable is a ``jaxlib._jax.LoadedExecutable`` (no weak reference to it can be made) and
+its ``CompiledMemoryStats`` has ``argument_size_in_bytes``, ``output_size_in_bytes``,
+``temp_size_in_bytes``, ``generated_code_size_in_bytes`` on all three.
 Fallback, decided by what fails: an executable without the method, a backend that does not
 implement it (JAX raises ``UNIMPLEMENTED``), a call that raises or returns ``None``: no
 analysis; a field missing or not an int: that field is absent. Never a zero that was not
