@@ -13,7 +13,11 @@ collection happen before each timed call, never inside it.
     eager op-by-op compiles per call);
 (4) a new shape per call as in (2), with the OpenTelemetry SDK configured by the
     application (global providers, an in-memory span exporter behind a simple processor)
-    and otel_jax installed without providers of its own.
+    and otel_jax installed without providers of its own;
+(5) a new shape per call as in (2) (a program with temporaries), otel_jax installed on
+    both sides, XLA's memory analysis of the program read (on) or not (off: the
+    executable the compile returned is dropped before its record is made): what reading
+    it adds to the compile.
 
 otel_jax is installed at its defaults with an SDK ``TracerProvider`` and a
 ``BatchSpanProcessor`` to a discarding exporter, a ``MeterProvider`` with an
@@ -29,7 +33,8 @@ otel_jax does on the compiling thread shows in that thread's CPU time. Then a br
 instrumented run of (2) (timers in this file only): time inside otel_jax's
 ``jax.monitoring`` listeners, time in its dispatch-miss hooks (their own work, without
 what JAX does inside them) and, measured by the same timers, the time of emitting
-on otel_jax's background thread when it emits there.
+on otel_jax's background thread when it emits there, and the time of reading XLA's memory
+analysis, inside the jit call (on the compiling thread) and after it.
 
     python benchmarks/compile_path.py              # 60 pairs per loop
     python benchmarks/compile_path.py --repeat 3   # the whole measurement three times
@@ -44,6 +49,7 @@ import itertools
 import os
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -62,7 +68,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import overhead
 
 import otel_jax
-from otel_jax._capture._jax import _compile_entry, _miss_path
+from otel_jax._capture._jax import _compile_entry, _memory, _miss_path
 from otel_jax._pipeline._engine import ENGINE
 
 # Input sizes never repeat in a process: every timed call is a first call.
@@ -97,6 +103,19 @@ def make_new_shape() -> Callable[[], Callable[[], Any]]:
     def prepare() -> Callable[[], Any]:
         x = _array()
         return lambda: shaped(x).block_until_ready()
+
+    return prepare
+
+
+def make_new_shape_with_temporaries() -> Callable[[], Callable[[], Any]]:
+    """Loop (5): one jitted function whose program has temporaries, a new shape per call."""
+    @jax.jit
+    def outer(x):
+        return jnp.cumsum(jnp.outer(x, x), axis=0)[-1]  # temporaries on every XLA
+
+    def prepare() -> Callable[[], Any]:
+        x = _array()
+        return lambda: outer(x).block_until_ready()
 
     return prepare
 
@@ -141,6 +160,35 @@ def paired(prepare: Callable[[], Callable[[], Any]], pairs: int,
             if on:
                 otel_jax.uninstall()  # waits for what is still being emitted: untimed
             (ons if on else offs).append(elapsed)
+    return offs, ons
+
+
+def paired_memory(prepare: Callable[[], Callable[[], Any]], pairs: int,
+                  install: Callable[[], None]) -> tuple[list[Pair], list[Pair]]:
+    """Loop (5): installed on both sides; the memory analysis read on one side only (off
+    first in even pairs). What otel_jax still had to emit is flushed before each timed
+    call, never inside it."""
+    offs: list[Pair] = []
+    ons: list[Pair] = []
+    real = _compile_entry.take_executable
+
+    def dropped() -> Any:
+        real()  # taken off the thread as always, then not handed on: nothing is read
+        return None
+
+    install()
+    try:
+        for i in range(pairs):
+            for on in ((False, True) if i % 2 == 0 else (True, False)):
+                call = prepare()
+                setattr(_compile_entry, "take_executable", real if on else dropped)
+                otel_jax.flush()
+                gc.collect()
+                elapsed = timed_call_cpu(call)
+                (ons if on else offs).append(elapsed)
+    finally:
+        setattr(_compile_entry, "take_executable", real)
+        otel_jax.uninstall()
     return offs, ons
 
 
@@ -197,6 +245,9 @@ class Timers:
         self.listeners = 0.0
         self.hooks = 0.0
         self.background = 0.0
+        self.memory_compiling = 0.0  # reading XLA's memory analysis, inside the jit calls
+        self.memory_elsewhere = 0.0  # ... after them: the background thread, a flush
+        self.in_call = False  # a timed jit call is running on the compiling thread
         self._saved: list[tuple[Any, str, Any]] = []
 
     def _timed(self, fn: Callable[..., Any], where: str) -> Callable[..., Any]:
@@ -205,6 +256,18 @@ class Timers:
             try:
                 return fn(*args, **kwargs)
             finally:
+                setattr(self, where, getattr(self, where) + time.thread_time() - t0)
+        return timed
+
+    def _timed_memory(self, read: Callable[..., Any], compiling: threading.Thread,
+                      ) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return read(*args, **kwargs)
+            finally:
+                inside = self.in_call and threading.current_thread() is compiling
+                where = "memory_compiling" if inside else "memory_elsewhere"
                 setattr(self, where, getattr(self, where) + time.thread_time() - t0)
         return timed
 
@@ -282,6 +345,8 @@ class Timers:
         ]
         for name in ("_on_time_span", "_on_event", "_on_trace_only"):
             patches.append((ENGINE, name, self._timed(getattr(ENGINE, name), "listeners")))
+        patches.append((_memory, "program_memory",
+                        self._timed_memory(_memory.program_memory, threading.current_thread())))
         worker = _background_worker_class()
         if worker is not None:
             patches.append((worker, "_emit", self._timed_method(worker._emit)))
@@ -321,10 +386,11 @@ def _background_worker_class() -> Any:
     return getattr(_background, "Worker", None)
 
 
-def breakdown(compiles: int) -> tuple[float, float, float, float]:
-    """Per compile of loop (2), installed: whole call, listeners, hooks' own work, and the
-    emitting thread's work (seconds; the last 0 when otel_jax emits on the compiling
-    thread)."""
+def breakdown(compiles: int) -> tuple[float, float, float, float, float, float]:
+    """Per compile of loop (2), installed: whole call, listeners, hooks' own work, the
+    emitting thread's work (seconds; 0 when otel_jax emits on the compiling thread), and
+    the time of reading XLA's memory analysis inside the jit calls (on the compiling
+    thread) and after them (the background thread, or the flush that follows them)."""
     prepare = make_new_shape()
     timers = Timers()
     timers.arm()
@@ -332,7 +398,11 @@ def breakdown(compiles: int) -> tuple[float, float, float, float]:
         overhead.install()
         calls = [prepare() for _ in range(compiles)]
         gc.collect()
-        total = sum(timed_call(call) for call in calls)
+        timers.in_call = True
+        try:
+            total = sum(timed_call(call) for call in calls)
+        finally:
+            timers.in_call = False
         flush = getattr(otel_jax, "flush", None)
         if flush is not None:
             flush()
@@ -340,7 +410,8 @@ def breakdown(compiles: int) -> tuple[float, float, float, float]:
     finally:
         timers.disarm()
     n = compiles
-    return total / n, timers.listeners / n, timers.hooks / n, timers.background / n
+    return (total / n, timers.listeners / n, timers.hooks / n, timers.background / n,
+            timers.memory_compiling / n, timers.memory_elsewhere / n)
 
 
 LOOPS = (
@@ -348,6 +419,7 @@ LOOPS = (
     ("(2) one jitted f, new shape", make_new_shape, overhead.install),
     ("(3) eager sin*2+1, sum, new shape", make_eager, overhead.install),
     ("(4) application's SDK, new shape", make_new_shape, install_with_application_sdk),
+    ("(5) memory analysis, new shape", make_new_shape_with_temporaries, overhead.install),
 )
 
 
@@ -355,7 +427,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=60, help="pairs per loop (default 60)")
     parser.add_argument("--repeat", type=int, default=1, help="whole measurements (default 1)")
-    parser.add_argument("--only", default="1234", help="which loops, e.g. '12'")
+    parser.add_argument("--only", default="12345", help="which loops, e.g. '12'")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 6 pairs per loop")
     args = parser.parse_args()
     pairs = 6 if args.quick else args.pairs
@@ -364,8 +436,8 @@ def main() -> None:
           f"{jax.devices()[0].platform}, {os.cpu_count()} CPUs, load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {pairs} pairs per loop\n",
           flush=True)
-    for _label, make, install in LOOPS:  # first-use costs (imports, caches) land here
-        paired(make(), 2, install)
+    for label, make, install in LOOPS:  # first-use costs (imports, caches) land here
+        _pairs_of(label)(make(), 2, install)
     runs: dict[str, list[Result]] = {}
     cpus: dict[str, list[Result]] = {}
     for run in range(args.repeat):
@@ -374,19 +446,22 @@ def main() -> None:
         for label, make, install in LOOPS:
             if label[1] not in args.only:
                 continue
-            offs, ons = paired(make(), pairs, install)
+            offs, ons = _pairs_of(label)(make(), pairs, install)
             result = Result([w for w, _ in offs], [w for w, _ in ons])
             cpu = Result([c for _, c in offs], [c for _, c in ons])
             runs.setdefault(label, []).append(result)
             cpus.setdefault(label, []).append(cpu)
             print(result.line(label), flush=True)
             print(cpu.line("    compiling thread's CPU"), flush=True)
-        total, listeners, hooks, background = breakdown(12 if args.quick else 40)
+        total, listeners, hooks, background, memory_here, memory_there = breakdown(
+            12 if args.quick else 40)
         print(f"breakdown, loop (2) installed, per compile (CPU): whole call (wall) "
               f"{total * 1e3:.2f} ms; "
               f"inside otel_jax's listeners {listeners * 1e3:.3f} ms; its dispatch-miss "
               f"hooks' own work {hooks * 1e3:.3f} ms; its emitting thread "
-              f"{background * 1e3:.3f} ms", flush=True)
+              f"{background * 1e3:.3f} ms; reading XLA's memory analysis: inside the jit "
+              f"call {memory_here * 1e3:.3f} ms, after it {memory_there * 1e3:.3f} ms",
+              flush=True)
         print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n", flush=True)
     if args.repeat > 1:
         print("over the runs (median added, ratio of medians, median per-pair ratio):")
@@ -399,6 +474,12 @@ def main() -> None:
                   f"{min(ratios):.3f}-{max(ratios):.3f}, per pair "
                   f"{min(pair_ratios):.3f}-{max(pair_ratios):.3f}; the compiling "
                   f"thread's CPU {min(cpu_diffs):+.2f} to {max(cpu_diffs):+.2f} ms")
+
+
+def _pairs_of(label: str) -> Callable[..., tuple[list[Pair], list[Pair]]]:
+    """How a loop's pairs are made: otel_jax off and on, or, for loop (5), the memory
+    analysis read or not."""
+    return paired_memory if label.startswith("(5)") else paired
 
 
 if __name__ == "__main__":

@@ -196,7 +196,7 @@ def test_json_exact_numbers(log_file: Path, capsys: pytest.CaptureFixture[str]) 
         "function", "file", "line", "row_kind", "compiles", "first_compiles",
         "recompiles", "recompiles_after_warmup", "persistent_cache_hits",
         "total_s", "recompile_s", "p50_s", "p95_s", "max_s", "trace_s", "lower_s",
-        "backend_compile_s", "causes", "cause_paths", "hazards",
+        "backend_compile_s", "causes", "cause_paths", "hazards", "largest_program",
     ]
     # the keys ``otel-jax diff`` compares on: the median, and each recompile's cause kind
     # with the paths its diff changed (no values), the first example and call site kept
@@ -207,7 +207,10 @@ def test_json_exact_numbers(log_file: Path, capsys: pytest.CaptureFixture[str]) 
         {"cause": "weak_type", "paths": [], "count": 2,
          "example": "lr: weak f32[] -> f32[]", "callsite": "/src/main.py:120"}]
     assert train["hazards"] is None and evals["cause_paths"] == []
-    assert list(shape) == ["cause", "count", "seconds", "top_diff", "top_diff_count", "hint"]
+    assert train["largest_program"] is None  # no line gave XLA's memory analysis
+    assert list(shape) == ["cause", "count", "seconds", "top_diff", "top_diff_count", "hint",
+                           "memory_change", "memory_change_count"]
+    assert shape["memory_change"] is None  # no line said a program needed more memory
 
 
 def test_include_eager_top_and_function_filter(
@@ -313,7 +316,7 @@ def test_markdown_output(log_file: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert len(lines) == 2 + 3
     header, separator, *body = lines
     n_cols = header.count("|") - 1
-    assert n_cols == 8
+    assert n_cols == 9
     assert header.startswith("| Function | Location | Compiles |")
     cells = [c.strip() for c in separator.strip("|").split("|")]
     assert len(cells) == n_cols and all(set(c) <= set("-:") and "---" in c for c in cells)
@@ -335,7 +338,7 @@ def test_markdown_escapes_pipes() -> None:
     ))
     out = _text.render(rows, "markdown")
     body = out.splitlines()[2]
-    assert body.replace("\\|", "").count("|") - 1 == 8
+    assert body.replace("\\|", "").count("|") - 1 == 9
     assert "f\\|g" in body and "'a\\|b'" in body
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from .._core._failopen import FailOpen
 from .._core._vocab import Phase
@@ -55,6 +56,7 @@ class Correlated:
     miss: _miss.Miss | None  # the dispatch miss that led here, if one was seen
     traced: Traced | None  # without a miss: the trace it compiles (AOT), if seen
     compiled: _compile_entry.CompileInputs | None  # the lowered program, if it was seen
+    executable: Any  # what the backend compile returned, if it was seen (``None``)
     phases: tuple[PhaseSpan, ...]  # trace, lower, backend compile, in that order
     cache_hit: bool  # JAX's persistent cache served it
     cache_written: bool  # JAX wrote it to the persistent cache
@@ -108,10 +110,12 @@ class Correlator:
         miss = guard.call("dispatch miss", lambda: self._take_miss(name), None)
         traced = guard.call("trace-only read", lambda: self._take_traced(name, miss), None)
         compiled = _compile_entry.take_compile_inputs()
+        executable = _compile_entry.take_executable()
         since = (miss.started if miss is not None else traced.started if traced is not None
                  else start - UNMATCHED_PHASE_WINDOW_S)
         phases = self._take_phases(name, since, start, end)
-        return Correlated(miss, traced, compiled, phases, cache_hit, cache_written)
+        return Correlated(miss, traced, compiled, executable, phases, cache_hit,
+                          cache_written)
 
     def _take_phases(self, name: str, since: float, start: float, end: float,
                      ) -> tuple[PhaseSpan, ...]:

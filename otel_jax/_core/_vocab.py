@@ -102,6 +102,14 @@ class Attr:
     DEVICE_KIND: Final = "jax.device.kind"
     DEVICE_COUNT: Final = "jax.device.count"
     PROCESS_INDEX: Final = "jax.process.index"
+    DEVICE_MEMORY_LIMIT_BYTES: Final = "jax.device.memory_limit_bytes"
+    # XLA's memory analysis of the compiled program, and its growth since the compile
+    # the cause is against
+    MEMORY_ARGUMENT_BYTES: Final = "jax.compile.memory.argument_bytes"
+    MEMORY_OUTPUT_BYTES: Final = "jax.compile.memory.output_bytes"
+    MEMORY_TEMP_BYTES: Final = "jax.compile.memory.temp_bytes"
+    MEMORY_GENERATED_CODE_BYTES: Final = "jax.compile.memory.generated_code_bytes"
+    MEMORY_CHANGE: Final = "jax.compile.memory.change"
     PERSISTENT_CACHE_HIT: Final = "jax.persistent_cache.hit"
     PERSISTENT_CACHE_NOT_WRITTEN_REASON: Final = "jax.persistent_cache.not_written_reason"
     STEP_NAME: Final = "jax.step.name"
@@ -195,6 +203,12 @@ class Field:
     DEVICE_KIND: Final = "device_kind"
     DEVICE_COUNT: Final = "device_count"
     PROCESS_INDEX: Final = "process_index"
+    DEVICE_MEMORY_LIMIT_BYTES: Final = "device_memory_limit_bytes"
+    MEMORY_ARGUMENT_BYTES: Final = "memory_argument_bytes"
+    MEMORY_OUTPUT_BYTES: Final = "memory_output_bytes"
+    MEMORY_TEMP_BYTES: Final = "memory_temp_bytes"
+    MEMORY_GENERATED_CODE_BYTES: Final = "memory_generated_code_bytes"
+    MEMORY_CHANGE: Final = "memory_change"
     TRACE_ID: Final = "trace_id"
     SPAN_ID: Final = "span_id"
     # the storm warning's own fields

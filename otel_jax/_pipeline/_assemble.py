@@ -21,10 +21,11 @@ import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .._capture import _build, _detached, _fingerprint, _naming, _signature
 from .._capture._correlate import Traced
-from .._capture._jax import _coordination, _names, _persistent_cache, _program
+from .._capture._jax import _coordination, _memory, _names, _persistent_cache, _program
 from .._capture._jax._compile_entry import CompileInputs
 from .._capture._jax._miss import Miss
 from .._capture._jax._outputs import Outputs, outputs_of
@@ -32,6 +33,7 @@ from .._capture._source import FunctionInfo, user_callsites
 from .._core._failopen import FailOpen
 from .._core._vocab import Phase
 from .._explain import _causes, _hazards
+from .._explain import _memory as _memory_change
 from .._fleet._ledger import Ledger
 from ._history import CompileEntry, History
 from ._record import CompileRecord, Devices, PersistentCache, PhaseTiming
@@ -68,6 +70,9 @@ class Taken:
     cache_hit: bool  # JAX's persistent cache served it
     cache_written: bool  # JAX wrote it to the persistent cache
     traced: Traced | None = None  # without a miss: the trace it compiles (AOT), if seen
+    #: what the backend compile returned, held until the record reads its memory analysis
+    #: (``_memory``: tens of microseconds, so not on the compiling thread by default)
+    executable: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +155,11 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
         # kept while the record waits to be made, it can be large.
         compiled = None
     # Let go of the user's and JAX's objects: what is kept is plain data (the signature,
-    # or what an eager op's is made of) and weak references.
-    taken = dataclasses.replace(taken, miss=None, traced=None, compiled=compiled)
+    # or what an eager op's is made of) and weak references, and the executable JAX's
+    # own cache holds anyway (none for JAX's eager ops: their memory is not reported).
+    executable = None if naming.eager_op else taken.executable
+    taken = dataclasses.replace(taken, miss=None, traced=None, compiled=compiled,
+                                executable=executable)
     naming = naming._replace(stands_for=None)
     # From the listener: the walk finds the innermost user frame above JAX and otel_jax.
     unknown: tuple[str | None, str | None] = (None, None)
@@ -238,6 +246,13 @@ def assemble(captured: Captured, history: History, ledger: Ledger, guard: FailOp
             info, count, captured_signature, outputs, earlier, cause.kind, cause.diff,
             captured.callsite), ())
     devices = captured.devices
+    executable = taken.executable
+    memory = None if executable is None else guard.call(
+        "memory analysis", lambda: _memory.program_memory(executable), None)
+    earlier_memory = None
+    if memory is not None and cause.compared_with is not None:
+        compared = cause.compared_with
+        earlier_memory = guard.call("history", lambda: history.memory(info, compared), None)
     compile_s = taken.end - taken.start
     cache = None
     if cache_enabled:
@@ -259,7 +274,9 @@ def assemble(captured: Captured, history: History, ledger: Ledger, guard: FailOp
         after_warmup=captured.warmup_done and not naming.eager_op,
         hint=cause.hint, devices=devices, persistent_cache=cache,
         compared_with=cause.compared_with, fingerprint=fingerprint,
-        program_fingerprint=program, hazards=found,
+        program_fingerprint=program, hazards=found, memory=memory,
+        memory_change=guard.call("memory change",
+                                 lambda: _memory_change.growth(earlier_memory, memory), ""),
     )
     entry = CompileEntry(
         count=count, cause_kind=cause.kind.value, cause=cause.text,
@@ -269,6 +286,6 @@ def assemble(captured: Captured, history: History, ledger: Ledger, guard: FailOp
         backend_compile_s=record.phase_seconds(Phase.BACKEND_COMPILE),
         callsite=record.callsite, timestamp=record.start,
         persistent_cache_hit=record.persistent_cache_hit,
-        _signature=signature,
+        _signature=signature, _memory=memory,
     )
     return record, entry

@@ -35,7 +35,15 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .._capture import _correlate
-from .._capture._jax import _capabilities, _devices, _hooks, _listeners, _miss, _reader_gaps
+from .._capture._jax import (
+    _capabilities,
+    _devices,
+    _hooks,
+    _listeners,
+    _memory,
+    _miss,
+    _reader_gaps,
+)
 from .._core._failopen import FailOpen, OtelJaxWarning, Topic, WarnKey, at_site
 from .._fleet import _ranks
 from .._fleet._ledger import Ledger
@@ -332,7 +340,8 @@ class Engine:
         seen = self.correlator.take(name, start, end, guard)
         phases = tuple(PhaseTiming(*p) for p in seen.phases)
         taken = _assemble.Taken(name, start, end, phases, seen.miss, seen.compiled,
-                                seen.cache_hit, seen.cache_written, seen.traced)
+                                seen.cache_hit, seen.cache_written, seen.traced,
+                                seen.executable)
         return _assemble.capture(taken, self.history, guard, self._devices_of,
                                  self.policy.warmup_done, later, self.hazards)
 
@@ -465,7 +474,9 @@ class Engine:
             devices = {default}
         device = min(devices, key=lambda d: getattr(d, "id", 0))
         platform, kind = _devices.device_facts(device)
-        return Devices(platform, kind, len(devices), process_index)
+        # read once per device: a dictionary look-up at every later compile
+        limit = _memory.memory_limit(device)
+        return Devices(platform, kind, len(devices), process_index, limit)
 
     # --- delivery ---------------------------------------------------------------------
 

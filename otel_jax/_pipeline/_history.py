@@ -7,6 +7,7 @@ from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._capture._jax._memory import ProgramMemory
 from .._capture._signature import Signature
 from .._capture._source import FunctionInfo
 from .._core._vocab import ENTRY_SIGNATURE, DiffKey, Field
@@ -33,6 +34,8 @@ class CompileEntry:
     timestamp: float
     persistent_cache_hit: bool | None = None
     _signature: Signature | None = field(default=None, repr=False, compare=False)
+    #: XLA's memory analysis of the program (what a later recompile's growth is read against)
+    _memory: ProgramMemory | None = field(default=None, repr=False, compare=False)
 
     @property
     def signature(self) -> dict[str, Any]:
@@ -226,6 +229,15 @@ class History:
                 fh.causes[entry.cause_kind] -= 1
                 if count > 1 and not entry.persistent_cache_hit:
                     fh.recompiles -= 1
+
+    def memory(self, info: FunctionInfo, count: int) -> ProgramMemory | None:
+        """The memory analysis of compile ``count`` of ``info``, while its entry is kept."""
+        with self._lock:
+            fh = self._functions.get(info.key)
+            for entry in reversed(fh.entries if fh is not None else ()):
+                if entry.count == count:
+                    return entry._memory
+            return None
 
     def entries(self, info: FunctionInfo) -> list[CompileEntry]:
         with self._lock:

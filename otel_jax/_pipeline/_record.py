@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from .._capture._jax._memory import ProgramMemory
 from .._capture._signature import Signature
 from .._capture._source import FunctionInfo
 from .._core._text import clean_text
@@ -63,6 +64,7 @@ class Devices:
     kind: str = "unknown"
     count: int = 1
     process_index: int = 0
+    memory_limit_bytes: int | None = None  # the device's memory limit, where known
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +105,11 @@ class CompileRecord:
     program_fingerprint: str = ""  # of the lowered program, likewise ("" if not read)
     #: recompiles this compile shows are coming (``_explain._hazards``), each said once
     hazards: tuple[Hazard, ...] = ()
+    #: XLA's memory analysis of the compiled program (``None``: not given for it)
+    memory: ProgramMemory | None = None
+    #: sizes that grew past the thresholds since the compile the cause is against
+    #: (``temp 1.2 GiB -> 2.5 GiB``; ``""``: none did, or nothing to compare)
+    memory_change: str = ""
 
     @property
     def is_recompile(self) -> bool:
@@ -161,6 +168,10 @@ def span_attributes(record: CompileRecord) -> dict[str, AttributeValue]:
         attrs[Attr.PROGRAM_FINGERPRINT] = record.program_fingerprint
     for timing in record.phases:
         attrs[timing.phase.attribute] = timing.seconds
+    for key, value in _memory_values(record, _MEMORY_ATTRS):
+        attrs[key] = value
+    if record.memory_change:
+        attrs[Attr.MEMORY_CHANGE] = record.memory_change
     cache = record.persistent_cache
     if cache is not None:
         attrs[Attr.PERSISTENT_CACHE_HIT] = cache.hit
@@ -214,7 +225,45 @@ def log_fields(record: CompileRecord, link: SpanLink | None) -> dict[str, Any]:
     fields[Field.DEVICE_KIND] = devices.kind
     fields[Field.DEVICE_COUNT] = devices.count
     fields[Field.PROCESS_INDEX] = devices.process_index
+    for key, value in _memory_values(record, _MEMORY_FIELDS):
+        fields[key] = value
+    if record.memory_change:
+        fields[Field.MEMORY_CHANGE] = record.memory_change
     return _encodable(_linked(fields, link))
+
+
+#: The memory sizes of a compile, by the ``ProgramMemory`` field (or ``None``: the device's
+#: limit) each is read from: span attribute keys, then log field names.
+_MEMORY_ATTRS: tuple[tuple[str, str | None], ...] = (
+    (Attr.MEMORY_ARGUMENT_BYTES, "argument_bytes"),
+    (Attr.MEMORY_OUTPUT_BYTES, "output_bytes"),
+    (Attr.MEMORY_TEMP_BYTES, "temp_bytes"),
+    (Attr.MEMORY_GENERATED_CODE_BYTES, "generated_code_bytes"),
+    (Attr.DEVICE_MEMORY_LIMIT_BYTES, None),
+)
+_MEMORY_FIELDS: tuple[tuple[str, str | None], ...] = (
+    (Field.MEMORY_ARGUMENT_BYTES, "argument_bytes"),
+    (Field.MEMORY_OUTPUT_BYTES, "output_bytes"),
+    (Field.MEMORY_TEMP_BYTES, "temp_bytes"),
+    (Field.MEMORY_GENERATED_CODE_BYTES, "generated_code_bytes"),
+    (Field.DEVICE_MEMORY_LIMIT_BYTES, None),
+)
+
+
+def _memory_values(record: CompileRecord, names: tuple[tuple[str, str | None], ...],
+                   ) -> list[tuple[str, int]]:
+    """The sizes known of ``record``'s program and device, by key: one not known is absent
+    (never 0)."""
+    memory = record.memory
+    out = []
+    for key, field_name in names:
+        if field_name is None:
+            value = record.devices.memory_limit_bytes
+        else:
+            value = getattr(memory, field_name) if memory is not None else None
+        if value is not None:
+            out.append((key, value))
+    return out
 
 
 def _compile_of(record: CompileRecord) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from typing import IO, Any
 
 from .._core._vocab import (
     EVENT_DIVERGENCE,
-    EVENT_HAZARD,
     EVENT_STEP,
     CauseKind,
     DiffKey,
@@ -36,7 +35,6 @@ from ._read import (
     _is_rank,
     _seconds,
     _text,
-    event_marker,
     read_lines,
 )
 from ._steps import _STEP_MARKER, Steps
@@ -58,17 +56,26 @@ MAX_SIGNATURE_PATHS = 8
 class _Cause:
     """Counters for one recompile cause kind of one function."""
 
-    __slots__ = ("count", "seconds", "diffs")
+    __slots__ = ("count", "seconds", "diffs", "memory")
 
     def __init__(self) -> None:
         self.count = 0
         self.seconds = 0.0
         self.diffs = _TopK()
+        #: of its recompiles whose program needed more memory (``memory_change``), the one
+        #: whose program is largest: (its total bytes, the change, its count)
+        self.memory: tuple[int, str, int | None] | None = None
+
+    def grew(self, total: int, change: str, count: int | None) -> None:
+        if self.memory is None or total > self.memory[0]:
+            self.memory = (total, change, count)
 
     def merge(self, other: _Cause) -> None:
         self.count += other.count
         self.seconds += other.seconds
         self.diffs.merge(other.diffs)
+        if other.memory is not None:
+            self.grew(*other.memory)
 
 
 #: Reasons kept apart in the persistent-cache section (more go to ``(other)``).
@@ -131,7 +138,7 @@ class _Row:
     __slots__ = (
         "function", "file", "line", "row_kind", "compiles", "recompiles",
         "after_warmup", "cache_hits", "total_s", "recompile_s", "trace_s",
-        "lower_s", "backend_s", "times", "causes", "signatures",
+        "lower_s", "backend_s", "times", "causes", "signatures", "largest",
     )
 
     def __init__(self, function: str, file: str | None, line: int | None,
@@ -154,6 +161,27 @@ class _Row:
         #: (cause kind, paths) -> [recompiles, (example, callsite)]: what changed, without
         #: the values, so that two runs' recompiles compare (see :func:`diff_paths`)
         self.signatures = _Tally(MAX_SIGNATURES_PER_FUNCTION)
+        #: the compile whose program needed the most device memory (``largest_program``)
+        self.largest: dict[str, Any] | None = None
+
+    def program(self, ev: dict[str, Any]) -> int | None:
+        """Keep ``ev``'s program when it needs more device memory than the largest so far
+        (the first of equals is kept); its total bytes (``None``: the line gave none)."""
+        sizes = program_sizes(ev)
+        if not sizes:
+            return None
+        total = sum(sizes.values())
+        if self.largest is not None and total <= self.largest["total_bytes"]:
+            return total
+        count = ev.get(Field.COUNT)
+        limit = ev.get(Field.DEVICE_MEMORY_LIMIT_BYTES)
+        self.largest = {
+            "count": count if type(count) is int else None,
+            "total_bytes": total,
+            **{key: sizes.get(key) for key, _ in _PROGRAM_FIELDS},
+            "device_memory_limit_bytes": limit if type(limit) is int and limit > 0 else None,
+        }
+        return total
 
     def cause(self, kind: str) -> _Cause:
         """The counters for ``kind``, merging overflow kinds into ``(other)``."""
@@ -182,6 +210,10 @@ class _Row:
         for kind, c in other.causes.items():
             self.cause(kind).merge(c)
         self.signatures.merge(other.signatures)
+        if other.largest is not None and (
+                self.largest is None
+                or other.largest["total_bytes"] > self.largest["total_bytes"]):
+            self.largest = dict(other.largest)
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON shape of one row (see :func:`summarize`)."""
@@ -195,6 +227,8 @@ class _Row:
                 "top_diff": top[0] if top else None,
                 "top_diff_count": top[1] if top else 0,
                 "hint": top[2] if top else None,
+                "memory_change": c.memory[1] if c.memory is not None else None,
+                "memory_change_count": c.memory[2] if c.memory is not None else None,
             })
         causes.sort(key=lambda d: (-d["count"], -d["seconds"], d["cause"]))
         signatures = sorted(
@@ -225,7 +259,23 @@ class _Row:
             "cause_paths": signatures,
             # a function's are set by :meth:`Report.rows` (said, came true, not yet)
             "hazards": None,
+            "largest_program": dict(self.largest) if self.largest is not None else None,
         }
+
+
+#: ``largest_program``'s sizes, and the log field each is read from.
+_PROGRAM_FIELDS = (
+    ("argument_bytes", Field.MEMORY_ARGUMENT_BYTES),
+    ("output_bytes", Field.MEMORY_OUTPUT_BYTES),
+    ("temp_bytes", Field.MEMORY_TEMP_BYTES),
+    ("generated_code_bytes", Field.MEMORY_GENERATED_CODE_BYTES),
+)
+
+
+def program_sizes(ev: dict[str, Any]) -> dict[str, int]:
+    """The sizes of XLA's memory analysis a compile line gives, by ``largest_program`` key."""
+    return {key: value for key, field in _PROGRAM_FIELDS
+            if type(value := ev.get(field)) is int and 0 <= value < (1 << 62)}
 
 
 
@@ -368,6 +418,7 @@ class Report:
             secs = (trace or 0.0) + (lower or 0.0) + (backend or 0.0)
 
         row.compiles += 1
+        program_total = row.program(ev)
         if secs is not None:
             row.total_s += secs
             row.times.add(secs)
@@ -409,6 +460,10 @@ class Report:
                 seen[0] += 1
             else:
                 row.signatures.add(signature, (key, _text(ev.get(Field.CALLSITE), _MAX_FILE)))
+            change = _text(ev.get(Field.MEMORY_CHANGE), _MAX_DIFF)
+            if change and program_total is not None:
+                count = ev.get(Field.COUNT)
+                c.grew(program_total, change, count if type(count) is int else None)
         else:
             cause_kind = CauseKind.FIRST_COMPILE.value
         self._compiled(ev, row, function, rec, cause_kind, secs)
@@ -541,12 +596,18 @@ def summarize(stream: IO[bytes], **kwargs: Any) -> tuple[list[dict[str, Any]], R
     stable keys ``function, file, line, row_kind,
     compiles, first_compiles, recompiles, recompiles_after_warmup,
     persistent_cache_hits, total_s, recompile_s, p50_s, p95_s, max_s, trace_s,
-    lower_s, backend_compile_s, causes, cause_paths, hazards``; each cause has
-    ``cause, count, seconds, top_diff, top_diff_count, hint``; each of ``cause_paths``
+    lower_s, backend_compile_s, causes, cause_paths, hazards, largest_program``; each
+    cause has ``cause, count, seconds, top_diff, top_diff_count, hint, memory_change,
+    memory_change_count`` (of its recompiles whose program needed more memory, the largest
+    one's ``memory_change`` and count; ``None`` without one); each of ``cause_paths``
     (the recompiles by cause kind and the paths their diff changed) ``cause, paths,
     count, example, callsite``; ``hazards`` (a function's ``jax.compile.hazard`` lines)
     is ``None``, or ``said, came_true, not_yet, more, list``, each listed hazard with
-    ``kind, path, level, count, callsite, hazard, hint, came_true_at``.  ``kwargs`` go to
+    ``kind, path, level, count, callsite, hazard, hint, came_true_at``;
+    ``largest_program`` (``None`` when no line gave XLA's memory analysis) is the compile
+    whose program needed the most device memory: ``count, total_bytes, argument_bytes,
+    output_bytes, temp_bytes, generated_code_bytes, device_memory_limit_bytes`` (a size no
+    line gave is ``None``).  ``kwargs`` go to
     :class:`Report` except ``top``, which goes to :meth:`Report.rows`.
     """
     top = kwargs.pop("top", None)

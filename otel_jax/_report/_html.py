@@ -24,7 +24,7 @@ from ._aggregate import _Row
 from ._html_charts import _steps_chart, _timeline_chart
 from ._html_style import _CSS, _FIRST, _JS, _colour, _csp, _location
 from ._page_data import HtmlReport
-from ._text import printable
+from ._text import human_bytes, printable, program_text
 
 __all__ = ["render_html"]
 
@@ -264,12 +264,15 @@ def _functions(add: Any, report: HtmlReport, rows: list[dict[str, Any]]) -> None
         '<th class="n">Recompiles</th><th class="n">After<br>warm-up</th>'
         '<th class="n">Total s</th><th class="n">p95 s</th><th class="n">Recompile s</th>'
         '<th class="n">Trace / lower /<br>backend s</th>'
+        '<th class="n">Largest<br>program</th>'
         "<th>Recompile causes</th></tr></thead><tbody>")
     for i, r in enumerate(rows):
         causes = "".join(
             f'<div class="cause"{_hint_title(c["hint"])}>{_chip(c["cause"])} ×{c["count"]} '
             f'({_s(c["seconds"])} s)'
-            + (f' <code>{_e(c["top_diff"])}</code>' if c["top_diff"] else "") + "</div>"
+            + (f' <code>{_e(c["top_diff"])}</code>' if c["top_diff"] else "")
+            + (f' <span class="muted">memory: {_e(c["memory_change"])}</span>'
+               if c.get("memory_change") else "") + "</div>"
             for c in r["causes"][:MAX_CAUSES_SHOWN])
         if len(r["causes"]) > MAX_CAUSES_SHOWN:
             causes += (f'<div class="muted">{len(r["causes"]) - MAX_CAUSES_SHOWN} more cause '
@@ -283,7 +286,8 @@ def _functions(add: Any, report: HtmlReport, rows: list[dict[str, Any]]) -> None
             + _num(aw, f'<span class="aw">{aw}</span>' if aw else "0")
             + _num(r["total_s"], _s(r["total_s"])) + _num(r["p95_s"], _s(r["p95_s"]))
             + _num(r["recompile_s"], _s(r["recompile_s"]))
-            + f'<td class="n">{phases}</td><td>{causes}</td></tr>')
+            + f'<td class="n">{phases}</td>' + _program(r.get("largest_program"))
+            + f"<td>{causes}</td></tr>")
     add("</tbody></table></div>")
     shown = sum(1 for r in rows if r["row_kind"] in _ONE_PER_ROW)
     if len(report._rows) > shown:
@@ -317,6 +321,15 @@ def _hazards(add: Any, rows: list[dict[str, Any]]) -> None:
             add(f'<tr><td>{_e(r["function"])}</td><td colspan="5" class="muted">'
                 f'{hazards["more"]} more</td></tr>')
     add("</tbody></table></div></section>")
+
+
+def _program(largest: dict[str, Any] | None) -> str:
+    """The largest program's cell: its total, sortable, with every size in its title."""
+    if not largest:
+        return _num(None)
+    total = largest["total_bytes"]
+    return (f'<td class="n" data-v="{total}" title="{_e(program_text(largest))}">'
+            f'{_e(human_bytes(total))}</td>')
 
 
 def _callsites(add: Any, report: HtmlReport) -> None:

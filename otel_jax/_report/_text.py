@@ -66,6 +66,48 @@ def _cells(row: dict[str, Any]) -> list[str]:
             _fmt_s(row["recompile_s"])]
 
 
+_BYTE_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def human_bytes(size: int) -> str:
+    """``size`` bytes as a person reads it: ``512 B``, ``1.5 KiB``, ``2.5 GiB`` (powers of
+    1024, one decimal)."""
+    if size < 1024:
+        return f"{size} B"
+    value = float(size)
+    for unit in _BYTE_UNITS:
+        value /= 1024
+        if value < 1024 or unit == _BYTE_UNITS[-1]:
+            return f"{value:.1f} {unit}"
+    return f"{size} B"  # pragma: no cover - the loop always returns
+
+
+#: ``largest_program``'s sizes, with the word each is shown with.
+_PROGRAM_SIZES = (("temp_bytes", "temp"), ("argument_bytes", "arguments"),
+                  ("output_bytes", "outputs"), ("generated_code_bytes", "code"))
+
+
+def program_text(largest: dict[str, Any] | None) -> str:
+    """A row's ``largest_program`` in one line: ``#2: 16.0 MiB (temp 16.0 MiB, arguments
+    8.0 KiB, outputs 8.0 KiB, code 0 B; device 15.7 GiB)``; ``""`` without one."""
+    if not largest:
+        return ""
+    parts = [f"{word} {human_bytes(largest[key])}" for key, word in _PROGRAM_SIZES
+             if largest.get(key) is not None]
+    limit = largest.get("device_memory_limit_bytes")
+    count = largest.get("count")
+    return (("" if count is None else f"#{count}: ") + human_bytes(largest["total_bytes"])
+            + f" ({', '.join(parts)}" + ("" if limit is None else
+                                         f"; device {human_bytes(limit)}") + ")")
+
+
+def _memory_change(cause: dict[str, Any]) -> str:
+    """A cause's ``memory_change``, with the compile it is of: ``temp 1.0 MiB -> 16.0 MiB
+    (#2)``."""
+    count = cause.get("memory_change_count")
+    return str(cause["memory_change"]) + ("" if count is None else f" (#{count})")
+
+
 def _clip(s: str, width: int | None) -> str:
     if width is None or len(s) <= width:
         return s
@@ -96,6 +138,9 @@ def render_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> st
     out = [line(table[0])]
     for row, cells in zip(rows, table[1:]):
         out.append(line(cells))  # numbers are never clipped
+        program = program_text(row.get("largest_program"))
+        if program:
+            out.append(_clip(f"  largest program {program}", width))
         for c in row["causes"]:
             detail = f"  - {c['cause']} x{c['count']} ({_fmt_s(c['seconds'])} s)"
             if c["top_diff"]:
@@ -103,6 +148,8 @@ def render_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> st
                 if c["top_diff_count"] != c["count"]:
                     detail += f" (x{c['top_diff_count']})"
             out.append(_clip(detail, width))
+            if c.get("memory_change"):
+                out.append(_clip(f"      memory: {_memory_change(c)}", width))
             if c["hint"]:
                 out.append(_clip(f"      hint: {c['hint']}", width))
         for text, hint in hazard_lines(row.get("hazards")):
@@ -157,21 +204,24 @@ def render_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """A GitHub-flavoured Markdown table, one row per function; recompile
     causes (with most frequent diff and hint) share the last cell."""
     header = ["Function", "Location", "Compiles", "Recompiles", "Total s",
-              "p95 s", "Recompile s", "Recompile causes"]
+              "p95 s", "Recompile s", "Largest program", "Recompile causes"]
     out = ["| " + " | ".join(header) + " |",
-           "| " + " | ".join(["---", "---"] + ["---:"] * 5 + ["---"]) + " |"]
+           "| " + " | ".join(["---", "---"] + ["---:"] * 5 + ["---", "---"]) + " |"]
     for row in rows:
         causes = []
         for c in row["causes"]:
             text = f"**{_md(c['cause'])}** ×{c['count']} ({_fmt_s(c['seconds'])} s)"
             if c["top_diff"]:
                 text += f": {_md_code(c['top_diff'])}"
+            if c.get("memory_change"):
+                text += f"; memory: {_md(_memory_change(c))}"
             if c["hint"]:
                 text += f" — {_md(c['hint'])}"
             causes.append(text)
         for line, hint in hazard_lines(row.get("hazards")):
             causes.append(_md(line.strip()) + (f" — fix: {_md(hint)}" if hint else ""))
-        cells = [_md(x) for x in _cells(row)] + ["<br>".join(causes)]
+        cells = ([_md(x) for x in _cells(row)]
+                 + [_md(program_text(row.get("largest_program"))), "<br>".join(causes)])
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
 

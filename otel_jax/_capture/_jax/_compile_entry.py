@@ -4,9 +4,9 @@ what each backend compile was asked to compile, kept on its thread for its event
 Its own module: a patch of its own, independent of the jit miss path. Checked on JAX
 0.8.0, 0.10.2 and 0.12.0.1 (the oldest, default and newest test venvs). Fallback:
 arguments that moved leave no inputs (no fingerprint, no cache-key parts, no compiler
-options); compile options whose fields moved read as none given; the compile itself always
-runs untouched. Whether the entry can be wrapped at all is decided at
-install (``_hooks``).
+options; the executable it returns is still taken, for its memory analysis); compile
+options whose fields moved read as none given; the compile itself always runs untouched.
+Whether the entry can be wrapped at all is decided at install (``_hooks``).
 """
 
 from __future__ import annotations
@@ -54,7 +54,12 @@ def wrap_compile_or_get_cached(original: Callable[..., Any]) -> Callable[..., An
                 given["backend"], len(given["host_callbacks"]))
         except Exception:  # arguments moved
             _tls.compile_inputs = None
-        return original(*args, **kwargs)
+        _tls.executable = None
+        executable = original(*args, **kwargs)
+        # What it compiled (or loaded), for XLA's memory analysis (``_memory``): a
+        # reference only, read where the record is made.
+        _tls.executable = executable
+        return executable
 
     return compile_or_get_cached
 
@@ -85,3 +90,11 @@ def take_compile_inputs() -> CompileInputs | None:
     inputs = getattr(_tls, "compile_inputs", None)
     _tls.compile_inputs = None
     return inputs
+
+
+def take_executable() -> Any:
+    """The executable the backend compile that just ended on this thread returned, or
+    ``None`` (then forgotten: it holds the program's code)."""
+    executable = getattr(_tls, "executable", None)
+    _tls.executable = None
+    return executable

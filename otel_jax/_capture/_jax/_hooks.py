@@ -127,6 +127,7 @@ class Hooks:
         self.captures_programs = False
         self.unavailable = ()
         _compile_entry.take_compile_inputs()  # forgets any left on this thread
+        _compile_entry.take_executable()
         unregister(monitoring, ("unregister_event_time_span_listener",
                                 "_unregister_event_time_span_listener_by_callback"),
                    "_event_time_span_listeners", self._on_time_span)
