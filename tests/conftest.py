@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
+import socket
 import textwrap
 
 # The suite's outcome must not depend on the environment it was started from: a user's
 # OpenTelemetry or JAX settings (an OTLP endpoint, JAX_ENABLE_X64, another platform, XLA
 # flags) would change what the tests in this process see and what every subprocess they
 # start inherits. Only the suite's own variable (where the test servers are) is kept.
+#: The platforms the suite runs on, in JAX_PLATFORMS's syntax: the CPU unless this names
+#: others (``OTEL_JAX_TEST_PLATFORMS=tpu`` runs it on a TPU, "" on whatever JAX picks). The
+#: suite reads what it needs from ``jax.devices()`` and skips, with a reason, what the
+#: devices there cannot do (``needs_devices``, ``needs_loopback``).
+TEST_PLATFORMS_ENV = "OTEL_JAX_TEST_PLATFORMS"
+_platforms = os.environ.get(TEST_PLATFORMS_ENV, "cpu")
 for _name in [n for n in os.environ if n.startswith(("OTEL_", "JAX_")) or n == "XLA_FLAGS"]:
-    if _name != "OTEL_JAX_TOOLS_DIR":
+    if _name not in ("OTEL_JAX_TOOLS_DIR", TEST_PLATFORMS_ENV):
         del os.environ[_name]
+# The programs the tests start run on the CPU wherever the suite runs (one program at a
+# time can hold a TPU chip: a second one fails to open it), this process on _platforms.
 os.environ["JAX_PLATFORMS"] = "cpu"
 # Several CPU devices for the sharding and device-placement tests; must be set
-# before JAX starts its backend.
+# before JAX starts its backend (it changes only the CPU's backend).
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
 # Hazards are off but in the tests marked ``hazards`` (``_hazards_where_marked``, per
 # test): off here too, so that a fixture wider than a test (a module's compile records)
@@ -25,6 +35,9 @@ os.environ["OTEL_JAX_HAZARDS"] = "off"
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
+
+if _platforms != "cpu":
+    jax.config.update("jax_platforms", _platforms or None)
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
@@ -216,10 +229,25 @@ def diff_of(span) -> list[dict]:
     return json.loads(span.attributes["jax.compile.cause.diff"])
 
 
-def cpu_devices(n: int = 2):
+def needs_devices(n: int = 2) -> list:
+    """This process's devices, or a skip where fewer than ``n`` exist: the CPU has four
+    (``XLA_FLAGS`` above), a machine with one accelerator chip has one."""
     devices = jax.devices()
-    assert len(devices) >= n, "tests need XLA_FLAGS=--xla_force_host_platform_device_count"
+    if len(devices) < n:
+        pytest.skip(f"needs {n} devices; {len(devices)} {devices[0].platform} device(s) here "
+                    f"({devices[0].device_kind})")
     return devices
+
+
+def platform() -> str:
+    """The platform the suite's JAX computes on (``jax.devices()[0].platform``)."""
+    return jax.devices()[0].platform
+
+
+def accelerator() -> bool:
+    """Whether the suite computes on an accelerator rather than the CPU. One program at a time
+    can hold a TPU chip: the programs a test starts run on the CPU there (``clean_env``)."""
+    return platform() != "cpu"
 
 
 # --- servers built from their Go modules (scripts/ensure-tools) ----------------------------
@@ -291,13 +319,50 @@ def jaeger_binary() -> str:
 
 # --- helpers of the tests that start processes and servers ------------------------------
 
-def free_port() -> int:
-    """A loopback port nothing listens on right now."""
-    import socket
+@functools.cache
+def _no_loopback() -> str:
+    """Why no TCP socket on 127.0.0.1 can be opened here ("" where one can): some sandboxed
+    accelerator machines allow none at all, not even on the loopback."""
+    try:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            s.listen(1)
+    except OSError as exc:
+        return f"no TCP socket can be opened on 127.0.0.1 here ({exc!r})"
+    return ""
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+
+def needs_loopback() -> None:
+    """A skip, with the reason, where the test's servers, receivers or job coordinator (all
+    on 127.0.0.1) could not listen."""
+    if _no_loopback():
+        pytest.skip(_no_loopback())
+
+
+def loopback_listener() -> socket.socket:
+    """A TCP socket bound to a free port of 127.0.0.1 (or a skip: ``needs_loopback``)."""
+    needs_loopback()
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    return server
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on right now (or a skip: ``needs_loopback``)."""
+    with loopback_listener() as s:
         return s.getsockname()[1]
+
+
+#: What a program a test starts needs beside its own variables to run here: the CPU where
+#: this process may hold an accelerator (one program at a time can hold a TPU chip).
+CHILD_PLATFORM: dict[str, str] = {} if _platforms == "cpu" else {"JAX_PLATFORMS": "cpu"}
+
+
+def pythonpath(*first: str | Path) -> str:
+    """PYTHONPATH for a program a test starts: ``first`` (the checkout), then this process's
+    own PYTHONPATH, where the machine's packages may come from (a TPU host's JAX does)."""
+    inherited = os.environ.get("PYTHONPATH")
+    return os.pathsep.join([*map(str, first), *([inherited] if inherited else [])])
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -307,6 +372,7 @@ def clean_env(**extra: str) -> dict[str, str]:
            if not k.startswith(("OTEL_", "JAX_")) and k != "XLA_FLAGS"}
     if HAZARDS_ENV in os.environ:  # as the test is marked (``_hazards_where_marked``)
         env[HAZARDS_ENV] = os.environ[HAZARDS_ENV]
+    env.update(CHILD_PLATFORM)
     env.update(extra)
     return env
 

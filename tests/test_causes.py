@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from conftest import BackendCompiles, cpu_devices, diff_of
+from conftest import BackendCompiles, diff_of, needs_devices
 
 
 def only_change(span) -> dict:
@@ -252,7 +252,7 @@ def test_tracing_context_matmul_precision(telemetry):
 
 
 def test_sharding_changed(telemetry):
-    devices = cpu_devices(4)
+    devices = needs_devices(4)
     mesh = Mesh(np.array(devices[:4]), ("data",))
     x = jnp.ones((8, 4))
 
@@ -271,7 +271,7 @@ def test_sharding_changed(telemetry):
 
 
 def test_device_placement_changed(telemetry):
-    devices = cpu_devices(2)
+    devices = needs_devices(2)
 
     @jax.jit
     def inc(x):
@@ -283,11 +283,12 @@ def test_device_placement_changed(telemetry):
     span = telemetry.last("test_device_placement_changed.<locals>.inc")
     assert span.attributes["jax.compile.cause.kind"] == "device_placement"
     assert only_change(span) == {"path": "x", "kind": "device_placement",
-                                 "before": "committed cpu:0", "after": "committed cpu:1"}
+                                 "before": f"committed {devices[0].platform}:{devices[0].id}",
+                                 "after": f"committed {devices[1].platform}:{devices[1].id}"}
 
 
 def test_device_placement_committed_ness(telemetry):
-    devices = cpu_devices(2)
+    devices = needs_devices(2)
 
     @jax.jit
     def inc(x):
@@ -357,7 +358,7 @@ def test_closest_earlier_signature_is_compared(telemetry):
 
 @pytest.mark.filterwarnings("ignore:.*mesh.*:DeprecationWarning")
 def test_tracing_context_mesh(telemetry):
-    devices = cpu_devices(4)
+    devices = needs_devices(4)
 
     @jax.jit
     def f(x):
@@ -373,7 +374,7 @@ def test_tracing_context_mesh(telemetry):
 
 
 def test_sharding_in_the_type_on_an_explicit_mesh(telemetry):
-    cpu_devices(4)
+    needs_devices(4)
     from jax.sharding import AxisType
 
     mesh = jax.make_mesh((4,), ("data",), axis_types=(AxisType.Explicit,))
@@ -597,7 +598,7 @@ def test_a_dtype_change_of_plain_arrays_keeps_the_cast_hint(telemetry):
 # --- statics of types JAX interns or hashes by identity -----------------------------------
 
 def test_a_mesh_static_argument_names_what_changed_in_the_mesh(telemetry):
-    devices = np.array(cpu_devices(4)[:4])
+    devices = np.array(needs_devices(4)[:4])
 
     @functools.partial(jax.jit, static_argnums=1)
     def step(x, mesh):

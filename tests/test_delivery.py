@@ -23,6 +23,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
+from conftest import loopback_listener, needs_loopback, pythonpath
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -138,7 +139,7 @@ def _run(script: str, *args: str, timeout: float = 240, env: dict[str, str] | No
          ) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items()
             if not k.startswith("OTEL_") or k == "OTEL_JAX_HAZARDS"}
-    full.update({"PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu",
+    full.update({"PYTHONPATH": pythonpath(ROOT), "JAX_PLATFORMS": "cpu",
                  "PYTHONWARNINGS": "ignore::DeprecationWarning"})
     full.update(env or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args],
@@ -227,8 +228,7 @@ sys.stderr.write(f"SCRIPT-END {time.time()}\\n")
 
 def _silent_endpoint() -> tuple[socket.socket, threading.Event]:
     """A port that accepts connections and never answers (bounded: the test closes it)."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
+    server = loopback_listener()
     server.listen(64)
     server.settimeout(0.2)
     stop = threading.Event()
@@ -294,6 +294,7 @@ def _answering_endpoint() -> tuple[str, collections.Counter, threading.Event]:
         def log_message(self, *args: object) -> None:
             pass
 
+    needs_loopback()
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     stop = threading.Event()
 

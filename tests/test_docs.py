@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import clean_env
+from conftest import clean_env, pythonpath
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -99,7 +99,7 @@ def test_the_blocks_are_found_and_each_says_what_it_is():
 # --- Python ---------------------------------------------------------------------------
 
 def program_env(**extra: str) -> dict[str, str]:
-    return clean_env(PYTHONPATH=str(ROOT), OTEL_TRACES_EXPORTER="none",
+    return clean_env(PYTHONPATH=pythonpath(ROOT), OTEL_TRACES_EXPORTER="none",
                      OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none",
                      JAX_PLATFORMS="cpu", **extra)
 

@@ -361,11 +361,11 @@ def test_static_field_with_equal_short_reprs_is_not_called_identity_hashed(telem
 
 def test_closest_signature_counts_sharding_entries(telemetry):
     import numpy as np
-    from conftest import cpu_devices
+    from conftest import needs_devices
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    mesh = Mesh(np.array(cpu_devices(4)[:4]).reshape(2, 2), ("a", "b"))
+    mesh = Mesh(np.array(needs_devices(4)[:4]).reshape(2, 2), ("a", "b"))
 
     @jax.jit
     def norm(x):
@@ -382,11 +382,11 @@ def test_closest_signature_counts_sharding_entries(telemetry):
 
 def test_a_sharding_is_closer_to_a_sharding_than_to_one_device(telemetry):
     import numpy as np
-    from conftest import cpu_devices
+    from conftest import needs_devices
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    devices = cpu_devices(4)[:4]
+    devices = needs_devices(4)[:4]
     mesh = Mesh(np.array(devices), ("data",))
 
     @jax.jit

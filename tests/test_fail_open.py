@@ -22,7 +22,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import PLAIN_SCRIPT, clean_env, free_port
+from conftest import PLAIN_SCRIPT, clean_env, free_port, loopback_listener, needs_loopback
 
 import otel_jax
 from otel_jax._core import _failopen, _text
@@ -74,8 +74,7 @@ INSTALL_SCRIPT = textwrap.dedent("""
 
 @pytest.fixture
 def port_in_use():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+    with loopback_listener() as s:
         s.listen(1)
         yield str(s.getsockname()[1])
 
@@ -114,6 +113,7 @@ def test_two_processes_sharing_one_prometheus_port():
 
 @pytest.mark.slow
 def test_prometheus_port_zero_serves_on_a_free_port_and_says_which():
+    needs_loopback()
     script = textwrap.dedent("""
         import json, urllib.request
         import jax, jax.numpy as jnp, otel_jax
@@ -222,8 +222,7 @@ class BlackHole:
     """A collector that accepts connections and never answers."""
 
     def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock = loopback_listener()
         self.sock.listen(64)
         self.port = self.sock.getsockname()[1]
         self.conns: list[socket.socket] = []
@@ -735,6 +734,7 @@ class Answering:
             def log_message(self, *args):
                 pass
 
+        needs_loopback()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -38,7 +39,10 @@ def _fingerprint_in_a_new_process(rows: int, devices: int, tmp_path) -> str:
     program.parent.mkdir()
     program.write_text(_PROGRAM)
     env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": str(rows + devices),
-           "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
+           "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+           "JAX_PLATFORMS": "cpu"}  # the device count is the CPU's, on any machine
+    if os.environ.get("PYTHONPATH"):  # where the machine's packages may come from
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     out = subprocess.run([sys.executable, str(program), str(rows)], capture_output=True,
                          text=True, env=env, timeout=300, cwd=program.parent)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import PLAIN_SCRIPT, STORM_SCRIPT, clean_env, free_port
+from conftest import PLAIN_SCRIPT, STORM_SCRIPT, clean_env, free_port, pythonpath
 from oteltest.sink import HttpSink
 from oteltest.sink.handler import RequestHandler
 
@@ -184,7 +184,6 @@ def test_the_service_is_named_after_the_program_unless_the_environment_names_it(
     """Only the endpoint set: the traces land under the program's name (the script's stem,
     the module's name for ``-m``), for ``otel-jax run`` and for install() in the code; a
     name in the environment wins."""
-    import os
 
     collected, endpoint = otlp_receiver
     (tmp_path / "my_trainer.py").write_text(PLAIN_SCRIPT)
@@ -194,7 +193,7 @@ def test_the_service_is_named_after_the_program_unless_the_environment_names_it(
         "import otel_jax\notel_jax.install(log_output=None)\n" + PLAIN_SCRIPT)
     env = clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_BSP_SCHEDULE_DELAY="200",
                     OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none",
-                    PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]))
+                    PYTHONPATH=pythonpath(ROOT, tmp_path))
     named = {**env, "OTEL_RESOURCE_ATTRIBUTES": "service.name=chosen"}
     runs = [([sys.executable, "-m", "otel_jax", "run", "--log-output", "none",
               str(tmp_path / "my_trainer.py")], env),

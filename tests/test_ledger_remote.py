@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import PERSISTENT_CACHE_PREAMBLE, clean_env, free_port
+from conftest import PERSISTENT_CACHE_PREAMBLE, clean_env, free_port, loopback_listener
 
 from otel_jax._capture._jax import _cache_key, _persistent_cache
 from otel_jax._core._failopen import FailOpen
@@ -296,8 +296,7 @@ def test_a_miss_on_process_1_is_explained_by_what_process_0_recorded(tmp_path, s
 @pytest.fixture
 def silent_endpoint():
     """An endpoint that accepts connections and never answers (a store that hangs)."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
+    server = loopback_listener()
     server.listen(64)
     held: list[socket.socket] = []
     stop = threading.Event()

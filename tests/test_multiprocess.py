@@ -10,13 +10,13 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 
 from otel_jax._core._vocab import RankWire as W
 
@@ -26,17 +26,11 @@ WORKER = Path(__file__).with_name("_multiprocess_worker.py")
 PROCESS_TIMEOUT_S = 240
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Job:
     def __init__(self, tmp_path: Path, scenario: str, count: int, timeout_s: float = 5.0,
                  on_divergence: str = "log", rank_local: str = "",
                  structlog: bool = False, fan_in: int | None = None) -> None:
-        port = _free_port()
+        port = free_port()
         env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONHASHSEED": "0",
                "XLA_FLAGS": "--xla_force_host_platform_device_count=1",
                "OTEL_JAX_TEST_RANK_LOCAL": rank_local,

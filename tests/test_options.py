@@ -16,7 +16,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
-from conftest import Telemetry, clean_env
+from conftest import Telemetry, clean_env, pythonpath
 
 import otel_jax
 from otel_jax import OtelJaxWarning
@@ -218,7 +218,7 @@ def test_the_variables_configure_an_instrumentor_called_with_nothing(tmp_path):
     """))
     env = clean_env(OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none",
                     OTEL_LOGS_EXPORTER="none", OTEL_JAX_STORM_THRESHOLD="2",
-                    OTEL_JAX_RANK_LOCAL="evaluate,*.log_images", PYTHONPATH=str(ROOT))
+                    OTEL_JAX_RANK_LOCAL="evaluate,*.log_images", PYTHONPATH=pythonpath(ROOT))
     result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
                             text=True, timeout=240, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]

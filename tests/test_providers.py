@@ -13,7 +13,7 @@ import threading
 from collections import Counter
 
 import pytest
-from conftest import clean_env
+from conftest import clean_env, needs_loopback
 
 SCRIPT = textwrap.dedent("""
     import io, json, sys
@@ -139,6 +139,7 @@ class OtlpHttpEndpoint:
             def log_message(self, *args):
                 pass
 
+        needs_loopback()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -287,6 +288,7 @@ class OtlpGrpcTracesOnly:
                              for ss in rs.scope_spans for s in ss.spans)
                 return pb.ExportTraceServiceResponse()
 
+        needs_loopback()
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         rpc.add_TraceServiceServicer_to_server(Traces(), self.server)
         port = self.server.add_insecure_port("127.0.0.1:0")

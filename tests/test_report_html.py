@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import pythonpath
 
 from otel_jax import _cli
 from otel_jax._report import _html_style, _page_data
@@ -163,7 +164,7 @@ def test_stdin_and_stdout(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "otel_jax", "report", "--format", "html"],
         input=sample_log().encode(), capture_output=True, timeout=120, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)})
+        env={**os.environ, "PYTHONPATH": pythonpath(ROOT)})
     assert proc.returncode == 0, proc.stderr.decode()
     assert proc.stdout.startswith(b"<!DOCTYPE html>") and b'id="functions-table"' in proc.stdout
 
@@ -195,7 +196,7 @@ def test_detail_is_kept_for_the_longest_compiles_and_the_page_stays_bounded(
 def test_import_otel_jax_does_not_import_matplotlib() -> None:
     code = "import sys, otel_jax; print('matplotlib' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          timeout=120, env={**os.environ, "PYTHONPATH": pythonpath(ROOT)})
     assert proc.stdout.strip() == "False", proc.stderr
 
 
@@ -237,7 +238,7 @@ def test_the_demo_report_in_headless_chromium(chromium: str, tmp_path: Path) -> 
     compile's diff are there, the table sorts, and the injected script never ran."""
     from _browser import Browser
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OTEL_TRACES_EXPORTER": "none",
+    env = {**os.environ, "PYTHONPATH": pythonpath(ROOT), "OTEL_TRACES_EXPORTER": "none",
            "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none"}
     demo = subprocess.run([sys.executable, str(ROOT / "examples" / "train.py")],
                           capture_output=True, timeout=600, env=env, cwd=ROOT)
@@ -349,7 +350,7 @@ def test_real_rank_logs_in_headless_chromium(chromium: str, tmp_path: Path) -> N
 
     proc = subprocess.run([sys.executable, str(ROOT / "examples" / "multiprocess.py")],
                           capture_output=True, text=True, timeout=600, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT),
+                          env={**os.environ, "PYTHONPATH": pythonpath(ROOT),
                                "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none",
                                "OTEL_LOGS_EXPORTER": "none"})
     assert proc.returncode == 0, proc.stderr[-3000:]

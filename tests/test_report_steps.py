@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import pythonpath
 
 from otel_jax import _cli
 
@@ -161,7 +162,7 @@ def test_a_real_run_s_page_in_headless_chromium(chromium: str, tmp_path: Path) -
     page = tmp_path / "report.html"
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OTEL_", "JAX_")) or k == "OTEL_JAX_HAZARDS"}
-    env.update(PYTHONPATH=str(ROOT), OTEL_TRACES_EXPORTER="none",
+    env.update(PYTHONPATH=pythonpath(ROOT), OTEL_TRACES_EXPORTER="none",
                OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
     proc = subprocess.run([sys.executable, "-m", "otel_jax", "run", "--log-output",
                            "none", "--html", str(page), str(script)], capture_output=True,

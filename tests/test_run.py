@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import CHILD_PLATFORM, pythonpath
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_S = 300
@@ -44,8 +45,8 @@ RECOMPILES = textwrap.dedent("""
 def env(**extra: str) -> dict[str, str]:
     out = {k: v for k, v in os.environ.items()
            if (not k.startswith(("OTEL_", "JAX_")) or k == "OTEL_JAX_HAZARDS") and k != "XLA_FLAGS"}
-    out.update(PYTHONPATH=str(ROOT), OTEL_TRACES_EXPORTER="none",
-               OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
+    out.update(PYTHONPATH=pythonpath(ROOT), OTEL_TRACES_EXPORTER="none",
+               OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none", **CHILD_PLATFORM)
     out.update(extra)
     return out
 
@@ -324,7 +325,7 @@ def test_opentelemetry_configuration_still_applies(tmp_path: Path) -> None:
               "chained", getattr(sitecustomize, "CHAINED", False), flush=True)
     """)
     write(tmp_path / "site" / "sitecustomize.py", "CHAINED = True\n")
-    environ = env(PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path / "site")]))
+    environ = env(PYTHONPATH=pythonpath(ROOT, tmp_path / "site"))
     proc = run("--log-output", "none", str(script), cwd=tmp_path, environ=environ)
     assert proc.returncode == 0, proc.stderr
     assert "spans 4 chained True" in proc.stdout, proc.stderr  # the compile, its 3 phases

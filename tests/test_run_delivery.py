@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import pythonpath
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_S = 300
@@ -27,7 +28,7 @@ def env(tmp: Path, **extra: str) -> dict[str, str]:
     out = {k: v for k, v in os.environ.items()
            if (not k.startswith(("OTEL_", "JAX_")) or k == "OTEL_JAX_HAZARDS")
            and k != "XLA_FLAGS"}
-    out.update(PYTHONPATH=str(ROOT), OTEL_TRACES_EXPORTER="none",
+    out.update(PYTHONPATH=pythonpath(ROOT), OTEL_TRACES_EXPORTER="none",
                OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none",
                TMPDIR=str(tmp), JAX_PLATFORMS="cpu")
     out.update(extra)

@@ -265,10 +265,16 @@ def _dtype_like(static: StaticArg) -> bool:
 
     kind = static.type
     if kind.startswith(("numpy.dtypes.", "ml_dtypes.")) or kind.endswith("DType"):
-        return True  # a dtype object: it cannot be held weakly, its type says it
+        return True  # a dtype object, by its type's name
     value = static.value.get() if static.value is not None else None
     if value is None:
         return False
+    if isinstance(value, np.dtype):
+        # A dtype object whose type's name says nothing: the name of a dtype's class is
+        # numpy's and ml_dtypes' choice, ``numpy.dtype[bfloat16]`` with ml_dtypes 0.6 and
+        # ``ml_dtypes.bfloat16`` with 0.7 (a signature keeps a dtype itself: numpy keeps one
+        # object per dtype for good).
+        return True
     if isinstance(value, type):
         return issubclass(value, np.generic) or isinstance(getattr(value, "dtype", None),
                                                            np.dtype)

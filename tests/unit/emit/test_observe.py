@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-import socket
 import warnings
+
+from conftest import loopback_listener
 
 from otel_jax._core import _failopen
 from otel_jax._core._failopen import OtelJaxWarning
@@ -25,8 +26,7 @@ def test_an_answer_is_recorded_on_our_export_call_only():
 
 
 def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+    with loopback_listener() as s:
         return int(s.getsockname()[1])
 
 

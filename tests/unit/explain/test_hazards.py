@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -46,6 +48,17 @@ def test_statics_by_kind_and_level():
         assert _hazards._dtype_like(static_arg("dtype", spelling)), spelling
     for value in ("mean", "f", 3, _Opaque()):
         assert not _hazards._dtype_like(static_arg("mode", value)), value
+
+
+def test_a_dtype_is_told_by_its_value_whatever_its_class_is_named():
+    # ml_dtypes 0.6 (on a TPU host's JAX 0.10.2) names bfloat16's dtype class
+    # ``numpy.dtype[bfloat16]``; 0.7 names it ``ml_dtypes.bfloat16``
+    for spelling in (jnp.dtype("bfloat16"), np.dtype("float32")):
+        static = dataclasses.replace(static_arg("dtype", spelling),
+                                     type=f"numpy.dtype[{spelling.name}]")
+        assert _hazards._dtype_like(static), spelling
+    assert not _hazards._dtype_like(dataclasses.replace(static_arg("n", 3),
+                                                        type="numpy.dtype[int]"))
 
 
 def test_a_hazard_as_plain_data():
