@@ -307,18 +307,36 @@ def test_module_level_and_factory_made_functions_are_no_hazard():
 
 # --- shape ----------------------------------------------------------------------------------
 
-def test_a_length_that_changes_at_every_compile_is_named_once_when_the_pattern_shows():
+def test_a_length_that_changes_at_every_compile_is_a_note_then_a_warning_as_it_goes_on():
     @jax.jit
     def total(tokens):
         return tokens.sum()
 
     with otel_jax.testing.record_compiles(total) as rec:
-        for n in (3, 5, 7, 9, 11):
+        for n in (3, 5, 7, 9, 11, 13):
             total(jnp.ones(n))
-    assert [r.cause_kind.value for r in rec.records][1:] == ["shape"] * 4
-    [(count, hazard)] = _hazards(rec.records)
-    assert (count, hazard.kind.value, hazard.path) == (3, "shape", "tokens")
-    assert "(3, 5, 7)" in hazard.text and "pad" in hazard.hint
+    assert [r.cause_kind.value for r in rec.records][1:] == ["shape"] * 5
+    [(count, note), (later, hazard)] = _hazards(rec.records)
+    # three new lengths may be a few fixed ones (evaluation splits): a note
+    assert (count, note.kind.value, note.path, note.warn) == (3, "shape", "tokens", False)
+    assert "(3, 5, 7)" in note.text and "pad" in note.hint
+    # five in a row: data-dependent lengths, a warning (said once)
+    assert (later, hazard.kind.value, hazard.path, hazard.warn) == (5, "shape", "tokens", True)
+    assert "(3, 5, 7, 9, 11)" in hazard.text
+
+
+def test_a_few_fixed_evaluation_splits_called_every_epoch_are_no_warning():
+    @jax.jit
+    def evaluate(params, x):
+        return jnp.mean(x @ params)
+
+    splits = [jnp.ones((n, 3)) for n in (118, 30, 45, 77)]  # train, val, test, holdout
+    with otel_jax.testing.record_compiles(evaluate) as rec:
+        for _epoch in range(3):
+            for x in splits:
+                evaluate(jnp.ones(3), x)
+    assert len(rec.records) == 4  # then every call hits the cache
+    assert not [h for _, h in _hazards(rec.records) if h.warn]
 
 
 def test_shapes_that_come_back_are_no_hazard():
