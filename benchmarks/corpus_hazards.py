@@ -112,6 +112,7 @@ def render(result: dict[str, Any], limit: int = 20) -> str:
     return "\n".join(lines)
 
 
+ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = Path(__file__).with_name("hazard_programs")
 #: What runs one program: otel_jax installed, its JSON log lines to a file, the program as
 #: ``__main__``, then everything emitted before the process ends.
@@ -142,8 +143,9 @@ def run_program(program: Path, python: str = sys.executable,
     corpus keeps them) and where each Python warning was located."""
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "otel.jsonl"
+        # From this checkout's root: the otel_jax measured is the one beside this file.
         done = subprocess.run([python, "-c", _RUNNER, str(program), str(log)],
-                              capture_output=True, text=True, timeout=timeout,
+                              capture_output=True, text=True, timeout=timeout, cwd=ROOT,
                               env={**os.environ, "JAX_PLATFORMS": "cpu",
                                    "OTEL_JAX_HAZARDS": "on"})
         lines = log.read_text().splitlines() if log.exists() else []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -402,6 +403,54 @@ def test_the_span_event_log_line_counter_and_one_warning(telemetry):
             and "weak_type" in str(w.message)]
     assert len(said) == 1
     assert said[0].filename == __file__  # at the user's call line
+
+
+def _held(monkeypatch):
+    """Records left pending until the program's own thread makes them (a loaded machine,
+    a program that ends first): the background thread is neither handed them nor woken."""
+    from otel_jax._pipeline import _background
+
+    monkeypatch.setattr(ENGINE, "_queue_work", lambda: None)
+    monkeypatch.setattr(_background.WORKER, "wake", lambda: None, raising=False)
+
+
+def test_a_warning_made_at_flush_is_located_at_the_call_line(telemetry, monkeypatch):
+    @jax.jit
+    def step(params, lr):
+        return params - lr * params, lr * jnp.float32(0.999)
+
+    _held(monkeypatch)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        params, lr = jnp.ones(3), 0.1
+        for _ in range(1):
+            params, lr = step(params, lr)  # the call line
+        ENGINE.settle()  # the record made here, on this thread, as flush() makes it
+    monkeypatch.undo()
+    otel_jax.flush()
+    said = [w for w in caught if issubclass(w.category, OtelJaxWarning)]
+    assert len(said) == 1 and said[0].filename == __file__
+    source = Path(__file__).read_text().splitlines()
+    assert source[said[0].lineno - 1].strip().endswith("# the call line")
+
+
+def test_a_hazard_whose_recompile_came_first_is_a_note_not_a_prediction(
+        telemetry, monkeypatch):
+    @jax.jit
+    def step(params, lr):
+        return params - lr * params, lr * jnp.float32(0.999)
+
+    _held(monkeypatch)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _feed_back(step, 2)  # the recompile it predicts, before either record is made
+        ENGINE.settle()
+    monkeypatch.undo()
+    otel_jax.flush()
+    assert not [w for w in caught if issubclass(w.category, OtelJaxWarning)]
+    lines = [ln for ln in telemetry.log_lines() if ln["event"] == _vocab.EVENT_HAZARD]
+    assert [(ln[_vocab.Field.HAZARD_KIND], ln["level"]) for ln in lines] == [
+        ("weak_type", "info")]
 
 
 def test_hazards_off_says_none(telemetry):
