@@ -11,22 +11,31 @@ note (an INFO log line and a span event, no warning).
   strongly typed, same shape and dtype, where the call's own line assigns that output back
   to the very name it passed (``state = step(state)``, ``params, loss, lr = step(params,
   batch, lr)``), which nothing else in the loop around the call sets: the next call
-  compiles again. A note where no loop of the call's own scope runs it again (its caller
-  may pass a new scalar each time). Said at the first compile.
+  compiles again. Under a wrapper library's jit (``nnx.jit``) too, its leaves keyed by
+  path: the parameters read off the ``def``, the returned tuple found among its outputs.
+  A note where nothing runs the call again with what came back: no loop of the call's
+  own scope, nor a caller (a helper's) whose loop passes back what the helper returned.
+  Said at the first compile.
 - ``static_argument``: a static argument whose type hashes and compares by identity
   (``object.__hash__``: every new object compiles again); a warning for a user's class the
-  calling line makes anew (``f(x, Config(2))``), a note where it passes a name (the same
-  object may come each time: a static ``self``) or a function made per call (a lambda). A
-  dtype passed as a static is a note: its equal spellings (``jnp.bfloat16``, ``x.dtype``,
-  ``"bfloat16"``) hash differently. Said at the first compile.
-- ``function_identity``: a function defined in a loop body, and called there (a
-  warning; called elsewhere, or reading a name the loop binds, so maybe meant to differ
-  per pass: a note): each new function object compiles again. Said at the
-  first compile.
+  calling line makes anew (``f(x, Config(2))``, a static self in ``Scaler(2).apply(x)``)
+  or a lambda written there, a note where it passes a name (the same object may come each
+  time: a static ``self``). A dtype passed as a static is a note: its equal spellings
+  (``jnp.bfloat16``, ``x.dtype``, ``"bfloat16"``) hash differently. Under
+  ``eqx.filter_jit``, a Python scalar held static that comes back an array the calling
+  line assigns back. Said at the first compile; a local function passed as a static (as
+  equinox passes the user's), only at a second compile that shows it made anew (a note).
+- ``function_identity``: the loop around the call makes the jitted function anew each
+  pass: a function defined in a loop body, and called there, or a jit there of a new
+  object each time (``jax.jit(model.apply)``, ``jax.jit(partial(loss, ...))``). A warning;
+  called elsewhere, or reading a name the loop binds (maybe meant to differ per pass): a
+  note; made under an ``if`` or kept in a container (a cache, reused): nothing. Said at
+  the first compile.
 - ``shape``: an input dimension that took a new value at each of the last compiles
   (data-dependent lengths), not already bucketed (powers of two, multiples of a step of 8
-  or more: a warm-up over buckets, which then hit the cache). Said at the compile where
-  the pattern first shows.
+  or more: a warm-up over buckets, which then hit the cache): a note after ``SHAPE_RUN``
+  compiles in a row (a few fixed lengths, evaluation splits, make such a run, then hit the
+  cache), a warning after ``SHAPE_WARN_RUN``. Each said at the compile where it shows.
 """
 
 from __future__ import annotations
