@@ -15,12 +15,28 @@ were followed (and how many of those in the same test), and the precision. A kin
 a warning should be followed nearly always; one that is not is to be a note.
 
     python benchmarks/corpus_hazards.py test-output/corpus/otel.json
+
+Over the project's own training programs (``benchmarks/hazard_programs/``: flax linen and
+nnx, equinox, optax and plain JAX; loops, schedules, evaluation splits, caches), each run
+in its own process with otel_jax installed and read from its JSON log lines, it also
+gives the recall: of the recompiles a program's ``EXPECT`` names (function, cause kind,
+and the compile from which the pattern the docs promise a warning for has shown), how
+many a warning of that kind preceded, at an earlier compile of the function. Each Python
+warning must be located at the call line the compile recorded.
+
+    python benchmarks/corpus_hazards.py --programs            # every program
+    python benchmarks/corpus_hazards.py --programs --python .venv-latest/bin/python
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import os
+import re
+import subprocess
 import sys
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -96,8 +112,140 @@ def render(result: dict[str, Any], limit: int = 20) -> str:
     return "\n".join(lines)
 
 
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = Path(__file__).with_name("hazard_programs")
+#: What runs one program: otel_jax installed, its JSON log lines to a file, the program as
+#: ``__main__``, then everything emitted before the process ends.
+_RUNNER = """
+import runpy, sys, otel_jax
+log = open(sys.argv[2], "w")
+otel_jax.install(log_output=log)
+runpy.run_path(sys.argv[1], run_name="__main__")
+otel_jax.flush()
+otel_jax.uninstall()
+"""
+_WARNING = re.compile(r"^(?P<file>.+?):(?P<line>\d+): OtelJaxWarning: otel_jax: (?P<fn>\S+) "
+                      r"will compile again \((?P<kind>\w+)\)")
+
+
+def expected(program: Path) -> list[tuple[str, str, int]]:
+    """A program's ``EXPECT``: (function, cause kind, first compile the pattern predicts)."""
+    for node in ast.parse(program.read_text()).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "EXPECT":
+            return [(e[0], e[1], e[2] if len(e) > 2 else 2)
+                    for e in ast.literal_eval(node.value)]
+    return []
+
+
+def run_program(program: Path, python: str = sys.executable,
+                timeout: float = 300.0) -> dict[str, Any]:
+    """One program run with otel_jax: its compile records (with their hazards, as the
+    corpus keeps them) and where each Python warning was located."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "otel.jsonl"
+        # From this checkout's root: the otel_jax measured is the one beside this file.
+        done = subprocess.run([python, "-c", _RUNNER, str(program), str(log)],
+                              capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                              env={**os.environ, "JAX_PLATFORMS": "cpu",
+                                   "OTEL_JAX_HAZARDS": "on"})
+        lines = log.read_text().splitlines() if log.exists() else []
+    records: list[dict[str, Any]] = []
+    by_compile: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for text in lines:
+        try:
+            line = json.loads(text)
+        except ValueError:
+            continue
+        key = (line.get("function"), line.get("file"), line.get("line"), line.get("count"))
+        if line.get("event") == "jax.compile" and not line.get("eager_op"):
+            record = {"qualname": line["function"], "file": line.get("file"),
+                      "line": line.get("line"), "count": line["count"],
+                      "callsite": line.get("callsite"), "cause_kind": line["cause_kind"],
+                      "diff": line.get("diff", []), "hazards": []}
+            records.append(record)
+            by_compile[key] = record
+        elif line.get("event") == "jax.compile.hazard" and key in by_compile:
+            by_compile[key]["hazards"].append({
+                "kind": line["hazard_kind"], "path": line.get("path", ""),
+                "text": line.get("hazard", ""), "level": line["level"]})
+    warned = [m.groupdict() for m in map(_WARNING.match, done.stderr.splitlines()) if m]
+    return {"records": records, "warnings": warned, "returncode": done.returncode,
+            "stderr": done.stderr[-2000:] if done.returncode else ""}
+
+
+def recall(runs: dict[str, dict[str, Any]],
+           expect: dict[str, list[tuple[str, str, int]]]) -> dict[str, Any]:
+    """Of the recompiles each program's ``EXPECT`` names, how many a warning of their kind
+    preceded (said at an earlier compile of the same function); and the Python warnings
+    not located at the call line their compile recorded."""
+    due = warned = 0
+    missed: list[str] = []
+    mislocated: list[str] = []
+    for name, run in runs.items():
+        records = run["records"]
+        for function, kind, first in expect.get(name, ()):
+            for record in records:
+                if record["qualname"] != function or record["cause_kind"] != kind \
+                        or record["count"] < first:
+                    continue
+                due += 1
+                if any(_key(r) == _key(record) and r["count"] < record["count"]
+                       and any(h["kind"] == kind and h["level"] == "warning"
+                               for h in r["hazards"]) for r in records):
+                    warned += 1
+                else:
+                    missed.append(f"{name}: {function} #{record['count']} {kind}")
+        sites = {(r["qualname"], r["callsite"]) for r in records
+                 if any(h["level"] == "warning" for h in r["hazards"])}
+        for w in run["warnings"]:
+            if (w["fn"], f"{w['file']}:{w['line']}") not in sites:
+                mislocated.append(f"{name}: {w['fn']} at {w['file']}:{w['line']}")
+    return {"due": due, "warned": warned, "recall": round(warned / due, 3) if due else None,
+            "missed": missed, "mislocated": mislocated}
+
+
+def run_programs(python: str = sys.executable, only: list[str] | None = None,
+                 ) -> dict[str, Any]:
+    """Every program (or those named), run; the corpus form ``precision`` reads, with
+    each program as a test, and the recall."""
+    programs = sorted(p for p in PROGRAMS.glob("*.py") if not only or p.stem in only)
+    runs = {p.stem: run_program(p, python) for p in programs}
+    failed = {k: v["stderr"] for k, v in runs.items() if v["returncode"]}
+    corpus = {"tests": {k: {"records": v["records"]} for k, v in runs.items()}}
+    return {"precision": precision(corpus),
+            "recall": recall(runs, {p.stem: expected(p) for p in programs}),
+            "failed": failed, "programs": len(programs)}
+
+
+def warning_precision(result: dict[str, Any]) -> tuple[int, int, float | None]:
+    """Warnings said, followed, and their precision over every kind."""
+    rows = [v for k, v in result["kinds"].items() if k.endswith("/warning")]
+    said, followed = sum(r["said"] for r in rows), sum(r["followed"] for r in rows)
+    return said, followed, round(followed / said, 3) if said else None
+
+
+def render_programs(result: dict[str, Any]) -> str:
+    said, followed, prec = warning_precision(result["precision"])
+    rec = result["recall"]
+    lines = [render(result["precision"], limit=200), "",
+             f"programs {result['programs']}: warnings said {said}, followed {followed}: "
+             f"precision {prec}; recompiles due a warning {rec['due']}, warned in time "
+             f"{rec['warned']}: recall {rec['recall']}"]
+    lines += [f"  missed: {m}" for m in rec["missed"]]
+    lines += [f"  warning not at its call line: {m}" for m in rec["mislocated"]]
+    lines += [f"  program failed: {k}: {v[-300:]}" for k, v in result["failed"].items()]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "--programs":
+        rest = args[1:]
+        python = sys.executable
+        if len(rest) >= 2 and rest[0] == "--python":
+            python, rest = rest[1], rest[2:]
+        print(render_programs(run_programs(python, rest or None)))
+        return 0
     path = Path(args[0] if args else "test-output/corpus/otel.json")
     result = precision(json.loads(path.read_text()))
     print(render(result, limit=200))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -307,18 +308,36 @@ def test_module_level_and_factory_made_functions_are_no_hazard():
 
 # --- shape ----------------------------------------------------------------------------------
 
-def test_a_length_that_changes_at_every_compile_is_named_once_when_the_pattern_shows():
+def test_a_length_that_changes_at_every_compile_is_a_note_then_a_warning_as_it_goes_on():
     @jax.jit
     def total(tokens):
         return tokens.sum()
 
     with otel_jax.testing.record_compiles(total) as rec:
-        for n in (3, 5, 7, 9, 11):
+        for n in (3, 5, 7, 9, 11, 13):
             total(jnp.ones(n))
-    assert [r.cause_kind.value for r in rec.records][1:] == ["shape"] * 4
-    [(count, hazard)] = _hazards(rec.records)
-    assert (count, hazard.kind.value, hazard.path) == (3, "shape", "tokens")
-    assert "(3, 5, 7)" in hazard.text and "pad" in hazard.hint
+    assert [r.cause_kind.value for r in rec.records][1:] == ["shape"] * 5
+    [(count, note), (later, hazard)] = _hazards(rec.records)
+    # three new lengths may be a few fixed ones (evaluation splits): a note
+    assert (count, note.kind.value, note.path, note.warn) == (3, "shape", "tokens", False)
+    assert "(3, 5, 7)" in note.text and "pad" in note.hint
+    # five in a row: data-dependent lengths, a warning (said once)
+    assert (later, hazard.kind.value, hazard.path, hazard.warn) == (5, "shape", "tokens", True)
+    assert "(3, 5, 7, 9, 11)" in hazard.text
+
+
+def test_a_few_fixed_evaluation_splits_called_every_epoch_are_no_warning():
+    @jax.jit
+    def evaluate(params, x):
+        return jnp.mean(x @ params)
+
+    splits = [jnp.ones((n, 3)) for n in (118, 30, 45, 77)]  # train, val, test, holdout
+    with otel_jax.testing.record_compiles(evaluate) as rec:
+        for _epoch in range(3):
+            for x in splits:
+                evaluate(jnp.ones(3), x)
+    assert len(rec.records) == 4  # then every call hits the cache
+    assert not [h for _, h in _hazards(rec.records) if h.warn]
 
 
 def test_shapes_that_come_back_are_no_hazard():
@@ -384,6 +403,54 @@ def test_the_span_event_log_line_counter_and_one_warning(telemetry):
             and "weak_type" in str(w.message)]
     assert len(said) == 1
     assert said[0].filename == __file__  # at the user's call line
+
+
+def _held(monkeypatch):
+    """Records left pending until the program's own thread makes them (a loaded machine,
+    a program that ends first): the background thread is neither handed them nor woken."""
+    from otel_jax._pipeline import _background
+
+    monkeypatch.setattr(ENGINE, "_queue_work", lambda: None)
+    monkeypatch.setattr(_background.WORKER, "wake", lambda: None, raising=False)
+
+
+def test_a_warning_made_at_flush_is_located_at_the_call_line(telemetry, monkeypatch):
+    @jax.jit
+    def step(params, lr):
+        return params - lr * params, lr * jnp.float32(0.999)
+
+    _held(monkeypatch)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        params, lr = jnp.ones(3), 0.1
+        for _ in range(1):
+            params, lr = step(params, lr)  # the call line
+        ENGINE.settle()  # the record made here, on this thread, as flush() makes it
+    monkeypatch.undo()
+    otel_jax.flush()
+    said = [w for w in caught if issubclass(w.category, OtelJaxWarning)]
+    assert len(said) == 1 and said[0].filename == __file__
+    source = Path(__file__).read_text().splitlines()
+    assert source[said[0].lineno - 1].strip().endswith("# the call line")
+
+
+def test_a_hazard_whose_recompile_came_first_is_a_note_not_a_prediction(
+        telemetry, monkeypatch):
+    @jax.jit
+    def step(params, lr):
+        return params - lr * params, lr * jnp.float32(0.999)
+
+    _held(monkeypatch)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _feed_back(step, 2)  # the recompile it predicts, before either record is made
+        ENGINE.settle()
+    monkeypatch.undo()
+    otel_jax.flush()
+    assert not [w for w in caught if issubclass(w.category, OtelJaxWarning)]
+    lines = [ln for ln in telemetry.log_lines() if ln["event"] == _vocab.EVENT_HAZARD]
+    assert [(ln[_vocab.Field.HAZARD_KIND], ln["level"]) for ln in lines] == [
+        ("weak_type", "info")]
 
 
 def test_hazards_off_says_none(telemetry):

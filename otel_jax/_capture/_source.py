@@ -371,15 +371,43 @@ def user_callsites(skip: int = 1, limit: int = 200) -> tuple[str | None, str | N
     when it is another line. Where every frame is installed code (a library's own test
     suite run from site-packages), the callsite is that innermost frame, as before.
     """
+    return _user_frames(skip + 1, limit)[:2]
+
+
+#: How far past the user's call the frame that called its function is looked for: a
+#: helper's caller is its next frame, or a few wrappers' (a decorator) out.
+_CALLER_FRAMES = 8
+
+
+def user_callsites_and_caller(skip: int = 1, limit: int = 200,
+                              ) -> tuple[str | None, str | None, str | None]:
+    """:func:`user_callsites`, and the user's line that called the function the call
+    site is in (``train_one(...)`` in the training loop, for ``step(...)`` in the
+    helper ``train_one``), when it is within a few frames; else ``None``."""
+    return _user_frames(skip + 1, limit, caller=True)
+
+
+def _user_frames(skip: int, limit: int, caller: bool = False,
+                 ) -> tuple[str | None, str | None, str | None]:
     found = _failopen.user_frame(skip=skip, limit=limit)
     if found is None:
-        return None, None
+        return None, None, None
     frame, level = found
     inner = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+    outside = None
+    if caller:
+        back = frame.f_back
+        for _ in range(_CALLER_FRAMES):
+            if back is None:
+                break
+            if not _failopen.is_library_file(back.f_code.co_filename):
+                outside = f"{back.f_code.co_filename}:{back.f_lineno}"
+                break
+            back = back.f_back
     if not _failopen.is_installed_file(frame.f_code.co_filename):
-        return inner, None
+        return inner, None, outside
     outer = _failopen.user_frame(skip=level, limit=limit,
                                  is_library=_failopen.is_installed_file)
     if outer is None:
-        return inner, None
-    return f"{outer[0].f_code.co_filename}:{outer[0].f_lineno}", inner
+        return inner, None, outside
+    return f"{outer[0].f_code.co_filename}:{outer[0].f_lineno}", inner, outside

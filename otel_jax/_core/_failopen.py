@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ._text import safe_repr
 
@@ -279,6 +279,34 @@ def _at_nothing(message: str) -> None:
     warnings.warn(message, OtelJaxWarning, stacklevel=_NO_FRAME)
 
 
+def _module_named(filename: str) -> tuple[str | None, dict[Any, Any] | None]:
+    """The name and globals of the loaded module whose file is ``filename`` (``__main__``
+    for the script run), for a warning located there to meet the filters and the
+    once-per-line registry ``warnings.warn`` would give it; ``(None, None)`` if none."""
+    for name, module in list(sys.modules.items()):
+        if getattr(module, "__file__", None) == filename:
+            return name, getattr(module, "__dict__", None)
+    return None, None
+
+
+def emit_at(message: str, callsite: str | None) -> None:
+    """An ``OtelJaxWarning`` located at ``callsite`` (``file:line``, the user's jit call
+    recorded at the compile), whichever thread says it and whatever is on its stack then
+    (a later ``flush()`` or ``uninstall()``, the next compile); :func:`emit` where the
+    call site is not known. Never raises."""
+    location = _site_location(callsite) if callsite else None
+    if location is None:
+        emit(message)
+        return
+    try:
+        module, where = _module_named(location[0])
+        registry = where.setdefault("__warningregistry__", {}) if where is not None else None
+        warnings.warn_explicit(message, OtelJaxWarning, location[0], location[1],
+                               module=module, registry=registry)
+    except Exception:  # warnings turned into errors must not reach JAX or the user
+        _logger.warning(message)
+
+
 def emit(message: str, at: str | None = None) -> None:
     """An ``OtelJaxWarning`` located at the user's code that caused it, or at nothing.
 
@@ -364,10 +392,14 @@ class FailOpen:
         self._lock = threading.RLock()
         self._warn = warn
 
-    def warn_once(self, key: Topic | WarnKey, message: str, at: str | None = None) -> bool:
+    def warn_once(self, key: Topic | WarnKey, message: str, at: str | None = None,
+                  site: str | None = None) -> bool:
         """One clear warning per ``key``; returns whether this call warned. ``at``: the
-        user's ``file:line`` that caused it (see :func:`emit`)."""
+        user's ``file:line`` that caused it (see :func:`emit`); ``site``: the line it is
+        located at whatever the stack (:func:`emit_at`)."""
         warn = self._warn
+        if site is not None and warn is emit:
+            return warn_once(key, message, lambda text: emit_at(text, site))
         if at is not None and warn is emit:
             return warn_once(key, message, lambda text: emit(text, at))
         return warn_once(key, message, warn)

@@ -37,7 +37,10 @@ class _Index:
     definitions: dict[int, ast.AST]  # def, decorator and lambda lines
     parents: dict[ast.AST, ast.AST]
     made: dict[int, frozenset[str]]  # each line: what the calls spanning it call to make
-    # an argument (``f(x, Config(2))``: ``Config``)
+    # an argument (``f(x, Config(2))``: ``Config``; ``Scaler(2).apply(x)``: ``Scaler``, the
+    # object a method is called on; ``f(x, lambda v: v)``: ``<lambda>``)
+    statements: dict[int, ast.stmt]  # each line: the innermost statement spanning it
+    modules: frozenset[str]  # the names its imports bind (``jnp``, ``nn``, ``optax``)
 
 
 def _indexed(tree: ast.Module) -> _Index:
@@ -45,7 +48,11 @@ def _indexed(tree: ast.Module) -> _Index:
     definitions: dict[int, ast.AST] = {}
     parents: dict[ast.AST, ast.AST] = {}
     made: dict[int, frozenset[str]] = {}
+    statements: dict[int, ast.stmt] = {}
     for node in ast.walk(tree):  # breadth first: an inner statement comes later
+        if isinstance(node, ast.stmt) and not isinstance(node, _BOUNDARIES):
+            for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                statements[line] = node
         for child in ast.iter_child_nodes(node):
             parents[child] = node
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
@@ -57,15 +64,28 @@ def _indexed(tree: ast.Module) -> _Index:
         elif isinstance(node, ast.Lambda):
             definitions.setdefault(node.lineno, node)
         if isinstance(node, ast.Call):
-            names = frozenset(filter(None, (_callee(a) for a in (
-                *node.args, *(k.value for k in node.keywords)))))
+            arguments = (*node.args, *(k.value for k in node.keywords))
+            names = frozenset(filter(None, (
+                *(_callee(a) for a in arguments),
+                _callee(getattr(node.func, "value", None)),
+                *(LAMBDA for a in arguments if isinstance(a, ast.Lambda)))))
             for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
                 if names:
                     made[line] = made.get(line, frozenset()) | names
-    return _Index(assigns, definitions, parents, made)
+    modules = frozenset(alias.asname or alias.name.partition(".")[0]
+                        for node in ast.walk(tree) if isinstance(node, ast.Import)
+                        for alias in node.names) | frozenset(
+        alias.asname or alias.name for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) for alias in node.names
+        if alias.name[:1].islower())  # ``from flax import linen as nn``; not a class
+    return _Index(assigns, definitions, parents, made, statements, modules)
 
 
-def _callee(node: ast.AST) -> str | None:
+#: What :func:`made_in_call` names for a lambda written among a call's arguments.
+LAMBDA = "<lambda>"
+
+
+def _callee(node: ast.AST | None) -> str | None:
     """The name a call expression calls (``Config(2)``, ``cfg.Config(2)``: ``Config``)."""
     if not isinstance(node, ast.Call):
         return None
@@ -214,6 +234,28 @@ def _set_elsewhere(loop: ast.AST, target: ast.AST) -> set[str]:
             and (text := _expression(n)) is not None}
 
 
+#: Statements that run some passes only: a function made under one may be made once and
+#: kept (``if key not in cache: cache[key] = jax.jit(...)``).
+_CONDITIONAL = (ast.If, ast.Try, ast.IfExp, ast.BoolOp, ast.Match, ast.While)
+
+
+def _each_pass(index: _Index, node: ast.AST, loop: ast.AST) -> bool:
+    """Whether ``node`` runs on every pass of ``loop`` (nothing between them makes it
+    conditional) and what it makes is not stored into a container or an attribute (a
+    cache: ``cache[key] = jax.jit(...)``, ``self.fn = ...``), which may keep the first."""
+    parent = index.parents.get(node)
+    while parent is not None and parent is not loop:
+        if isinstance(parent, _CONDITIONAL) or isinstance(parent, ast.Call) and isinstance(
+                parent.func, ast.Attribute) and parent.func.attr in ("setdefault", "get"):
+            return False
+        if isinstance(parent, (ast.Assign, ast.AnnAssign)):
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            if any(not isinstance(t, ast.Name) for t in targets):
+                return False
+        parent = index.parents.get(parent)
+    return parent is loop
+
+
 @dataclass(frozen=True, slots=True)
 class Definition:
     """Where a function is defined, as far as being made again goes."""
@@ -224,6 +266,9 @@ class Definition:
     # the names that loop binds that the function reads (``act`` in ``for act in acts:
     # jax.jit(lambda x: act(x))``): made to differ per pass, maybe on purpose
     reads: tuple[str, ...] = ()
+    # made on every pass of that loop and kept in a plain name; ``False``: under an ``if``
+    # or stored in a container (a cache, which may keep the first and reuse it)
+    each_pass: bool = True
 
     @property
     def loop(self) -> bool:
@@ -244,7 +289,146 @@ def definition(filename: str | None, line: int | None) -> Definition | None:
         return Definition()
     first = getattr(loop, "lineno", 0)
     return Definition((first, getattr(loop, "end_lineno", None) or first),
-                      _loop_names_read(loop, found))
+                      _loop_names_read(loop, found), _each_pass(index, found, loop))
+
+
+#: What jits a function, by the name it is called by (``jax.jit``, ``nnx.jit``,
+#: ``eqx.filter_jit``, ``pjit``).
+_JITS = frozenset({"jit", "pjit", "filter_jit"})
+
+
+def _is_jit(node: ast.AST) -> bool:
+    """``jax.jit(...)``, ``jit(...)``, ``functools.partial(jax.jit, ...)`` or a bare
+    ``jax.jit`` (a decorator)."""
+    if isinstance(node, ast.Call):
+        if _callee(node) == "partial" and node.args:
+            return _is_jit(node.args[0])
+        return _is_jit(node.func)
+    name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+    return name in _JITS
+
+
+@dataclass(frozen=True, slots=True)
+class JitInLoop:
+    """A jitted function the loop around its call makes anew on each pass, and calls."""
+
+    line: int  # where the loop jits it
+    # what the loop binds that the jitted expression reads: one per pass may be meant
+    reads: tuple[str, ...]
+
+
+def _jitted(node: ast.AST, modules: frozenset[str]) -> ast.AST | None:
+    """What ``node`` (an assignment's value, or a definition) jits, where it is a new
+    function object at each run: a lambda, a definition, what a call makes
+    (``functools.partial(loss, ...)``), a bound method (``model.apply``: each access
+    makes one). A name or a module's function (``jnp.tanh``) is the same object each
+    time, which JAX's caches find again: ``None``."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return node if any(_is_jit(d) for d in node.decorator_list) else None
+    if not (isinstance(node, ast.Call) and _is_jit(node.func) and node.args):
+        return None
+    made = node.args[0]
+    if isinstance(made, (ast.Lambda, ast.Call)):
+        return made
+    if isinstance(made, ast.Attribute):
+        root: ast.AST = made
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id not in modules:
+            return made
+    return None
+
+
+def jitted_in_loop(callsite: str | None) -> JitInLoop | None:
+    """Whether the call at ``callsite`` calls a function jitted anew on each pass of the
+    loop around it: ``jax.jit(f)(x)`` there, or ``g(x)`` where the same loop binds ``g``
+    each pass from ``jax.jit(...)`` (``jax.jit(model.apply)``, ``jax.jit(partial(loss,
+    ...))``, ``jax.jit(lambda ...)``) or a ``@jax.jit`` definition, before the call."""
+    index, line = _at(callsite)
+    statement = index.statements.get(line) if index is not None else None
+    if index is None or statement is None:
+        return None
+    loop = _loop_around(index, statement)
+    if loop is None:
+        return None
+    called: set[str] = set()
+    for node in ast.walk(statement):
+        if not isinstance(node, ast.Call):
+            continue
+        if isinstance(node.func, ast.Call) and (
+                inner := _jitted(node.func, index.modules)) is not None:
+            if _each_pass(index, statement, loop):
+                return JitInLoop(node.lineno, _loop_names_read(loop, inner))
+        elif isinstance(node.func, ast.Name):
+            called.add(node.func.id)
+    for node in ast.walk(loop):
+        if getattr(node, "lineno", line) >= line or not _each_pass(index, node, loop):
+            continue
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id in called:
+            inner = _jitted(node.value, index.modules)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in called:
+            inner = _jitted(node, index.modules)
+        else:
+            continue
+        if inner is not None:
+            return JitInLoop(node.lineno, _loop_names_read(loop, inner))
+    return None
+
+
+def _at(callsite: str | None) -> tuple[_Index | None, int]:
+    filename, _, line_text = (callsite or "").rpartition(":")
+    if not filename or not line_text.isdigit():
+        return None, 0
+    return _index(filename), int(line_text)
+
+
+def in_loop(callsite: str | None) -> bool:
+    """Whether the statement at ``callsite`` is run again by a loop of its own scope."""
+    index, line = _at(callsite)
+    statement = index.statements.get(line) if index is not None else None
+    return statement is not None and index is not None \
+        and _loop_around(index, statement) is not None
+
+
+def helper_feeds_back(callsite: str | None, caller: str | None, name: str) -> bool:
+    """Whether the function holding the call at ``callsite`` (a helper) is called at
+    ``caller`` by an assignment, run again by a loop of its own scope, that passes as the
+    helper's parameter ``name`` (comparable text, a plain name there) a name it assigns
+    what the helper returns to (``params, lr = train_one(params, lr)``): the helper is
+    given back what it returned."""
+    index, line = _at(callsite)
+    statement = index.statements.get(line) if index is not None else None
+    if index is None or statement is None or not caller:
+        return False
+    helper = index.parents.get(statement)
+    while helper is not None and not isinstance(helper, _BOUNDARIES):
+        helper = index.parents.get(helper)
+    if not isinstance(helper, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    params = [a.arg for a in (*helper.args.posonlyargs, *helper.args.args)]
+    if helper.args.args and params[0] in ("self", "cls"):
+        params = params[1:]  # called as a method: its first argument is the object
+    parameter = next((p for p in params if _expression(ast.Name(p, ast.Load())) == name),
+                     None)
+    fed = feedback(caller)
+    if parameter is None or fed is None or not fed.in_loop or fed.starred:
+        return False
+    position = params.index(parameter)
+    given = fed.args[position] if position < len(fed.args) else dict(
+        fed.keywords).get(parameter)
+    return given is not None and given in {fed.whole, *fed.targets}
+
+
+def parameters(filename: str | None, line: int | None) -> tuple[str, ...] | None:
+    """The positional parameters of the function defined at ``filename:line``, in
+    order (``None`` when no ``def`` starts there)."""
+    index = _index(filename) if filename and line else None
+    found = index.definitions.get(line) if index is not None and line else None
+    if not isinstance(found, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return None
+    arguments = found.args
+    return tuple(a.arg for a in (*arguments.posonlyargs, *arguments.args))
 
 
 def _names(node: ast.AST, ctx: type[ast.expr_context]) -> set[str]:

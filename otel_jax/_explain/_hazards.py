@@ -11,28 +11,37 @@ note (an INFO log line and a span event, no warning).
   strongly typed, same shape and dtype, where the call's own line assigns that output back
   to the very name it passed (``state = step(state)``, ``params, loss, lr = step(params,
   batch, lr)``), which nothing else in the loop around the call sets: the next call
-  compiles again. A note where no loop of the call's own scope runs it again (its caller
-  may pass a new scalar each time). Said at the first compile.
+  compiles again. Under a wrapper library's jit (``nnx.jit``) too, its leaves keyed by
+  path: the parameters read off the ``def``, the returned tuple found among its outputs.
+  A note where nothing runs the call again with what came back: no loop of the call's
+  own scope, nor a caller (a helper's) whose loop passes back what the helper returned.
+  Said at the first compile.
 - ``static_argument``: a static argument whose type hashes and compares by identity
   (``object.__hash__``: every new object compiles again); a warning for a user's class the
-  calling line makes anew (``f(x, Config(2))``), a note where it passes a name (the same
-  object may come each time: a static ``self``) or a function made per call (a lambda). A
-  dtype passed as a static is a note: its equal spellings (``jnp.bfloat16``, ``x.dtype``,
-  ``"bfloat16"``) hash differently. Said at the first compile.
-- ``function_identity``: a function defined in a loop body, and called there (a
-  warning; called elsewhere, or reading a name the loop binds, so maybe meant to differ
-  per pass: a note): each new function object compiles again. Said at the
-  first compile.
+  calling line makes anew (``f(x, Config(2))``, a static self in ``Scaler(2).apply(x)``)
+  or a lambda written there, a note where it passes a name (the same object may come each
+  time: a static ``self``). A dtype passed as a static is a note: its equal spellings
+  (``jnp.bfloat16``, ``x.dtype``, ``"bfloat16"``) hash differently. Under
+  ``eqx.filter_jit``, a Python scalar held static that comes back an array the calling
+  line assigns back. Said at the first compile; a local function passed as a static (as
+  equinox passes the user's), only at a second compile that shows it made anew (a note).
+- ``function_identity``: the loop around the call makes the jitted function anew each
+  pass: a function defined in a loop body, and called there, or a jit there of a new
+  object each time (``jax.jit(model.apply)``, ``jax.jit(partial(loss, ...))``). A warning;
+  called elsewhere, or reading a name the loop binds (maybe meant to differ per pass): a
+  note; made under an ``if`` or kept in a container (a cache, reused): nothing. Said at
+  the first compile.
 - ``shape``: an input dimension that took a new value at each of the last compiles
   (data-dependent lengths), not already bucketed (powers of two, multiples of a step of 8
-  or more: a warm-up over buckets, which then hit the cache). Said at the compile where
-  the pattern first shows.
+  or more: a warm-up over buckets, which then hit the cache): a note after ``SHAPE_RUN``
+  compiles in a row (a few fixed lengths, evaluation splits, make such a run, then hit the
+  cache), a warning after ``SHAPE_WARN_RUN``. Each said at the compile where it shows.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,8 +55,11 @@ from ._model import Diff
 
 #: The most hazards one compile names (the first found): a sink's event list stays short.
 MAX_HAZARDS = 8
-#: Compiles in a row whose input dimension took a new value each time: a shape hazard.
+#: Compiles in a row whose input dimension took a new value each time: a shape note.
 SHAPE_RUN = 3
+#: ... and a shape warning: a few fixed lengths (train, validation and test splits, each
+#: evaluated every epoch) also make a short run, which then hits the cache.
+SHAPE_WARN_RUN = 5
 _TEXT_LIMIT = 300
 
 
@@ -72,19 +84,22 @@ class Hazard:
 
 def hazards(info: FunctionInfo, count: int, signature: Signature, outputs: Outputs | None,
             earlier: Sequence[tuple[int, Signature]], cause_kind: CauseKind, diff: Diff,
-            callsite: str | None) -> tuple[Hazard, ...]:
+            callsite: str | None, caller: str | None = None) -> tuple[Hazard, ...]:
     """The hazards compile ``count`` of ``info`` shows (``earlier``: the function's kept
-    ``(count, signature)`` pairs before it, oldest first). May raise on hostile values:
-    the caller runs it under its fail-open guard."""
+    ``(count, signature)`` pairs before it, oldest first; ``caller``: the user's line that
+    called the function holding ``callsite``, a helper's caller). May raise on hostile
+    values: the caller runs it under its fail-open guard."""
     if not signature.captured or signature.transform:
         return ()
     found: list[Hazard] = []
     if count == 1:
-        found += _weak_type_fed_back(signature, outputs, callsite)
+        found += _weak_type_fed_back(info, signature, outputs, callsite, caller)
         found += _identity_statics(signature, callsite)
         found += _made_again(info, callsite)
     elif cause_kind is CauseKind.SHAPE:
         found += _new_lengths(count, signature, earlier, diff)
+    elif cause_kind is CauseKind.STATIC_ARGUMENT and count == 2:
+        found += _static_functions_made_anew(signature, diff)
     return tuple(found[:MAX_HAZARDS])
 
 
@@ -138,14 +153,33 @@ def _positional_names(signature: Signature) -> tuple[str, ...] | None:
     return signature.top_names
 
 
-def _weak_type_fed_back(signature: Signature, outputs: Outputs | None, callsite: str | None,
-                        ) -> list[Hazard]:
-    if outputs is None or not any(getattr(a, "weak_type", False) for a in signature.avals):
+def _python_scalars(signature: Signature) -> dict[str, StaticArg]:
+    """The statics a wrapper library holds a Python scalar in (``eqx.filter_jit`` keeps
+    every non-array static), by the parameter's name."""
+    return {s.name: s for s in signature.statics if s.kind is StaticKind.STATIC_ARGUMENT
+            and s.type in ("float", "int", "bool", "complex")}
+
+
+def _weak_type_fed_back(info: FunctionInfo, signature: Signature, outputs: Outputs | None,
+                        callsite: str | None, caller: str | None = None) -> list[Hazard]:
+    scalars = _python_scalars(signature) if outputs is not None else {}
+    if outputs is None or not scalars and not any(
+            getattr(a, "weak_type", False) for a in signature.avals):
         return []
     fed = _hazard_source.feedback(callsite)
     if fed is None or fed.starred:
         return []
+    def again(text: str) -> bool:
+        """Whether the call is made again given what it fed back to ``text``: in a loop
+        of its own, or in a helper whose caller's loop gives the helper back what it
+        returned for that parameter (``params, lr = train_one(params, lr)``)."""
+        return fed.in_loop or _hazard_source.helper_feeds_back(callsite, caller, text)
+
     inputs = _inputs(signature)
+    if inputs is None or not signature.top_names:
+        # a wrapper library's layout (``nnx.jit``, ``eqx.filter_jit``): its leaves keyed
+        # by their paths, no positional parameters
+        return _wrapped_fed_back(info, signature, outputs, fed, scalars, again)
     names = _positional_names(signature)
     if not inputs or names is None:
         return []
@@ -157,19 +191,22 @@ def _weak_type_fed_back(signature: Signature, outputs: Outputs | None, callsite:
         if text is not None:
             by_expression.setdefault(text, name)
     out_children = _children(outputs.tree)
-    pairs: list[tuple[str, Any, int, str]] = []  # (parameter, out tree, first out leaf, where)
+    # (parameter, out tree, first out leaf, where, the name fed back)
+    pairs: list[tuple[str, Any, int, str, str]] = []
     if fed.whole is not None:
         if fed.whole in by_expression:
-            pairs.append((by_expression[fed.whole], outputs.tree, 0, "the result"))
+            pairs.append((by_expression[fed.whole], outputs.tree, 0, "the result",
+                          fed.whole))
     elif fed.targets and len(fed.targets) == len(out_children) \
             and _is_tuple(outputs.tree):
         offset = 0
         for i, (target, sub) in enumerate(zip(fed.targets, out_children)):
             if target is not None and target in by_expression:
-                pairs.append((by_expression[target], sub, offset, f"output [{i}]"))
+                pairs.append((by_expression[target], sub, offset, f"output [{i}]", target))
             offset += sub.num_leaves
     found: list[Hazard] = []
-    for name, out_tree, out_first, where in pairs:
+    for name, out_tree, out_first, where, text in pairs:
+        looped = again(text)
         given = inputs.get(name)
         if given is None or given[0] != out_tree:
             continue  # the name is fed another structure: not the same leaves
@@ -186,13 +223,91 @@ def _weak_type_fed_back(signature: Signature, outputs: Outputs | None, callsite:
                 CauseKind.WEAK_TYPE, path,
                 truncate(f"{path} goes in {_weakness(before[2], kind)} and comes back "
                          f"{_weakness(after[2])} as {where}, which the calling line assigns "
-                         f"back to {name}: " + ("the next call compiles again" if fed.in_loop
+                         f"back to {name}: " + ("the next call compiles again" if looped
                                                 else "a call given it back compiles again"),
                          _TEXT_LIMIT),
                 "pass it as an array from the first call (jnp.asarray(x, dtype)), so that "
                 "what goes in and what comes back are typed alike" if before[2] else
                 "keep it an array the function returns as it came (no Python scalar in "
-                "its place)", warn=fed.in_loop))
+                "its place)", warn=looped))
+    return found
+
+
+def _plain_tuples(tree: Any, arity: int, limit: int = 256) -> list[tuple[list[Any], int]]:
+    """The plain tuples (or lists) of ``arity`` children nearest the root of ``tree``,
+    each with its first leaf's index: where a wrapper library's outputs hold the user's
+    returned tuple (its own state, deeper, may hold tuples too)."""
+    found: list[tuple[list[Any], int]] = []
+    level = [(tree, 0)]
+    seen = 0
+    while level and not found and seen < limit:
+        deeper = []
+        for node, first in level:
+            seen += 1
+            if node.num_leaves == 1 and node.num_nodes == 1:
+                continue  # a leaf
+            children = _children(node)
+            if len(children) == arity and _is_tuple(node):
+                found.append((children, first))
+            offset = first
+            for child in children:
+                deeper.append((child, offset))
+                offset += child.num_leaves
+        level = deeper
+    return found
+
+
+def _wrapped_fed_back(info: FunctionInfo, signature: Signature, outputs: Outputs,
+                      fed: _hazard_source.Feedback, scalars: dict[str, StaticArg],
+                      again: Callable[[str], bool]) -> list[Hazard]:
+    """Feedback through a wrapper library's jit (``nnx.jit``, ``eqx.filter_jit``), whose
+    traced tree is keyed by the user's paths: the call's arguments named by the function's
+    own parameters (read off its ``def``), the user's returned tuple found among the
+    outputs as the one plain tuple of as many items as the call's targets."""
+    params = _hazard_source.parameters(info.file, info.line)
+    if params is None or not fed.targets:
+        return []
+    by_expression = {text: name for name, text in zip(params, fed.args) if text is not None}
+    by_expression.update((text, name) for name, text in fed.keywords if text is not None)
+    tuples = _plain_tuples(outputs.tree, len(fed.targets))
+    if len(tuples) != 1:
+        return []  # not one place the returned tuple can be: nothing said
+    children, first = tuples[0]
+    paths = list(signature.paths)
+    found: list[Hazard] = []
+    offset = first
+    for i, (target, sub) in enumerate(zip(fed.targets, children)):
+        at, offset = offset, offset + sub.num_leaves
+        name = by_expression.get(target) if target is not None else None
+        if name is None or sub.num_leaves != 1 or at >= len(outputs.avals):
+            continue
+        after = aval_facts(outputs.avals[at])
+        if after is None:
+            continue
+        if name in paths:
+            before = aval_facts(signature.avals[paths.index(name)])
+            if before is None or before[:2] != after[:2] or not before[2] or after[2]:
+                continue
+            kind = signature.types[paths.index(name)]
+            text = (f"{name} goes in {_weakness(True, kind)} and comes back "
+                    f"{_weakness(False)} as output [{i}], which the calling line assigns "
+                    f"back to {name}")
+            cause, hint = CauseKind.WEAK_TYPE, ("pass it as an array from the first call "
+                                                "(jnp.asarray(x, dtype)), so that what goes "
+                                                "in and what comes back are typed alike")
+        elif name in scalars and not after[0]:
+            text = (f"{name} goes in as a Python scalar ({scalars[name].repr}), which the "
+                    f"wrapper holds static, and comes back an array as output [{i}], which "
+                    f"the calling line assigns back to {name}")
+            cause, hint = CauseKind.STATIC_ARGUMENT, ("pass it as an array from the first "
+                                                      "call (jnp.asarray(x, dtype))")
+        else:
+            continue
+        looped = again(target) if target is not None else False
+        found.append(Hazard(cause, name, truncate(
+            text + (": the next call compiles again" if looped
+                    else ": a call given it back compiles again"), _TEXT_LIMIT),
+            hint, warn=looped))
     return found
 
 
@@ -207,7 +322,8 @@ def _weakness(weak: bool, kind: str = "") -> str:
 #: Types hashed by identity whose objects are made once and passed again (a module-level
 #: function, a class): not a hazard unless made per call, which the definition tells.
 _LONG_LIVED = frozenset({"function", "builtin_function_or_method", "type", "module",
-                         "method", "builtin_method", "PjitFunction"})
+                         "method", "builtin_method", "PjitFunction", "custom_jvp",
+                         "custom_vjp"})
 
 
 def _identity_statics(signature: Signature, callsite: str | None) -> list[Hazard]:
@@ -237,14 +353,16 @@ def _by_identity(static: StaticArg, made: frozenset[str] = frozenset()) -> list[
     cache, which nothing at the first compile tells apart from a new one each call."""
     short = static.type.rpartition(".")[2]
     if short in _LONG_LIVED or static.type in _LONG_LIVED:
-        if "<lambda>" in static.repr or "<locals>" in static.repr:
+        if "<lambda>" in static.repr and _hazard_source.LAMBDA in made:
+            # written on the calling line: each run of the line makes another. A function
+            # made elsewhere (a local function a wrapper library passes as its static, the
+            # same object at each call) is said only once seen compiling anew.
             return [Hazard(
                 CauseKind.STATIC_ARGUMENT, static.name,
-                truncate(f"static argument {static.name} is a function made inside another "
-                         f"({static.repr}), hashed by identity: each one made anew "
-                         "compiles again", _TEXT_LIMIT),
-                "define it once (module level) and pass that same function",
-                warn=False)]
+                truncate(f"static argument {static.name} is a lambda written on the calling "
+                         f"line ({static.repr}), hashed by identity: each run of the line "
+                         "makes a new one, which compiles again", _TEXT_LIMIT),
+                "define it once (module level) and pass that same function")]
         return []
     fresh = short in made
     return [Hazard(
@@ -256,6 +374,25 @@ def _by_identity(static: StaticArg, made: frozenset[str] = frozenset()) -> list[
                                      "the cache"), _TEXT_LIMIT),
         f"give {short} value-based __eq__ and __hash__ (a frozen dataclass), or pass the "
         "same object each time", warn=fresh)]
+
+
+def _static_functions_made_anew(signature: Signature, diff: Diff) -> list[Hazard]:
+    """At a second compile caused by a static function argument: the same definition
+    made anew (a local function or lambda, its name unchanged), seen once, may be made
+    again: a note, now that the pattern has shown."""
+    changed = {c.path for c in diff.changes if c.kind is CauseKind.STATIC_ARGUMENT}
+    found: list[Hazard] = []
+    for static in signature.statics:
+        if static.kind is StaticKind.STATIC_ARGUMENT and static.name in changed and (
+                "<lambda>" in static.repr or "<locals>" in static.repr) and (
+                static.type.rpartition(".")[2] in _LONG_LIVED):
+            found.append(Hazard(
+                CauseKind.STATIC_ARGUMENT, static.name,
+                truncate(f"static argument {static.name} is a function made inside another "
+                         f"({static.repr}), made anew since the last compile: hashed by "
+                         "identity, each one made anew compiles again", _TEXT_LIMIT),
+                "define it once (module level) and pass that same function", warn=False))
+    return found
 
 
 def _dtype_like(static: StaticArg) -> bool:
@@ -299,12 +436,26 @@ def _made_again(info: FunctionInfo, callsite: str | None) -> list[Hazard]:
     """A function defined in a loop body. One defined in another function's body is not
     said: a factory (``make_step()``) and a test's body run once, and nothing at the first
     compile tells them from a step function; its second compile's cause names it."""
+    jitted = _hazard_source.jitted_in_loop(callsite)
+    if jitted is not None:
+        # The loop around the call jits it anew on each pass, whatever it jits (a bound
+        # method, a partial, a lambda): each pass's jit compiles again.
+        text = (f"{info.qualname} is jitted anew on each pass of the loop around its call "
+                f"(line {jitted.line}): each pass makes a new jitted function, which "
+                "compiles again")
+        hint = "jit it once, before the loop, and call that same function"
+        if jitted.reads:
+            names = ", ".join(jitted.reads)
+            text += f"; it reads {names}, which the loop binds, so each may be meant to differ"
+            hint = (f"if it need not differ per pass, jit it once before the loop and pass "
+                    f"{names} as an argument")
+        return [Hazard(CauseKind.FUNCTION_IDENTITY, "", truncate(text, _TEXT_LIMIT), hint,
+                       warn=not jitted.reads)]
     if "<locals>" not in info.qualname and "<lambda>" not in info.qualname:
-        # Neither a lambda nor defined in a function: made once, at import (a file is
-        # parsed only for functions that may be made again).
         return []
     where = _hazard_source.definition(info.file, info.line)
-    if where is None or where.loop_lines is None:
+    if where is None or where.loop_lines is None or not where.each_pass:
+        # Made under an ``if`` or kept in a cache: it may be made once and reused.
         return []
     # Called in the loop that makes it: each pass compiles. Called elsewhere (after the
     # loop, or by a library on some passes only): a note. Reading what the loop binds, it
@@ -362,10 +513,17 @@ def _bucketed(lengths: Sequence[int]) -> bool:
 
 def _new_lengths(count: int, signature: Signature, earlier: Sequence[tuple[int, Signature]],
                  diff: Diff) -> list[Hazard]:
+    """A note where an input dimension took a new value at each of the last
+    ``SHAPE_RUN`` compiles in a row, a warning once it has at each of the last
+    ``SHAPE_WARN_RUN``: a few fixed lengths (evaluation splits, each called every epoch)
+    make a short run, then only cache hits."""
     # The compiles just before, in a row: a kept history with gaps says nothing of a run.
-    before = [s for c, s in earlier if c >= count - SHAPE_RUN]
-    if len(before) < SHAPE_RUN - 1 or [c for c, _ in earlier[-(SHAPE_RUN - 1):]] != list(
-            range(count - SHAPE_RUN + 1, count)):
+    row: list[Signature] = []
+    for c, s in reversed(earlier):
+        if c != count - 1 - len(row) or len(row) >= SHAPE_WARN_RUN:
+            break
+        row.insert(0, s)
+    if len(row) < SHAPE_RUN - 1:
         return []
     found: list[Hazard] = []
     seen: set[str] = set()
@@ -375,22 +533,26 @@ def _new_lengths(count: int, signature: Signature, earlier: Sequence[tuple[int, 
             continue
         seen.add(path)
         hint = list(signature.paths).index(path) if path in signature.paths else -1
-        run = [_shape_at(s, path, hint) for s in (*before[-(SHAPE_RUN - 1):], signature)]
-        axis = _new_each_time(run)
+        shapes = [_shape_at(s, path, hint) for s in (*row, signature)]
+        axis = _new_each_time(shapes[-SHAPE_RUN:])
         if axis is None:
             continue
-        if len(before) >= SHAPE_RUN:  # already showing at the compile before: said there
-            previous = [_shape_at(s, path, hint) for s in before[-SHAPE_RUN:]]
-            if _new_each_time(previous) == axis:
-                continue
-        lengths = [s[axis] for s in run if s is not None]
+        run = SHAPE_RUN  # how many compiles in a row, ending here, took a new value
+        while run < len(shapes) and _new_each_time(shapes[-(run + 1):]) == axis:
+            run += 1
+        if run not in (SHAPE_RUN, SHAPE_WARN_RUN):
+            continue  # said at the compile where the run reached that length
+        lengths = [s[axis] for s in shapes[-run:] if s is not None]
         if _bucketed(lengths):
             continue  # a warm-up over the user's buckets: they come back as cache hits
         sizes = ", ".join(map(str, lengths))
         found.append(Hazard(
             CauseKind.SHAPE, path,
             truncate(f"{path}: dimension {axis} took a new value at each of the last "
-                     f"{SHAPE_RUN} compiles ({sizes}): each new length compiles again",
+                     f"{run} compiles ({sizes}): each new length compiles again"
+                     + ("" if run >= SHAPE_WARN_RUN else
+                        " (a few fixed lengths, each called again, would hit the cache)"),
                      _TEXT_LIMIT),
-            "bucket or pad it to a few sizes (the next power of two, a multiple of 128)"))
+            "bucket or pad it to a few sizes (the next power of two, a multiple of 128)",
+            warn=run >= SHAPE_WARN_RUN))
     return found

@@ -29,7 +29,7 @@ from .._capture._jax import _coordination, _memory, _names, _persistent_cache, _
 from .._capture._jax._compile_entry import CompileInputs
 from .._capture._jax._miss import Miss
 from .._capture._jax._outputs import Outputs, outputs_of
-from .._capture._source import FunctionInfo, user_callsites
+from .._capture._source import FunctionInfo, user_callsites, user_callsites_and_caller
 from .._core._failopen import FailOpen
 from .._core._vocab import Phase
 from .._explain import _causes, _hazards
@@ -105,6 +105,9 @@ class Captured:
     #: read, or hazards are off)
     outputs: Outputs | None = None
     hazards: bool = False  # look for hazards when the record is made
+    #: the user's line that called the function holding the call site (a helper's
+    #: caller), read only for the hazard analysis
+    caller: str | None = None
 
     @property
     def compile_s(self) -> float:
@@ -162,8 +165,10 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
                                 executable=executable)
     naming = naming._replace(stands_for=None)
     # From the listener: the walk finds the innermost user frame above JAX and otel_jax.
-    unknown: tuple[str | None, str | None] = (None, None)
-    sites = guard.call("callsite", lambda: user_callsites(skip=4), unknown)
+    unknown: tuple[str | None, str | None, str | None] = (None, None, None)
+    look_for_hazards = hazards and not naming.eager_op
+    sites = guard.call("callsite", lambda: user_callsites_and_caller(skip=4)
+                       if look_for_hazards else (*user_callsites(skip=4), None), unknown)
     return Captured(
         taken, naming, signature, detached,
         devices=guard.call("device info", lambda: devices_of(miss), Devices()),
@@ -171,7 +176,7 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
         warmup_done=warmup_done,
         cache_enabled=cache_enabled,
         outputs=outputs,
-        hazards=hazards and not naming.eager_op)
+        hazards=look_for_hazards, caller=sites[2])
 
 
 def _signature_of(miss: Miss, naming: _naming.Naming, history: History, guard: FailOpen,
@@ -244,7 +249,7 @@ def assemble(captured: Captured, history: History, ledger: Ledger, guard: FailOp
         outputs = captured.outputs
         found = guard.call("hazards", lambda: _hazards.hazards(
             info, count, captured_signature, outputs, earlier, cause.kind, cause.diff,
-            captured.callsite), ())
+            captured.callsite, captured.caller), ())
     devices = captured.devices
     executable = taken.executable
     memory = None if executable is None else guard.call(

@@ -361,6 +361,14 @@ class Worker:
                 self._cond.wait(remaining)
             return True
 
+    def wake(self) -> None:
+        """End the thread's wait now rather than at its next poll: for a job worth its
+        context switch (a function's first compile, whose hazards are to be said before
+        the recompile they predict)."""
+        with self._cond:
+            if self._thread is not None and self._unfinished:
+                self._wake_locked()
+
     def _run_job(self, job: Job) -> None:
         self._emit(job)
 

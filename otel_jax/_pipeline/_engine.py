@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import collections
 import contextvars
+import dataclasses
 import functools
 import os
 import threading
@@ -44,6 +45,7 @@ from .._capture._jax import (
     _miss,
     _reader_gaps,
 )
+from .._capture._source import FunctionInfo
 from .._core._failopen import FailOpen, OtelJaxWarning, Topic, WarnKey, at_site
 from .._fleet import _ranks
 from .._fleet._ledger import Ledger
@@ -81,6 +83,8 @@ __all__ = ["ENGINE", "ON_RECOMPILE", "SETTLE_S", "Engine", "OtelJaxWarning",
 #: for a record another thread is making before it makes the pending ones itself: one
 #: record takes about a millisecond, unless a user's ``__eq__`` in its diff hangs.
 SETTLE_S = 5.0
+#: The most function keys ``Engine._first_seen`` keeps.
+_SEEN_FUNCTIONS = 4096
 
 
 class Engine:
@@ -126,6 +130,8 @@ class Engine:
         self.ledger = Ledger(self.failopen)  # why the persistent cache missed, across runs
         #: Name the recompiles a compile shows are coming (``install(hazards=...)``).
         self.hazards = True
+        #: Functions compiled in this process (``_first_seen``), kept across installs.
+        self._seen_functions: set[tuple[str, str | None, int | None]] = set()
 
     @property
     def internal_errors(self) -> int:
@@ -369,6 +375,21 @@ class Engine:
             self._make_pending(SETTLE_S)
         else:
             self._queue_work()
+            if self.hazards and self._first_seen(captured.naming.info):
+                # Its hazards are said when its record is made: before its next call
+                # compiles again only if the thread does not wait for its next poll.
+                WORKER.wake()
+
+    def _first_seen(self, info: FunctionInfo) -> bool:
+        """Whether this process compiles ``info`` for the first time (one set lookup; the
+        set is bounded, and forgetting it only costs a wake-up more)."""
+        seen = self._seen_functions
+        if info.key in seen:
+            return False
+        if len(seen) >= _SEEN_FUNCTIONS:
+            seen.clear()
+        seen.add(info.key)
+        return True
 
     def _make_pending(self, timeout: float | None) -> bool:
         """Make the pending records, oldest first; whether none is left."""
@@ -450,11 +471,22 @@ class Engine:
         fh = guard.call("history", lambda: self.history.finish(
             info, count, signature, entry, record.cause_kind.value, record.is_recompile), None)
         if record.hazards:
+            if any(h.warn for h in record.hazards) and self._compiled_since(info):
+                record = dataclasses.replace(record, hazards=tuple(
+                    dataclasses.replace(h, warn=False) for h in record.hazards))
             self._warn_hazards(record)
         return record, self.policy.storm(record, fh)
 
+    def _compiled_since(self, info: FunctionInfo) -> bool:
+        """Whether a later compile of ``info`` is already waiting for its record (this one
+        is made late: a loaded machine, a short program): a warning now would come after
+        the recompile it predicts, so its hazards are said as notes, not predictions."""
+        key = info.key
+        return any(p.captured.naming.info.key == key for p in list(self._pending))
+
     def _warn_hazards(self, record: CompileRecord) -> None:
-        """One Python warning per function and hazard kind, at the user's call; notes
+        """One Python warning per function and hazard kind, located at the user's call
+        recorded at the compile (whichever thread says it, whatever its stack); notes
         (hazards not precise enough for a warning) are their log lines and events only."""
         info = record.function
         for hazard in record.hazards:
@@ -463,7 +495,7 @@ class Engine:
                     WarnKey(Topic.HAZARD, f"{info.qualname}@{info.file}:{info.line}:"
                                           f"{hazard.kind.value}"),
                     f"otel_jax: {info.qualname} will compile again ({hazard.kind.value}): "
-                    f"{hazard.text}. Fix: {hazard.hint}.")
+                    f"{hazard.text}. Fix: {hazard.hint}.", site=record.callsite or None)
 
     def _devices_of(self, miss: _miss.Miss | None) -> Devices:
         devices = _devices.argument_devices(miss.args_flat) if miss is not None else set()

@@ -123,3 +123,79 @@ def test_feedback_leaves_out_a_name_its_loop_sets_elsewhere(tmp_path):
         fed = hs.feedback(f"{f}:{line}")
         assert fed is not None and fed.targets[1] == fed.args[1]
     assert hs.feedback(f"{f}:7").in_loop and not hs.feedback(f"{f}:8").in_loop
+
+
+def test_a_function_jitted_anew_on_each_pass_of_the_loop_around_its_call(tmp_path):
+    f = _file(tmp_path, """\
+        import jax
+        import jax.numpy as jnp
+        for i in range(3):
+            forward = jax.jit(model.apply)
+            y = forward(params, x)
+            fn = jax.jit(functools.partial(loss, scale=i))
+            z = fn(x)
+            g = jax.jit(jnp.tanh)
+            w = g(x)
+            v = jax.jit(lambda a: a + 1)(x)
+            if key not in cache:
+                cache[key] = jax.jit(lambda a: a * 2)
+            u = cache[key](x)
+            if i == 0:
+                h = jax.jit(lambda a: a - 1)
+            t = h(x)
+        forward = jax.jit(model.apply)
+        y = forward(params, x)
+        """)
+    made = hs.jitted_in_loop(f"{f}:5")  # a bound method: a new object at each access
+    assert made is not None and made.line == 4 and made.reads == ()
+    made = hs.jitted_in_loop(f"{f}:7")  # a partial of what the loop binds: maybe meant
+    assert made is not None and made.reads == ("i",)
+    assert hs.jitted_in_loop(f"{f}:9") is None  # a module's function: the same object
+    assert hs.jitted_in_loop(f"{f}:10") is not None  # jitted and called on one line
+    assert hs.jitted_in_loop(f"{f}:13") is None  # kept in a cache on the first pass
+    assert hs.jitted_in_loop(f"{f}:16") is None  # made on some passes only
+    assert hs.jitted_in_loop(f"{f}:18") is None  # no loop around the call
+
+
+def test_a_definition_in_a_loop_under_an_if_or_kept_in_a_cache_is_not_made_each_pass(
+        tmp_path):
+    f = _file(tmp_path, """\
+        for i in range(3):
+            f = jax.jit(lambda a: a + 1)
+            if k not in cache:
+                cache[k] = jax.jit(lambda a: a * 2)
+            table[k] = jax.jit(lambda a: a * 3)
+        """)
+    assert hs.definition(f, 2).each_pass
+    assert not hs.definition(f, 4).each_pass and not hs.definition(f, 5).each_pass
+
+
+def test_what_a_calling_line_makes_includes_a_method_s_object_and_a_lambda(tmp_path):
+    f = _file(tmp_path, """\
+        y = Scaler(2.0).apply(x)
+        z = transform(x, lambda v: v * 2)
+        w = scaler.apply(x)
+        """)
+    assert "Scaler" in hs.made_in_call(f"{f}:1")
+    assert hs.LAMBDA in hs.made_in_call(f"{f}:2")
+    assert hs.made_in_call(f"{f}:3") == frozenset()
+
+
+def test_a_helper_fed_back_by_its_caller_s_loop(tmp_path):
+    f = _file(tmp_path, """\
+        def train_one(params, lr):
+            params, lr = step(params, lr)
+            return params, lr
+
+        for _ in range(3):
+            params, lr = train_one(params, lr)
+        for _ in range(3):
+            params = train_one(params, 0.1)
+        params, lr = train_one(params, lr)
+        """)
+    lr = hs.feedback(f"{f}:2").args[1]
+    assert hs.helper_feeds_back(f"{f}:2", f"{f}:6", lr)
+    assert not hs.helper_feeds_back(f"{f}:2", f"{f}:8", lr)  # a new float each call
+    assert not hs.helper_feeds_back(f"{f}:2", f"{f}:9", lr)  # no loop: called once
+    assert not hs.helper_feeds_back(f"{f}:2", None, lr)
+    assert hs.parameters(f, 1) == ("params", "lr")
