@@ -41,6 +41,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from otel_jax._report._hazards import came_true
+
 OUTSIDE_TESTS = "<outside tests>"
 
 
@@ -48,21 +50,11 @@ def _key(record: dict[str, Any]) -> tuple[Any, ...]:
     return (record["qualname"], record.get("file"), record.get("line"))
 
 
-def _names(hazard: dict[str, Any], change: dict[str, Any]) -> bool:
-    path, changed = hazard["path"], change.get("path", "")
-    return bool(path) and (changed == path or changed.startswith((path + "[", path + ".")))
-
-
 def predicted(hazard: dict[str, Any], record: dict[str, Any]) -> bool:
     """Whether ``record`` (a later compile of the same function) is the recompile
-    ``hazard`` named."""
-    kind = hazard["kind"]
-    if record["cause_kind"] != kind:
-        return False
-    if kind == "function_identity":
-        return True
-    return any(change.get("kind") == kind and _names(hazard, change)
-               for change in record.get("diff", ()))
+    ``hazard`` named: the report's own rule (``otel-jax report`` marks a hazard as come
+    true by it)."""
+    return came_true(hazard, record)
 
 
 def precision(run: dict[str, Any]) -> dict[str, Any]:
