@@ -157,6 +157,10 @@ def test_keras_fit_call_site_is_the_users_fit_line(telemetry):
 
 def test_a_decorator_around_the_jitted_call_is_not_the_call_site(telemetry):
     jaxtyping = pytest.importorskip("jaxtyping")
+    if not any(mark in jaxtyping.__file__ for mark in ("site-packages", "dist-packages")):
+        # installed code is told from the user's by where pip puts it (pip --target on a
+        # PYTHONPATH, as on one TPU host, looks like the user's own folder)
+        pytest.skip(f"jaxtyping is not installed in site-packages here: {jaxtyping.__file__}")
 
     @jaxtyping.jaxtyped(typechecker=None)
     @jax.jit

@@ -11,6 +11,7 @@ import json
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 import otel_jax
 from otel_jax._capture._jax import _compile_entry
@@ -54,7 +55,8 @@ def test_the_span_and_line_carry_what_memory_analysis_gives(telemetry):
     for attribute, field, stat in SIZES:
         assert span.attributes[attribute] == getattr(expected, stat), attribute
         assert line[field] == getattr(expected, stat), field
-    assert span.attributes["jax.compile.memory.temp_bytes"] > 0  # a real analysis, read
+    if jax.devices()[0].platform == "cpu":  # a real analysis, read (a TPU fuses it: 0)
+        assert span.attributes["jax.compile.memory.temp_bytes"] > 0
     limit = device_limit()
     if limit is None:  # the CPU: unknown, so absent
         assert "jax.device.memory_limit_bytes" not in span.attributes
@@ -81,6 +83,9 @@ def test_a_recompile_that_needs_more_memory_says_so_beside_its_cause(telemetry):
     assert [s.attributes["jax.compile.count"] for s in spans] == [1, 2, 3]
     before = outer.lower(small).compile().memory_analysis().temp_size_in_bytes
     after = outer.lower(large).compile().memory_analysis().temp_size_in_bytes
+    if after < before + (1 << 20):  # XLA there fused it (a TPU's temp can be 0)
+        pytest.skip(f"{jax.devices()[0].platform}: this program's temporaries do not grow "
+                    f"({before} -> {after} bytes)")
     change = f"temp {human_bytes(before)} -> {human_bytes(after)}"
     grown = spans[1].attributes
     assert grown["jax.compile.cause"] == "x: f32[256] -> f32[2048]"  # the cause as it was

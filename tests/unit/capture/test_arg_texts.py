@@ -6,6 +6,7 @@ import types
 
 import jax
 import jax.numpy as jnp
+from conftest import needs_devices
 
 from otel_jax._capture import _arg_texts
 from otel_jax._capture._signature import UNCOMMITTED
@@ -20,9 +21,9 @@ def test_abstract_types_in_short_form():
 def test_placements():
     assert _arg_texts.placement(jnp.ones(2)) is UNCOMMITTED
     assert _arg_texts.placement(1.0) is UNCOMMITTED  # a host value
-    devices = jax.devices()
+    devices = needs_devices(2)
     committed = _arg_texts.placement(jax.device_put(jnp.ones(2), devices[1]))
-    assert committed.text == "committed cpu:1" and not committed.sharded
+    assert committed.text == f"committed {devices[1].platform}:1" and not committed.sharded
 
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
@@ -34,7 +35,7 @@ def test_placements():
 
 
 def test_placements_of_all_leaves_match_each_leaf_s():
-    devices = jax.devices()
+    devices = needs_devices(2)
     on_one = jax.device_put(jnp.ones(2), devices[1])
     flat = [jnp.ones(2), 1.0, on_one, jax.device_put(jnp.zeros(3), devices[1])]
     assert _arg_texts.placements_of(flat) == tuple(_arg_texts.placement(v) for v in flat)

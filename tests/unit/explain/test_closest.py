@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from conftest import needs_devices
 
 from otel_jax._capture import _signature
 from otel_jax._explain import _closest
@@ -81,7 +82,7 @@ def test_a_sharding_is_closer_to_a_sharding_than_to_one_device():
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    devices = jax.devices()[:4]
+    devices = needs_devices(4)[:4]
     mesh = Mesh(np.array(devices).reshape(2, 2), ("a", "b"))
     x = jnp.ones((4, 4))
     new = build(jax.device_put(x, NamedSharding(mesh, P("b"))))

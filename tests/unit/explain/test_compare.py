@@ -7,6 +7,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+from conftest import needs_devices
 
 from otel_jax._capture import _signature
 from otel_jax._core._vocab import CauseKind
@@ -46,12 +47,14 @@ def test_a_device_and_a_sharding():
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    devices = jax.devices()[:4]
+    devices = needs_devices(4)[:4]
     x = jnp.ones((4, 4))
     on_0 = build(jax.device_put(x, devices[0]), names=("x",))
     on_1 = build(jax.device_put(x, devices[1]), names=("x",))
+    platform = devices[0].platform
     assert changes(on_0, on_1) == [
-        Change("x", CauseKind.DEVICE_PLACEMENT, "committed cpu:0", "committed cpu:1")]
+        Change("x", CauseKind.DEVICE_PLACEMENT, f"committed {platform}:0",
+               f"committed {platform}:1")]
     mesh = Mesh(np.array(devices).reshape(2, 2), ("a", "b"))
     rows = build(jax.device_put(x, NamedSharding(mesh, P("a"))), names=("x",))
     cols = build(jax.device_put(x, NamedSharding(mesh, P(None, "b"))), names=("x",))

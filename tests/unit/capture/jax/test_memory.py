@@ -79,7 +79,9 @@ def test_the_executable_jax_compiled_gives_what_memory_analysis_gives():
                                    expected.output_size_in_bytes,
                                    expected.temp_size_in_bytes,
                                    expected.generated_code_size_in_bytes)
-    assert memory.temp_bytes > 0 and memory.argument_bytes == 384 * 4
+    assert memory.argument_bytes == 384 * 4
+    if jax.devices()[0].platform == "cpu":  # a TPU fuses the program: no temporaries
+        assert memory.temp_bytes > 0
 
 
 class Device:
@@ -118,4 +120,6 @@ def test_an_unknown_limit_is_none(stats):
 
 
 def test_the_cpu_gives_no_limit():
+    if jax.devices()[0].platform != "cpu":
+        pytest.skip(f"a {jax.devices()[0].platform} device: its limit is known")
     assert _memory.memory_limit(jax.devices()[0]) is None
