@@ -171,4 +171,6 @@ def test_python_options_that_keep_the_bootstrap_out_are_said_in_one_line(
     said = [line for line in proc.stderr.splitlines() if line.startswith("otel-jax run:")]
     assert len(said) == 1 and option in said[0] and "cannot be installed" in said[0], \
         proc.stderr
+    # decided before the run folder is made: nothing is left behind
+    assert not list(tmp_path.glob("otel_jax-run-*"))
     assert time.monotonic() - started < TIMEOUT_S

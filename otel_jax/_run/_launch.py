@@ -170,21 +170,27 @@ def main(argv: Sequence[str]) -> int:
         env[RunEnv.HTML] = os.path.abspath(args.html)  # the program may change directory
     else:
         env.pop(RunEnv.HTML, None)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [_BOOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    folder = tempfile.mkdtemp(prefix="otel_jax-run-")
-    env[RunEnv.DIR] = folder
     executable, program_args = program_argv(program)
     refused = _no_bootstrap(program_args)
+    folder: str | None = None
     if refused:
+        # Decided before anything is made: the program runs as without the command, in
+        # its own environment, and no run folder is left behind.
         print(f"otel-jax run: python {refused} ignores PYTHONPATH or sitecustomize: otel_jax "
               "cannot be installed in the program; it runs without it", file=sys.stderr)
+        env = dict(os.environ)
+    else:
+        env["PYTHONPATH"] = os.pathsep.join(
+            [_BOOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        folder = tempfile.mkdtemp(prefix="otel_jax-run-")
+        env[RunEnv.DIR] = folder
     try:
         sys.stdout.flush()
         sys.stderr.flush()
         os.execve(executable, program_args, env)
     except OSError as exc:
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
         print(f"otel-jax run: cannot run {program[0]}: {exc.strerror or exc}", file=sys.stderr)
         return 127
     return 0  # not reached: execve replaced this process
