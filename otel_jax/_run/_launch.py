@@ -137,6 +137,38 @@ def _no_bootstrap(argv: Sequence[str]) -> str | None:
     return None
 
 
+#: Options of ``python`` that take the next word as their value.
+_WITH_VALUE = ("-W", "-X", "--check-hash-based-pycs")
+
+
+def program_name(argv: Sequence[str]) -> str | None:
+    """The name of the program ``argv`` runs, as its own process names it
+    (``_resource.program_name``): the script's stem, a directory's or a zip app's name,
+    the module of ``-m`` (``pkg`` for ``pkg.__main__``), a console script's name; ``None``
+    for ``-c``, ``-`` and an interactive session."""
+    from .._emit._resource import path_name
+
+    if not argv:
+        return None
+    if not _PYTHON.match(os.path.basename(argv[0])):
+        return path_name(argv[0])  # a console script
+    words = iter(argv[1:])
+    for word in words:
+        if word == "--":
+            word = next(words, "-")
+        elif word.startswith("-") and word != "-":
+            if word.startswith(("-c", "-m")):
+                if word.startswith("-c"):
+                    return None
+                module = word[2:] or next(words, "")
+                return module.removesuffix(".__main__") or None
+            if word in _WITH_VALUE:
+                next(words, None)
+            continue
+        return None if word == "-" else path_name(word)
+    return None
+
+
 def main(argv: Sequence[str]) -> int:
     """``otel-jax run``: replaces this process with the program; returns only on an error
     (2: usage, 127: the program cannot be started)."""
@@ -184,6 +216,11 @@ def main(argv: Sequence[str]) -> int:
             [_BOOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         folder = tempfile.mkdtemp(prefix="otel_jax-run-")
         env[RunEnv.DIR] = folder
+        name = program_name(program_args)
+        if name:  # every process of the run is named after it (``_resource``)
+            env[RunEnv.PROGRAM] = name
+        else:
+            env.pop(RunEnv.PROGRAM, None)
     try:
         sys.stdout.flush()
         sys.stderr.flush()
