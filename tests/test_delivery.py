@@ -764,3 +764,35 @@ def test_a_log_output_that_blocks_does_not_keep_the_collector_off():
         release.set()
         otel_jax.uninstall()
         gc.enable()
+
+
+REFUSED_HAZARDS = """
+import structlog, jax, jax.numpy as jnp, otel_jax
+
+def refuse_hazards(logger, method, event_dict):
+    if event_dict.get("event") == "jax.compile.hazard":
+        raise ValueError("no hazard lines here")
+    return event_dict
+
+structlog.configure(processors=[refuse_hazards, structlog.processors.JSONRenderer()])
+otel_jax.install(log_output="structlog")
+f = jax.jit(lambda x: x * 2)
+for n in range(1, 7):  # a new length each call: a shape hazard
+    f(jnp.ones(n))
+otel_jax.flush()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.hazards
+def test_the_exit_says_which_lines_were_dropped_and_why():
+    """A structlog processor of the application's that raises on hazard lines: the exit
+    says hazard lines were dropped because it raised, not that compile lines were, nor
+    that the output did not keep up."""
+    done = _run(REFUSED_HAZARDS)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert '"event": "jax.compile"' in done.stdout + done.stderr  # compile lines went out
+    [said] = [line for line in done.stderr.splitlines() if "were dropped" in line]
+    assert "hazard line" in said and "compile line" not in said, said
+    assert "your structlog configuration raised ValueError" in said, said
+    assert "keep up" not in said, said

@@ -348,3 +348,43 @@ def test_the_bootstrap_imports_nothing_heavy(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
     assert time.monotonic() - start < TIMEOUT_S
+
+
+NAMED = """
+    import multiprocessing as mp, sys
+    import jax, otel_jax
+
+    def service(_=None):
+        handle = otel_jax.installation()
+        return handle.tracer_provider.resource.attributes["service.name"]
+
+    if __name__ == "__main__":
+        worker = "-"
+        if sys.argv[1:] == ["spawn"]:  # (spawn cannot start a directory's __main__ again)
+            with mp.get_context("spawn").Pool(1) as pool:  # its own __main__ is `-c`
+                worker = pool.apply(service)
+        print("SERVICE", service(), worker, flush=True)
+"""
+
+
+@pytest.mark.parametrize("form", ["script", "python-directory", "directory", "zip"])
+def test_every_process_of_the_run_is_named_after_the_program(tmp_path: Path, form: str) -> None:
+    """One service per program: its spawned workers carry its name, and a directory or a
+    zip app (its ``__main__.py``) is named after the directory or the zip, as ``python
+    pkgdir`` users would expect."""
+    import zipfile
+
+    if form == "script":
+        args = [str(write(tmp_path / "trainer.py", NAMED)), "spawn"]
+    elif form == "zip":
+        with zipfile.ZipFile(tmp_path / "trainer.pyz", "w") as archive:
+            archive.writestr("__main__.py", textwrap.dedent(NAMED))
+        args = [sys.executable, str(tmp_path / "trainer.pyz")]
+    else:
+        write(tmp_path / "trainer" / "__main__.py", NAMED)
+        args = ([sys.executable, "trainer"] if form == "python-directory" else ["trainer"])
+    proc = run("--log-output", "none", "--summary", "never", *args, cwd=tmp_path,
+               environ=env(OTEL_TRACES_EXPORTER="console", JAX_PLATFORMS="cpu"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    worker = "trainer" if form == "script" else "-"
+    assert f"SERVICE trainer {worker}" in proc.stdout, proc.stderr[-3000:]

@@ -172,4 +172,79 @@ def test_python_options_that_keep_the_bootstrap_out_are_said_in_one_line(
     said = [line for line in proc.stderr.splitlines() if line.startswith("otel-jax run:")]
     assert len(said) == 1 and option in said[0] and "cannot be installed" in said[0], \
         proc.stderr
+    # decided before the run folder is made: nothing is left behind
+    assert not list(tmp_path.glob("otel_jax-run-*"))
     assert time.monotonic() - started < TIMEOUT_S
+
+
+POOLS = """
+    import multiprocessing as mp, sys
+    import jax, jax.numpy as jnp
+
+    def work(k):
+        jax.jit(lambda x: x + k)(jnp.ones(k % 7 + 1)).block_until_ready()
+        return k
+
+    if __name__ == "__main__":
+        context = mp.get_context(sys.argv[1])  # the parent never starts JAX's backend
+        for run in range(int(sys.argv[2])):
+            # __exit__ calls terminate(): SIGTERM to workers that may still be emitting
+            with context.Pool(4) as pool:
+                assert pool.map(work, range(32 * run, 32 * run + 32)) == list(
+                    range(32 * run, 32 * run + 32))
+"""
+
+
+@pytest.mark.parametrize("method", ["fork"])
+def test_every_compile_of_a_pools_workers_arrives(tmp_path: Path, method: str) -> None:
+    """A ``Pool`` in a ``with`` statement, 10 times over: its workers are terminated as
+    soon as the parent has their results, yet every compile's JSON line, span (at a real
+    OTLP receiver) and summary entry is there."""
+    import logging
+    import threading
+
+    from conftest import free_port
+    from oteltest.sink import HttpSink
+    from oteltest.sink.handler import RequestHandler
+
+    class Spans(RequestHandler):
+        def __init__(self) -> None:
+            self.names: list[str] = []
+            self.lock = threading.Lock()
+
+        def handle_trace(self, request, headers):  # type: ignore[no-untyped-def]
+            with self.lock:
+                self.names += [s.name for rs in request.resource_spans
+                               for ss in rs.scope_spans for s in ss.spans]
+
+        def handle_metrics(self, request, headers):  # type: ignore[no-untyped-def]
+            pass
+
+        def handle_logs(self, request, headers):  # type: ignore[no-untyped-def]
+            pass
+
+    runs, spans, port = 10, Spans(), free_port()
+    sink = HttpSink(spans, logging.getLogger("otlp-receiver"), port=port)
+    sink.start()
+    try:
+        script = write(tmp_path / "pools.py", POOLS)
+        proc = run("--summary", "always", str(script), method, str(runs), cwd=tmp_path,
+                   environ=env(tmp_path, OTEL_TRACES_EXPORTER="otlp",
+                               OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}"))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        expected = 32 * runs
+        lines = [line for line in proc.stderr.splitlines()
+                 if '"event": "jax.compile"' in line and "<lambda>" in line]
+        assert len(lines) == expected, proc.stderr[-3000:]
+        assert f"otel-jax run: {expected} compiles," in proc.stderr, proc.stderr[-3000:]
+        deadline = time.monotonic() + 30  # the exports were made before the workers ended
+        while time.monotonic() < deadline:
+            with spans.lock:
+                arrived = sum(name == "jax.compile work.<locals>.<lambda>"
+                              for name in spans.names)
+            if arrived >= expected:
+                break
+            time.sleep(0.2)
+        assert arrived == expected, (arrived, proc.stderr[-3000:])
+    finally:
+        sink.stop()

@@ -348,6 +348,10 @@ class RunEnv:
     SUMMARY: Final = "OTEL_JAX_RUN_SUMMARY"
     #: Where the top process writes the HTML page at exit (unset: none).
     HTML: Final = "OTEL_JAX_RUN_HTML"
+    #: The program's name (``train`` for ``train.py``, a directory's or a zip's name, the
+    #: module of ``-m``): the service name of every process of the run, spawned workers
+    #: included, where nothing else names it (unset: a program with no name, ``-c``).
+    PROGRAM: Final = "OTEL_JAX_RUN_PROGRAM"
 
 
 class RankWire:

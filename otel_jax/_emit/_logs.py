@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 import weakref
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, MutableMapping
 from datetime import datetime, timezone
 from typing import IO, Any, Final, Literal, get_args
@@ -83,6 +83,13 @@ _WRITER_POLL_S = 0.05
 EXIT_FLUSH_S = 1.0
 #: How long ``uninstall()`` waits, at most.
 UNINSTALL_FLUSH_S = 2.0
+#: What a dropped line was, by its event, for the words that say so (else ``warning``).
+_WHAT = {EVENT_COMPILE: "compile", EVENT_HAZARD: "hazard", _vocab.EVENT_STEP: "step"}
+#: Why lines were dropped, in those words.
+_FULL = "the log output did not keep up: its queue was full"
+_CLOSED = "they came after uninstall() closed the log output"
+_WRITER_ENDED = "the writer thread ended with them"
+_NO_WRITER = "no thread could be started to write them"
 #: Compiles whose ``contextvars`` context is kept for a later divergence report of the
 #: same compile (reported within ``divergence_timeout_s``, from another thread).
 _KEPT_CONTEXTS = 1024
@@ -231,6 +238,8 @@ class LogEmitter:
         self._pid = os.getpid()
         #: Lines dropped: the queue was full (the output did not keep up) or writing failed.
         self.dropped = 0
+        #: The same lines by (what: ``compile``, ``hazard``…, why), for the exit's words.
+        self.drops: Counter[tuple[str, str]] = Counter()
 
     # --- the compiling thread's side -------------------------------------------------
 
@@ -280,9 +289,9 @@ class LogEmitter:
         closed = False
         with self._cond:
             if self._closed or len(self._queue) >= self._queue_size:
-                self.dropped += 1
-                dropped = self.dropped
                 closed = self._closed
+                self._drop_locked([line], _CLOSED if closed else _FULL)
+                dropped = self.dropped
             else:
                 self._queue.append(line)
                 self._pending += 1
@@ -317,7 +326,7 @@ class LogEmitter:
                 Topic.LOG_DROPPED,
                 f"otel_jax: {self._queue_size} log lines were waiting to be written to the "
                 f"{self._output_name}{self._described()} when another came: "
-                f"{dropped} compile log line(s) dropped so far, and lines are dropped "
+                f"{dropped} log line(s) dropped so far, and lines are dropped "
                 "while the queue stays full; the jit calls are unaffected. The count of "
                 "dropped lines is said again when the process exits.")
 
@@ -339,6 +348,7 @@ class LogEmitter:
         if lost > 0:
             self._pending -= lost
             self.dropped += lost
+            self.drops["log", _WRITER_ENDED] += lost
         self._thread = None
         if not self._queue:
             return False
@@ -379,7 +389,7 @@ class LogEmitter:
                 with self._cond:
                     self._pending -= len(batch)
                     if not written:  # the writer ends with them (see _serve)
-                        self.dropped += len(batch)
+                        self._drop_locked(batch, _WRITER_ENDED)
                     self._cond.notify_all()
 
     def _write(self, batch: list[_Line]) -> None:
@@ -392,9 +402,14 @@ class LogEmitter:
             return self._failopen.call(f"{self._output_name} fields", fields, None)
         return fields
 
-    def _count_dropped(self, lines: int) -> None:
+    def _count_dropped(self, lines: list[_Line], why: str) -> None:
         with self._cond:
-            self.dropped += lines
+            self._drop_locked(lines, why)
+
+    def _drop_locked(self, lines: list[_Line], why: str) -> None:
+        self.dropped += len(lines)
+        for line in lines:
+            self.drops[_WHAT.get(line[2], "warning"), why] += 1
 
     # --- flushing ------------------------------------------------------------------------
 
@@ -483,7 +498,7 @@ class JsonLogEmitter(LogEmitter):
                 if flush is not None:
                     flush()
         except Exception as exc:  # a closed or broken stream: count the lines, warn once
-            self._count_dropped(len(batch))
+            self._count_dropped(batch, f"writing them failed ({type(exc).__name__})")
             if writable_now(sys.stderr):
                 self._failopen.warn_once(
                     WarnKey(Topic.LOG_WRITE, type(exc).__name__),
@@ -576,7 +591,8 @@ class StructlogEmitter(LogEmitter):
             try:
                 self._send(line)
             except Exception as exc:  # the application's processors or handlers
-                self._count_dropped(1)
+                self._count_dropped([line], f"your structlog configuration raised "
+                                            f"{type(exc).__name__}")
                 if writable_now(sys.stderr):
                     self._failopen.warn_once(
                         WarnKey(Topic.STRUCTLOG_LINE, type(exc).__name__),
@@ -613,11 +629,15 @@ def _at_exit() -> None:
     """Bounded: wait a moment for queued lines, then say how many were dropped."""
     try:
         flush_all(EXIT_FLUSH_S)
-        dropped = sum(e.dropped + e.unwritable() for e in list(_live) if e._pid == os.getpid())
+        drops: Counter[tuple[str, str]] = Counter()
+        for emitter in list(_live):
+            if emitter._pid == os.getpid():
+                drops.update(emitter.drops)
+                drops["log", _NO_WRITER] += emitter.unwritable()
+        said = dropped_words(drops)
         stream = sys.stderr
-        if dropped and stream is not None and writable_now(stream):
-            message = (f"otel_jax: {dropped} compile log line(s) were dropped in this "
-                       "process: the log output did not keep up or failed.\n")
+        if said and stream is not None and writable_now(stream):
+            message = f"otel_jax: log lines were dropped in this process: {said}.\n"
             fd = _process_fd(stream)
             if fd is not None:
                 os.write(fd, message.encode("utf-8", "backslashreplace"))
@@ -625,6 +645,16 @@ def _at_exit() -> None:
                 stream.write(message)
     except Exception:  # exit must never fail or hang because of otel_jax
         pass
+
+
+def dropped_words(drops: Counter[tuple[str, str]]) -> str:
+    """``2 hazard lines (your structlog configuration raised ValueError); 1 compile line
+    (the log output did not keep up)``: what was dropped and why, or ``""`` for nothing."""
+    by_why: dict[str, list[str]] = {}
+    for (what, why), count in sorted(drops.items()):
+        if count > 0:
+            by_why.setdefault(why, []).append(f"{count} {what} line{'' if count == 1 else 's'}")
+    return "; ".join(f"{' and '.join(lines)} ({why})" for why, lines in by_why.items())
 
 
 def _after_fork_in_child() -> None:

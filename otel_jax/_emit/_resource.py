@@ -4,9 +4,13 @@ OpenTelemetry's SDK names a service that nobody named ``unknown_service:<executa
 (``unknown_service:python``): every program of a machine would land under that one name
 in Jaeger and Prometheus. Where neither ``OTEL_SERVICE_NAME`` nor ``OTEL_RESOURCE_ATTRIBUTES``
 (nor a resource detector) names the service, the default is the program's name instead:
-the script's stem (``train`` for ``python train.py``), or the module's name for
-``python -m pkg.train`` (``pkg`` for a package's ``__main__``). A program with no name
-(``python -c``, an interactive session, a notebook) keeps the SDK's default.
+the script's stem (``train`` for ``python train.py``), the directory's or the zip's name for
+``python pkgdir`` or ``python app.pyz`` (their ``__main__.py``), or the module's name for
+``python -m pkg.train`` (``pkg`` for a package's ``__main__``). Under ``otel-jax run`` every
+process of the run is named after the program the command started (``RunEnv.PROGRAM``):
+its ``multiprocessing`` workers too, whose ``__main__`` is ``-c`` (spawn) or the parent's.
+A program with no name (``python -c``, an interactive session, a notebook) keeps the SDK's
+default.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import os
 import sys
 from types import ModuleType
 from typing import Any
+
+from .._core._vocab import RunEnv
 
 #: The resource attribute that names the service.
 SERVICE_NAME = "service.name"
@@ -33,9 +39,22 @@ def program_name(main: ModuleType | None = None) -> str | None:
         return name.removesuffix(_MAIN_SUFFIX) or None
     path = getattr(main, "__file__", None)
     if isinstance(path, str) and path:
-        stem = os.path.splitext(os.path.basename(path))[0]
-        return stem or None
+        return path_name(path)
     return None
+
+
+def path_name(path: str) -> str | None:
+    """The name of the program ``python path`` runs: the file's stem, or for the
+    ``__main__.py`` of a directory or a zip app, the directory's name or the zip's stem."""
+    path = path.rstrip("/" + os.sep)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    if stem == "__main__":
+        parent = os.path.dirname(path)
+        name = os.path.basename(parent)
+        stem = name if os.path.isdir(parent) else os.path.splitext(name)[0]
+    elif os.path.isdir(path):
+        stem = os.path.basename(path)
+    return stem or None
 
 
 def _sdk_default_name() -> str:
@@ -54,7 +73,7 @@ def resource(main: ModuleType | None = None) -> Any:
         return created  # named by the environment or a detector
     if OTELResourceDetector().detect().attributes.get(SERVICE_NAME):
         return created  # named so on purpose, the same as the SDK's default
-    name = program_name(main)
+    name = os.environ.get(RunEnv.PROGRAM) or program_name(main)
     if name is None:
         return created
     return created.merge(Resource({SERVICE_NAME: name}))

@@ -144,8 +144,22 @@ def _remove_on_sigterm(pid: int, folder: str) -> None:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
+    def in_child() -> None:
+        # A forked child (a Pool's worker) gets the default action back, as the program
+        # left it: the folder is not the child's, and a worker ended by terminate() dies
+        # of the signal at once, as without otel_jax (a Python handler runs only once the
+        # main thread is back from C, which a worker blocked on its queue's lock never
+        # is), or flushes first where install() asks for that (``_setup._exit``).
+        try:
+            if signal.getsignal(signal.SIGTERM) is on_sigterm:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+
     try:
         signal.signal(signal.SIGTERM, on_sigterm)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=in_child)
     except (OSError, ValueError):
         pass
 

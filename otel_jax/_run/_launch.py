@@ -137,6 +137,38 @@ def _no_bootstrap(argv: Sequence[str]) -> str | None:
     return None
 
 
+#: Options of ``python`` that take the next word as their value.
+_WITH_VALUE = ("-W", "-X", "--check-hash-based-pycs")
+
+
+def program_name(argv: Sequence[str]) -> str | None:
+    """The name of the program ``argv`` runs, as its own process names it
+    (``_resource.program_name``): the script's stem, a directory's or a zip app's name,
+    the module of ``-m`` (``pkg`` for ``pkg.__main__``), a console script's name; ``None``
+    for ``-c``, ``-`` and an interactive session."""
+    from .._emit._resource import path_name
+
+    if not argv:
+        return None
+    if not _PYTHON.match(os.path.basename(argv[0])):
+        return path_name(argv[0])  # a console script
+    words = iter(argv[1:])
+    for word in words:
+        if word == "--":
+            word = next(words, "-")
+        elif word.startswith("-") and word != "-":
+            if word.startswith(("-c", "-m")):
+                if word.startswith("-c"):
+                    return None
+                module = word[2:] or next(words, "")
+                return module.removesuffix(".__main__") or None
+            if word in _WITH_VALUE:
+                next(words, None)
+            continue
+        return None if word == "-" else path_name(word)
+    return None
+
+
 def main(argv: Sequence[str]) -> int:
     """``otel-jax run``: replaces this process with the program; returns only on an error
     (2: usage, 127: the program cannot be started)."""
@@ -170,21 +202,32 @@ def main(argv: Sequence[str]) -> int:
         env[RunEnv.HTML] = os.path.abspath(args.html)  # the program may change directory
     else:
         env.pop(RunEnv.HTML, None)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [_BOOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    folder = tempfile.mkdtemp(prefix="otel_jax-run-")
-    env[RunEnv.DIR] = folder
     executable, program_args = program_argv(program)
     refused = _no_bootstrap(program_args)
+    folder: str | None = None
     if refused:
+        # Decided before anything is made: the program runs as without the command, in
+        # its own environment, and no run folder is left behind.
         print(f"otel-jax run: python {refused} ignores PYTHONPATH or sitecustomize: otel_jax "
               "cannot be installed in the program; it runs without it", file=sys.stderr)
+        env = dict(os.environ)
+    else:
+        env["PYTHONPATH"] = os.pathsep.join(
+            [_BOOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        folder = tempfile.mkdtemp(prefix="otel_jax-run-")
+        env[RunEnv.DIR] = folder
+        name = program_name(program_args)
+        if name:  # every process of the run is named after it (``_resource``)
+            env[RunEnv.PROGRAM] = name
+        else:
+            env.pop(RunEnv.PROGRAM, None)
     try:
         sys.stdout.flush()
         sys.stderr.flush()
         os.execve(executable, program_args, env)
     except OSError as exc:
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
         print(f"otel-jax run: cannot run {program[0]}: {exc.strerror or exc}", file=sys.stderr)
         return 127
     return 0  # not reached: execve replaced this process

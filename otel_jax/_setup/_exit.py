@@ -7,7 +7,9 @@ SIGTERM, from ``terminate()``: a ``Pool`` left by its ``with`` statement):
 and spans or log records still in a batch processor's queue, would die with it. The one
 hook that runs there is ``multiprocessing``'s own: its finalizers, run by the child's exit
 path (``util._exit_function``), and a SIGTERM handler where the signal had its default
-action. Each forked child registers them, through the after-fork
+action; in a ``Pool``'s worker, no handler but a flush after each task that compiled,
+before its result is sent (see ``_flush_after_each_task``). Each forked child registers
+them, through the after-fork
 callbacks ``multiprocessing`` runs in every child it starts (after it cleared the parent's
 finalizers). A child that calls ``os._exit`` itself, or ``os.fork()`` without
 ``multiprocessing``, may still lose what was queued: nothing runs at such an exit.
@@ -53,9 +55,10 @@ def flush_in_forked_children(flush: Callable[[], None]) -> None:
 
 
 def _in_child(_token: _Token) -> None:
-    """In a child ``multiprocessing`` just forked: flush at its exit (first among the
-    finalizers of priority 0 that came before it, before its queues' feeder threads end),
-    and when ``terminate()`` ends it (SIGTERM: a ``Pool`` left by its ``with`` statement)."""
+    """In a child ``multiprocessing`` just forked: flush at its exit (first among the finalizers of
+    priority 0 that came before it, before its queues' feeder threads end); in a ``Pool``'s
+    worker also after each task, before its result is sent; in another child when
+    ``terminate()`` ends it (SIGTERM, where it has its default action)."""
     global _state
     _state = _NOT_YET
     try:
@@ -64,7 +67,94 @@ def _in_child(_token: _Token) -> None:
         util.Finalize(None, _at_child_exit, exitpriority=0)
     except Exception:
         pass
-    _flush_on_sigterm()
+    if not _flush_after_each_task():
+        _flush_on_sigterm()
+
+
+class _Compiles:
+    """The last emitter of install()'s route: counts the compiles emitted (on the
+    background thread), so that a worker's task that compiled nothing costs no export."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def compile(self, record: Any, link: Any) -> None:
+        self.count += 1
+
+    def storm(self, storm: Any) -> None:
+        pass
+
+    def divergence(self, divergence: Any) -> None:
+        pass
+
+
+COMPILES = _Compiles()
+#: How long a Pool worker's flush after a task that compiled waits, at most.
+TASK_FLUSH_S = 2.0
+_task_flush: Callable[[bool], bool] | None = None
+_flushed_at = 0  # COMPILES.count at the worker's last flush
+_exports_answer = True  # a flush that timed out: the next tasks do not wait for exports
+
+
+def flush_after_tasks(flush: Callable[[bool], bool]) -> None:
+    """What a Pool worker runs after each task that compiled: ``flush(exports)`` (with
+    ``exports``, the providers' too), whether all of it was done in time (see
+    ``_flush_after_each_task``)."""
+    global _task_flush
+    _task_flush = flush
+
+
+def _flush_after_each_task() -> bool:
+    """In a ``multiprocessing.Pool`` worker: flush after each task, before its result goes
+    to the parent; whether this process is one.
+
+    The parent may end its workers as soon as it has their results (``terminate()``, from
+    a ``Pool``'s ``with`` statement): SIGTERM, whose default action runs nothing. No
+    handler is set for it (one written in Python runs only when the main thread comes
+    back to the interpreter, which a worker waiting on the pool's queue lock that a
+    terminated worker held never does: the pool's ``join`` would wait forever); the
+    worker's ``outqueue.put``, which ``multiprocessing.pool.worker`` reads once it
+    starts (after this runs), flushes first instead. A task that compiled nothing costs
+    one look at a counter."""
+    try:
+        from multiprocessing import current_process, pool
+
+        process, worker = current_process(), getattr(pool, "worker", None)
+        if worker is None or getattr(process, "_target", None) is not worker:
+            return False
+        outqueue = process._args[1]  # type: ignore[attr-defined]
+        put = outqueue.put
+    except Exception:
+        return False
+
+    def flushed_put(obj: Any) -> None:
+        _after_task()
+        put(obj)
+
+    try:
+        outqueue.put = flushed_put
+    except Exception:
+        return False
+    return True
+
+
+def _after_task() -> None:
+    global _flushed_at, _exports_answer
+    flush = _task_flush
+    if flush is None:
+        return
+    try:
+        from .._pipeline._background import WORKER
+        from .._pipeline._engine import ENGINE
+
+        if (COMPILES.count == _flushed_at and not WORKER.pending
+                and not ENGINE._pending and not ENGINE._made):
+            return
+        done = flush(_exports_answer)
+        _flushed_at = COMPILES.count
+        _exports_answer = _exports_answer and done
+    except Exception:  # the worker's task result must still go
+        pass
 
 
 #: Where the child's exit flush is: not yet, running, done; and whether SIGTERM came

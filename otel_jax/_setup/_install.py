@@ -278,7 +278,8 @@ def install(
         # other emitter: the order in which those run does not matter. Without log
         # lines, storms and divergences are WARNINGs on the ``logging`` logger.
         route = Route(ENGINE.failopen, SpanEmitter(tracer, eager_op_spans),
-                      sinks if json_log is not None else [*sinks, STDLIB_WARNINGS])
+                      [*(sinks if json_log is not None else [*sinks, STDLIB_WARNINGS]),
+                       _exit.COMPILES])
         STEPS.telemetry = StepTelemetry(tracer, providers.meter_provider.get_meter(
             scope, __version__), [e for e in (json_log, *extra) if e is not None])
         ENGINE.connect(route)
@@ -290,6 +291,7 @@ def install(
         atexit.unregister(_flush_at_exit)
         atexit.register(_flush_at_exit)
         _exit.flush_in_forked_children(_flush_in_child)
+        _exit.flush_after_tasks(_flush_after_task)
         from .._emit import _barrier  # the SDK's span processor: imported at install()
 
         barriers = _barrier.attach(_flush_for_provider, providers.tracer_provider,
@@ -458,6 +460,20 @@ def _flush_in_child() -> None:
         _exit.flush_providers(current.tracer_provider, current.meter_provider,
                               current.logger_provider)
     _logs.flush_all(_logs.EXIT_FLUSH_S)
+
+
+def _flush_after_task(exports: bool) -> bool:
+    """A ``multiprocessing.Pool`` worker's task compiled: its lines are written and, with
+    ``exports``, its spans, points and records exported, before the parent has the result
+    (and may terminate the worker); bounded. Whether all of it was done in time."""
+    current = _current
+    started = time.monotonic()
+    done = flush(_exit.TASK_FLUSH_S)
+    if current is not None and exports:
+        _exit.flush_providers(current.tracer_provider, current.meter_provider,
+                              current.logger_provider, seconds=_exit.TASK_FLUSH_S)
+        done = done and time.monotonic() - started < 2 * _exit.TASK_FLUSH_S
+    return done
 
 
 def installation() -> Installation | None:

@@ -26,6 +26,8 @@ def main_module(file: str | None = None, spec_name: str | None = None) -> types.
     (main_module("/home/me/bin/pytest"), "pytest"),  # a console script
     (main_module("/src/pkg/trainer.py", "pkg.trainer"), "pkg.trainer"),  # python -m pkg.trainer
     (main_module("/src/pkg/__main__.py", "pkg.__main__"), "pkg"),  # python -m pkg
+    (main_module("/src/trainer/__main__.py"), "trainer"),  # python trainer (a directory)
+    (main_module("/src/trainer.pyz/__main__.py"), "trainer"),  # python trainer.pyz
     (main_module(), None),  # python -c, an interactive session, a notebook
     (main_module(""), None),
 ])
@@ -73,3 +75,11 @@ def test_the_sdks_default_name_given_on_purpose_is_kept(unnamed):
     unnamed.setenv("OTEL_SERVICE_NAME", _resource._sdk_default_name())
     made = _resource.resource(main_module("/home/me/train.py"))
     assert made.attributes["service.name"] == _resource._sdk_default_name()
+
+
+def test_otel_jax_run_names_every_process_after_its_program(unnamed):
+    """A worker whose own ``__main__`` has no name (spawn's ``-c``) or another's."""
+    unnamed.setenv("OTEL_JAX_RUN_PROGRAM", "trainer")
+    assert _resource.resource(main_module()).attributes["service.name"] == "trainer"
+    unnamed.setenv("OTEL_SERVICE_NAME", "named")  # the environment still wins
+    assert _resource.resource(main_module()).attributes["service.name"] == "named"
