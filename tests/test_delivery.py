@@ -16,7 +16,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 import warnings
 from pathlib import Path
 
@@ -475,11 +474,20 @@ def test_compiles_inside_otel_jax_never_hang_and_are_all_counted(tmp_path, how):
 
 
 FINALIZERS = """
-import collections, json, sys, threading
+import atexit, collections, json, os, sys, threading
+late = []  # set once otel_jax's exit handlers ran: registered before otel_jax's own
+atexit.register(late.append, True)
 import jax, numpy as np
+from jax._src import monitoring
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 import otel_jax
+
+counted = collections.Counter()  # backend compiles, by JAX's name for the function
+def listener(event, duration, **kwargs):
+    if event == "/jax/core/compile/backend_compile_duration":
+        counted[kwargs.get("fun_name")] += 1
+monitoring.register_event_duration_secs_listener(listener)
 
 class Encoding(SpanExporter):  # allocates as it exports, as an encoder does
     def export(self, spans):
@@ -491,6 +499,7 @@ provider = TracerProvider()
 provider.add_span_processor(SimpleSpanProcessor(Encoding()))
 otel_jax.install(tracer_provider=provider, log_output=open(sys.argv[1], "a", buffering=1))
 ran_on = collections.Counter()  # where the collector ran the finalizers
+OURS = ("otel_jax-",)
 
 @jax.jit
 def inside_fn(x):
@@ -503,9 +512,13 @@ class Compiles:
         self.load = [object() for _ in range(20)]
     def __del__(self):
         name = threading.current_thread().name
+        if late or sys.is_finalizing():
+            if name.startswith(OURS):  # the interpreter tears down: none may run there
+                os.write(1, f"LATE-ON {name}\\n".encode())
+            return
         ran_on[name] += 1
         if name != "MainThread":  # on a thread of otel_jax's: a compile there
-            Compiles.made += 1
+            Compiles.made = min(Compiles.made + 1, 12)  # then calls that compile nothing
             inside_fn(np.ones(Compiles.made, np.float32))
 
 @jax.jit
@@ -517,7 +530,7 @@ for n in range(1, 61):
     for _ in range(40):
         Compiles()  # garbage made while otel_jax emits
 assert otel_jax.flush(60)
-print("RAN", json.dumps(ran_on), flush=True)
+print("RAN", json.dumps(ran_on), counted["jit(inside_fn)"], flush=True)
 for n in range(61, 66):  # left to the exit, with garbage for its collections
     step_fn(np.ones(n, np.float32))
     for _ in range(40):
@@ -526,21 +539,25 @@ for n in range(61, 66):  # left to the exit, with garbage for its collections
 
 
 @pytest.mark.slow
-def test_finalizers_run_on_the_programs_threads_never_on_otel_jaxs(tmp_path):
-    # The collector runs finalizers on whichever thread allocates past its threshold:
-    # never on otel_jax's emission or log thread, where a compile would hold telemetry up
-    # and, at the exit, abort the process. Under load (garbage made while otel_jax emits)
-    # and at the exit.
+def test_finalizers_that_compile_on_otel_jaxs_threads_are_captured_and_never_run_at_teardown(
+        tmp_path):
+    # The collector runs finalizers on whichever thread allocates past its threshold,
+    # otel_jax's emission thread too (its exporter allocates): a finalizer's compile there
+    # is captured like any other and holds nothing up. At the exit otel_jax's threads end
+    # before the interpreter tears down: no finalizer runs on them then.
     log = tmp_path / "compiles.jsonl"
     done = _run(FINALIZERS, str(log), timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    [ran] = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines()
+    assert "LATE-ON" not in done.stdout, done.stdout
+    [ran] = [line.split(" ", 1)[1] for line in done.stdout.splitlines()
              if line.startswith("RAN ")]
-    assert set(ran) == {"MainThread"} and ran["MainThread"] > 1000, ran
+    ran_on, inside = json.loads(ran.rsplit(" ", 1)[0]), int(ran.rsplit(" ", 1)[1])
+    assert sum(ran_on.values()) > 1000 and "otel_jax-emit" in ran_on, ran_on
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     reported = collections.Counter(line["function"].rsplit(".", 1)[-1] for line in lines
                                    if line["event"] == "jax.compile")
-    assert reported == {"step_fn": 65}, reported
+    assert reported["step_fn"] == 65
+    assert reported["inside_fn"] >= inside, (reported, ran_on)
 
 
 def test_otel_jaxs_threads_leave_the_programs_collector_as_they_found_it():
@@ -690,58 +707,9 @@ def test_an_interrupted_program_dies_of_the_interrupt_as_without_otel_jax():
     assert "KeyboardInterrupt" in installed.stderr
 
 
-SIGNAL_IN_THE_HOLD = """
-import signal, sys
-import jax, jax.numpy as jnp
-from opentelemetry.sdk.trace import TracerProvider
-import otel_jax
-from otel_jax._pipeline import _background
-
-otel_jax.install(tracer_provider=TracerProvider(), log_output=None)
-f = jax.jit(lambda x: x + 1)
-compiled = []
-
-def handler(signum, frame):
-    f(jnp.ones(len(compiled) + 2))  # a compile, handed to the background thread
-    compiled.append(signum)
-
-signal.signal(signal.SIGALRM, handler)
-if sys.argv[1] == "start":
-    # The main thread inside Collector.hold() (starting otel_jax's thread for its first
-    # compile) when the signal comes: the handler's compile starts that thread itself.
-    with _background._lock:
-        signal.raise_signal(signal.SIGALRM)
-else:
-    # The main thread inside give_up_overdue() (the collector held off too long) when the
-    # signal comes: the handler's compile hands its work over and looks again.
-    f(jnp.ones(1))
-    assert otel_jax.flush(60)
-    with _background._lock:
-        _background._turned_off, _background._off_since = True, 0.0
-        signal.raise_signal(signal.SIGALRM)
-    _background._turned_off = False
-assert compiled and otel_jax.flush(60)
-print("OK", len(otel_jax.compile_history(f)))
-"""
-
-
-@pytest.mark.parametrize("where", ["start", "overdue"])
-def test_a_signal_handler_that_compiles_inside_the_collectors_lock_does_not_hang(where):
-    # A signal handler runs on the main thread between any two of its bytecodes, inside
-    # otel_jax's own code too: where the main thread holds the collector's lock, the
-    # handler's compile must not wait for it (it never comes back: a deadlock).
-    try:
-        done = _run(SIGNAL_IN_THE_HOLD, where, timeout=120)
-    except subprocess.TimeoutExpired:
-        pytest.fail("the signal handler's compile waited for the lock its thread held")
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["OK", "1" if where == "start" else "2"], done.stdout
-
-
 def test_a_log_output_that_blocks_does_not_keep_the_collector_off():
     # The log writer blocked in the program's stream (a pipe nobody reads, a network
-    # handler) holds the collector off; with no compile coming, otel_jax's other thread
-    # turns it on again once the hold is overdue: the program's garbage is still collected.
+    # handler): the program's collector is the program's all along.
     otel_jax.uninstall()
     entered, release = threading.Event(), threading.Event()
 
@@ -755,10 +723,12 @@ def test_a_log_output_that_blocks_does_not_keep_the_collector_off():
     try:
         jax.jit(lambda x: x * 3)(jnp.ones(3))
         assert entered.wait(60)
-        deadline = time.monotonic() + 30
-        while not gc.isenabled() and time.monotonic() < deadline:
-            time.sleep(0.05)
         assert gc.isenabled()
+        before = gc.get_stats()[0]["collections"]
+        for _ in range(20_000):  # cyclic garbage, freed by young collections
+            cycle: list = []
+            cycle.append(cycle)
+        assert gc.get_stats()[0]["collections"] > before
     finally:
         release.set()
         otel_jax.uninstall()

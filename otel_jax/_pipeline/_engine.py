@@ -406,6 +406,13 @@ class Engine:
         depth = self._enter()
         try:
             while self._made:
+                # A processor that compiles at every span keeps this loop going: at the
+                # process's exit, once the thread's bound passed, the rest is dropped.
+                if WORKER.overdue():
+                    lost = len(self._made)
+                    self._made.clear()
+                    WORKER.drop_at_end(lost)
+                    return
                 made = self._made.popleft()
                 with at_site(made.record.callsite):
                     made.context.run(self._emit_later, made.record, made.storm, made.route)
