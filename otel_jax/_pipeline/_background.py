@@ -92,7 +92,10 @@ def ends_at_exit(holder: Ends) -> None:
 def end_threads_at_exit(seconds: float = EXIT_END_S) -> list[threading.Thread]:
     """Ask each of otel_jax's long-lived threads to end, wait for them at most ``seconds``
     in all, and say in one warning which did not end and what code they were running.
-    The threads that did not end."""
+    Within the same bound, a thread of otel_jax's or of the OpenTelemetry SDK (its batch
+    processors', its metric reader's) that is inside JAX (a finalizer of the program's that
+    the collector ran there, an exporter that compiles) is waited for too. The threads
+    still running."""
     deadline = time.monotonic() + max(0.0, seconds)
     threads = []
     for holder in list(_ENDING):
@@ -104,14 +107,40 @@ def end_threads_at_exit(seconds: float = EXIT_END_S) -> list[threading.Thread]:
             threads.append(thread)
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
-    stuck = [thread for thread in threads if thread.is_alive()]
+    while True:
+        in_jax = [t for t in threading.enumerate()
+                  if t not in threads and t.name.startswith(_WATCHED) and _inside_jax(t)]
+        if not in_jax or time.monotonic() >= deadline:
+            break
+        time.sleep(0.01)
+    stuck = [thread for thread in threads if thread.is_alive()] + in_jax
     if stuck:
         running = "; ".join(f"{t.name} in {_running(t)}" for t in stuck)
-        emit(f"otel_jax: at exit, otel_jax's thread still ran code it had called after the "
-             f"exit's bound ({running}): the process exits without waiting for it, and "
-             "what that thread had still to emit is lost. A span processor, exporter or "
-             "log handler that blocks or compiles at exit keeps it there.")
+        emit(f"otel_jax: at exit, a thread of otel_jax's or of its exporters still ran code "
+             f"it had called after the exit's bound ({running}): the process exits without "
+             "waiting for it, and what that thread had still to emit is lost. A span "
+             "processor, exporter or log handler that blocks at exit, or a finalizer or "
+             "processor that compiles there, keeps it there.")
     return stuck
+
+
+#: The names of the threads, besides those :func:`ends_at_exit` ends, that the exit waits
+#: for while they are inside JAX: otel_jax's (its bounded exports) and the OpenTelemetry
+#: SDK's (``OtelBatchSpanRecordProcessor``, ``OtelPeriodicExportingMetricReader``).
+_WATCHED = ("otel_jax-", "Otel")
+
+
+def _inside_jax(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is inside JAX now (a frame of its package on its stack): a daemon
+    thread there when the interpreter tears down can abort the process."""
+    jax = sys.modules.get("jax")
+    where = os.path.dirname(getattr(jax, "__file__", None) or "/nowhere/jax/") + os.sep
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(where):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _running(thread: threading.Thread) -> str:
