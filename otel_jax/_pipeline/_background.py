@@ -70,6 +70,10 @@ Job = Callable[[], None]
 #: How long the exit waits, at most, for otel_jax's threads to end once asked to (after
 #: the exit's flushes, which have bounds of their own).
 EXIT_END_S = 1.0
+#: How much longer the exit waits for a thread that is inside JAX (a compile of a
+#: finalizer's or a span processor's): a daemon thread there when the interpreter tears down
+#: aborts the process.
+EXIT_JAX_S = 4.0
 
 
 class Ends(Protocol):
@@ -92,9 +96,9 @@ def ends_at_exit(holder: Ends) -> None:
 def end_threads_at_exit(seconds: float = EXIT_END_S) -> list[threading.Thread]:
     """Ask each of otel_jax's long-lived threads to end, wait for them at most ``seconds``
     in all, and say in one warning which did not end and what code they were running.
-    Within the same bound, a thread of otel_jax's or of the OpenTelemetry SDK (its batch
-    processors', its metric reader's) that is inside JAX (a finalizer of the program's that
-    the collector ran there, an exporter that compiles) is waited for too. The threads
+    A thread of otel_jax's, or of the OpenTelemetry SDK (its batch processors', its metric
+    reader's), that is inside JAX (a finalizer of the program's that the collector ran
+    there, a processor that compiles) is waited for up to ``EXIT_JAX_S`` more. The threads
     still running."""
     deadline = time.monotonic() + max(0.0, seconds)
     threads = []
@@ -107,13 +111,18 @@ def end_threads_at_exit(seconds: float = EXIT_END_S) -> list[threading.Thread]:
             threads.append(thread)
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
+    # A thread inside JAX is in a compile (or a computation) that ends on its own, where
+    # a thread held by an exporter may never come back (and, blocked outside JAX, is
+    # harmless as the interpreter tears down): it gets EXIT_JAX_S more.
     while True:
-        in_jax = [t for t in threading.enumerate()
-                  if t not in threads and t.name.startswith(_WATCHED) and _inside_jax(t)]
-        if not in_jax or time.monotonic() >= deadline:
+        in_jax = [t for t in threading.enumerate() if t.is_alive() and _inside_jax(t)
+                  and (t in threads or t.name.startswith(_WATCHED))]
+        now = time.monotonic()
+        if not in_jax or now >= deadline + EXIT_JAX_S:
             break
         time.sleep(0.01)
-    stuck = [thread for thread in threads if thread.is_alive()] + in_jax
+    stuck = [t for t in threads if t.is_alive()]
+    stuck += [t for t in in_jax if t not in stuck]
     if stuck:
         running = "; ".join(f"{t.name} in {_running(t)}" for t in stuck)
         emit(f"otel_jax: at exit, a thread of otel_jax's or of its exporters still ran code "

@@ -103,7 +103,7 @@ class Engine:
         #: that one function's compiles are numbered in the order they happened.
         self._pending: collections.deque[_Later] = collections.deque()
         self._made: collections.deque[_Made] = collections.deque()
-        # Reentrant: a finalizer run by the collector while it is held may compile.
+        # Reentrant: a finalizer the collector runs inside this work may compile.
         self._making = threading.RLock()
         self._work_queued = False  # a job of ``_work`` waits on the background thread
         #: How deep each thread is in otel_jax's own work (listeners, records, emission): a
