@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import os
 import subprocess
 import sys
@@ -125,7 +126,8 @@ def main() -> None:
             version = subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"],
                                      capture_output=True, text=True).stdout.strip()
             with ThreadPoolExecutor(args.jobs) as pool:
-                results = list(pool.map(lambda _: one_run(python, endpoint), range(args.runs)))
+                results = list(pool.map(functools.partial(one_run, python),
+                                        [endpoint] * args.runs))
             statuses = collections.Counter(rc for rc, _, _ in results)
             late = sum(1 for _, on, _ in results if on)
             slowest = max(s for _, _, s in results)
