@@ -431,19 +431,101 @@ def test_a_forked_child_does_not_wait_for_the_parents_records(held_worker):
     assert [e.count for e in otel_jax.compile_history(before_fork)] == [1]
 
 
-def test_the_collector_is_not_held_off_for_long():
-    # A job held up (an exporter that blocks) keeps the collector off at most MAX_HOLD_S:
-    # then the compiling thread turns it on again, and the late let-go leaves it on.
+def test_the_collector_stays_the_programs_while_otel_jaxs_thread_is_held(blocked):
+    # The program's collector is never switched by otel_jax: while an exporter holds
+    # otel_jax's thread, young collections go on, and the program's own gc.disable() made
+    # meanwhile still holds once the thread let go.
+    exporter, _ = blocked
+    collections: list[int] = []
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "start" and info["generation"] == 0:
+            collections.append(1)
+
+    @jax.jit
+    def held(x):
+        return x * 4
+
+    held(np.ones(3, np.float32))
+    assert exporter.entered.wait(30)  # otel_jax's thread is inside the exporter
     assert gc.isenabled()
-    collector = _background.Collector()
-    collector.hold()
+    gc.callbacks.append(count)
     try:
-        assert not gc.isenabled()
-        _background.give_up_overdue(60.0)
-        assert not gc.isenabled()
-        _background.give_up_overdue(0.0)
-        assert gc.isenabled()
+        for _ in range(100_000):  # cyclic garbage: only the collector frees it
+            cycle: list = []
+            cycle.append(cycle)
     finally:
-        collector.allow()
+        gc.callbacks.remove(count)
+    assert len(collections) > 10
+    gc.disable()
+    try:
+        exporter.release.set()
+        assert otel_jax.flush(30)
+        assert not gc.isenabled()
+        held(np.ones(4, np.float32))  # another compile, emitted while it is off
+        assert otel_jax.flush(30)
+        assert not gc.isenabled()
+    finally:
         gc.enable()
-    assert gc.isenabled()
+
+
+def test_the_thread_ends_at_exit_within_its_bound_and_drops_what_keeps_coming():
+    # At the process's exit a job that keeps making work (a processor that compiles at
+    # every span) gives up once the bound passed: the thread ends, the rest is counted.
+    worker = _background.Worker()
+    emitted: list[int] = []
+
+    def job(n: int) -> None:
+        emitted.append(n)
+        time.sleep(0.01)
+        if worker.overdue():
+            worker.dropped += 1
+            return
+        worker.submit(functools.partial(job, n + 1))  # from the thread: queued, not run here
+
+    worker.submit(functools.partial(job, 0))
+    deadline = time.monotonic() + 30
+    while not emitted and time.monotonic() < deadline:
+        time.sleep(0.01)
+    thread = worker._thread
+    assert thread is not None
+    worker.stop(0.2)  # past 0.2 s the job running drops the rest: the thread then ends
+    thread.join(30)
+    assert not thread.is_alive() and worker._thread is None
+    assert worker.dropped == 1 and 5 < len(emitted) < 1000
+    ran: list[int] = []
+    assert worker.submit(lambda: ran.append(threading.get_ident())) is False
+    assert ran == [threading.get_ident()]  # later jobs run on the caller's thread
+
+
+def test_a_thread_that_does_not_come_back_at_exit_is_named(monkeypatch):
+    entered, release = threading.Event(), threading.Event()
+
+    class Holder:
+        def __init__(self) -> None:
+            self.thread = threading.Thread(target=self.work, name="otel_jax-test", daemon=True)
+
+        def work(self) -> None:
+            entered.set()
+            stuck_in_the_programs_code()
+
+        def end_by(self, deadline: float) -> threading.Thread:
+            return self.thread
+
+    def stuck_in_the_programs_code() -> None:
+        release.wait(30)
+
+    monkeypatch.setattr(_background, "_OURS", "/nowhere/")  # this file is not otel_jax's
+    monkeypatch.setattr(_background, "_ENDING", __import__("weakref").WeakSet())
+    holder = Holder()
+    _background.ends_at_exit(holder)
+    holder.thread.start()
+    assert entered.wait(30)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert _background.end_threads_at_exit(0.05) == [holder.thread]
+    finally:
+        release.set()
+    [said] = [str(w.message) for w in caught if issubclass(w.category, OtelJaxWarning)]
+    assert "otel_jax-test in " in said and "stuck_in_the_programs_code" in said, said

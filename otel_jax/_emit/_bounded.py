@@ -114,10 +114,13 @@ class _Spares:
         self._calls: queue.SimpleQueue[_Call] = queue.SimpleQueue()
         self._idle = 0
         self._lock = threading.RLock()
+        #: How many were asked for: a forked child starts as many of its own.
+        self._wanted = 0
 
     def prestart(self, count: int) -> None:
         """Have at least ``count`` threads waiting; never raises."""
         with self._lock:
+            self._wanted = max(self._wanted, count)
             missing = count - self._idle
             for _ in range(max(0, missing)):
                 try:
@@ -150,9 +153,14 @@ class _Spares:
                 self._idle += 1
 
     def after_fork(self) -> None:
+        """In a forked child: the parent's threads are not there. The child's exit shuts its
+        providers down too (a child of ``os.fork()`` that ends with ``sys.exit``, through
+        ``atexit``), where Python 3.12.0-3.12.1 start no thread: it gets threads of its own
+        now, while it still can, as many as the parent had (an idle one costs nothing)."""
         self._calls = queue.SimpleQueue()
         self._idle = 0
         self._lock = threading.RLock()
+        self.prestart(self._wanted)
 
 
 _SPARES = _Spares()

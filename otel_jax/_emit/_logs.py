@@ -53,7 +53,7 @@ from .._core._vocab import (
     LOGGER_NAME,
     Field,
 )
-from .._pipeline._background import Collector, Waker, start_thread
+from .._pipeline._background import Waker, ends_at_exit, start_thread
 from .._pipeline._record import (
     CompileRecord,
     Divergence,
@@ -231,11 +231,15 @@ class LogEmitter:
         """A fresh queue, lock and (not yet started) thread: at creation and in a forked child."""
         self._queue: deque[_Line] = deque()
         self._cond = threading.Condition(threading.RLock())
-        self._waker = Waker()  # the writer's wait (the collector may run then)
+        self._waker = Waker()  # the writer's wait
         self._pending = 0  # lines queued or being written
         self._thread: threading.Thread | None = None
         self._closed = False
+        #: The process is exiting: the writer ends by this time (``end_by``) and no new
+        #: one starts.
+        self._end_deadline: float | None = None
         self._pid = os.getpid()
+        ends_at_exit(self)
         #: Lines dropped: the queue was full (the output did not keep up) or writing failed.
         self.dropped = 0
         #: The same lines by (what: ``compile``, ``hazard``…, why), for the exit's words.
@@ -350,7 +354,7 @@ class LogEmitter:
             self.dropped += lost
             self.drops["log", _WRITER_ENDED] += lost
         self._thread = None
-        if not self._queue:
+        if not self._queue or self._end_deadline is not None:
             return False
         try:
             self._thread = start_thread(self._serve, self._thread_name)
@@ -358,10 +362,10 @@ class LogEmitter:
             return False
         return True
 
-    def _serve(self, collector: Collector) -> None:
-        """The writer thread (no finalizer of the user's runs here: ``_background.Collector``)."""
+    def _serve(self) -> None:
+        """The writer thread."""
         try:
-            self._serve_queue(collector)
+            self._serve_queue()
         finally:
             # Ended by an error as well as by close(): no writer any more, which a
             # flush or the next line sees (``_writer_locked``).
@@ -369,17 +373,26 @@ class LogEmitter:
                 if self._thread is threading.current_thread():
                     self._thread = None
 
-    def _serve_queue(self, collector: Collector) -> None:
+    def _serve_queue(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._closed:
+                while not self._queue and not self._closed and self._end_deadline is None:
                     self._cond.release()
                     try:
-                        self._waker.wait(collector, _WRITER_POLL_S)
+                        self._waker.wait(_WRITER_POLL_S)
                     finally:
                         self._cond.acquire()
+                if self._queue and self._end_deadline is not None \
+                        and time.monotonic() >= self._end_deadline:
+                    # The exit's bound passed: what is left is dropped, counted (an output
+                    # that blocks, or lines that keep coming).
+                    lost = len(self._queue)
+                    self._queue.clear()
+                    self._pending -= lost
+                    self.dropped += lost
+                    self._cond.notify_all()
                 if not self._queue:
-                    return  # closed, and everything written
+                    return  # closed or ending, and everything written
                 batch = [self._queue.popleft() for _ in range(min(len(self._queue), 64))]
             written = False
             try:
@@ -440,6 +453,18 @@ class LogEmitter:
         with self._cond:
             thread = self._thread
             return 0 if thread is not None and thread.is_alive() else len(self._queue)
+
+    def end_by(self, deadline: float) -> threading.Thread | None:
+        """At the process's exit (``_background.Ends``): the writer writes what is queued
+        until ``deadline`` and ends; no new one starts. The writer to wait for."""
+        with self._cond:
+            if self._pid != os.getpid():
+                return None
+            if self._end_deadline is None:
+                self._end_deadline = deadline
+            self._waker.wake()
+            thread = self._thread
+            return thread if thread is not None and thread.is_alive() else None
 
     def close(self, timeout: float = UNINSTALL_FLUSH_S) -> bool:
         """Flush (boundedly), then let the writer thread end; later lines are dropped."""

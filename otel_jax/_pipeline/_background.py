@@ -12,26 +12,28 @@ the ``jax.compile.dropped`` counter), with one warning; the engine makes records
 compiling thread again well before that. :meth:`Worker.flush` waits, boundedly, until
 what was handed over has run.
 
-Only otel_jax's work runs on the thread, as far as it can see to it: it keeps the garbage
-collector off while it works, so that no finalizer of the user's runs (and compiles) there
-(:class:`Collector`, below; the log writer's thread does the same). At the process's exit
-the thread is stopped (:meth:`Worker.stop`) once what was handed over ran: what comes later
-is emitted on the exiting thread.
+At the process's exit the thread runs what was handed over, boundedly, and ends
+(:meth:`Worker.stop`, :func:`end_threads_at_exit`) before the interpreter tears down:
+what comes later is emitted on the exiting thread.
 """
 
 from __future__ import annotations
 
+import atexit
 import collections
-import gc
 import os
+import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
+from typing import Protocol
 
 from .._core import _threads
-from .._core._failopen import FailOpen, Topic, at_site
+from .._core._failopen import FailOpen, Topic, at_site, emit
 
-__all__ = ["QUEUE_CAPACITY", "WORKER", "Collector", "Waker", "Worker", "start_thread"]
+__all__ = ["EXIT_END_S", "QUEUE_CAPACITY", "WORKER", "Ends", "Waker", "Worker",
+           "end_threads_at_exit", "ends_at_exit", "start_thread"]
 
 #: Compiles waiting to be emitted; past this, a compile's telemetry is dropped and counted.
 #: A compile takes milliseconds and its emission a fraction of one, so only an exporter
@@ -49,136 +51,146 @@ IDLE_S = 30.0
 Job = Callable[[], None]
 
 
-# --- the garbage collector kept off otel_jax's threads ------------------------------
+# --- otel_jax's threads at the interpreter's exit ----------------------------------------
 
 # CPython's collector runs on whichever thread allocates past its threshold, and with it the
-# finalizers (``__del__``, weakref callbacks) of every object it frees. On one of otel_jax's
-# threads (the background emission, the log writer) a finalizer of the user's that calls a
-# jitted function would compile there: telemetry waits for that compile, its work re-enters
-# otel_jax's, and at the interpreter's exit a daemon thread inside XLA when Python ends it
-# aborts the process. So such a thread keeps the collector off while it works
-# (:class:`Collector`) and turns it on only while it waits with the interpreter let go
-# (:class:`Waker`): a collection that comes due meanwhile falls to a thread of the
-# program's. Nothing is allocated between turning it on and the wait, nor between the end
-# of the wait and turning it off again, so a collection owed cannot start on the thread
-# there either.
-#
-# The collector's switch is the process's: the program's own ``gc.disable()`` is respected
-# (a thread that finds it off leaves it off), and a thread turns it on again only where it
-# turned it off. While otel_jax's thread works (a fraction of a millisecond per compile),
-# a collection the program's threads would have started waits for that work's end.
+# finalizers (``__del__``, weakref callbacks) of what it frees: on otel_jax's threads too,
+# as on any other. The collector is the program's (its own ``gc.disable()`` and thresholds
+# hold): otel_jax never switches it. A finalizer that calls a jitted function there
+# compiles there, captured like any compile made inside otel_jax's work (the engine never
+# waits for a lock its own thread holds), as a span processor's or log handler's compile
+# is. What must not happen is one of these threads inside the program's code, or inside
+# XLA, while the interpreter tears down: Python then ends daemon threads where they stand,
+# and one inside C++ (a compile) aborts the process. So at exit each of otel_jax's
+# long-lived threads is asked to end (:func:`end_threads_at_exit`, the last of otel_jax's
+# exit handlers): it runs what it was handed, boundedly, and returns; the exit waits for
+# it, boundedly, before the interpreter goes on. One that does not come back in time (an
+# exporter that blocks) is named in one warning, and the exit goes on.
 
-#: How many of otel_jax's threads hold the collector off now, and whether the first of them
-#: turned it off (then the last turns it on again). Changed under ``_lock``, and nothing is
-#: allocated there: a collection cannot start on the thread that turns it on.
-_holders = 0
-_turned_off = False
-_lock = threading.Lock()
-#: When the collector was turned off by the first hold (``time.monotonic()``).
-_off_since = 0.0
-#: The longest the collector stays off for otel_jax's threads: a job held up longer (an
-#: exporter that blocks on a collector that does not answer) would keep the program's
-#: garbage from being collected; past this, the compiling thread, or another of otel_jax's
-#: threads as it waits, turns it on again (:func:`give_up_overdue`), and the hold is given
-#: up until the threads all let go.
-MAX_HOLD_S = 1.0
-#: How long a hold taken on the program's thread (starting one of otel_jax's) waits for the
-#: lock. A signal handler runs on the main thread between any two of its bytecodes, inside
-#: otel_jax's too: where its compile needs the lock the interrupted code holds, it must not
-#: wait for it (that never comes back). Past this, the new thread starts without the hold.
-START_HOLD_WAIT_S = 0.05
+#: How long the exit waits, at most, for otel_jax's threads to end once asked to (after
+#: the exit's flushes, which have bounds of their own).
+EXIT_END_S = 1.0
+#: How much longer the exit waits for a thread that is inside JAX (a compile of a
+#: finalizer's or a span processor's): a daemon thread there when the interpreter tears down
+#: aborts the process.
+EXIT_JAX_S = 4.0
 
 
-class Collector:
-    """One thread's hold on the garbage collector (the threads' holds are counted)."""
+class Ends(Protocol):
+    """A holder of one of otel_jax's long-lived threads that can be asked to end it."""
 
-    def __init__(self) -> None:
-        self._held = False
-
-    def hold(self, wait: float = -1) -> None:
-        """Off while any of otel_jax's threads holds it, unless the program has it off (then
-        it is left as it is). ``wait``: at most this long for the lock (``-1``: as long as
-        it takes), else no hold."""
-        global _holders, _turned_off
-        if self._held:
-            return
-        global _off_since
-        if not _lock.acquire(True, wait):
-            return
-        if not _holders:
-            _turned_off = gc.isenabled()
-            if _turned_off:
-                _off_since = time.monotonic()
-                gc.disable()
-        _holders += 1
-        self._held = True
-        _lock.release()
-
-    def allow(self) -> None:
-        """Let go: on again when this was the last hold and a hold turned it off."""
-        global _holders, _turned_off
-        if not self._held:
-            return
-        _lock.acquire()
-        self._held = False
-        _holders -= 1
-        if not _holders and _turned_off:
-            _turned_off = False
-            gc.enable()
-        _lock.release()
+    def end_by(self, deadline: float) -> threading.Thread | None:
+        """Have the thread run what it was handed until ``deadline`` (``time.monotonic()``)
+        and then end; it takes nothing new. The thread to wait for, or ``None``."""
 
 
-def give_up_overdue(limit: float = MAX_HOLD_S) -> None:
-    """Turn the collector on again when otel_jax's threads have held it off for over
-    ``limit`` seconds (called on the compiling thread, at each compile handed over, and by
-    otel_jax's threads as they wait). Where the lock is taken (by a signal handler's
-    compile on the code it interrupted, say), the next compile looks again."""
-    global _turned_off
-    if not _turned_off or time.monotonic() - _off_since <= limit:
-        return
-    if not _lock.acquire(False):
-        return
-    try:
-        if _turned_off:
-            _turned_off = False
-            gc.enable()
-    finally:
-        _lock.release()
+#: Every holder of such a thread, asked at exit.
+_ENDING: weakref.WeakSet[Ends] = weakref.WeakSet()
 
 
-def after_fork() -> None:
-    """In a forked child: only the forking thread is there (it holds nothing of ours)."""
-    global _holders, _turned_off, _lock
-    if _turned_off:
-        gc.enable()
-    _holders, _turned_off, _lock = 0, False, threading.Lock()
+def ends_at_exit(holder: Ends) -> None:
+    """Have ``holder``'s thread ended at the process's exit (:func:`end_threads_at_exit`)."""
+    _ENDING.add(holder)
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=after_fork)
+def end_threads_at_exit(seconds: float = EXIT_END_S) -> list[threading.Thread]:
+    """Ask each of otel_jax's long-lived threads to end, wait for them at most ``seconds``
+    in all, and say in one warning which did not end and what code they were running.
+    A thread of otel_jax's, or of the OpenTelemetry SDK (its batch processors', its metric
+    reader's), that is inside JAX (a finalizer of the program's that the collector ran
+    there, a processor that compiles) is waited for up to ``EXIT_JAX_S`` more. The threads
+    still running."""
+    deadline = time.monotonic() + max(0.0, seconds)
+    threads = []
+    for holder in list(_ENDING):
+        try:
+            thread = holder.end_by(deadline)
+        except Exception:  # exit must go on
+            continue
+        if thread is not None and thread is not threading.current_thread():
+            threads.append(thread)
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    # A thread inside JAX is in a compile (or a computation) that ends on its own, where
+    # a thread held by an exporter may never come back (and, blocked outside JAX, is
+    # harmless as the interpreter tears down): it gets EXIT_JAX_S more.
+    while True:
+        in_jax = [t for t in threading.enumerate() if t.is_alive() and _inside_jax(t)
+                  and (t in threads or t.name.startswith(_WATCHED))]
+        now = time.monotonic()
+        if not in_jax or now >= deadline + EXIT_JAX_S:
+            break
+        time.sleep(0.01)
+    stuck = [t for t in threads if t.is_alive()]
+    stuck += [t for t in in_jax if t not in stuck]
+    if stuck:
+        running = "; ".join(f"{t.name} in {_running(t)}" for t in stuck)
+        emit(f"otel_jax: at exit, a thread of otel_jax's or of its exporters still ran code "
+             f"it had called after the exit's bound ({running}): the process exits without "
+             "waiting for it, and what that thread had still to emit is lost. A span "
+             "processor, exporter or log handler that blocks at exit, or a finalizer or "
+             "processor that compiles there, keeps it there.")
+    return stuck
+
+
+#: The names of the threads, besides those :func:`ends_at_exit` ends, that the exit waits
+#: for while they are inside JAX: otel_jax's (its bounded exports) and the OpenTelemetry
+#: SDK's (``OtelBatchSpanRecordProcessor``, ``OtelPeriodicExportingMetricReader``).
+_WATCHED = ("otel_jax-", "Otel")
+
+
+def _inside_jax(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is inside JAX now (a frame of its package on its stack): a daemon
+    thread there when the interpreter tears down can abort the process."""
+    jax = sys.modules.get("jax")
+    where = os.path.dirname(getattr(jax, "__file__", None) or "/nowhere/jax/") + os.sep
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(where):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _running(thread: threading.Thread) -> str:
+    """What ``thread`` runs: its innermost frame that is neither otel_jax's nor the standard
+    library's (the program's, or a library's it called), as ``name (file:line)``."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    found = None
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_OURS):
+            if found is None:
+                found = frame  # the innermost of any other code, where only that is found
+            if not filename.startswith(_STDLIB) or "-packages" in filename:
+                found = frame
+                break
+        frame = frame.f_back
+    if found is None:
+        return "otel_jax's own code"
+    code = found.f_code
+    return f"{getattr(code, 'co_qualname', code.co_name)} ({code.co_filename}:{found.f_lineno})"
+
+
+#: otel_jax's own source files, and the standard library's (a frame in either is not the
+#: code that holds a thread up).
+_OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_STDLIB = os.path.dirname(os.__file__) + os.sep
+# Registered when the module is imported, before the exit handlers of the parts whose
+# threads it ends (atexit runs the latest first): it runs after all of them.
+atexit.register(end_threads_at_exit)
 
 
 class Waker:
-    """A thread's wait that allocates nothing around it: the collector is on only then.
-
-    ``wait`` blocks until :meth:`wake` or a timeout; a wake while nobody waits is kept
+    """A thread's wait until :meth:`wake` or a timeout; a wake while nobody waits is kept
     for the next wait (at most one)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._lock.acquire()  # released by a wake, taken back by the wait
 
-    def wait(self, collector: Collector, timeout: float | None) -> None:
-        # The arguments made beforehand: a call that builds its argument tuple would
-        # allocate between turning the collector on and letting the interpreter go.
-        acquire = self._lock.acquire
-        args = (True, -1 if timeout is None else max(0.0, timeout))
-        # Another of otel_jax's threads blocked while it holds the collector off (a stream
-        # or an exporter that does not return) is found here too, not only at a compile.
-        give_up_overdue()
-        collector.allow()
-        acquire(*args)
-        collector.hold()
+    def wait(self, timeout: float | None) -> None:
+        self._lock.acquire(True, -1 if timeout is None else max(0.0, timeout))
 
     def wake(self) -> None:
         try:
@@ -187,27 +199,12 @@ class Waker:
             pass
 
 
-def start_thread(target: Callable[[Collector], None], name: str) -> threading.Thread:
-    """Start a daemon thread that runs ``target(collector)``, the collector held off from
-    before it starts (the thread's own start-up allocates too) until ``target`` lets it
-    run (at its first wait) or returns. Raises what ``Thread.start`` raises (``RuntimeError``
-    at interpreter shutdown), the collector left as it was."""
-    collector = Collector()
-    collector.hold(START_HOLD_WAIT_S)
-    thread = _threads.daemon(_run, name, (target, collector))
-    try:
-        thread.start()
-    except BaseException:
-        collector.allow()
-        raise
+def start_thread(target: Callable[[], None], name: str) -> threading.Thread:
+    """Start one of otel_jax's daemon threads running ``target()``. Raises what
+    ``Thread.start`` raises (``RuntimeError`` at interpreter shutdown)."""
+    thread = _threads.daemon(target, name)
+    thread.start()
     return thread
-
-
-def _run(target: Callable[[Collector], None], collector: Collector) -> None:
-    try:
-        target(collector)
-    finally:
-        collector.allow()
 
 
 class Worker:
@@ -227,9 +224,12 @@ class Worker:
         self._unfinished = 0  # queued or running
         self._thread: threading.Thread | None = None
         self._sleeping = False  # waiting without a timeout: a submit must wake it
-        self._waker = Waker()  # the thread's wait (the collector may run then)
+        self._waker = Waker()  # the thread's wait
         self._stopped = False  # the process is exiting: jobs run on the caller's thread
+        #: Once stopped: when the thread ends, whatever is still queued then.
+        self._end_deadline = 0.0
         self._pid = os.getpid()
+        ends_at_exit(self)
 
     def submit(self, job: Job, *, counted: bool = True) -> bool:
         """Queue ``job``; never blocks. ``False`` when it was dropped (the queue is full) or
@@ -252,7 +252,6 @@ class Worker:
                     self._unfinished += 1
                     if self._sleeping:
                         self._wake_locked()
-        give_up_overdue()
         if dropped:
             self._warn_dropped(dropped)
             return False
@@ -272,7 +271,10 @@ class Worker:
 
     def _start_locked(self) -> bool:
         if self._stopped:
-            return False
+            # A job made by the thread's own job (a span processor's compile) joins the
+            # queue the thread still runs until its end; any other runs on its caller.
+            thread = self._thread
+            return thread is not None and thread is threading.current_thread()
         if self._thread is not None and self._thread.is_alive():
             return True
         try:
@@ -301,7 +303,7 @@ class Worker:
         """End the thread's wait (with ``_cond`` held)."""
         self._waker.wake()
 
-    def _serve(self, collector: Collector) -> None:
+    def _serve(self) -> None:
         idle_since = time.monotonic()
         while True:
             with self._cond:
@@ -312,11 +314,11 @@ class Worker:
                         return
                     if time.monotonic() - idle_since >= IDLE_S:
                         self._sleeping = True
-                        self._idle(collector, None)
+                        self._idle(None)
                         self._sleeping = False
                         idle_since = time.monotonic()
                     else:
-                        self._idle(collector, POLL_S)
+                        self._idle(POLL_S)
                 job = self._jobs.popleft()
             try:
                 self._run_job(job)
@@ -326,34 +328,41 @@ class Worker:
                     self._unfinished -= 1
                     if not self._unfinished:
                         self._cond.notify_all()
-            # Between jobs the compiling thread may take the interpreter back, and a
-            # collection owed falls to it.
-            collector.allow()
-            time.sleep(0)
-            collector.hold()
 
-    def _idle(self, collector: Collector, timeout: float | None) -> None:
-        """Wait, with ``_cond`` held (once), until woken or ``timeout``; the collector may
-        run meanwhile, on another thread."""
+    def overdue(self) -> bool:
+        """On the thread, at the process's exit: the bound it had to end by has passed (a
+        job then drops what it still had to emit: :meth:`drop_at_end`)."""
+        return (self._stopped and threading.current_thread() is self._thread
+                and time.monotonic() >= self._end_deadline)
+
+    def drop_at_end(self, lost: int) -> None:
+        """``lost`` compiles not emitted because the exit's bound passed: counted, said once."""
+        with self._cond:
+            self.dropped += lost
+        with at_site(None):
+            self.failopen.warn_once(Topic.EMIT_DROPPED, (
+                f"otel_jax: exit dropped {lost} compile(s) still waiting to be emitted "
+                "(their spans, metrics and log lines): otel_jax's emitting thread was still "
+                "busy when the exit's bound passed (a span processor, exporter or log "
+                "handler that blocks, or that compiles at every span?)."))
+
+    def _idle(self, timeout: float | None) -> None:
+        """Wait, with ``_cond`` held (once), until woken or ``timeout``."""
         self._cond.release()
         try:
-            self._waker.wait(collector, timeout)
+            self._waker.wait(timeout)
         finally:
             self._cond.acquire()
 
     def stop(self, timeout: float) -> bool:
-        """At the process's exit: end the thread once the jobs handed over so far ran (at
-        most ``timeout`` seconds); later jobs run on the caller's thread. Whether it
-        ended."""
+        """At the process's exit: end the thread once the jobs handed over so far ran; past
+        ``timeout`` seconds from now a job drops what it still has to emit (:meth:`overdue`).
+        Later jobs run on the caller's thread. Whether it ended within ``timeout``."""
         deadline = time.monotonic() + max(0.0, timeout)
         with self._cond:
-            if self._pid != os.getpid():
-                return True
-            self._stopped = True
-            thread = self._thread
+            thread = self.end_by(deadline)
             if thread is None or threading.current_thread() is thread:
                 return thread is None
-            self._wake_locked()
             while self._thread is thread and thread.is_alive():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -368,6 +377,21 @@ class Worker:
         with self._cond:
             if self._thread is not None and self._unfinished:
                 self._wake_locked()
+
+    def end_by(self, deadline: float) -> threading.Thread | None:
+        """:class:`Ends`: stop (once; a later call keeps the first deadline) and return the
+        thread still to end."""
+        with self._cond:
+            if self._pid != os.getpid():
+                return None
+            if not self._stopped:
+                self._stopped = True
+                self._end_deadline = deadline
+            thread = self._thread
+            if thread is None or not thread.is_alive():
+                return None
+            self._wake_locked()
+            return thread
 
     def _run_job(self, job: Job) -> None:
         self._emit(job)

@@ -115,7 +115,7 @@ class Engine:
         #: that one function's compiles are numbered in the order they happened.
         self._pending: collections.deque[_Later] = collections.deque()
         self._made: collections.deque[_Made] = collections.deque()
-        # Reentrant: a finalizer run by the collector while it is held may compile.
+        # Reentrant: a finalizer the collector runs inside this work may compile.
         self._making = threading.RLock()
         self._work_queued = False  # a job of ``_work`` waits on the background thread
         #: How deep each thread is in otel_jax's own work (listeners, records, emission): a
@@ -436,6 +436,13 @@ class Engine:
         depth = self._enter()
         try:
             while self._made:
+                # A processor that compiles at every span keeps this loop going: at the
+                # process's exit, once the thread's bound passed, the rest is dropped.
+                if WORKER.overdue():
+                    lost = len(self._made)
+                    self._made.clear()
+                    WORKER.drop_at_end(lost)
+                    return
                 made = self._made.popleft()
                 with at_site(made.record.callsite):
                     made.context.run(self._emit_later, made.record, made.storm, made.route)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import threading
 import time
@@ -437,10 +438,17 @@ EXIT_STOP_S = 0.5
 
 def _flush_at_exit() -> None:
     global _exiting
+    # The program's garbage is freed first, here, on the exiting thread, where the program
+    # has its collector on (its own gc.disable() holds): a finalizer of its own (one that
+    # compiles, say) then runs here rather than on a thread of otel_jax's as that thread
+    # does the exit's work, which the exit waits for only so long.
+    if gc.isenabled():
+        gc.collect()
     flush(EXIT_FLUSH_S)
-    # Then the thread ends: nothing runs on it while the interpreter finalizes (a compile
-    # there, in a finalizer or a processor of the user's, aborts the process). Later
-    # compiles are emitted on the exiting thread.
+    # Then the thread ends (``_background.end_threads_at_exit`` waits for it, bounded):
+    # nothing runs on it while the interpreter tears down (a compile there, in a finalizer
+    # or a processor of the user's, aborts the process). Later compiles are emitted on the
+    # exiting thread.
     WORKER.stop(EXIT_STOP_S)
     _exiting = True
 
