@@ -79,9 +79,8 @@ def test_the_executable_jax_compiled_gives_what_memory_analysis_gives():
                                    expected.output_size_in_bytes,
                                    expected.temp_size_in_bytes,
                                    expected.generated_code_size_in_bytes)
-    assert memory.argument_bytes == 384 * 4
-    if jax.devices()[0].platform == "cpu":  # a TPU fuses the program: no temporaries
-        assert memory.temp_bytes > 0
+    if jax.devices()[0].platform == "cpu":  # a TPU pads the array and fuses the program
+        assert memory.argument_bytes == 384 * 4 and memory.temp_bytes > 0
 
 
 class Device:
