@@ -292,8 +292,8 @@ def test_the_report_flows_one_way_reading_aggregating_rendering_then_the_command
               for n, deps in graph.items() if n.startswith("otel_jax._report.")}
     layers = [("_read",), ("_bounded", "_hazards"), ("_steps",), ("_aggregate",),
               ("_page_data",), ("_diff_read",), ("_diff",), ("_text",), ("_diff_text",),
-              ("_html_style",), ("_html_charts",), ("_html",), ("_diff_html",), ("_command",),
-              ("_diff_command",)]
+              ("_html_style",), ("_html_charts",), ("_html",), ("_diff_html",), ("_output",),
+              ("_command",), ("_diff_command",)]
     rank = {f"otel_jax._report.{m}": i for i, names in enumerate(layers) for m in names}
     assert set(report) == set(rank)
     for name, deps in report.items():

@@ -9,12 +9,11 @@ turn into text (:mod:`._text`) or one HTML page (:mod:`._html`, imported only fo
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
-from typing import IO
 
 from ._aggregate import DEFAULT_MAX_FUNCTIONS, Report
+from ._output import close_output, open_output, reader_gone
 from ._read import open_log, read_errors
 from ._text import printable, render, render_persistent_cache, render_ranks, render_steps
 
@@ -85,14 +84,9 @@ def _run_report(args: argparse.Namespace) -> int:
         return 1
 
     rows = report.rows(args.top)
-    out: IO[str] = sys.stdout
-    if args.output:
-        try:
-            out = open(args.output, "w", encoding="utf-8", errors="replace")
-        except OSError as exc:
-            print(f"otel-jax report: cannot write {printable(args.output)}: "
-                  f"{exc.strerror or exc}", file=sys.stderr)
-            return 1
+    out = open_output(args.output, "report")
+    if out is None:
+        return 1
     try:
         if args.format == "html":
             from ._html import render_html
@@ -112,8 +106,7 @@ def _run_report(args: argparse.Namespace) -> int:
                 out.write(render_steps(report.steps.summary(), args.format))
         out.flush()
     finally:
-        if out is not sys.stdout:
-            out.close()
+        close_output(out)
 
     note = f"otel-jax report: {report.events} jax.compile events"
     if report.divergence_events:
@@ -180,13 +173,8 @@ def main(argv: Sequence[str]) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     try:
         return _run_report(args)
-    except BrokenPipeError:
-        # Output piped into e.g. ``head``: stop quietly, like other CLI tools.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
+    except BrokenPipeError:  # output piped into e.g. ``head``: stop quietly
+        reader_gone()
         return 0
     except KeyboardInterrupt:
         return 130

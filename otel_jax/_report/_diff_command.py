@@ -11,14 +11,13 @@ turn into text (:mod:`._diff_text`) or one HTML page (:mod:`._diff_html`, import
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
-from typing import IO
 
 from ._diff import Thresholds, compare
 from ._diff_read import Unreadable, load_run
 from ._diff_text import render_diff_json, render_diff_markdown, render_diff_table
+from ._output import close_output, open_output, reader_gone
 from ._text import printable
 
 
@@ -123,27 +122,16 @@ def _run(args: argparse.Namespace) -> int:
         text = render_diff_markdown(diff, args.top)
     else:
         text = render_diff_table(diff, args.top)
-    out: IO[str] = sys.stdout
-    if args.output:
-        try:
-            out = open(args.output, "w", encoding="utf-8", errors="replace")
-        except OSError as exc:
-            print(f"otel-jax diff: cannot write {printable(args.output)}: "
-                  f"{exc.strerror or exc}", file=sys.stderr)
-            return 2
+    out = open_output(args.output, "diff")
+    if out is None:
+        return 2
     try:
         out.write(text)
         out.flush()
-    except BrokenPipeError:
-        # piped into e.g. ``head``: stop quietly; the exit status still tells the verdict
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
+    except BrokenPipeError:  # piped into e.g. ``head``: the exit status still tells
+        reader_gone()
     finally:
-        if out is not sys.stdout:
-            out.close()
+        close_output(out)
     for run, label in ((base, "BASE"), (new, "NEW")):
         if run.skipped:
             print(f"otel-jax diff: {label}: skipped {run.skipped} "
