@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 import logging
 import os
+import select
 import sys
 import sysconfig
 import threading
@@ -270,6 +271,20 @@ def _site_location(callsite: str) -> tuple[str, int] | None:
 #: A ``stacklevel`` past any stack: Python then gives the warning with no frame, the way it
 #: gives one no code caused (``sys:1:`` up to Python 3.12, ``<sys>:0:`` from 3.13).
 _NO_FRAME = sys.maxsize
+
+
+def writable_now(stream: Any) -> bool:
+    """Whether a short text (under a pipe's atomic size) can be written to ``stream``
+    without blocking: at exit, where a pipe nobody reads would hold the process for good,
+    what cannot be said now is not said."""
+    try:
+        fd = stream.fileno()
+    except Exception:
+        return True  # in memory (StringIO, pytest's capture): never blocks
+    try:
+        return bool(select.select([], [fd], [], 0)[1])
+    except Exception:
+        return False
 
 
 def _at_nothing(message: str) -> None:

@@ -43,7 +43,7 @@ from typing import IO, Any, Final, Literal, get_args
 from opentelemetry import trace
 
 from .._core import _vocab
-from .._core._failopen import FailOpen, Topic, WarnKey, their_frame
+from .._core._failopen import FailOpen, Topic, WarnKey, their_frame, writable_now
 from .._core._text import safe_repr
 from .._core._vocab import (
     EVENT_COMPILE,
@@ -174,18 +174,6 @@ def _process_fd(stream: Any) -> int | None:
         return int(stream.fileno())
     except Exception:
         return None
-
-
-def writable_now(stream: Any) -> bool:
-    """Whether a short text (under a pipe's atomic size) can be written without blocking."""
-    try:
-        fd = stream.fileno()
-    except Exception:
-        return True  # in memory (StringIO, pytest's capture): never blocks
-    try:
-        return bool(select.select([], [fd], [], 0)[1])
-    except Exception:
-        return False
 
 
 def _write_fd(fd: int, data: bytes) -> None:

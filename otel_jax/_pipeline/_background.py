@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from .._core import _threads
-from .._core._failopen import FailOpen, Topic, at_site, emit
+from .._core._failopen import FailOpen, Topic, at_site, emit, writable_now
 
 __all__ = ["EXIT_END_S", "QUEUE_CAPACITY", "WORKER", "Ends", "Waker", "Worker",
            "end_threads_at_exit", "ends_at_exit", "start_thread"]
@@ -123,7 +123,9 @@ def end_threads_at_exit(seconds: float = EXIT_END_S) -> list[threading.Thread]:
         time.sleep(0.01)
     stuck = [t for t in threads if t.is_alive()]
     stuck += [t for t in in_jax if t not in stuck]
-    if stuck:
+    # said only where it cannot block the exit: a stderr pipe nobody reads (the stuck
+    # thread may be a log writer blocked on it) would hold the process for good
+    if stuck and writable_now(sys.stderr):
         running = "; ".join(f"{t.name} in {_running(t)}" for t in stuck)
         emit(f"otel_jax: at exit, a thread of otel_jax's or of its exporters still ran code "
              f"it had called after the exit's bound ({running}): the process exits without "
