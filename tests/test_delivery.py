@@ -931,7 +931,11 @@ def test_a_forked_child_that_exits_says_what_it_drops_on_every_python():
     assert done.returncode == 0, done.stderr[-3000:]
     marks = {line.split()[0]: line.split()[1:] for line in done.stderr.splitlines()
              if line.startswith(("CHILD-EXIT", "HANDLERS-DONE", "CHILD-DONE"))}
-    assert marks["CHILD-DONE"][1] == "0", done.stderr[-3000:]
+    # The child's own exit status is not otel_jax's: XLA's threads are not fork-safe, and
+    # a plain JAX program's forked child that ends through sys.exit dies as the interpreter
+    # tears down (SIGSEGV on jaxlib 0.8.0 and 0.10.2 without otel_jax; "pthread_join
+    # failed" on 0.8.0 with it), after every exit handler has run.
+    assert "HANDLERS-DONE" in marks and "CHILD-DONE" in marks, done.stderr[-3000:]
     # otel_jax's exit bounds (2 s to flush, 3 s to shut down, 1 s for its threads to end),
     # and a second for a busy machine.
     exit_s = float(marks["HANDLERS-DONE"][0]) - float(marks["CHILD-EXIT"][0])
