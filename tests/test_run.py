@@ -158,7 +158,7 @@ def test_ctrl_c_ends_the_program_as_plain_python_does(tmp_path: Path) -> None:
     plain_rc, plain_err = interrupted([sys.executable, str(script)])
     installs_rc, installs_err = interrupted([sys.executable, str(installs)])
     rc, err = interrupted([sys.executable, "-m", "otel_jax", "run", str(script)])
-    assert rc == installs_rc == plain_rc == -signal.SIGINT, (rc, installs_rc, plain_rc)
+    assert rc == installs_rc == plain_rc == -signal.SIGINT, (rc, installs_rc, plain_rc, installs_err[-3000:])
     assert "KeyboardInterrupt" in err and "KeyboardInterrupt" in installs_err
     # it recompiled before Ctrl-C: the summary is still printed, after the traceback
     assert err.index("KeyboardInterrupt") < err.index("otel-jax run: 2 compiles")

@@ -10,6 +10,7 @@ by at least ``GROWTH_RATIO`` and by at least ``GROWTH_MIN_BYTES``.
 from __future__ import annotations
 
 from .._capture._jax._memory import ProgramMemory
+from .._core._text import human_bytes  # the report's units: a change reads as its sizes do
 
 #: A size is said to have grown when the new one is at least this much of the old one...
 GROWTH_RATIO = 1.10
@@ -27,10 +28,6 @@ def growth(before: ProgramMemory | None, after: ProgramMemory | None) -> str:
     or either analysis is missing."""
     if before is None or after is None:
         return ""
-    # the report's units, so that a change reads as the report's sizes do (imported here:
-    # the report is loaded only where a recompile's program is compared)
-    from .._report._text import human_bytes
-
     parts = []
     for field, word in _SIZES:
         old, new = getattr(before, field), getattr(after, field)

@@ -19,12 +19,13 @@ import html
 import math
 from typing import Any
 
+from .._core._text import human_bytes
 from .._core._vocab import RowKind
 from ._aggregate import _Row
 from ._html_charts import _steps_chart, _timeline_chart
 from ._html_style import _CSS, _FIRST, _JS, _colour, _csp, _location
 from ._page_data import HtmlReport
-from ._text import human_bytes, printable, program_text
+from ._text import printable, program_text
 
 __all__ = ["render_html"]
 

@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from .._core._text import human_bytes
 from ._aggregate import Report
 
 _COLUMNS = ("FUNCTION", "LOCATION", "COMPILES", "RECOMPILES", "TOTAL_S",
@@ -66,20 +67,6 @@ def _cells(row: dict[str, Any]) -> list[str]:
             _fmt_s(row["recompile_s"])]
 
 
-_BYTE_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
-
-
-def human_bytes(size: int) -> str:
-    """``size`` bytes as a person reads it: ``512 B``, ``1.5 KiB``, ``2.5 GiB`` (powers of
-    1024, one decimal)."""
-    if size < 1024:
-        return f"{size} B"
-    value = float(size)
-    for unit in _BYTE_UNITS:
-        value /= 1024
-        if value < 1024 or unit == _BYTE_UNITS[-1]:
-            return f"{value:.1f} {unit}"
-    return f"{size} B"  # pragma: no cover - the loop always returns
 
 
 #: ``largest_program``'s sizes, with the word each is shown with.

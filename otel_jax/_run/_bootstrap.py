@@ -104,6 +104,8 @@ class RunLog:
 
 
 _run_log: RunLog | None = None
+#: Whether this process prints the run's summary at its exit (it claimed the folder).
+_summarizes = False
 
 
 def start(boot_dir: str) -> None:
@@ -116,6 +118,8 @@ def start(boot_dir: str) -> None:
     global _run_log
     _run_log = RunLog(folder)
     if _claim(folder):
+        global _summarizes
+        _summarizes = True
         # registered first, so run last: after the program's own exit handlers and
         # otel_jax's, whose lines it summarises
         atexit.register(_at_exit, os.getpid(), folder)
@@ -244,6 +248,11 @@ def install() -> None:
         handle = _install.install(**_providers())
         if before is None:
             handle._yields = True
+        if _summarizes:
+            # imported now, not at exit: an import made after the program ended on an
+            # unhandled KeyboardInterrupt takes away its exit through SIGINT (status 1,
+            # not -2), as it does to any Python program
+            from otel_jax._run import _summary  # noqa: F401
     except Exception as exc:
         try:
             sys.stderr.write(f"otel-jax run: otel_jax could not be installed "
