@@ -253,6 +253,9 @@ def install() -> None:
             # unhandled KeyboardInterrupt takes away its exit through SIGINT (status 1,
             # not -2), as it does to any Python program
             from otel_jax._run import _summary  # noqa: F401
+
+            if os.environ.get(_run_env().HTML):  # the page's modules too
+                from otel_jax._report import _html, _page_data  # noqa: F401
     except Exception as exc:
         try:
             sys.stderr.write(f"otel-jax run: otel_jax could not be installed "
