@@ -101,18 +101,3 @@ def type_name(obj: Any) -> str:
     qual = getattr(t, "__qualname__", t.__name__)
     name = qual if module in ("builtins", "__main__", None) else f"{module}.{qual}"
     return clean_text(name) if isinstance(name, str) else str(name)
-
-_BYTE_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
-
-
-def human_bytes(size: int) -> str:
-    """``size`` bytes as a person reads it: ``512 B``, ``1.5 KiB``, ``2.5 GiB`` (powers of
-    1024, one decimal)."""
-    if size < 1024:
-        return f"{size} B"
-    value = float(size)
-    for unit in _BYTE_UNITS:
-        value /= 1024
-        if value < 1024 or unit == _BYTE_UNITS[-1]:
-            return f"{value:.1f} {unit}"
-    return f"{size} B"  # pragma: no cover - the loop always returns

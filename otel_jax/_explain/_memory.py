@@ -10,7 +10,7 @@ by at least ``GROWTH_RATIO`` and by at least ``GROWTH_MIN_BYTES``.
 from __future__ import annotations
 
 from .._capture._jax._memory import ProgramMemory
-from .._core._text import human_bytes  # the report's units: a change reads as its sizes do
+from .._core._units import human_bytes  # the report's units: a change reads as its sizes do
 
 #: A size is said to have grown when the new one is at least this much of the old one...
 GROWTH_RATIO = 1.10

@@ -19,7 +19,7 @@ import html
 import math
 from typing import Any
 
-from .._core._text import human_bytes
+from .._core._units import human_bytes
 from .._core._vocab import RowKind
 from ._aggregate import _Row
 from ._html_charts import _steps_chart, _timeline_chart
