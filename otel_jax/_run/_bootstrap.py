@@ -248,20 +248,28 @@ def install() -> None:
         handle = _install.install(**_providers())
         if before is None:
             handle._yields = True
-        if _summarizes:
-            # imported now, not at exit: an import made after the program ended on an
-            # unhandled KeyboardInterrupt takes away its exit through SIGINT (status 1,
-            # not -2), as it does to any Python program
-            from otel_jax._run import _summary  # noqa: F401
-
-            if os.environ.get(_run_env().HTML):  # the page's modules too
-                from otel_jax._report import _html, _page_data  # noqa: F401
     except Exception as exc:
         try:
             sys.stderr.write(f"otel-jax run: otel_jax could not be installed "
                              f"({type(exc).__name__}: {exc}); the program runs without it\n")
         except Exception:
             pass
+    if _summarizes:
+        _import_summary()
+
+
+def _import_summary() -> None:
+    """The summary's modules, imported now rather than at exit: an import made after the
+    program ended on an unhandled KeyboardInterrupt takes away its exit through SIGINT
+    (status 1, not -2), as it does to any Python program. Where they cannot be imported,
+    the exit says so as before (``_at_exit``)."""
+    try:
+        from otel_jax._run import _summary  # noqa: F401
+
+        if os.environ.get(_run_env().HTML):  # the page's modules too
+            from otel_jax._report import _html, _page_data  # noqa: F401
+    except Exception:
+        pass
 
 
 def _providers() -> dict[str, Any]:
