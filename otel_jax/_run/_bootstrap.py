@@ -124,10 +124,44 @@ def start(boot_dir: str) -> None:
         # otel_jax's, whose lines it summarises
         atexit.register(_at_exit, os.getpid(), folder)
         _remove_on_sigterm(os.getpid(), folder)
+    # A Pool's worker flushes after each task, before its result goes (the parent may
+    # terminate it then), even where JAX is first imported in a task (``_setup._exit``).
+    if _spawned_by_multiprocessing():
+        _exit_hooks().watch_spawned()
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_watch_forked)
     if "jax" in sys.modules:
         install()
     else:
         sys.meta_path.insert(0, _AfterJax())
+
+
+def _exit_hooks() -> ModuleType:
+    """otel_jax's ``_setup._exit``, standard library only at module level: loaded from its
+    file under its own name, the module ``install()`` then uses."""
+    return _sibling("otel_jax._setup._exit", os.pardir, "_setup", "_exit.py")
+
+
+def _watch_forked() -> None:
+    """In a child just forked: where ``multiprocessing`` forked it, its after-fork callbacks
+    run next, ``_setup._exit``'s among them."""
+    if "multiprocessing" in sys.modules:
+        try:
+            _exit_hooks().watch_forked()
+        except Exception:  # never stop the program
+            pass
+
+
+def _spawned_by_multiprocessing() -> bool:
+    """Whether this process is a child ``multiprocessing`` spawned, or its forkserver
+    (whose forked children run Pool workers): ``python -c "from multiprocessing..."``."""
+    argv: list[str] = getattr(sys, "orig_argv", [])
+    try:
+        code = argv[argv.index("-c") + 1]
+    except (ValueError, IndexError):
+        return False
+    return code.startswith(("from multiprocessing.spawn import",
+                            "from multiprocessing.forkserver import"))
 
 
 def _remove_on_sigterm(pid: int, folder: str) -> None:

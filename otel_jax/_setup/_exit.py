@@ -1,4 +1,5 @@
-"""The end of a process forked after ``install()``: its last compiles are not lost.
+"""The end of a ``multiprocessing`` child of a process that installed otel_jax: its last
+compiles are not lost.
 
 A child started by ``multiprocessing`` with the fork start method (``Process``, ``Pool``,
 ``ProcessPoolExecutor`` workers) ends through ``os._exit`` once its target returns (or by
@@ -11,7 +12,9 @@ action; in a ``Pool``'s worker, no handler but a flush after each task that comp
 before its result is sent (see ``_flush_after_each_task``). Each forked child registers
 them, through the after-fork
 callbacks ``multiprocessing`` runs in every child it starts (after it cleared the parent's
-finalizers). A child that calls ``os._exit`` itself, or ``os.fork()`` without
+finalizers). A spawned child exits through ``sys.exit`` (``atexit`` runs) unless
+``terminate()`` ends it: its Pool worker flushes after each task too
+(``watch_spawned``). A child that calls ``os._exit`` itself, or ``os.fork()`` without
 ``multiprocessing``, may still lose what was queued: nothing runs at such an exit.
 """
 
@@ -35,22 +38,92 @@ _registered = False
 
 
 def flush_in_forked_children(flush: Callable[[], None]) -> None:
-    """Have ``flush`` run at the exit of every child ``multiprocessing`` forks from now on
+    """Have ``flush`` run at the exit of every child ``multiprocessing`` starts from now on
     (also from children of children); never raises."""
-    global _child_flush, _registered
+    global _child_flush
     _child_flush = flush
-    if _registered:
-        return
     try:
         # Imported now, at install(): nothing may be imported at a child's exit (the SDK's
         # modules start thread pools as they load, refused there from Python 3.12).
-        from multiprocessing import util
+        from multiprocessing import process
 
         from .._emit import _bounded, _export  # noqa: F401
 
+        if getattr(process.current_process(), "_inheriting", False):
+            # installed while this spawned child is being prepared (its main module
+            # imported JAX): it may be about to run a Pool's worker
+            watch_spawned()
+        else:
+            watch_forked()
+    except Exception:  # no multiprocessing: no workers of its kind either
+        pass
+
+
+def watch_forked() -> None:
+    """Have ``_in_child`` run in every child ``multiprocessing`` forks from this process
+    (directly or, in a forkserver, from its server), through the after-fork callbacks it
+    runs there before the child's target. ``otel-jax run`` calls this in a child just
+    forked from a process that had not installed otel_jax (its workers import JAX in a
+    task): ``multiprocessing`` runs those callbacks right after. Never raises."""
+    global _registered
+    if _registered:
+        return
+    try:
+        from multiprocessing import util
+
         util.register_after_fork(_TOKEN, _in_child)
         _registered = True
-    except Exception:  # no multiprocessing: no forked workers of its kind either
+    except Exception:
+        pass
+
+
+_watching = False
+#: Puts ``SpawnProcess._after_fork`` back where ``watch_spawned`` replaced it and no
+#: spawned ``Process`` came to run in this process (a forked child of a forkserver).
+_restore: Callable[[], None] | None = None
+
+
+def watch_spawned() -> None:
+    """In a process ``multiprocessing`` spawned (a ``Process``'s, a forkserver): have
+    ``_in_child`` run here, before its ``Process`` runs, and in every child forked from it
+    (``watch_forked``); never raises.
+
+    The after-fork callbacks do not run in a spawned child (``SpawnProcess._after_fork``
+    does nothing): its ``_after_fork`` is replaced, once; the first call, made by
+    ``BaseProcess._bootstrap`` right after the child's ``Process`` became
+    ``current_process()`` and before its target runs, puts the original back, runs it,
+    then ``_in_child``. ``otel-jax run`` calls this at the start of every process
+    ``multiprocessing`` spawns (``_run._bootstrap``, which loads this module from its file
+    under its own name, so that ``install()`` finds it later): a worker that first imports
+    JAX in a task is watched too."""
+    global _watching, _restore
+    if _watching:
+        return
+    try:
+        from multiprocessing import context
+
+        watch_forked()
+        spawned: Any = getattr(context, "SpawnProcess", None)
+        original = vars(spawned).get("_after_fork") if spawned is not None else None
+        if original is not None:
+
+            def restore() -> None:
+                global _restore
+                _restore = None
+                setattr(spawned, "_after_fork", original)
+
+            def once() -> None:
+                restore()
+                original.__func__()
+                try:
+                    _in_child(_TOKEN)
+                except Exception:  # the child's target must still run
+                    pass
+
+            spawned._after_fork = staticmethod(once)
+            _restore = restore
+        _watching = True
+    except Exception:
         pass
 
 
@@ -61,13 +134,17 @@ def _in_child(_token: _Token) -> None:
     ``terminate()`` ends it (SIGTERM, where it has its default action)."""
     global _state
     _state = _NOT_YET
+    if _restore is not None:
+        _restore()
     try:
         from multiprocessing import util
 
         util.Finalize(None, _at_child_exit, exitpriority=0)
     except Exception:
         pass
-    if not _flush_after_each_task():
+    # a spawned child watched before install() (``watch_spawned``) gets no SIGTERM
+    # handler: in a process that never uses JAX it would only delay the signal
+    if not _flush_after_each_task() and _child_flush is not None:
         _flush_on_sigterm()
 
 
