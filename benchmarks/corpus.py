@@ -44,6 +44,10 @@ Usage::
 
     python benchmarks/corpus.py                      # the subset (a few minutes)
     python benchmarks/corpus.py --all --python .venv-corpus/bin/python
+
+Suites that their wheels do not ship run from their source trees (``--files DIR``):
+equinox's ``tests/`` at its release tag, flax's ``tests/nnx`` from its sdist
+(``pip download --no-binary :all: --no-deps flax==VERSION``).
 """
 
 from __future__ import annotations
@@ -123,12 +127,19 @@ def find_tests(python: str, selectors: list[str], everything: bool,
             files += sorted(where.rglob("*_test.py"))
         return files
     for selector in selectors:
+        path = Path(selector)
+        if path.is_dir():  # a suite from a source tree (equinox's, flax's tests/nnx)
+            files += sorted({*path.rglob("*_test.py"), *path.rglob("test_*.py")})
+            continue
+        if path.is_file():
+            files.append(path.resolve())
+            continue
         package, _, rel = selector.partition(":")
         where = package_dir(python, package)
         if where is None:
             raise SystemExit(f"corpus: {package} is not installed in {python}")
         files.append(where / rel)
-    return files
+    return [f.resolve() for f in files]
 
 
 def run_suite(python: str, mode: str, files: list[Path], out: Path, timeout: float,
@@ -516,7 +527,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"with --all: packages whose tests run (default: "
                              f"{', '.join(DEFAULT_PACKAGES)})")
     parser.add_argument("--files", nargs="*", default=list(SUBSET),
-                        help="package:relative/path_test.py selectors (default: the subset)")
+                        help="package:relative/path_test.py selectors, test files, or folders "
+                             "of a suite's source tree (its *_test.py and test_*.py) "
+                             "(default: the subset)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--timeout", type=float, default=4 * 3600,
                         help="seconds each run may take")

@@ -14,7 +14,7 @@ For each kind and level (``warning``, ``info`` for a note): how many were said, 
 were followed (and how many of those in the same test), and the precision. A kind said as
 a warning should be followed nearly always; one that is not is to be a note.
 
-    python benchmarks/corpus_hazards.py test-output/corpus/otel.json
+    python benchmarks/corpus_hazards.py test-output/corpus/otel.json [more runs' otel.json]
 
 Over the project's own training programs (``benchmarks/hazard_programs/``: flax linen and
 nnx, equinox, optax and plain JAX; loops, schedules, evaluation splits, caches), each run
@@ -85,6 +85,30 @@ def precision(run: dict[str, Any]) -> dict[str, Any]:
     table = {k: {**v, "precision": round(v["followed"] / v["said"], 3) if v["said"] else None}
              for k, v in sorted(counts.items())}
     return {"kinds": table, "unfollowed": unfollowed}
+
+
+#: The cause kinds a hazard can name before the recompile (docs/causes.md).
+HAZARD_KINDS = ("weak_type", "static_argument", "function_identity", "shape")
+
+
+def warned_recompiles(run: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Per cause kind a hazard can name: the recompiles of that kind in the run, and how
+    many a warning of the kind, said at an earlier compile of the same function, came
+    before. Unlike ``recall`` this counts every such recompile, also those whose pattern
+    had not shown (a test calling a function with a second shape on purpose): a floor."""
+    records = [r for test in run["tests"].values() for r in test["records"]]
+    warned_at: dict[tuple[Any, ...], dict[str, int]] = defaultdict(dict)
+    counts = {kind: {"recompiles": 0, "warned": 0} for kind in HAZARD_KINDS}
+    for record in records:  # in the run's order
+        key, kind = _key(record), record.get("cause_kind")
+        if kind in counts and record["count"] > 1:
+            counts[kind]["recompiles"] += 1
+            if kind in warned_at[key]:
+                counts[kind]["warned"] += 1
+        for hazard in record.get("hazards", ()):
+            if hazard["level"] == "warning":
+                warned_at[key].setdefault(hazard["kind"], record["count"])
+    return counts
 
 
 def render(result: dict[str, Any], limit: int = 20) -> str:
@@ -238,9 +262,21 @@ def main(argv: list[str] | None = None) -> int:
             python, rest = rest[1], rest[2:]
         print(render_programs(run_programs(python, rest or None)))
         return 0
-    path = Path(args[0] if args else "test-output/corpus/otel.json")
-    result = precision(json.loads(path.read_text()))
+    # One or more runs (a suite run in shards side by side): their tests, together.
+    paths = [Path(a) for a in args] or [Path("test-output/corpus/otel.json")]
+    tests: dict[str, Any] = {}
+    for path in paths:
+        for test, value in json.loads(path.read_text())["tests"].items():
+            tests[test if test not in tests else f"{path}:{test}"] = value
+    result = precision({"tests": tests})
     print(render(result, limit=200))
+    for kind, row in warned_recompiles({"tests": tests}).items():
+        print(f"  recompiles {kind:<18} {row['recompiles']:>5}, a warning of the kind "
+              f"said before: {row['warned']:>4}")
+    said, followed, prec = warning_precision(result)
+    compiles = sum(len(t["records"]) for t in tests.values())
+    print(f"runs {len(paths)}, tests {len(tests)}, compiles {compiles}: warnings said "
+          f"{said}, followed {followed}: precision {prec}")
     return 0
 
 

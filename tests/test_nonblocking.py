@@ -44,7 +44,9 @@ CHILD = textwrap.dedent("""
     def f(x):
         return x * 2
 
-    for n in range(1, 221):  # each shape compiles again: one long line per compile
+    # each shape compiles again: one line of about 1 KB per compile, so that the 64 KiB
+    # pipe fills after about 66 and as many more must go by without blocking the loop
+    for n in range(1, 141):
         f(jnp.ones(n))
     dropped = sum(e.dropped for e in list(_logs._live))
     print(f"DONE dropped={dropped}", flush=True)
