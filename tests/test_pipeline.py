@@ -115,7 +115,9 @@ class Server:
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=20)
+                # Jaeger's graceful stop takes about 10 s (what a test checks is over by
+                # then, and its storage is the test's temporary folder): 3 s, then killed.
+                self.proc.wait(timeout=3)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=20)
