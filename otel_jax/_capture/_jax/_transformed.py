@@ -6,7 +6,7 @@ jitted callable is made of (``jax.jit(jax.vmap(f, out_axes=1))``), read from its
 Its own module: the jaxpr's debug info, ``jit_p``'s parameter names and the code objects
 and free variables of JAX's transformation closures (grad, value_and_grad, jacfwd, jacrev,
 vmap, jvp, vjp, linearize, checkify) are all JAX's private layout. Checked on JAX 0.8.0,
-0.10.2 and 0.12.0.1 (the oldest, default and newest test venvs). Fallback: arguments
+0.10.2, 0.12.0.1 and 0.12.1 (the oldest, default and newest test venvs). Fallback: arguments
 without debug names are ``args[i]``; the transformations not found (their closures moved)
 are ``""``, and the function's number is then the one last traced from the program's
 definition (its debug source), else ``0``; a checkify that moved leaves the others named.
@@ -199,10 +199,16 @@ _grad_wrappers: frozenset[Any] = frozenset()  # grad's closures around value_and
 _jax_dir = ""
 
 
-def _closure_code(function: Any, name: str) -> Any:
-    code = getattr(inspect.unwrap(function), "__code__", None)
-    return next((c for c in getattr(code, "co_consts", ())
-                 if getattr(c, "co_name", None) == name), None)
+def _closure_code(function: Any, name: str, *more: Any) -> Any:
+    """The code of the closure ``name`` that ``function`` defines, else the first of
+    ``more`` (functions it delegates to) that defines it; None when none does."""
+    for where in (function, *more):
+        code = getattr(inspect.unwrap(where), "__code__", None) if where is not None else None
+        found = next((c for c in getattr(code, "co_consts", ())
+                      if getattr(c, "co_name", None) == name), None)
+        if found is not None:
+            return found
+    return None
 
 
 _checkify_read = False
@@ -237,8 +243,11 @@ def _read_transformation_codes() -> dict[Any, _Transformation]:
             (api.jacfwd, "jacfun", _Transformation("jacfwd", *_JAC)),
             (api.jacrev, "jacfun", _Transformation("jacrev", *_JAC)),
             (api.vmap, "vmap_f", _VMAP))
+    # JAX 0.12.1 moved vmap's body to ``api._vmap``, which ``api.vmap`` calls; found
+    # there only where ``api.vmap`` no longer defines the closure itself.
+    delegates = {api.vmap: (getattr(api, "_vmap", None),)}
     for function, closure, meaning in closures:
-        code = _closure_code(function, closure)
+        code = _closure_code(function, closure, *delegates.get(function, ()))
         if code is not None:
             codes[code] = meaning
     plain: tuple[tuple[Any, str], ...] = (
