@@ -67,8 +67,6 @@ def _cells(row: dict[str, Any]) -> list[str]:
             _fmt_s(row["recompile_s"])]
 
 
-
-
 #: ``largest_program``'s sizes, with the word each is shown with.
 _PROGRAM_SIZES = (("temp_bytes", "temp"), ("argument_bytes", "arguments"),
                   ("output_bytes", "outputs"), ("generated_code_bytes", "code"))

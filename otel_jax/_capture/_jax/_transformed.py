@@ -243,11 +243,11 @@ def _read_transformation_codes() -> dict[Any, _Transformation]:
             (api.jacfwd, "jacfun", _Transformation("jacfwd", *_JAC)),
             (api.jacrev, "jacfun", _Transformation("jacrev", *_JAC)),
             (api.vmap, "vmap_f", _VMAP))
-    # JAX 0.12.1 moved vmap's body to ``api._vmap``, which ``api.vmap`` calls; found
-    # there only where ``api.vmap`` no longer defines the closure itself.
-    delegates = {api.vmap: (getattr(api, "_vmap", None),)}
     for function, closure, meaning in closures:
-        code = _closure_code(function, closure, *delegates.get(function, ()))
+        # JAX 0.12.1 moved vmap's body to ``api._vmap``, which ``api.vmap`` calls: looked
+        # for there only where ``api.vmap`` no longer defines the closure itself
+        code = _closure_code(function, closure,
+                             *((getattr(api, "_vmap", None),) if function is api.vmap else ()))
         if code is not None:
             codes[code] = meaning
     plain: tuple[tuple[Any, str], ...] = (
