@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import pytest
+from opentelemetry._logs import SeverityNumber
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 
@@ -17,6 +18,7 @@ from conftest import Telemetry
 
 import otel_jax
 from otel_jax._core._vocab import EVENT_COMPILE, EVENT_HAZARD, Attr
+from otel_jax._emit._otel_logs import EVENT_NAME_FIELD, OtelLogEmitter
 
 
 @pytest.mark.hazards
@@ -41,8 +43,11 @@ def test_compile_and_hazard_records_name_their_event_and_link_the_compile_span()
     records = [d.log_record for d in exporter.get_finished_logs()
                if str(d.log_record.attributes.get(Attr.FUNCTION, "")).endswith("grows")]
     spans = {s.context.span_id for s in t.spans()}
-    compiles = [r for r in records if r.attributes[Attr.EVENT_NAME] == EVENT_COMPILE]
-    hazards = [r for r in records if r.attributes[Attr.EVENT_NAME] == EVENT_HAZARD]
+    # The event's name is the record's own field (the log data model's EventName), not
+    # also the `event.name` attribute that the field replaced.
+    assert all(Attr.EVENT_NAME not in r.attributes for r in records)
+    compiles = [r for r in records if r.event_name == EVENT_COMPILE]
+    hazards = [r for r in records if r.event_name == EVENT_HAZARD]
     assert len(compiles) == 4 and hazards
     for r in compiles:
         assert str(r.body).startswith(f"{EVENT_COMPILE} ") and ".grows: " in str(r.body)
@@ -52,3 +57,21 @@ def test_compile_and_hazard_records_name_their_event_and_link_the_compile_span()
         assert r.severity_text in ("WARN", "INFO") and r.span_id in spans
         assert r.attributes[Attr.FUNCTION].endswith("grows")
         assert r.attributes[Attr.HAZARD_KIND] == "shape"
+
+
+def test_the_event_name_is_an_attribute_where_the_api_has_no_field_for_it():
+    """An API without the log record's own event name (before 1.35) gets the attribute."""
+    exporter = InMemoryLogExporter()
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    logger = logger_provider.get_logger("tests")
+    for field in (True, False):
+        OtelLogEmitter(logger, event_name_field=field)._record(
+            1.0, None, SeverityNumber.INFO, EVENT_COMPILE, "f: shape: x", {Attr.FUNCTION: "f"})
+    with_field, without = (d.log_record for d in exporter.get_finished_logs())
+    assert with_field.event_name == EVENT_COMPILE
+    assert dict(with_field.attributes) == {Attr.FUNCTION: "f"}
+    assert not without.event_name
+    assert dict(without.attributes) == {Attr.EVENT_NAME: EVENT_COMPILE, Attr.FUNCTION: "f"}
+    # The API installed here has the field, and it is what otel_jax uses.
+    assert EVENT_NAME_FIELD is True

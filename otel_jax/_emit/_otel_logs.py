@@ -7,6 +7,7 @@ export them, so it needs no queue or thread of otel_jax's.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 
 from opentelemetry._logs import Logger as OtelLogger
@@ -29,14 +30,31 @@ from ._spans import link_context
 __all__ = ["OtelLogEmitter"]
 
 
+def _has_event_name_field() -> bool:
+    """Whether this OpenTelemetry API's log record has its own event name (the data model's
+    ``EventName``, in ``LogRecord(event_name=...)`` since API 1.35). Where it does, the
+    ``event.name`` attribute that the field replaced is not sent as well."""
+    try:
+        return "event_name" in inspect.signature(LogRecord.__init__).parameters
+    except (TypeError, ValueError):  # a signature Python cannot read: the attribute
+        return False
+
+
+#: Read once: the installed API does not change while the program runs.
+EVENT_NAME_FIELD = _has_event_name_field()
+
+
 class OtelLogEmitter:
     """The same facts as an OpenTelemetry log record, linked to the compile span."""
 
     #: The user's code this emitter calls: its exceptions are named as theirs.
     reaches = "log record processor"
 
-    def __init__(self, logger: OtelLogger) -> None:
+    def __init__(self, logger: OtelLogger, *, event_name_field: bool = EVENT_NAME_FIELD) -> None:
         self._logger = logger
+        #: The event's name in the record's own field, else (an API that lacks it) in
+        #: the ``event.name`` attribute. A parameter so that a test can take either path.
+        self._event_name_field = event_name_field
 
     def compile(self, record: CompileRecord, link: SpanLink | None) -> None:
         context = link_context(link)
@@ -62,13 +80,18 @@ class OtelLogEmitter:
 
     def _record(self, at: float, context: Context | None, severity: SeverityNumber,
                 event: str, text: str, attributes: Mapping[str, AttributeValue]) -> None:
-        """One log record of ``event``: its body ``"<event> <text>"``, its attributes named
-        by the event."""
-        self._logger.emit(LogRecord(
+        """One log record of ``event``: its body ``"<event> <text>"``, its event name in the
+        record's field (or attribute), its attributes named by the event."""
+        if not self._event_name_field:
+            attributes = {Attr.EVENT_NAME: event, **attributes}
+        record = LogRecord(
             timestamp=int(at * 1e9),
             context=context,
             severity_number=severity,
             severity_text=severity.name,
             body=f"{event} {text}",
-            attributes={Attr.EVENT_NAME: event, **attributes},
-        ))
+            attributes=dict(attributes),
+        )
+        if self._event_name_field:
+            record.event_name = event
+        self._logger.emit(record)
