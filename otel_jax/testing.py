@@ -210,6 +210,11 @@ class assert_no_hazards(CompileRecorder):  # a statement: lower case, like asser
             raise AssertionError(f"expected no hazard{scope}, got {len(found)} {what}:\n"
                                  + _hazard_report(found))
 
+    def claims_hazard(self, record: CompileRecord, hazard: Hazard) -> bool:
+        """Whether this gate fails on ``hazard``: it is then said once, in the failure, not
+        also as a warning (pytest's warnings summary, or stderr)."""
+        return (hazard.warn or self.notes) and self._matches(record)
+
     @property
     def hazards(self) -> list[tuple[CompileRecord, Hazard]]:
         """``(record, hazard)`` of each hazard said inside the block that fails it."""

@@ -177,6 +177,26 @@ def test_the_marker_fails_a_test_that_says_a_hazard(pytester):
     assert "pytest_plugin.py" not in out  # a clean failure, not the plugin's traceback
 
 
+@pytest.mark.hazards  # on in the program, as where otel_jax is installed with its defaults
+def test_a_hazard_the_gate_fails_on_is_said_once_in_the_failure(pytester):
+    """Not also as a warning: in pytest's warnings summary, or on stderr where pytest does
+    not capture warnings. A hazard no gate fails on is still a warning."""
+    pytester.makeconftest("import otel_jax\notel_jax.install(log_output=None)\n")
+    pytester.makepyfile(PROGRAM)
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=1)
+    out = result.stdout.str() + result.stderr.str()
+    assert out.count("step #1 at ") == 1  # the failure
+    assert "otel_jax: step will compile again" not in out  # no warning of the same
+    assert out.count("otel_jax: other_step will compile again (weak_type)") == 1
+    assert out.count("will compile again (weak_type)") == 2  # the failure's and that warning
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "-p", "no:warnings",
+                                           "-k", "marked_fed_back and not unmarked")
+    result.assert_outcomes(failed=1)
+    assert "OtelJaxWarning" not in result.stdout.str() + result.stderr.str()
+    assert (result.stdout.str() + result.stderr.str()).count("will compile again") == 1
+
+
 def test_the_option_and_the_ini_gate_every_test(pytester):
     pytester.makepyfile(PROGRAM)
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider",

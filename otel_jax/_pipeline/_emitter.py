@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from .._core._failopen import FailOpen
 from .._core._vocab import LOGGER_NAME
+from .._explain._hazards import Hazard
 from ._record import CompileRecord, Divergence, SpanLink, Storm
 
-__all__ = ["STDLIB_WARNINGS", "Emitter", "LinkEmitter", "Route", "StdlibWarnings"]
+__all__ = ["STDLIB_WARNINGS", "Emitter", "HazardGate", "LinkEmitter", "Route",
+           "StdlibWarnings"]
 
 
 class Emitter(Protocol):
@@ -36,6 +38,15 @@ class Emitter(Protocol):
 
     def divergence(self, divergence: Divergence) -> None:
         """Ranks of a multi-process job compiled different things for one compile."""
+
+
+@runtime_checkable
+class HazardGate(Protocol):
+    """An emitter that reports some hazards itself (the testing kit's gate fails the test
+    that shows one): the engine's warning does not say those a second time."""
+
+    def claims_hazard(self, record: CompileRecord, hazard: Hazard) -> bool:
+        """Whether this gate reports ``hazard`` of ``record`` itself."""
 
 
 class LinkEmitter(Protocol):

@@ -47,11 +47,12 @@ from .._capture._jax import (
 )
 from .._capture._source import FunctionInfo
 from .._core._failopen import FailOpen, OtelJaxWarning, Topic, WarnKey, at_site
+from .._explain._hazards import Hazard
 from .._fleet import _ranks
 from .._fleet._ledger import Ledger
 from . import _assemble
 from ._background import WORKER
-from ._emitter import STDLIB_WARNINGS, Emitter, Route
+from ._emitter import STDLIB_WARNINGS, Emitter, HazardGate, Route
 from ._history import History
 from ._policy import ON_RECOMPILE, OnRecompile, Policy, RecompileError
 from ._record import CompileRecord, Devices, PhaseTiming, SpanLink, Storm
@@ -497,12 +498,19 @@ class Engine:
         (hazards not precise enough for a warning) are their log lines and events only."""
         info = record.function
         for hazard in record.hazards:
-            if hazard.warn:
+            if hazard.warn and not self._claimed(record, hazard):
                 self.failopen.warn_once(
                     WarnKey(Topic.HAZARD, f"{info.qualname}@{info.file}:{info.line}:"
                                           f"{hazard.kind.value}"),
                     f"otel_jax: {info.qualname} will compile again ({hazard.kind.value}): "
                     f"{hazard.text}. Fix: {hazard.hint}.", site=record.callsite or None)
+
+    def _claimed(self, record: CompileRecord, hazard: Hazard) -> bool:
+        """Whether an active gate reports ``hazard`` itself, as a test failure: said there,
+        it is not also a warning (pytest's summary, or stderr)."""
+        return any(self.failopen.call("hazard gate", functools.partial(
+                       gate.claims_hazard, record, hazard), False)
+                   for gate in self._added if isinstance(gate, HazardGate))
 
     def _devices_of(self, miss: _miss.Miss | None) -> Devices:
         devices = _devices.argument_devices(miss.args_flat) if miss is not None else set()
