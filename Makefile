@@ -79,7 +79,7 @@ demo: $(VENV)/.installed
 docs: browser $(VENV)/.installed
 	$(PY) scripts/docs_examples.py
 
-# Jaeger v2, Prometheus 3 and promtool 3, built once per machine from their Go modules
+# Jaeger v2, Prometheus 3, promtool 3 and VictoriaLogs, built once per machine from their Go modules
 # (scripts/tools.versions) into ~/.cache/otel_jax-tools; tests/conftest.py finds them there.
 tools:
 	@scripts/ensure-tools

@@ -278,12 +278,15 @@ def tools_dir() -> Path:
 
 
 def tool_path(name: str) -> Path:
-    """The path of a server binary ("jaeger", "prometheus", "promtool"), built or not."""
+    """The path of a server binary ("jaeger", "prometheus", "promtool", "victoria-logs"),
+    built or not."""
     versions = tools_versions()
     if name == "jaeger":
         return tools_dir() / f"jaeger-{versions['JAEGER_VERSION']}" / "jaeger"
     if name in ("prometheus", "promtool"):
         return tools_dir() / f"prometheus-{versions['PROMETHEUS_VERSION']}" / name
+    if name == "victoria-logs":
+        return tools_dir() / f"victorialogs-{versions['VICTORIALOGS_VERSION']}" / name
     raise ValueError(name)
 
 
@@ -296,8 +299,8 @@ def require_tool(name: str) -> str:
     if os.access(path, os.X_OK):
         return str(path)
     if shutil.which("go") is None:
-        pytest.skip("no Go toolchain: Jaeger v2 and Prometheus 3 are built from their Go "
-                    "modules by scripts/ensure-tools (`make tools`)")
+        pytest.skip("no Go toolchain: Jaeger v2, Prometheus 3 and VictoriaLogs are built from "
+                    "their Go modules by scripts/ensure-tools (`make tools`)")
     pytest.fail(f"{path} is missing: run scripts/ensure-tools (`make tools`), which builds "
                 f"it with Go into {tools_dir()}")
 
@@ -315,6 +318,11 @@ def prometheus_binary() -> str:
 @pytest.fixture(scope="session")
 def jaeger_binary() -> str:
     return require_tool("jaeger")
+
+
+@pytest.fixture(scope="session")
+def victorialogs_binary() -> str:
+    return require_tool("victoria-logs")
 
 
 # --- helpers of the tests that start processes and servers ------------------------------

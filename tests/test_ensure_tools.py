@@ -24,7 +24,7 @@ case "$1 $2" in
   "build -trimpath")
     out="$4"; printf '#!/bin/sh\necho jaeger\n' > "$out"; chmod +x "$out" ;;
   install*)
-    tool="${2##*/cmd/}"; tool="${tool%@*}"
+    tool="${2##*/}"; tool="${tool%@*}"
     if [ "${FAKE_GO_FAIL:-}" = "$tool" ]; then
       echo "cmd/$tool/main.go:12:2: undefined: somethingThatMoved" >&2; exit 2
     fi
@@ -57,16 +57,19 @@ def test_one_line_per_tool_with_its_time_and_go_output_in_logs(fake_go):
     out = run()
     assert out.returncode == 0, out.stderr
     lines = out.stderr.splitlines()
-    assert len(lines) == 3, out.stderr
-    for line, tool in zip(lines, ("jaeger", "prometheus", "promtool")):
+    assert len(lines) == 4, out.stderr
+    for line, tool in zip(lines, ("jaeger", "prometheus", "promtool", "victoria-logs")):
         assert re.fullmatch(rf"ensure-tools: building {tool} v[\d.]+ \(once per machine\) "
                             r"\.\.\. built in (\d+m \d\ds|\d+s)", line), line
     assert "go: downloading" not in out.stderr + out.stdout
     logs = sorted(p.name for p in (tools / "logs").iterdir())
-    assert [name.split("-v")[0] for name in logs] == ["jaeger", "prometheus", "promtool"]
+    assert [name.split("-v")[0] for name in logs] == [
+        "jaeger", "prometheus", "promtool", "victoria-logs"]
     assert "go: downloading" in (tools / "logs" / logs[0]).read_text()
     assert all(os.access(p, os.X_OK) for p in (*tools.glob("jaeger-*/jaeger"),
-                                               *tools.glob("prometheus-*/prom*")))
+                                               *tools.glob("prometheus-*/prom*"),
+                                               *tools.glob("victorialogs-*/victoria-logs")))
+    assert len(list(tools.glob("victorialogs-v*/victoria-logs"))) == 1
     again = run()  # built: nothing to do, nothing said
     assert again.returncode == 0 and again.stderr == ""
 
