@@ -34,6 +34,7 @@ COMPOSE_FILE = DEPLOY / "docker-compose.yml"
 COLLECTOR_CONFIG = DEPLOY / "otel-collector" / "config.yaml"
 COLLECTOR_K8S_CONFIG = DEPLOY / "otel-collector" / "config.k8s.yaml"
 K8S_MANIFEST = DEPLOY / "k8s" / "otel-collector.yaml"
+K8S_VICTORIALOGS = DEPLOY / "k8s" / "victorialogs.yaml"
 PROMETHEUS_CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
 RULES_DIR = DEPLOY / "prometheus" / "rules"
 RULES_FILE = RULES_DIR / "otel_jax_alerts.yml"
@@ -90,7 +91,11 @@ ALERTS = {
     "JaxCompileTimeHighShareOfWallTime": "10m",
     "JaxRecompileAfterWarmup": "0m",
 }
-SERVICES = {"otel-collector", "jaeger", "prometheus", "grafana"}
+SERVICES = {"otel-collector", "jaeger", "prometheus", "grafana", "victorialogs"}
+#: The Grafana plugin of the VictoriaLogs data source (its type in provisioning files).
+VICTORIALOGS_PLUGIN = "victoriametrics-logs-datasource"
+#: Where the collector sends the log records: VictoriaLogs' OTLP/HTTP logs path.
+VICTORIALOGS_LOGS_ENDPOINT = "http://victorialogs:9428/insert/opentelemetry/v1/logs"
 
 
 # --------------------------------------------------------------------------- helpers
@@ -341,7 +346,7 @@ def test_servers_are_built_where_go_exists():
 
     if shutil.which("go") is None:
         pytest.skip("no Go toolchain here")
-    missing = [str(tool_path(n)) for n in ("jaeger", "prometheus", "promtool")
+    missing = [str(tool_path(n)) for n in ("jaeger", "prometheus", "promtool", "victoria-logs")
                if not os.access(tool_path(n), os.X_OK)]
     assert not missing, f"run scripts/ensure-tools: {missing}"
 
@@ -488,12 +493,14 @@ def test_compose_services_images_and_ports():
     assert re.fullmatch(r"jaegertracing/jaeger:2\.\d+\.\d+", images["jaeger"])
     assert re.fullmatch(r"prom/prometheus:v\d+\.\d+\.\d+", images["prometheus"])
     assert re.fullmatch(r"grafana/grafana:\d+\.\d+\.\d+", images["grafana"])
+    assert re.fullmatch(r"victoriametrics/victoria-logs:v1\.\d+\.\d+", images["victorialogs"])
     for name, image in images.items():
         assert not image.endswith(":latest"), f"{name} image is not pinned"
     assert {4317, 4318} <= published_ports(services["otel-collector"])
     assert 16686 in published_ports(services["jaeger"])
     assert 9090 in published_ports(services["prometheus"])
     assert 3000 in published_ports(services["grafana"])
+    assert 9428 in published_ports(services["victorialogs"])
     # Only the collector receives OTLP from the host: no clash on 4317/4318.
     for name in SERVICES - {"otel-collector"}:
         assert not {4317, 4318} & published_ports(services[name]), name
@@ -527,6 +534,10 @@ def test_compose_wires_the_configs_where_the_services_read_them():
     assert mounts["/etc/grafana/provisioning/dashboards"] == "./grafana/provisioning/dashboards"
     provider = load_yaml(DASHBOARD_PROVIDERS_FILE)["providers"][0]
     assert mounts[provider["options"]["path"]] == "./grafana/dashboards"
+    # The VictoriaLogs data source's plugin, pinned, installed before Grafana provisions.
+    plugin, version = env["GF_PLUGINS_PREINSTALL_SYNC"].split("@")
+    assert plugin == VICTORIALOGS_PLUGIN and re.fullmatch(r"\d+\.\d+\.\d+", version)
+    assert "GF_INSTALL_PLUGINS" not in env  # deprecated since Grafana 12
     home = env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
     assert PurePosixPath(home).parent == PurePosixPath(provider["options"]["path"])
     assert (GRAFANA / "dashboards" / PurePosixPath(home).name).is_file()
@@ -575,7 +586,15 @@ def test_collector_config_pipelines():
     pipelines = config["service"]["pipelines"]
     assert pipelines["traces"]["exporters"] == ["otlp_grpc/jaeger"]
     assert pipelines["metrics"]["exporters"] == ["prometheus"]
-    assert pipelines["logs"]["exporters"] == ["debug"]
+    assert pipelines["logs"]["exporters"] == ["otlp_http/victorialogs"]
+    logs = config["exporters"]["otlp_http/victorialogs"]
+    # logs_endpoint, used as written (`endpoint` would get /v1/logs appended)
+    assert logs["logs_endpoint"] == VICTORIALOGS_LOGS_ENDPOINT and "endpoint" not in logs
+    # The stream of a line: its job and its event; other resource attributes are fields.
+    assert logs["headers"]["VL-Stream-Fields"] == "service.name,event_name"
+    service = compose()["services"]["victorialogs"]
+    assert VICTORIALOGS_LOGS_ENDPOINT.startswith("http://victorialogs:9428/")
+    assert 9428 in published_ports(service)
     jaeger = config["exporters"]["otlp_grpc/jaeger"]
     assert jaeger["endpoint"] == "jaeger:4317"
     assert jaeger["tls"]["insecure"] is True
@@ -613,6 +632,10 @@ def test_k8s_collector_config_matches_and_is_env_driven():
     assert expanded["exporters"]["otlp_grpc/jaeger"]["tls"]["insecure"] is True
     assert expanded["exporters"]["prometheus"]["endpoint"] == "0.0.0.0:8889"
     assert expanded["receivers"]["otlp"]["protocols"]["http"]["endpoint"] == "0.0.0.0:4318"
+    logs = expanded["exporters"]["otlp_http/victorialogs"]
+    assert logs["logs_endpoint"] == VICTORIALOGS_LOGS_ENDPOINT
+    assert logs["headers"] == load_yaml(COLLECTOR_CONFIG)["exporters"]["otlp_http/victorialogs"][
+        "headers"]
 
 
 def test_k8s_manifest_embeds_the_k8s_config():
@@ -632,6 +655,33 @@ def test_k8s_manifest_embeds_the_k8s_config():
     assert {4317, 4318, 8889} <= ports
     selector = by_kind["Service"]["spec"]["selector"]
     assert selector.items() <= by_kind["Deployment"]["spec"]["template"]["metadata"]["labels"].items()
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["VICTORIALOGS_LOGS_ENDPOINT"] == VICTORIALOGS_LOGS_ENDPOINT
+
+
+def test_k8s_victorialogs_manifest_serves_what_the_collector_sends_to():
+    docs = [d for d in yaml.safe_load_all(K8S_VICTORIALOGS.read_text(encoding="utf-8")) if d]
+    by_kind = {d["kind"]: d for d in docs}
+    assert set(by_kind) == {"PersistentVolumeClaim", "Deployment", "Service"}
+    deployment = by_kind["Deployment"]
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"]["type"] == "Recreate"  # one writer of the volume
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["image"] == compose()["services"]["victorialogs"]["image"]
+    data = next(a.split("=", 1)[1] for a in container["args"]
+                if a.startswith("-storageDataPath="))
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == data)
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    claim = by_kind["PersistentVolumeClaim"]["metadata"]["name"]
+    assert volume["persistentVolumeClaim"]["claimName"] == claim
+    # The collector's default endpoint names this Service and its port.
+    service = by_kind["Service"]
+    assert service["metadata"]["name"] == "victorialogs"
+    assert [p["port"] for p in service["spec"]["ports"]] == [9428]
+    assert service["spec"]["selector"].items() <= \
+        deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
 
 
 # ---------------------------------------------------------------------------- grafana
@@ -657,6 +707,25 @@ def test_grafana_datasources():
         # `$__tags` would be expanded (to nothing) as an environment variable.
         assert "{$$__tags}" in q["query"]
         assert promql_metric_names(trace_to_metrics_promql(q["query"])) <= METRICS
+
+
+def test_grafana_victorialogs_datasource_links_each_line_to_its_trace():
+    ds = provisioned_datasources()
+    logs = ds["victorialogs"]
+    assert logs["type"] == VICTORIALOGS_PLUGIN
+    compose_services = compose()["services"]
+    assert logs["url"] == "http://victorialogs:9428" and "victorialogs" in compose_services
+    # A line's trace_id field (the compile span's trace) opens that trace in the Jaeger
+    # data source, by uid; `$$` keeps Grafana from expanding ${__value.raw} at provisioning.
+    [derived] = logs["jsonData"]["derivedFields"]
+    assert derived["matcherType"] == "label" and derived["matcherRegex"] == "trace_id"
+    assert derived["url"] == "$${__value.raw}"
+    assert ds[derived["datasourceUid"]]["type"] == "jaeger"
+    # And back: a span's "logs for this span" runs a LogsQL query on VictoriaLogs.
+    to_logs = ds["jaeger"]["jsonData"]["tracesToLogsV2"]
+    assert ds[to_logs["datasourceUid"]]["type"] == VICTORIALOGS_PLUGIN
+    assert to_logs["customQuery"] is True
+    assert to_logs["query"] == 'trace_id:="$${__trace.traceId}"'
 
 
 def trace_to_metrics_promql(query: str) -> str:
@@ -702,7 +771,7 @@ def test_dashboard_selects_its_datasources_through_variables():
     dash = dashboard()
     variables = datasource_variables(dash)
     assert {n: v["query"] for n, v in variables.items()} == {
-        "prometheus": "prometheus", "jaeger": "jaeger"}
+        "prometheus": "prometheus", "jaeger": "jaeger", "victorialogs": VICTORIALOGS_PLUGIN}
     provisioned = provisioned_datasources()
     for name, variable in variables.items():
         assert not variable.get("multi") and not variable.get("includeAll"), name
@@ -839,6 +908,29 @@ def test_recompilation_panels_link_to_jaeger_traces():
         assert resolve_datasource(dash, p["datasource"])["type"] == "jaeger"
         for target in p["targets"]:
             assert target["queryType"] == "search" and target["service"] == "$job"
+
+
+def test_logs_panel_shows_the_compile_and_hazard_lines_of_the_selected_functions():
+    """The panel's LogsQL selects the lines of the job and functions picked at the top (the
+    VictoriaLogs data source turns `in($function)` into the picked values, `in(*)` for All),
+    by the records' event name and function attribute. tests/test_pipeline.py runs it."""
+    from otel_jax._core._vocab import EVENT_COMPILE, EVENT_HAZARD, Attr
+
+    dash = dashboard()
+    [panel] = [p for p in all_panels(dash["panels"])
+               if p["datasource"].get("type") == VICTORIALOGS_PLUGIN]
+    assert panel["type"] == "logs"
+    assert resolve_datasource(dash, panel["datasource"])["uid"] == "victorialogs"
+    [target] = panel["targets"]
+    assert target["datasource"] == panel["datasource"]
+    assert target["queryType"] == "instant"  # raw lines: /select/logsql/query
+    assert target["expr"] == (f'{{service.name="$job"}} '
+                              f'event_name:in("{EVENT_COMPILE}", "{EVENT_HAZARD}") '
+                              f'"{Attr.FUNCTION}":in($function)')
+    # The stream filter names the collector's stream fields only.
+    stream = load_yaml(COLLECTOR_CONFIG)["exporters"]["otlp_http/victorialogs"]["headers"]
+    assert "service.name" in stream["VL-Stream-Fields"].split(",")
+    assert panel["options"]["enableLogDetails"] is True  # where the trace_id link is
 
 
 def test_promql_metric_name_extraction():

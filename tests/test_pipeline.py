@@ -1,5 +1,5 @@
 """The deploy/ pipeline for real, without Docker: Jaeger v2 and Prometheus 3 run as local
-processes, built from their Go modules by scripts/ensure-tools.
+processes, built from their Go modules by scripts/ensure-tools, and VictoriaLogs beside them.
 
 * Jaeger v2 is an OpenTelemetry Collector distribution, so one process plays both the
   collector and the Jaeger of deploy/docker-compose.yml: it loads
@@ -8,6 +8,8 @@ processes, built from their Go modules by scripts/ensure-tools.
   Jaeger's own, in-memory storage and the query API the Jaeger UI reads.
 * examples/train.py sends to it over OTLP/HTTP and OTLP/gRPC; the tests search Jaeger's
   HTTP API the way a user searches in the UI.
+* VictoriaLogs stores the log records the collector sends it (its OTLP/HTTP exporter, as
+  deploy/ configures it); the tests query them in LogsQL, as Grafana's logs panel does.
 * Prometheus 3 scrapes the collector's prometheus exporter with the scrape settings of
   deploy/prometheus/prometheus.yml and evaluates deploy/prometheus/rules/otel_jax_alerts.yml;
   every Prometheus query of the Grafana dashboard is run against what it stored.
@@ -136,6 +138,7 @@ class Pipeline:
     otlp_http: int
     exporter: int  # the collector's prometheus exporter (what Prometheus scrapes)
     query: str  # Jaeger's HTTP query API (what the UI reads)
+    logs: VictoriaLogs  # where the collector's logs pipeline sends the log records
 
 
 def jaeger_components(binary: str) -> dict[str, set[str]]:
@@ -187,6 +190,11 @@ def collector_config(components: dict[str, set[str]], ports: dict[str, int]) -> 
     exporters[jaeger_exporter]["endpoint"] = f"127.0.0.1:{ports['jaeger_otlp']}"
     assert exporters["prometheus"]["endpoint"] == "0.0.0.0:8889"
     exporters["prometheus"]["endpoint"] = f"127.0.0.1:{ports['exporter']}"
+    logs_exporter = renamed.get("otlp_http/victorialogs", "otlp_http/victorialogs")
+    shipped_logs = "http://victorialogs:9428/insert/opentelemetry/v1/logs"
+    assert exporters[logs_exporter]["logs_endpoint"] == shipped_logs
+    exporters[logs_exporter]["logs_endpoint"] = shipped_logs.replace(
+        "victorialogs:9428", f"127.0.0.1:{ports['victorialogs']}")
 
     for section in ("processors", "extensions"):
         for name in list(config.get(section) or {}):
@@ -228,16 +236,59 @@ def components(jaeger_binary) -> dict[str, set[str]]:
     return jaeger_components(jaeger_binary)
 
 
+@dataclass
+class VictoriaLogs:
+    """VictoriaLogs as docker-compose.yml runs it (its storage in the test's folder)."""
+
+    server: Server
+    base: str
+
+    def query(self, logsql: str, limit: int = 10_000) -> list[dict]:
+        """The log entries a LogsQL query selects (``/select/logsql/query``), as Grafana's
+        VictoriaLogs data source asks for them: one JSON object a line."""
+        body = urllib.parse.urlencode({"query": logsql, "limit": str(limit)}).encode()
+        with urllib.request.urlopen(f"{self.base}/select/logsql/query", data=body,
+                                    timeout=10) as response:
+            return [json.loads(line) for line in response.read().decode().splitlines()
+                    if line.strip()]
+
+
+def start_victorialogs(binary: str, port: int, tmp_path: Path) -> VictoriaLogs:
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text(encoding="utf-8"))
+    flags = [a for a in compose["services"]["victorialogs"]["command"]
+             if not a.startswith("-storageDataPath=")]
+    server = Server([binary, f"-storageDataPath={tmp_path / 'victorialogs-data'}",
+                     f"-httpListenAddr=127.0.0.1:{port}", *flags],
+                    tmp_path / "victorialogs.log")
+    base = f"http://127.0.0.1:{port}"
+
+    def ready():
+        server.check_running()
+        with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
+            return r.status == 200
+
+    try:
+        wait_until(ready, bool, 60, "VictoriaLogs to be ready")
+    except BaseException:
+        server.stop()
+        raise
+    return VictoriaLogs(server, base)
+
+
 @pytest.fixture
-def pipeline(jaeger_binary, components, tmp_path) -> Pipeline:
+def pipeline(jaeger_binary, victorialogs_binary, components, tmp_path) -> Pipeline:
     ports = {name: free_port() for name in
-             ("otlp_grpc", "otlp_http", "jaeger_otlp", "exporter", "query_http", "query_grpc")}
+             ("otlp_grpc", "otlp_http", "jaeger_otlp", "exporter", "query_http", "query_grpc",
+              "victorialogs")}
     config, dropped = collector_config(components, ports)
     path = tmp_path / "jaeger.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    jaeger = Server([jaeger_binary, f"--config={path}"], tmp_path / "jaeger.log")
-    query = f"http://127.0.0.1:{ports['query_http']}"
+    logs = start_victorialogs(victorialogs_binary, ports["victorialogs"], tmp_path)
+    jaeger = None
     try:
+        jaeger = Server([jaeger_binary, f"--config={path}"], tmp_path / "jaeger.log")
+        query = f"http://127.0.0.1:{ports['query_http']}"
+
         def ready():
             jaeger.check_running()
             get_json(f"{query}/api/services", timeout=2)
@@ -245,9 +296,11 @@ def pipeline(jaeger_binary, components, tmp_path) -> Pipeline:
 
         wait_until(ready, bool, 90, "Jaeger (as the collector) to listen on all its ports")
         yield Pipeline(jaeger, config, dropped, ports["otlp_grpc"], ports["otlp_http"],
-                       ports["exporter"], query)
+                       ports["exporter"], query, logs)
     finally:
-        jaeger.stop()
+        if jaeger is not None:
+            jaeger.stop()
+        logs.server.stop()
 
 
 def test_the_deploy_collector_config_loads_in_jaeger(jaeger_binary, pipeline, components):
@@ -263,6 +316,9 @@ def test_the_deploy_collector_config_loads_in_jaeger(jaeger_binary, pipeline, co
     assert "otlp_grpc/jaeger" in shipped["exporters"]
     assert "otlp_grpc" not in components["exporters"] and "otlp" in components["exporters"]
     assert pipeline.config["service"]["pipelines"]["traces"]["exporters"] == ["otlp/jaeger"]
+    assert "otlp_http/victorialogs" in shipped["exporters"]
+    assert pipeline.config["service"]["pipelines"]["logs"]["exporters"] == [
+        "otlphttp/victorialogs"]
     log = pipeline.jaeger.log_tail(100_000)
     assert "Everything is ready" in log, log[-3000:]
     errors = [line for line in log.splitlines() if "\terror\t" in line or "\tfatal\t" in line]
@@ -370,6 +426,7 @@ def complete(stored: Stored, demo: Demo) -> bool:
     return True
 
 
+@pytest.mark.hazards  # the demo says its two hazards: their lines reach VictoriaLogs too
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 def test_demo_compiles_in_jaeger_as_a_user_searches_them(pipeline, protocol):
     demo = run_demo(pipeline, protocol)
@@ -452,9 +509,76 @@ def test_demo_compiles_in_jaeger_as_a_user_searches_them(pipeline, protocol):
                 if tag_map(s["tags"])["jax.compile.cause.kind"] == ("string", "weak_type"))
     assert tag_map(weak["tags"])["jax.compile.cause"] == ("string", "lr: f32[] (weak) -> f32[]")
 
-    # The logs pipeline reaches the collector's debug exporter.
-    log = pipeline.jaeger.log_tail(2_000_000)
-    assert "jax.compile" in log and "train_step" in log
+    check_demo_lines_in_victorialogs(pipeline, demo)
+
+
+# ----------------------------------------------------------------------- VictoriaLogs
+
+LOGS_PANEL = "Compile and hazard lines of the selected functions"
+
+
+def grafana_logsql(expr: str, job: str, functions: list[str] | None) -> str:
+    """A LogsQL query of the dashboard as the VictoriaLogs data source sends it: ``$job``
+    replaced by its value, and ``in($function)`` by ``in(*)`` for "All" (``None``) or by
+    the picked values quoted, ``in("a", "b")`` (the plugin's rules for a multi-value
+    variable inside ``in()``)."""
+    picked = "*" if functions is None else ", ".join(json.dumps(f) for f in functions)
+    return grafana_vars(expr.replace("in($function)", f"in({picked})"), {"job": job})
+
+
+def check_demo_lines_in_victorialogs(pipeline: Pipeline, demo: Demo) -> None:
+    """The demo's compile and hazard lines of train_step, sent over OTLP by the demo and by
+    the collector's logs pipeline, answer the dashboard's logs panel (function train_step)
+    with their fields, and a query by trace_id answers the lines of that trace."""
+    hazards = [json.loads(line) for line in demo.result.stderr.splitlines()
+               if line.startswith("{") and '"event": "jax.compile.hazard"' in line]
+    expected = {("jax.compile", int(c["span_id"], 16)) for c in demo.of("train_step")}
+    expected |= {("jax.compile.hazard", int(h["span_id"], 16)) for h in hazards
+                 if h["function"] == "train_step"}
+    assert any(event == "jax.compile.hazard" for event, _ in expected)  # the learning rate's
+
+    dashboard = json.loads(DASHBOARD_FILE.read_text(encoding="utf-8"))
+    panel = next(p for p in all_panels(dashboard["panels"]) if p["title"] == LOGS_PANEL)
+    logsql = grafana_logsql(panel["targets"][0]["expr"], "train", ["train_step"])
+    lines = wait_until(lambda: pipeline.logs.query(logsql),
+                       lambda got: {(ln["event_name"], int(ln["span_id"], 16))
+                                    for ln in got} == expected, 90,
+                       f"the {len(expected)} lines of train_step in VictoriaLogs")
+    by_span = {int(c["span_id"], 16): c for c in demo.of("train_step")}
+    for line in lines:
+        # The event's name is the record's own field, which VictoriaLogs keeps as the
+        # `event_name` field of the line's stream (with the job's service.name).
+        assert line["_stream"] == (f'{{event_name="{line["event_name"]}",'
+                                   f'service.name="train"}}'), line["_stream"]
+        assert "event.name" not in line
+        assert line["code.function.name"] == "train_step"
+        assert line["_msg"].startswith(f"{line['event_name']} train_step: ")
+        logged = by_span[int(line["span_id"], 16)]
+        assert int(line["trace_id"], 16) == int(logged["trace_id"], 16)
+        if line["event_name"] == "jax.compile":
+            assert line["severity_text"] == "INFO"
+            assert line["jax.compile.cause.kind"] == logged["cause_kind"]
+            assert line["jax.compile.cause"] == logged["cause"]
+            assert int(line["jax.compile.count"]) == logged["count"]
+        else:
+            assert line["severity_text"] == "WARN"
+            assert line["jax.compile.hazard.kind"] == "weak_type"
+
+    # By trace_id (a line's derived field, and the Jaeger data source's trace-to-logs
+    # query): the lines of one recompile's trace, and only them.
+    recompile = next(c for c in demo.of("train_step") if c["cause_kind"] == "shape")
+    trace = int(recompile["trace_id"], 16)
+    datasources = yaml.safe_load(DATASOURCES_FILE.read_text(encoding="utf-8"))["datasources"]
+    to_logs = next(d for d in datasources if d["uid"] == "jaeger")["jsonData"]["tracesToLogsV2"]
+    in_trace = pipeline.logs.query(
+        to_logs["query"].replace("$${__trace.traceId}", f"{trace:032x}"))
+    assert {int(ln["trace_id"], 16) for ln in in_trace} == {trace}
+    assert int(recompile["span_id"], 16) in {
+        int(ln["span_id"], 16) for ln in in_trace if ln["event_name"] == "jax.compile"}
+    assert {int(ln["span_id"], 16) for ln in in_trace
+            if ln["event_name"] == "jax.compile" and ln.get("code.function.name") == "train_step"
+            } == {int(c["span_id"], 16) for c in demo.of("train_step")
+                  if int(c["trace_id"], 16) == trace}
 
 
 # ------------------------------------------------------------------------ Prometheus
@@ -693,6 +817,14 @@ def test_metrics_alerts_and_dashboard_through_the_pipeline(pipeline, prometheus,
                 numbers = [float(v) for s in result for _, v in s["values"]]
                 if not any(math.isfinite(v) and v > 0 for v in numbers):
                     empty.append(f"{panel['title']!r} {target['refId']}: {expr}")
+                checked += 1
+            elif ds.get("type") == "victoriametrics-logs-datasource":
+                logsql = grafana_logsql(target["expr"], "train", None)
+                try:
+                    wait_until(lambda q=logsql: pipeline.logs.query(q), bool, 60,
+                               f"lines for {logsql}")
+                except AssertionError:
+                    empty.append(f"{panel['title']!r} {target['refId']} (VictoriaLogs)")
                 checked += 1
             elif ds.get("type") == "jaeger":
                 tags = dict(kv.split("=", 1) for kv in target["tags"].split())
