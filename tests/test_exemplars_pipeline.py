@@ -41,6 +41,7 @@ from test_pipeline import (  # noqa: F401  (fixtures: pytest finds them by name 
     get_json,
     grafana_vars,
     jaeger_as_shipped,
+    once_ready,
     pipeline,
     prometheus,
     wait_until,
@@ -244,16 +245,10 @@ def start_prometheus_as_shipped(binary: str, pipeline: Pipeline, where: Path) ->
                      f"--web.listen-address=127.0.0.1:{port}"], where / "prometheus.log")
     base = f"http://127.0.0.1:{port}"
 
-    def ready():
-        server.check_running()
+    def ready() -> bool:
         return get_json(f"{base}/api/v1/status/buildinfo", timeout=2)["status"] == "success"
 
-    try:
-        wait_until(ready, bool, 60, "Prometheus as it ships to be ready")
-    except BaseException:
-        server.stop()
-        raise
-    return PrometheusServer(server, base)
+    return PrometheusServer(once_ready(server, ready, "Prometheus as it ships to be ready"), base)
 
 
 # ------------------------------------------------ the two paths without deploy/'s collector

@@ -126,6 +126,17 @@ class Server:
         self._log_file.close()
 
 
+def once_ready(server: Server, ready, what: str, timeout: float = 60) -> Server:
+    """``server`` once it runs and ``ready()`` is true (a bounded wait); where it is not,
+    the server is stopped and the wait's failure raised."""
+    try:
+        wait_until(lambda: (server.check_running(), ready())[1], bool, timeout, what)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
 # ------------------------------------------------------------- Jaeger as the collector
 
 
@@ -262,17 +273,11 @@ def start_victorialogs(binary: str, port: int, tmp_path: Path) -> VictoriaLogs:
                     tmp_path / "victorialogs.log")
     base = f"http://127.0.0.1:{port}"
 
-    def ready():
-        server.check_running()
+    def ready() -> bool:
         with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
             return r.status == 200
 
-    try:
-        wait_until(ready, bool, 60, "VictoriaLogs to be ready")
-    except BaseException:
-        server.stop()
-        raise
-    return VictoriaLogs(server, base)
+    return VictoriaLogs(once_ready(server, ready, "VictoriaLogs to be ready"), base)
 
 
 @pytest.fixture
