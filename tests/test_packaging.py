@@ -232,6 +232,43 @@ def test_the_module_graph_is_acyclic_lazy_imports_included():
     assert _cycles(_module_graph()) == []
 
 
+#: otel_jax's rooms, lowest first: a module imports only from its own room and the rooms
+#: below it, lazy imports included, so that data flows one way (JAX event -> record ->
+#: emitters and checks -> set-up). The report reads logs with the standard library and
+#: ``_core`` only, so it sits low (the pipeline borrows its printable text). The fleet
+#: sits above the pipeline: it plugs into the pipeline's own interfaces
+#: (``_pipeline._plugins``), wired in ``_setup``.
+LAYERS = ("_version", "_core", "_report", "_capture", "_explain", "_pipeline", "_emit",
+          "_fleet", "_setup", "_run", "_cli", "testing", "pytest_plugin", "__init__",
+          "__main__")
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    rank = {room: i for i, room in enumerate(LAYERS)}
+    return sorted((module, dep) for module, deps in graph.items() for dep in deps
+                  if dep.startswith("otel_jax")
+                  and rank[_room(dep)] > rank[_room(module)])
+
+
+def test_every_import_goes_down_the_layers():
+    graph = _module_graph()
+    assert {_room(m) for m in graph} == set(LAYERS)  # every room is placed
+    assert _upward_imports(graph) == []
+    # the fleet above the pipeline: the pipeline reaches it through its plug-in points
+    assert not any(dep.startswith("otel_jax._fleet") for module, deps in graph.items()
+                   if module.startswith("otel_jax._pipeline") for dep in deps)
+    # the walk finds an upward import, a lazy one too
+    assert _upward_imports({"otel_jax._pipeline._engine": {"otel_jax._fleet._ranks"},
+                            "otel_jax._core._text": {"otel_jax._report._text"}}) == [
+        ("otel_jax._core._text", "otel_jax._report._text"),
+        ("otel_jax._pipeline._engine", "otel_jax._fleet._ranks")]
+
+
 #: The longest a module may be: past it, a module holds several concerns and a reader
 #: cannot find a thing by its file's name.
 MODULE_LINES_MAX = 700
