@@ -1,4 +1,4 @@
-"""Tests for ``otel-jax diff BASE NEW`` (otel_jax._report._diff and its command).
+"""Tests for ``otel-jax diff BASE NEW`` (otel_jax._report._compare_runs).
 
 Two real runs of the demo, one from a copy at another path with a line that adds a
 recompile: the diff names the function, the new cause and its line, and exits 1 under
@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from otel_jax import _cli
-from otel_jax._report import _diff, _read
+from otel_jax._report import _read
+from otel_jax._report._compare_runs import _compare
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -174,7 +175,7 @@ def test_functions_are_matched_by_name_file_and_order_not_by_line(
 
 
 def test_library_files_match_across_environments() -> None:
-    base, new = _diff.file_keys(
+    base, new = _compare.file_keys(
         {"/usr/lib/python3/dist-packages/flax/linen/module.py", "/home/a/proj/train.py",
          "/home/a/proj/models/mlp.py"},
         {"/venv/lib/python3.12/site-packages/flax/linen/module.py",
@@ -187,7 +188,7 @@ def test_library_files_match_across_environments() -> None:
         "<lib>/flax/linen/module.py"
     assert new["/ci/w/proj/models/new.py"] == "models/new.py"
     # one file each: its base name
-    assert _diff.file_keys({"/a/x/t.py"}, {"/b/y/t.py"}) == ({"/a/x/t.py": "t.py"},
+    assert _compare.file_keys({"/a/x/t.py"}, {"/b/y/t.py"}) == ({"/a/x/t.py": "t.py"},
                                                              {"/b/y/t.py": "t.py"})
 
 
@@ -270,15 +271,15 @@ def test_report_json_and_gz_inputs_compare_like_the_log(
 def test_a_report_json_past_the_row_cap_is_folded_into_other(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from otel_jax._report import _diff_read
+    from otel_jax._report._compare_runs import _read as _runs_read
 
-    monkeypatch.setattr(_diff_read, "DEFAULT_MAX_FUNCTIONS", 3)
+    monkeypatch.setattr(_runs_read, "DEFAULT_MAX_FUNCTIONS", 3)
     rows = [{"function": f"f{i}", "file": "/src/a.py", "line": i, "row_kind": "function",
              "compiles": 2, "recompiles": 1, "total_s": 1.0,
              "causes": [{"cause": "shape", "count": 1, "seconds": 0.5}]} for i in range(10)]
     report = tmp_path / "many.json"
     report.write_text(json.dumps(rows + [{"function": "no counts"}]))
-    run_ = _diff_read.load_run(str(report), "BASE")
+    run_ = _runs_read.load_run(str(report), "BASE")
     assert [r["function"] for r in run_.rows] == ["f0", "f1", "f2", "(other)"]
     other = run_.rows[-1]
     assert (other["compiles"], other["recompiles"], other["total_s"]) == (14, 7, 7.0)
@@ -334,9 +335,9 @@ def test_unreadable_input_is_exit_2_and_one_line(
         data = gzip.compress("\n".join(base_log() * 200).encode())
         bad.write_bytes(data[:40] + bytes(300) + data[340:])
     elif case == "big report JSON":
-        from otel_jax._report import _diff_read
+        from otel_jax._report._compare_runs import _read as _runs_read
 
-        monkeypatch.setattr(_diff_read, "MAX_REPORT_JSON_BYTES", 1000)
+        monkeypatch.setattr(_runs_read, "MAX_REPORT_JSON_BYTES", 1000)
         bad.write_text(json.dumps([json.loads(compile_line("f", 1.0))] * 50))
     for argv in ((str(bad), good), (good, str(bad))):
         rc, out, err = run(capsys, "diff", *argv)

@@ -329,9 +329,10 @@ def test_the_report_flows_one_way_reading_aggregating_rendering_then_the_command
     report = {n: {d for d in deps if d.startswith("otel_jax.")}
               for n, deps in graph.items() if n.startswith("otel_jax._report.")}
     layers = [("_read",), ("_bounded", "_hazards"), ("_steps",), ("_aggregate",),
-              ("_page_data",), ("_diff_read",), ("_diff",), ("_text",), ("_diff_text",),
-              ("_html_style",), ("_html_charts",), ("_html",), ("_diff_html",), ("_output",),
-              ("_command",), ("_diff_command",)]
+              ("_page_data",), ("_compare_runs._read",), ("_compare_runs._compare",),
+              ("_text",), ("_compare_runs._render_text",), ("_html_style",),
+              ("_html_charts",), ("_html",), ("_compare_runs._render_html",), ("_output",),
+              ("_command",), ("_compare_runs._command",), ("_compare_runs",)]
     rank = {f"otel_jax._report.{m}": i for i, names in enumerate(layers) for m in names}
     assert set(report) == set(rank)
     for name, deps in report.items():
@@ -343,15 +344,18 @@ def test_the_report_flows_one_way_reading_aggregating_rendering_then_the_command
     # the package exports the ``otel-jax report`` and ``otel-jax diff`` commands, which the
     # command line calls
     assert graph["otel_jax._report"] == {"otel_jax._report._command",
-                                         "otel_jax._report._diff_command"}
+                                         "otel_jax._report._compare_runs"}
     # the reading, aggregating and comparing layers render nothing
-    for name in ("_read", "_bounded", "_steps", "_aggregate", "_page_data", "_diff_read",
-                 "_diff"):
-        assert not report[f"otel_jax._report.{name}"] & {
-            "otel_jax._report._text", "otel_jax._report._html_style",
-            "otel_jax._report._html_charts", "otel_jax._report._html",
-            "otel_jax._report._command", "otel_jax._report._diff_text",
-            "otel_jax._report._diff_html", "otel_jax._report._diff_command"}
+    renderers = {f"otel_jax._report.{m}" for m in (
+        "_text", "_html_style", "_html_charts", "_html", "_command",
+        "_compare_runs._render_text", "_compare_runs._render_html",
+        "_compare_runs._command")}
+    for name in ("_read", "_bounded", "_steps", "_aggregate", "_page_data",
+                 "_compare_runs._read", "_compare_runs._compare"):
+        assert not report[f"otel_jax._report.{name}"] & renderers, name
+    # the run diff is not the cause diff: nothing of it is named ``_diff``
+    assert not [m for m in graph if m.rpartition(".")[2].startswith("_diff")
+                and m != "otel_jax._explain._diff"]
 
 
 #: The command line's side of the package, lowest layer first: the report reads logs (it

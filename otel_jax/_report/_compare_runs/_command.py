@@ -2,8 +2,8 @@
 written, and the exit status CI reads (0: no regression past the thresholds, 1: a
 regression, 2: an input that cannot be read, or a usage error).
 
-Reading (:mod:`._diff_read`) feeds the comparison (:mod:`._diff`), which the renderers
-turn into text (:mod:`._diff_text`) or one HTML page (:mod:`._diff_html`, imported only for
+Reading (:mod:`._read`) feeds the comparison (:mod:`._compare`), which the renderers
+turn into text (:mod:`._render_text`) or one HTML page (:mod:`._render_html`, imported only for
 ``--format html``); this module sits on top of them.  The ``otel-jax`` command line
 (:mod:`otel_jax._cli`) calls :func:`main` for its ``diff`` sub-command.
 """
@@ -14,11 +14,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ._diff import Thresholds, compare
-from ._diff_read import Unreadable, load_run
-from ._diff_text import render_diff_json, render_diff_markdown, render_diff_table
-from ._output import close_output, open_output, reader_gone
-from ._text import printable
+from .._output import close_output, open_output, reader_gone
+from .._text import printable
+from ._compare import Thresholds, compare
+from ._read import Unreadable, load_run
+from ._render_text import render_diff_json, render_diff_markdown, render_diff_table
 
 
 def _count(text: str) -> int:
@@ -113,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
         compile_time_floor_s=args.compile_time_floor,
         fail_on_new_hazards=args.fail_on_new_hazards))
     if args.format == "html":
-        from ._diff_html import render_diff_html
+        from ._render_html import render_diff_html
 
         text = render_diff_html(diff)
     elif args.format == "json":

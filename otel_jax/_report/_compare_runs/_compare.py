@@ -31,8 +31,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._core._vocab import RowKind
-from ._diff_read import Run
+from ..._core._vocab import RowKind
+from ._read import Run
 
 #: Files of one base name paired per side when the roots are voted for (bounds the work
 #: on a hostile log whose files all share a name).
@@ -56,7 +56,7 @@ class Thresholds:
 
 
 @dataclass
-class Diff:
+class Comparison:
     """The comparison (see the module's text); :meth:`to_dict` is its JSON shape."""
 
     base: Run
@@ -279,7 +279,7 @@ def _compare(key: tuple[str, str, str, int], b: dict[str, Any] | None,
     }
 
 
-def compare(base: Run, new: Run, thresholds: Thresholds | None = None) -> Diff:
+def compare(base: Run, new: Run, thresholds: Thresholds | None = None) -> Comparison:
     """Match ``base``'s and ``new``'s rows and say what changed (see the module's text)."""
     t = thresholds or Thresholds()
     files = [_files(run) for run in (base, new)]
@@ -316,7 +316,7 @@ def compare(base: Run, new: Run, thresholds: Thresholds | None = None) -> Diff:
         "new_notes": sum(h["level"] != "warning" for r in gated for h in r["new_hazards"]),
         "steps": _pair(_steps(base), _steps(new)),
     }
-    diff = Diff(base, new, rows, summary, t)
+    diff = Comparison(base, new, rows, summary, t)
     diff.regressions = _regressions(diff, t)
     return diff
 
@@ -342,7 +342,7 @@ def _steps(run: Run) -> dict[str, Any] | None:
             "compile_s": s["compile_s"], "steps_s": s["steps_s"]}
 
 
-def _regressions(diff: Diff, t: Thresholds) -> list[str]:
+def _regressions(diff: Comparison, t: Thresholds) -> list[str]:
     """One line per threshold NEW is past; empty when none is."""
     s = diff.summary
     out = []

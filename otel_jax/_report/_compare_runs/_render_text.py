@@ -1,5 +1,5 @@
-"""Rendering a diff (:class:`._diff.Diff`) as text: a terminal table, GitHub Markdown,
-strict JSON.  Every string that came from a log passes :func:`._text.printable` (or the
+"""Rendering a diff (:class:`._compare.Comparison`) as text: a terminal table, GitHub Markdown,
+strict JSON.  Every string that came from a log passes :func:`.._text.printable` (or the
 Markdown escapes built on it), as in the report."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ._diff import Diff
-from ._text import _JSON_RAW, _finite, _md, _md_code, printable
+from .._text import _JSON_RAW, _finite, _md, _md_code, printable
+from ._compare import Comparison
 
 _COLUMNS = ("FUNCTION", "LOCATION", "COMPILES", "RECOMPILES", "TOTAL_S", "CHANGE_S",
             "P50_S", "P95_S")
@@ -72,7 +72,7 @@ def by_cause_text(row: dict[str, Any]) -> str:
                      for c in row["recompiles_by_cause"] if c["base"] != c["new"])
 
 
-def headline(diff: Diff) -> list[str]:
+def headline(diff: Comparison) -> list[str]:
     """The summary lines every format starts with (plain text)."""
     s = diff.summary
     f = s["functions"]
@@ -98,14 +98,14 @@ def headline(diff: Diff) -> list[str]:
     return lines
 
 
-def verdict(diff: Diff) -> list[str]:
+def verdict(diff: Comparison) -> list[str]:
     """What the exit status says, and why."""
     if diff.regressions:
         return ["regressed (exit 1):"] + [f"- {r}" for r in diff.regressions]
     return ["no regression past the thresholds (exit 0)"]
 
 
-def render_diff_table(diff: Diff, top: int | None = None) -> str:
+def render_diff_table(diff: Comparison, top: int | None = None) -> str:
     """Aligned plain text: the headline, a row per function (compile seconds gained first)
     with what changed under it, then the verdict."""
     out = [printable(f"BASE {diff.base.source} ({diff.base.kind})"),
@@ -141,7 +141,7 @@ def render_diff_table(diff: Diff, top: int | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_diff_markdown(diff: Diff, top: int | None = None) -> str:
+def render_diff_markdown(diff: Comparison, top: int | None = None) -> str:
     """GitHub Markdown: the headline, one table row per function, the verdict."""
     out = [f"**BASE** {_md_code(diff.base.source)} ({diff.base.kind}) · **NEW** "
            f"{_md_code(diff.new.source)} ({diff.new.kind})", ""]
@@ -170,7 +170,7 @@ def render_diff_markdown(diff: Diff, top: int | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_diff_json(diff: Diff) -> str:
+def render_diff_json(diff: Comparison) -> str:
     """Strict JSON (no ``NaN``/``Infinity``); control characters as ``\\u`` escapes."""
     text = json.dumps(_finite(diff.to_dict()), indent=2, ensure_ascii=False,
                       allow_nan=False)
