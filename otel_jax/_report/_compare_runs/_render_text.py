@@ -31,11 +31,14 @@ def _signed(x: float) -> str:
 
 
 def location(row: dict[str, Any]) -> str:
-    """``file:line`` of a diff row (the line in NEW; in BASE for a function gone)."""
+    """``file:line`` of a diff row (the line in NEW; in BASE for a function gone), and
+    BASE's file when the function was matched in another one (``(was train.py)``)."""
     line = row["line"]["new"] if row["line"]["new"] is not None else row["line"]["base"]
     if not row["file"]:
         return ""
-    return f"{row['file']}:{line}" if line is not None else str(row["file"])
+    text = f"{row['file']}:{line}" if line is not None else str(row["file"])
+    moved = row.get("moved_from")
+    return f"{text} (was {moved})" if moved else text
 
 
 def name(row: dict[str, Any]) -> str:
@@ -84,7 +87,9 @@ def headline(diff: Comparison) -> list[str]:
         f"functions in both runs: {f['both']} (their compile seconds "
         f"{_signed(s['matched_compile_s_change'])}"
         + (f", {100 * ratio:+.0f}%" if ratio is not None else "") + f"); new: {f['new_only']}, "
-        f"gone: {f['gone']}; new causes: {s['new_causes']}; new hazards: {s['new_hazards']}"
+        f"gone: {f['gone']}" + (f", matched in another file: {f['moved']}"
+                                 if f.get("moved") else "")
+        + f"; new causes: {s['new_causes']}; new hazards: {s['new_hazards']}"
         + (f" (and {s['new_notes']} notes)" if s["new_notes"] else ""),
     ]
     steps = s["steps"]
