@@ -20,11 +20,11 @@ from ._core._scrub import ScrubRules
 from ._core._vocab import CAUSE_KINDS, CauseKind
 from ._emit._logs import add_otel_context
 from ._explain._hints import hint_for
-from ._fleet._ranks import DivergenceError
 from ._pipeline import _steps
 from ._pipeline._engine import ENGINE as _ENGINE
 from ._pipeline._engine import RecompileError
 from ._pipeline._history import CompileEntry
+from ._pipeline._plugins import DivergenceError
 from ._pipeline._steps import StepScope
 from ._setup._install import Installation, flush, install, installation, uninstall
 from ._version import __version__

@@ -1,4 +1,4 @@
-"""Tests for ``otel-jax diff BASE NEW`` (otel_jax._report._diff and its command).
+"""Tests for ``otel-jax diff BASE NEW`` (otel_jax._report._compare_runs).
 
 Two real runs of the demo, one from a copy at another path with a line that adds a
 recompile: the diff names the function, the new cause and its line, and exits 1 under
@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from otel_jax import _cli
-from otel_jax._report import _diff, _read
+from otel_jax._report import _read
+from otel_jax._report._compare_runs import _compare
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -139,7 +140,7 @@ def test_a_new_recompile_is_named_with_its_cause_paths_and_call_site_across_chec
         "cause": "dtype", "paths": ["batch['x']"], "count": 1,
         "example": "batch['x']: f32[32,8] -> bf16[32,8]", "callsite": "main.py:77"}]
     assert d["summary"]["functions"] == {"base": 2, "new": 2, "both": 2, "new_only": 0,
-                                         "gone": 0}
+                                         "gone": 0, "moved": 0}
     assert d["regressions"] == [
         "2 recompiles gained (at most 0 allowed): step +2"]
     assert diff_json(capsys, "--max-new-recompiles", "2", base, new)[0] == 0
@@ -173,8 +174,57 @@ def test_functions_are_matched_by_name_file_and_order_not_by_line(
     assert d["summary"]["functions"]["new_only"] == 1 and d["summary"]["functions"]["gone"] == 1
 
 
+def test_a_renamed_file_is_matched_by_name_not_read_as_every_function_new_and_gone(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """train.py renamed train_v2.py (eval.py unchanged): by default its functions are
+    matched by name, as ``--match name`` does; ``--match file`` keeps them apart."""
+    base = write(tmp_path / "base.log", base_log())
+    new = write(tmp_path / "new.log", [line.replace("src/train.py", "src/train_v2.py")
+                                       for line in base_log()])
+    gates = ("--max-new-recompiles", "0", "--fail-on-new-hazards")
+    for match in ((), ("--match", "auto"), ("--match", "name")):
+        rc, d = diff_json(capsys, *match, *gates, base, new)
+        assert rc == 0 and d["changed"] is False and d["regressions"] == []
+        assert d["match"] == (match[1] if match else "auto")
+        assert [(r["function"], r["file"], r["moved_from"], r["status"])
+                for r in d["functions"]] == [("eval", "eval.py", None, "both"),
+                                             ("step", "train_v2.py", "train.py", "both")]
+        assert d["summary"]["functions"] == {"base": 2, "new": 2, "both": 2, "new_only": 0,
+                                             "gone": 0, "moved": 1}
+        assert d["summary"]["recompiles_gained"] == 0
+    rc, out, _ = run(capsys, "diff", *gates, base, new)
+    assert rc == 0 and "train_v2.py:10 (was train.py)" in out
+    assert "matched in another file: 1" in out
+    # by file only, as before: step gone and new again, its recompile "gained"
+    rc, d = diff_json(capsys, "--match", "file", *gates, base, new)
+    assert rc == 1 and d["summary"]["functions"]["gone"] == 1
+    assert sorted((r["function"], r["status"]) for r in d["functions"]) == [
+        ("eval", "both"), ("step", "gone"), ("step", "new")]
+    assert run(capsys, "diff", "--match", "path", base, new)[0] == 2
+
+
+def test_auto_matching_never_guesses_between_functions_of_one_name(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two functions named f left unmatched in NEW and one in BASE: ``auto`` pairs none of
+    them, ``name`` pairs them in order of file and line (the same file first)."""
+    base = write(tmp_path / "base.log", [
+        compile_line("f", 1.0, file="src/old.py", line=5),
+        compile_line("f", 1.0, file="src/keep.py", line=5)])
+    new = write(tmp_path / "new.log", [
+        compile_line("f", 1.0, file="src/keep.py", line=5),
+        compile_line("f", 1.0, file="src/a.py", line=7),
+        compile_line("f", 1.0, file="src/b.py", line=9)])
+    _, d = diff_json(capsys, base, new)
+    assert sorted((r["file"], r["moved_from"], r["status"]) for r in d["functions"]) == [
+        ("a.py", None, "new"), ("b.py", None, "new"), ("keep.py", None, "both"),
+        ("old.py", None, "gone")]
+    _, d = diff_json(capsys, "--match", "name", base, new)
+    assert sorted((r["file"], r["moved_from"], r["status"]) for r in d["functions"]) == [
+        ("a.py", "old.py", "both"), ("b.py", None, "new"), ("keep.py", None, "both")]
+
+
 def test_library_files_match_across_environments() -> None:
-    base, new = _diff.file_keys(
+    base, new = _compare.file_keys(
         {"/usr/lib/python3/dist-packages/flax/linen/module.py", "/home/a/proj/train.py",
          "/home/a/proj/models/mlp.py"},
         {"/venv/lib/python3.12/site-packages/flax/linen/module.py",
@@ -187,7 +237,7 @@ def test_library_files_match_across_environments() -> None:
         "<lib>/flax/linen/module.py"
     assert new["/ci/w/proj/models/new.py"] == "models/new.py"
     # one file each: its base name
-    assert _diff.file_keys({"/a/x/t.py"}, {"/b/y/t.py"}) == ({"/a/x/t.py": "t.py"},
+    assert _compare.file_keys({"/a/x/t.py"}, {"/b/y/t.py"}) == ({"/a/x/t.py": "t.py"},
                                                              {"/b/y/t.py": "t.py"})
 
 
@@ -270,15 +320,15 @@ def test_report_json_and_gz_inputs_compare_like_the_log(
 def test_a_report_json_past_the_row_cap_is_folded_into_other(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from otel_jax._report import _diff_read
+    from otel_jax._report._compare_runs import _read as _runs_read
 
-    monkeypatch.setattr(_diff_read, "DEFAULT_MAX_FUNCTIONS", 3)
+    monkeypatch.setattr(_runs_read, "DEFAULT_MAX_FUNCTIONS", 3)
     rows = [{"function": f"f{i}", "file": "/src/a.py", "line": i, "row_kind": "function",
              "compiles": 2, "recompiles": 1, "total_s": 1.0,
              "causes": [{"cause": "shape", "count": 1, "seconds": 0.5}]} for i in range(10)]
     report = tmp_path / "many.json"
     report.write_text(json.dumps(rows + [{"function": "no counts"}]))
-    run_ = _diff_read.load_run(str(report), "BASE")
+    run_ = _runs_read.load_run(str(report), "BASE")
     assert [r["function"] for r in run_.rows] == ["f0", "f1", "f2", "(other)"]
     other = run_.rows[-1]
     assert (other["compiles"], other["recompiles"], other["total_s"]) == (14, 7, 7.0)
@@ -334,9 +384,9 @@ def test_unreadable_input_is_exit_2_and_one_line(
         data = gzip.compress("\n".join(base_log() * 200).encode())
         bad.write_bytes(data[:40] + bytes(300) + data[340:])
     elif case == "big report JSON":
-        from otel_jax._report import _diff_read
+        from otel_jax._report._compare_runs import _read as _runs_read
 
-        monkeypatch.setattr(_diff_read, "MAX_REPORT_JSON_BYTES", 1000)
+        monkeypatch.setattr(_runs_read, "MAX_REPORT_JSON_BYTES", 1000)
         bad.write_text(json.dumps([json.loads(compile_line("f", 1.0))] * 50))
     for argv in ((str(bad), good), (good, str(bad))):
         rc, out, err = run(capsys, "diff", *argv)
@@ -470,6 +520,62 @@ def test_two_runs_of_the_demo_one_with_an_added_recompile(
     for other in (report, gz):
         rc2, d2 = diff_json(capsys, "--max-new-recompiles", "0", str(base), str(other))
         assert rc2 == 1 and d2["functions"] == d["functions"]
+
+
+PROGRAM = """
+import jax
+import jax.numpy as jnp
+
+import otel_jax
+
+otel_jax.install()
+
+
+@jax.jit
+def step(x):
+    return x * 2
+
+
+def evaluate(x):
+    return jax.jit(lambda y: y + 1)(x)
+
+
+for n in (4, 5, 6):
+    step(jnp.ones(n))
+evaluate(jnp.ones(3))
+"""
+
+
+@pytest.mark.slow
+def test_one_program_run_from_two_file_names_is_no_change(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same program run as prog.py, then renamed prog_v2.py: its functions are the
+    same, nothing is gained (exit 0 under every threshold); matched by file only, every
+    function reads as gone and new again, its recompiles gained."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OTEL_TRACES_EXPORTER": "none",
+           "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none"}
+    logs = []
+    for name in ("prog.py", "prog_v2.py"):
+        (tmp_path / name).write_text(PROGRAM)
+        log = tmp_path / f"{name}.log"
+        with log.open("wb") as stderr:
+            proc = subprocess.run([sys.executable, name], stdout=subprocess.DEVNULL,
+                                  stderr=stderr, env=env, cwd=tmp_path, timeout=600)
+        assert proc.returncode == 0, log.read_text()[-2000:]
+        logs.append(str(log))
+    gates = ("--max-new-recompiles", "0", "--fail-on-new-hazards")
+    rc, d = diff_json(capsys, *gates, *logs)
+    assert rc == 0 and d["regressions"] == [] and d["summary"]["recompiles_gained"] == 0
+    functions = {(r["function"], r["file"], r["moved_from"], r["status"])
+                 for r in d["functions"] if r["row_kind"] == "function"}
+    assert functions == {("step", "prog_v2.py", "prog.py", "both"),
+                         ("evaluate.<locals>.<lambda>", "prog_v2.py", "prog.py", "both")}
+    step = next(r for r in d["functions"] if r["function"] == "step")
+    assert step["recompiles"] == {"base": 2, "new": 2}
+    rc, d = diff_json(capsys, "--match", "file", *gates, *logs)
+    assert rc == 1 and d["summary"]["recompiles_gained"] == 2
+    assert {r["status"] for r in d["functions"] if r["row_kind"] == "function"} == {
+        "new", "gone"}
 
 
 # -- the page in a real browser -----------------------------------------------------------

@@ -66,7 +66,14 @@ def test_the_engine_and_the_cross_rank_check_start_from_the_option_defaults():
     fresh = _engine.Engine()
     assert fresh.storm_threshold == defaults.storm_threshold == _policy.STORM_THRESHOLD
     assert fresh.on_recompile == defaults.on_recompile
-    assert fresh.cross_rank.timeout_s == defaults.divergence_timeout_s == _ranks.DEFAULT_TIMEOUT_S
+    check = _ranks.CrossRank(_failopen.FailOpen())
+    assert check.timeout_s == defaults.divergence_timeout_s == _ranks.DEFAULT_TIMEOUT_S
+    # a fresh engine compares nothing until a check is plugged in; otel_jax's import
+    # plugs the one install() configures into the process's engine
+    assert fresh.cross_rank.on_divergence == "off"
+    from otel_jax._setup import _checks
+
+    assert ENGINE.cross_rank is _checks.CROSS_RANK and ENGINE.ledger is _checks.LEDGER
 
 
 def test_options_are_frozen_and_normalised():

@@ -232,6 +232,43 @@ def test_the_module_graph_is_acyclic_lazy_imports_included():
     assert _cycles(_module_graph()) == []
 
 
+#: otel_jax's rooms, lowest first: a module imports only from its own room and the rooms
+#: below it, lazy imports included, so that data flows one way (JAX event -> record ->
+#: emitters and checks -> set-up). The report reads logs with the standard library and
+#: ``_core`` only, so it sits low (the pipeline borrows its printable text). The fleet
+#: sits above the pipeline: it plugs into the pipeline's own interfaces
+#: (``_pipeline._plugins``), wired in ``_setup``.
+LAYERS = ("_version", "_core", "_report", "_capture", "_explain", "_pipeline", "_emit",
+          "_fleet", "_setup", "_run", "_cli", "testing", "pytest_plugin", "__init__",
+          "__main__")
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    rank = {room: i for i, room in enumerate(LAYERS)}
+    return sorted((module, dep) for module, deps in graph.items() for dep in deps
+                  if dep.startswith("otel_jax")
+                  and rank[_room(dep)] > rank[_room(module)])
+
+
+def test_every_import_goes_down_the_layers():
+    graph = _module_graph()
+    assert {_room(m) for m in graph} == set(LAYERS)  # every room is placed
+    assert _upward_imports(graph) == []
+    # the fleet above the pipeline: the pipeline reaches it through its plug-in points
+    assert not any(dep.startswith("otel_jax._fleet") for module, deps in graph.items()
+                   if module.startswith("otel_jax._pipeline") for dep in deps)
+    # the walk finds an upward import, a lazy one too
+    assert _upward_imports({"otel_jax._pipeline._engine": {"otel_jax._fleet._ranks"},
+                            "otel_jax._core._text": {"otel_jax._report._text"}}) == [
+        ("otel_jax._core._text", "otel_jax._report._text"),
+        ("otel_jax._pipeline._engine", "otel_jax._fleet._ranks")]
+
+
 #: The longest a module may be: past it, a module holds several concerns and a reader
 #: cannot find a thing by its file's name.
 MODULE_LINES_MAX = 700
@@ -292,9 +329,10 @@ def test_the_report_flows_one_way_reading_aggregating_rendering_then_the_command
     report = {n: {d for d in deps if d.startswith("otel_jax.")}
               for n, deps in graph.items() if n.startswith("otel_jax._report.")}
     layers = [("_read",), ("_bounded", "_hazards"), ("_steps",), ("_aggregate",),
-              ("_page_data",), ("_diff_read",), ("_diff",), ("_text",), ("_diff_text",),
-              ("_html_style",), ("_html_charts",), ("_html",), ("_diff_html",), ("_output",),
-              ("_command",), ("_diff_command",)]
+              ("_page_data",), ("_compare_runs._read",), ("_compare_runs._compare",),
+              ("_text",), ("_compare_runs._render_text",), ("_html_style",),
+              ("_html_charts",), ("_html",), ("_compare_runs._render_html",), ("_output",),
+              ("_command",), ("_compare_runs._command",), ("_compare_runs",)]
     rank = {f"otel_jax._report.{m}": i for i, names in enumerate(layers) for m in names}
     assert set(report) == set(rank)
     for name, deps in report.items():
@@ -306,15 +344,18 @@ def test_the_report_flows_one_way_reading_aggregating_rendering_then_the_command
     # the package exports the ``otel-jax report`` and ``otel-jax diff`` commands, which the
     # command line calls
     assert graph["otel_jax._report"] == {"otel_jax._report._command",
-                                         "otel_jax._report._diff_command"}
+                                         "otel_jax._report._compare_runs"}
     # the reading, aggregating and comparing layers render nothing
-    for name in ("_read", "_bounded", "_steps", "_aggregate", "_page_data", "_diff_read",
-                 "_diff"):
-        assert not report[f"otel_jax._report.{name}"] & {
-            "otel_jax._report._text", "otel_jax._report._html_style",
-            "otel_jax._report._html_charts", "otel_jax._report._html",
-            "otel_jax._report._command", "otel_jax._report._diff_text",
-            "otel_jax._report._diff_html", "otel_jax._report._diff_command"}
+    renderers = {f"otel_jax._report.{m}" for m in (
+        "_text", "_html_style", "_html_charts", "_html", "_command",
+        "_compare_runs._render_text", "_compare_runs._render_html",
+        "_compare_runs._command")}
+    for name in ("_read", "_bounded", "_steps", "_aggregate", "_page_data",
+                 "_compare_runs._read", "_compare_runs._compare"):
+        assert not report[f"otel_jax._report.{name}"] & renderers, name
+    # the run diff is not the cause diff: nothing of it is named ``_diff``
+    assert not [m for m in graph if m.rpartition(".")[2].startswith("_diff")
+                and m != "otel_jax._explain._diff"]
 
 
 #: The command line's side of the package, lowest layer first: the report reads logs (it

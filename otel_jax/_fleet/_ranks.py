@@ -17,7 +17,7 @@ run before JAX's shutdown) stops new calls, ends each read in flight at once (a
 
 With ``on_divergence="raise"`` the compiling thread publishes and waits itself, about
 ``timeout_s`` at most while the comparers live (longer when one died: the takeover's
-stages, ``_ranks_tree.TreeProtocol.stage_s``), and raises :class:`DivergenceError`
+stages, ``_ranks_tree.TreeProtocol.stage_s``); the engine then raises ``DivergenceError``
 from the diverging jit call, on every rank that sees the divergence.
 """
 
@@ -45,17 +45,6 @@ from ._ranks_tree import protocol
 QUEUE_SIZE = 1024
 DEFAULT_TIMEOUT_S = 30.0
 ON_DIVERGENCE = ("log", "raise", "off")
-
-
-class DivergenceError(RuntimeError):
-    """Ranks compiled different programs for the same call (``on_divergence="raise"``)."""
-
-    def __init__(self, divergence: Divergence) -> None:
-        self.divergence = divergence
-        super().__init__(
-            f"{divergence.function}: the ranks of this job diverge at compile "
-            f"#{divergence.count} ({divergence.kind.value}): {divergence.text}. Every rank "
-            "must compile the same program for the same call, or the next collective hangs.")
 
 
 # --- the checker ----------------------------------------------------------------------

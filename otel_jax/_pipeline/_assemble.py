@@ -34,8 +34,8 @@ from .._core._failopen import FailOpen
 from .._core._vocab import Phase
 from .._explain import _causes, _hazards
 from .._explain import _memory as _memory_change
-from .._fleet._ledger import Ledger
 from ._history import CompileEntry, History
+from ._plugins import CacheLedger
 from ._record import CompileRecord, Devices, PersistentCache, PhaseTiming
 
 #: The devices a compile's arguments live on (the engine caches the process's default).
@@ -204,7 +204,7 @@ def _signature_later(detached: _detached.Detached, info: FunctionInfo,
     return signature
 
 
-def assemble(captured: Captured, history: History, ledger: Ledger, guard: FailOpen,
+def assemble(captured: Captured, history: History, ledger: CacheLedger, guard: FailOpen,
              ) -> tuple[CompileRecord, CompileEntry]:
     """The record of one backend compile, and the entry its function's history keeps.
 

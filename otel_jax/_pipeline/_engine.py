@@ -48,12 +48,11 @@ from .._capture._jax import (
 from .._capture._source import FunctionInfo
 from .._core._failopen import FailOpen, OtelJaxWarning, Topic, WarnKey, at_site
 from .._explain._hazards import Hazard
-from .._fleet import _ranks
-from .._fleet._ledger import Ledger
 from . import _assemble
 from ._background import WORKER
 from ._emitter import STDLIB_WARNINGS, Emitter, HazardGate, Route
 from ._history import History
+from ._plugins import CacheLedger, DivergenceError, NoLedger, NoRankCheck, RankCheck
 from ._policy import ON_RECOMPILE, OnRecompile, Policy, RecompileError
 from ._record import CompileRecord, Devices, PhaseTiming, SpanLink, Storm
 from ._steps import STEPS
@@ -126,9 +125,10 @@ class Engine:
         self._hooks: _hooks.Hooks | None = None
         self._unavailable: frozenset[_capabilities.Capability] = frozenset()
         self._devices: tuple[Any, int] | None = None  # (default device, process index)
-        #: Multi-process jobs: each compile compared with the other ranks' (``_ranks``).
-        self.cross_rank = _ranks.CrossRank(self.failopen)
-        self.ledger = Ledger(self.failopen)  # why the persistent cache missed, across runs
+        #: Multi-process jobs: each compile compared with the other ranks'; why the
+        #: persistent cache missed, across runs (plugged in by ``_setup._checks``).
+        self.cross_rank: RankCheck = NoRankCheck()
+        self.ledger: CacheLedger = NoLedger()
         #: Name the recompiles a compile shows are coming (``install(hazards=...)``).
         self.hazards = True
         #: Functions compiled in this process (``_first_seen``), kept across installs.
@@ -539,7 +539,7 @@ class Engine:
         divergence = self.failopen.call(
             "rank comparison", lambda: self.cross_rank.on_compile(record, link), None)
         if divergence is not None:
-            raise _ranks.DivergenceError(divergence)
+            raise DivergenceError(divergence)
 
 
 def _jax_version() -> str:

@@ -24,11 +24,8 @@ HTML page (its look in :mod:`._html_style`, its matplotlib charts in :mod:`._htm
 and :mod:`._command` (the ``otel-jax report`` command, :func:`main`, which the
 ``otel-jax`` command line :mod:`otel_jax._cli` calls) sits on top.
 
-``otel-jax diff BASE NEW`` (:func:`diff_main`) compares two runs with the same parts:
-:mod:`._diff_read` reads each run (a log through :class:`._aggregate.Report`, or a report's
-JSON), :mod:`._diff` matches their functions and says what changed and whether it passes
-the thresholds, :mod:`._diff_text` and :mod:`._diff_html` render it, and
-:mod:`._diff_command` is the command.
+``otel-jax diff BASE NEW`` (:func:`diff_main`) compares two runs with the same parts, in
+its own subpackage (:mod:`._compare_runs`: read, compare, render, the command).
 
 Design constraints, and how they are met:
 
@@ -62,6 +59,6 @@ Log fields read from each ``jax.compile`` line (all optional except
 """
 
 from ._command import main
-from ._diff_command import main as diff_main
+from ._compare_runs import main as diff_main
 
 __all__ = ["diff_main", "main"]

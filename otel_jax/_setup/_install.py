@@ -36,6 +36,7 @@ from .._pipeline._engine import ENGINE
 from .._pipeline._steps import STEPS, StepTelemetry
 from .._version import __version__
 from . import _exit
+from ._checks import CROSS_RANK, LEDGER
 from ._options import InstallOptions
 
 if TYPE_CHECKING:
@@ -274,7 +275,7 @@ def install(
         ENGINE.storm_threshold = storm_threshold
         ENGINE.on_recompile = on_recompile
         ENGINE.configure_warmup(warmup_steps)
-        ENGINE.ledger.configure(ledger_path)
+        LEDGER.configure(ledger_path)
         # The span emitter runs first and hands each record's span ids to every
         # other emitter: the order in which those run does not matter. Without log
         # lines, storms and divergences are WARNINGs on the ``logging`` logger.
@@ -284,8 +285,8 @@ def install(
         STEPS.telemetry = StepTelemetry(tracer, providers.meter_provider.get_meter(
             scope, __version__), [e for e in (json_log, *extra) if e is not None])
         ENGINE.connect(route)
-        ENGINE.cross_rank.rank_local = tuple(rank_local)
-        ENGINE.cross_rank.configure(on_divergence, float(divergence_timeout_s),
+        CROSS_RANK.rank_local = tuple(rank_local)
+        CROSS_RANK.configure(on_divergence, float(divergence_timeout_s),
                                     route.divergence)
         # After the providers' own exit handlers (atexit runs the latest first): what is
         # still queued at exit reaches them before they shut down.
@@ -364,8 +365,8 @@ def uninstall() -> None:
         ENGINE.hazards = True
         STEPS.telemetry = None
         ENGINE.on_recompile = "log"
-        ENGINE.cross_rank.configure("off", ENGINE.cross_rank.timeout_s, None)
-        ENGINE.ledger.configure(None)
+        CROSS_RANK.configure("off", CROSS_RANK.timeout_s, None)
+        LEDGER.configure(None)
         _scrub.configure(None)
         if current._log is not None:
             current._log.close()  # bounded: waits for the stream at most UNINSTALL_FLUSH_S

@@ -2,8 +2,8 @@
 written, and the exit status CI reads (0: no regression past the thresholds, 1: a
 regression, 2: an input that cannot be read, or a usage error).
 
-Reading (:mod:`._diff_read`) feeds the comparison (:mod:`._diff`), which the renderers
-turn into text (:mod:`._diff_text`) or one HTML page (:mod:`._diff_html`, imported only for
+Reading (:mod:`._read`) feeds the comparison (:mod:`._compare`), which the renderers
+turn into text (:mod:`._render_text`) or one HTML page (:mod:`._render_html`, imported only for
 ``--format html``); this module sits on top of them.  The ``otel-jax`` command line
 (:mod:`otel_jax._cli`) calls :func:`main` for its ``diff`` sub-command.
 """
@@ -14,11 +14,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ._diff import Thresholds, compare
-from ._diff_read import Unreadable, load_run
-from ._diff_text import render_diff_json, render_diff_markdown, render_diff_table
-from ._output import close_output, open_output, reader_gone
-from ._text import printable
+from .._output import close_output, open_output, reader_gone
+from .._text import printable
+from ._compare import MATCHES, Thresholds, compare
+from ._read import Unreadable, load_run
+from ._render_text import render_diff_json, render_diff_markdown, render_diff_table
 
 
 def _count(text: str) -> int:
@@ -64,11 +64,11 @@ def _parser() -> argparse.ArgumentParser:
         prog="otel-jax diff",
         description=(
             "Compare two runs' compiles per function (matched by name and file, relative "
-            "to each run's program): compiles and recompiles by cause kind, compile "
-            "seconds (total, p50, p95), causes and hazards new in NEW, functions new or "
-            "gone, steps' compile share; sorted by compile seconds gained. Exit status: "
-            "0, or 1 when NEW is past a threshold given below, 2 when an input cannot "
-            "be read."),
+            "to each run's program, or by name: --match): compiles and recompiles by "
+            "cause kind, compile seconds (total, p50, p95), causes and hazards new in NEW, "
+            "functions new or gone, steps' compile share; sorted by compile seconds "
+            "gained. Exit status: 0, or 1 when NEW is past a threshold given below, 2 "
+            "when an input cannot be read."),
     )
     p.add_argument("base", metavar="BASE",
                    help="the earlier run: an otel_jax log ('.gz' is decompressed) or the "
@@ -82,6 +82,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=_positive, metavar="N",
                    help="show only the N functions that gained the most compile seconds "
                         "(the thresholds still read every function)")
+    p.add_argument("--match", choices=MATCHES, default=MATCHES[0],
+                   help="how a function of BASE is found in NEW: 'file' by name and file "
+                        "(relative to each run's program), 'name' by name alone (files "
+                        "renamed or moved); 'auto' (default) by file, then a function "
+                        "left unmatched by its name when one function of that name is "
+                        "left in each run")
     p.add_argument("--max-new-recompiles", type=_count, metavar="N",
                    help="exit 1 when the functions' recompiles gained (each function's "
                         "increase, summed; a decrease offsets nothing) exceed N")
@@ -111,9 +117,9 @@ def _run(args: argparse.Namespace) -> int:
         max_new_recompiles=args.max_new_recompiles,
         max_compile_time_increase=args.max_compile_time_increase,
         compile_time_floor_s=args.compile_time_floor,
-        fail_on_new_hazards=args.fail_on_new_hazards))
+        fail_on_new_hazards=args.fail_on_new_hazards), args.match)
     if args.format == "html":
-        from ._diff_html import render_diff_html
+        from ._render_html import render_diff_html
 
         text = render_diff_html(diff)
     elif args.format == "json":

@@ -17,6 +17,14 @@ at different absolute paths compare:
 3. then the directory every key of both runs shares is taken off too, so that the keys
    shown are short (``train.py``, ``models/mlp.py``).
 
+A function whose file key has no match (the program's file renamed or moved between the
+runs: ``train.py`` then ``train_v2.py``) would read as every function gone and new again.
+So, by default (``match="auto"``), a row left unmatched whose name and row kind one
+unmatched row of the other run has too is matched with it, whatever its file
+(``moved_from`` names BASE's file); ``match="name"`` matches every row left by name and
+row kind, in order of file key and line (several functions of one name in moved files);
+``match="file"`` keeps them apart.
+
 What changed, per function: compiles, recompiles and recompiles by cause kind; compile
 seconds (total, p50, p95); the *new causes*: recompile signatures (cause kind and the
 paths the diff changed: ``shape`` of ``batch['x']``, never the values, so the same log
@@ -31,8 +39,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._core._vocab import RowKind
-from ._diff_read import Run
+from ..._core._vocab import RowKind
+from ._read import Run
 
 #: Files of one base name paired per side when the roots are voted for (bounds the work
 #: on a hostile log whose files all share a name).
@@ -41,6 +49,15 @@ _LIBRARY_DIRS = ("site-packages", "dist-packages")
 #: Rows of one function each (the aggregates ``(other)``/``(eager ops)`` are shown, never
 #: gated: what they sum up differs from run to run).
 _GATED = (RowKind.FUNCTION.value, RowKind.EAGER_OP.value)
+#: How functions are matched across the runs (``otel-jax diff --match``; the first is the
+#: default): by file key, then by name for what is left; by file key only; by name only.
+MATCHES = ("auto", "file", "name")
+
+RowKey = tuple[str, str, str, int]  # function, row kind, file key, order in that file
+Row = dict[str, Any]
+#: One matched pair: the row's key (its file key NEW's, or BASE's for a function gone),
+#: BASE's row, NEW's row and BASE's file key where it differs from NEW's.
+Matched = tuple[RowKey, Row | None, Row | None, str | None]
 
 
 @dataclass
@@ -56,7 +73,7 @@ class Thresholds:
 
 
 @dataclass
-class Diff:
+class Comparison:
     """The comparison (see the module's text); :meth:`to_dict` is its JSON shape."""
 
     base: Run
@@ -65,6 +82,7 @@ class Diff:
     summary: dict[str, Any]
     thresholds: Thresholds
     regressions: list[str] = field(default_factory=list)
+    match: str = MATCHES[0]
 
     @property
     def regressed(self) -> bool:
@@ -80,6 +98,7 @@ class Diff:
         return {
             "base": {"source": self.base.source, "kind": self.base.kind},
             "new": {"source": self.new.source, "kind": self.new.kind},
+            "match": self.match,
             "changed": self.changed,
             "regressed": self.regressed,
             "regressions": list(self.regressions),
@@ -168,10 +187,9 @@ def file_keys(base_files: set[str], new_files: set[str]
 # -- matching and comparing ------------------------------------------------------------
 
 
-def _keyed(rows: list[dict[str, Any]], keys: dict[str, str]
-           ) -> dict[tuple[str, str, str, int], dict[str, Any]]:
+def _keyed(rows: list[Row], keys: dict[str, str]) -> dict[RowKey, Row]:
     """Rows by (function, row kind, file key, order of definition in that file)."""
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str, str], list[Row]] = {}
     for r in rows:
         fkey = keys.get(r["file"], "") if r["file"] else ""
         groups.setdefault((r["function"], r["row_kind"], fkey), []).append(r)
@@ -181,6 +199,40 @@ def _keyed(rows: list[dict[str, Any]], keys: dict[str, str]
         for i, r in enumerate(group):
             out[(function, kind, fkey, i)] = r
     return out
+
+
+def _by_name(base: dict[RowKey, Row], new: dict[RowKey, Row], every: bool,
+             ) -> list[Matched]:
+    """``base``'s and ``new``'s rows matched by function name and row kind, whatever their
+    files, in order of file key and line: ``every`` name, or only a name that one row on
+    each side has (``auto``: a renamed file, never a guess between several); the rest new
+    or gone."""
+    names: dict[tuple[str, str], tuple[list[RowKey], list[RowKey]]] = {}
+    for side, rows in enumerate((base, new)):
+        for key in sorted(rows):
+            names.setdefault(key[:2], ([], []))[side].append(key)
+    out: list[Matched] = []
+    for b_keys, n_keys in names.values():
+        if every or len(b_keys) == len(n_keys) == 1:
+            for b, n in zip(b_keys, n_keys):
+                out.append((n, base[b], new[n], b[2] if b[2] != n[2] else None))
+            b_keys, n_keys = b_keys[len(n_keys):], n_keys[len(b_keys):]
+        out += [(b, base[b], None, None) for b in b_keys]
+        out += [(n, None, new[n], None) for n in n_keys]
+    return out
+
+
+def _match(base: dict[RowKey, Row], new: dict[RowKey, Row], match: str) -> list[Matched]:
+    """The rows of both runs paired (the rule of ``match``, in the module's text): by file
+    key first (the same file wins), then what is left by name (``auto``, ``name``)."""
+    both = set(base) & set(new)
+    out: list[Matched] = [(k, base[k], new[k], None) for k in both]
+    left = ({k: r for k, r in base.items() if k not in both},
+            {k: r for k, r in new.items() if k not in both})
+    if match == "file":
+        return out + [(k, r, None, None) for k, r in left[0].items()] + [
+            (k, None, r, None) for k, r in left[1].items()]
+    return out + _by_name(*left, every=match == "name")
 
 
 def _pair(b: Any, n: Any) -> dict[str, Any]:
@@ -244,8 +296,8 @@ def _by_cause(b: dict[str, Any] | None, n: dict[str, Any] | None) -> list[dict[s
             for k, v in sorted(counts.items(), key=lambda kv: (-kv[1][1], kv[0]))]
 
 
-def _compare(key: tuple[str, str, str, int], b: dict[str, Any] | None,
-             n: dict[str, Any] | None, sites: dict[str, str]) -> dict[str, Any]:
+def _compare(key: RowKey, b: Row | None, n: Row | None, sites: dict[str, str],
+             moved_from: str | None) -> Row:
     function, kind, fkey, _ = key
     status = "new" if b is None else "gone" if n is None else "both"
 
@@ -262,7 +314,8 @@ def _compare(key: tuple[str, str, str, int], b: dict[str, Any] | None,
                or any(c["base"] != c["new"] for c in by_cause)
                or bool(new_causes) or bool(new_hazards))
     return {
-        "function": function, "file": fkey or None, "row_kind": kind, "status": status,
+        "function": function, "file": fkey or None, "moved_from": moved_from,
+        "row_kind": kind, "status": status,
         "line": _pair(get(b, "line"), get(n, "line")),
         "compiles": _pair(get(b, "compiles", 0), get(n, "compiles", 0)),
         "recompiles": _pair(get(b, "recompiles", 0), get(n, "recompiles", 0)),
@@ -279,14 +332,18 @@ def _compare(key: tuple[str, str, str, int], b: dict[str, Any] | None,
     }
 
 
-def compare(base: Run, new: Run, thresholds: Thresholds | None = None) -> Diff:
-    """Match ``base``'s and ``new``'s rows and say what changed (see the module's text)."""
+def compare(base: Run, new: Run, thresholds: Thresholds | None = None,
+            match: str = MATCHES[0]) -> Comparison:
+    """Match ``base``'s and ``new``'s rows (``match``: one of :data:`MATCHES`) and say what
+    changed (see the module's text)."""
+    if match not in MATCHES:
+        raise ValueError(f"match must be one of {', '.join(MATCHES)}, not {match!r}")
     t = thresholds or Thresholds()
     files = [_files(run) for run in (base, new)]
     bkeys, nkeys = file_keys(files[0], files[1])
-    b_rows, n_rows = _keyed(base.rows, bkeys), _keyed(new.rows, nkeys)
-    rows = [_compare(k, b_rows.get(k), n_rows.get(k), nkeys)
-            for k in sorted(set(b_rows) | set(n_rows))]
+    matched = _match(_keyed(base.rows, bkeys), _keyed(new.rows, nkeys), match)
+    rows = [_compare(k, b, n, nkeys, moved)
+            for k, b, n, moved in sorted(matched, key=lambda m: m[0])]
     rows.sort(key=lambda r: (-r["total_s_change"], -r["recompiles_gained"], r["function"],
                              r["file"] or "", r["line"]["new"] or r["line"]["base"] or 0))
     both = [r for r in rows if r["status"] == "both"]
@@ -299,7 +356,8 @@ def compare(base: Run, new: Run, thresholds: Thresholds | None = None) -> Diff:
                       "new": sum(r["status"] != "gone" for r in rows),
                       "both": len(both),
                       "new_only": sum(r["status"] == "new" for r in rows),
-                      "gone": sum(r["status"] == "gone" for r in rows)},
+                      "gone": sum(r["status"] == "gone" for r in rows),
+                      "moved": sum(r["moved_from"] is not None for r in rows)},
         "compiles": _pair(sum(r["compiles"]["base"] for r in rows),
                           sum(r["compiles"]["new"] for r in rows)),
         "recompiles": _pair(sum(r["recompiles"]["base"] for r in rows),
@@ -316,7 +374,7 @@ def compare(base: Run, new: Run, thresholds: Thresholds | None = None) -> Diff:
         "new_notes": sum(h["level"] != "warning" for r in gated for h in r["new_hazards"]),
         "steps": _pair(_steps(base), _steps(new)),
     }
-    diff = Diff(base, new, rows, summary, t)
+    diff = Comparison(base, new, rows, summary, t, match=match)
     diff.regressions = _regressions(diff, t)
     return diff
 
@@ -342,7 +400,7 @@ def _steps(run: Run) -> dict[str, Any] | None:
             "compile_s": s["compile_s"], "steps_s": s["steps_s"]}
 
 
-def _regressions(diff: Diff, t: Thresholds) -> list[str]:
+def _regressions(diff: Comparison, t: Thresholds) -> list[str]:
     """One line per threshold NEW is past; empty when none is."""
     s = diff.summary
     out = []

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._diff import Diff
-from ._diff_text import cause_text, hazard_text, headline, location, name
-from ._html import _chip, _e, _num, _s
-from ._html_style import _CSS, _JS, _csp
+from .._html import _chip, _e, _num, _s
+from .._html_style import _CSS, _JS, _csp
+from ._compare import Comparison
+from ._render_text import cause_text, hazard_text, headline, location, name
 
 __all__ = ["render_diff_html"]
 
@@ -41,7 +41,7 @@ def _fmt(x: Any) -> str:
     return _s(x) if isinstance(x, float) or x is None else str(x)
 
 
-def render_diff_html(diff: Diff, title: str = "JAX compile diff") -> str:
+def render_diff_html(diff: Comparison, title: str = "JAX compile diff") -> str:
     """The page for ``diff``, as one string."""
     s = diff.summary
     parts: list[str] = []

@@ -18,9 +18,9 @@ import math
 from dataclasses import dataclass
 from typing import IO, Any
 
-from .._core._vocab import ReportName, RowKind
-from ._aggregate import DEFAULT_MAX_FUNCTIONS, Report
-from ._read import (
+from ..._core._vocab import ReportName, RowKind
+from .._aggregate import DEFAULT_MAX_FUNCTIONS, Report
+from .._read import (
     _MAX_DIFF,
     _MAX_FILE,
     _MAX_HINT,

@@ -1,5 +1,5 @@
-"""Rendering a diff (:class:`._diff.Diff`) as text: a terminal table, GitHub Markdown,
-strict JSON.  Every string that came from a log passes :func:`._text.printable` (or the
+"""Rendering a diff (:class:`._compare.Comparison`) as text: a terminal table, GitHub Markdown,
+strict JSON.  Every string that came from a log passes :func:`.._text.printable` (or the
 Markdown escapes built on it), as in the report."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ._diff import Diff
-from ._text import _JSON_RAW, _finite, _md, _md_code, printable
+from .._text import _JSON_RAW, _finite, _md, _md_code, printable
+from ._compare import Comparison
 
 _COLUMNS = ("FUNCTION", "LOCATION", "COMPILES", "RECOMPILES", "TOTAL_S", "CHANGE_S",
             "P50_S", "P95_S")
@@ -31,11 +31,14 @@ def _signed(x: float) -> str:
 
 
 def location(row: dict[str, Any]) -> str:
-    """``file:line`` of a diff row (the line in NEW; in BASE for a function gone)."""
+    """``file:line`` of a diff row (the line in NEW; in BASE for a function gone), and
+    BASE's file when the function was matched in another one (``(was train.py)``)."""
     line = row["line"]["new"] if row["line"]["new"] is not None else row["line"]["base"]
     if not row["file"]:
         return ""
-    return f"{row['file']}:{line}" if line is not None else str(row["file"])
+    text = f"{row['file']}:{line}" if line is not None else str(row["file"])
+    moved = row.get("moved_from")
+    return f"{text} (was {moved})" if moved else text
 
 
 def name(row: dict[str, Any]) -> str:
@@ -72,7 +75,7 @@ def by_cause_text(row: dict[str, Any]) -> str:
                      for c in row["recompiles_by_cause"] if c["base"] != c["new"])
 
 
-def headline(diff: Diff) -> list[str]:
+def headline(diff: Comparison) -> list[str]:
     """The summary lines every format starts with (plain text)."""
     s = diff.summary
     f = s["functions"]
@@ -84,7 +87,9 @@ def headline(diff: Diff) -> list[str]:
         f"functions in both runs: {f['both']} (their compile seconds "
         f"{_signed(s['matched_compile_s_change'])}"
         + (f", {100 * ratio:+.0f}%" if ratio is not None else "") + f"); new: {f['new_only']}, "
-        f"gone: {f['gone']}; new causes: {s['new_causes']}; new hazards: {s['new_hazards']}"
+        f"gone: {f['gone']}" + (f", matched in another file: {f['moved']}"
+                                 if f.get("moved") else "")
+        + f"; new causes: {s['new_causes']}; new hazards: {s['new_hazards']}"
         + (f" (and {s['new_notes']} notes)" if s["new_notes"] else ""),
     ]
     steps = s["steps"]
@@ -98,14 +103,14 @@ def headline(diff: Diff) -> list[str]:
     return lines
 
 
-def verdict(diff: Diff) -> list[str]:
+def verdict(diff: Comparison) -> list[str]:
     """What the exit status says, and why."""
     if diff.regressions:
         return ["regressed (exit 1):"] + [f"- {r}" for r in diff.regressions]
     return ["no regression past the thresholds (exit 0)"]
 
 
-def render_diff_table(diff: Diff, top: int | None = None) -> str:
+def render_diff_table(diff: Comparison, top: int | None = None) -> str:
     """Aligned plain text: the headline, a row per function (compile seconds gained first)
     with what changed under it, then the verdict."""
     out = [printable(f"BASE {diff.base.source} ({diff.base.kind})"),
@@ -141,7 +146,7 @@ def render_diff_table(diff: Diff, top: int | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_diff_markdown(diff: Diff, top: int | None = None) -> str:
+def render_diff_markdown(diff: Comparison, top: int | None = None) -> str:
     """GitHub Markdown: the headline, one table row per function, the verdict."""
     out = [f"**BASE** {_md_code(diff.base.source)} ({diff.base.kind}) · **NEW** "
            f"{_md_code(diff.new.source)} ({diff.new.kind})", ""]
@@ -170,7 +175,7 @@ def render_diff_markdown(diff: Diff, top: int | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_diff_json(diff: Diff) -> str:
+def render_diff_json(diff: Comparison) -> str:
     """Strict JSON (no ``NaN``/``Infinity``); control characters as ``\\u`` escapes."""
     text = json.dumps(_finite(diff.to_dict()), indent=2, ensure_ascii=False,
                       allow_nan=False)
