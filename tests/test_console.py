@@ -22,7 +22,7 @@ import pytest
 from conftest import clean_env, pythonpath
 
 import otel_jax
-from otel_jax._core._vocab import EVENT_COMPILE, EVENT_HAZARD, EVENT_STORM
+from otel_jax._core._vocab import EVENT_COMPILE, EVENT_HAZARD, EVENT_STEP, EVENT_STORM
 from otel_jax._emit._console import render_console
 from otel_jax._setup._options import InstallOptions
 
@@ -40,7 +40,8 @@ PROGRAM = textwrap.dedent("""
 
     lr = 0.1
     for n in (4, 4, 8):
-        x, lr = train_step(jnp.ones(n), lr)
+        with otel_jax.step("train_step"):
+            x, lr = train_step(jnp.ones(n), lr)
     print("done", flush=True)
 """)
 
@@ -115,14 +116,21 @@ def test_a_compile_is_function_count_cause_callsite_and_seconds():
 def test_a_hazard_is_the_warning_it_is_and_a_storm_names_its_causes():
     hazard = render_console(0.0, "warning", EVENT_HAZARD, {
         "function": "train_step", "callsite": "train.py:110", "hazard_kind": "weak_type",
-        "hazard": "lr goes in weakly typed", "hint": "pass it as an array"}, cwd="")
-    assert "[warning] train_step will compile again  weak_type: lr goes in weakly typed; " \
-           "fix: pass it as an array  train.py:110" in hazard
+        "path": "lr", "hazard": "lr goes in weakly typed", "hint": "pass it as an array"},
+        cwd="")
+    assert "[warning] train_step will compile again  weak_type lr; fix: pass it as an array  " \
+           "train.py:110" in hazard
     storm = render_console(0.0, "warning", EVENT_STORM, {
         "function": "f", "recompiles": 9, "threshold": 8, "causes": {"shape": 5, "weak_type": 4},
         "hint": "bucket shapes"}, cwd="")
     assert "f recompile storm  9 recompiles (threshold 8): shape x5, weak_type x4; " \
            "hint: bucket shapes" in storm
+
+
+def test_long_causes_are_cut_and_steps_left_to_the_json_lines():
+    line = render_console(0.0, "info", EVENT_COMPILE, {**COMPILE, "cause": "x" * 500}, cwd="")
+    assert "x" * 159 + "…" in line and "x" * 160 not in line
+    assert render_console(0.0, "info", EVENT_STEP, {"step_name": "s", "step_number": 1}) == ""
 
 
 def test_one_line_whatever_the_names_hold_and_colors_only_when_asked():
@@ -174,7 +182,8 @@ def test_a_terminal_gets_console_lines_with_colors_unless_no_color(tmp_path: Pat
         plain = plain.replace(code_, "")
     assert "train_step #1  first compile  " in plain
     assert "train_step #3  shape: x: f32[4] -> f32[8]" in plain
-    assert "[warning] train_step will compile again  weak_type: " in plain
+    assert "[warning] train_step will compile again  weak_type lr; fix: " in plain
+    assert "step train_step" not in plain  # a step's line repeats its compiles'
 
     code, _, uncolored = _on_a_terminal([sys.executable, script], _env(NO_COLOR="1"))
     assert code == 0 and ESC not in uncolored and "train_step #3  shape: " in uncolored

@@ -82,6 +82,15 @@ def _where(callsite: Any, cwd: str) -> str:
     return text
 
 
+#: How much of a cause or a fix a line shows (the JSON line has it whole).
+_SHORT = 160
+
+
+def _short(text: Any) -> str:
+    text = str(text)
+    return text if len(text) <= _SHORT else text[:_SHORT - 1] + "…"
+
+
 def _seconds(value: Any) -> str:
     return f"{value:.2f} s" if isinstance(value, (int, float)) else ""
 
@@ -91,7 +100,7 @@ def _compile(f: _Fields, style: _Style, cwd: str) -> str:
     if kind == CauseKind.FIRST_COMPILE.value:
         what = "first compile"
     else:
-        what = f"{kind}: {f.get(Field.CAUSE)}"
+        what = f"{kind}: {_short(f.get(Field.CAUSE))}"
     if f.get(Field.AFTER_WARMUP):
         what += " (after warm-up)"
     if f.get(Field.MEMORY_CHANGE):
@@ -104,9 +113,12 @@ def _compile(f: _Fields, style: _Style, cwd: str) -> str:
 
 
 def _hazard(f: _Fields, style: _Style, cwd: str) -> str:
+    # What the hazard is, in full, is the OtelJaxWarning said at the same call; the line
+    # names its kind, the argument and the fix.
     hint = f.get(Field.HINT)
-    text = f"{f.get(Field.HAZARD_KIND)}: {f.get(Field.HAZARD)}" + (f"; fix: {hint}" if hint
-                                                                   else "")
+    path = f.get(Field.PATH)
+    text = f"{f.get(Field.HAZARD_KIND)}" + (f" {path}" if path else "") + (
+        f"; fix: {_short(hint)}" if hint else "")
     return _join(style(_BRIGHT, f"{f.get(Field.FUNCTION)} will compile again"), text,
                  style(_DIM, _where(f.get(Field.CALLSITE), cwd)))
 
@@ -126,13 +138,6 @@ def _divergence(f: _Fields, style: _Style, cwd: str) -> str:
                  f"{f.get(Field.DIVERGENCE_KIND)}: {f.get(Field.DIVERGENCE)}")
 
 
-def _step(f: _Fields, style: _Style, cwd: str) -> str:
-    compiled = (f"{f.get(Field.COMPILES)} compile(s), {_seconds(f.get(Field.COMPILE_S))}"
-                if f.get(Field.COMPILED) else "no compile")
-    return _join(style(_BRIGHT, f"step {f.get(Field.STEP_NAME)} #{f.get(Field.STEP_NUMBER)}"),
-                 _seconds(f.get(Field.DURATION_S)), compiled)
-
-
 #: Control characters (a newline, a terminal's escape sequences) in what the program named.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -149,14 +154,20 @@ def _join(*parts: str) -> str:
 #: How each event reads; an event not here is its name and its fields, as structlog does.
 _EVENTS: Final[dict[str, Callable[[_Fields, _Style, str], str]]] = {
     EVENT_COMPILE: _compile, EVENT_HAZARD: _hazard, EVENT_STORM: _storm,
-    EVENT_DIVERGENCE: _divergence, EVENT_STEP: _step,
+    EVENT_DIVERGENCE: _divergence,
 }
+#: Events a person at a terminal is not shown: each step's line repeats its compiles' (the
+#: step spans, the metrics, the JSON lines and the summary at exit keep them).
+QUIET_EVENTS: Final = frozenset({EVENT_STEP})
 
 
 def render_console(stamp: float, level: str, event: str, fields: _Fields, *,
                    colors: bool = False, cwd: str | None = None) -> str:
     """One console line (with its newline): ``12:03:04 [info   ] train_step #2  weak_type:
-    lr: f32[] (weak) -> f32[]  train.py:110  1.59 s``."""
+    lr: f32[] (weak) -> f32[]  train.py:110  1.59 s``; ``""`` for an event of
+    ``QUIET_EVENTS``."""
+    if event in QUIET_EVENTS:
+        return ""
     style = _Style(colors)
     fields = {k: _clean(v) if isinstance(v, str) else v for k, v in fields.items()}
     if cwd is None:
