@@ -86,8 +86,8 @@ def _where(callsite: Any, cwd: str) -> str:
 _SHORT = 160
 
 
-def _short(text: Any) -> str:
-    text = str(text)
+def _short(value: Any) -> str:
+    text = str(value)
     return text if len(text) <= _SHORT else text[:_SHORT - 1] + "…"
 
 
