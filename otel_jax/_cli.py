@@ -49,8 +49,12 @@ COMMANDS: dict[str, tuple[Command, str]] = {
 
 
 def _parser() -> argparse.ArgumentParser:
+    from ._version import __version__
+
     parser = argparse.ArgumentParser(
         prog="otel-jax", description="Make JAX recompilation visible: otel_jax's commands.")
+    parser.add_argument("-V", "--version", action="version",
+                        version=f"otel-jax {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, (_, help_text) in COMMANDS.items():

@@ -196,7 +196,7 @@ def test_json_exact_numbers(log_file: Path, capsys: pytest.CaptureFixture[str]) 
         "function", "file", "line", "row_kind", "compiles", "first_compiles",
         "recompiles", "recompiles_after_warmup", "persistent_cache_hits",
         "total_s", "recompile_s", "p50_s", "p95_s", "max_s", "trace_s", "lower_s",
-        "backend_compile_s", "causes", "cause_paths", "hazards", "largest_program",
+        "backend_compile_s", "causes", "cause_paths", "hazards", "largest_program", "callsites",
     ]
     # the keys ``otel-jax diff`` compares on: the median, and each recompile's cause kind
     # with the paths its diff changed (no values), the first example and call site kept
@@ -234,6 +234,31 @@ def test_include_eager_top_and_function_filter(
                             str(log_file))
     assert rc == 0 and json.loads(out) == []
     assert "filtered out" in err
+
+
+def test_the_eager_ops_row_names_the_lines_that_ran_them_not_causes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A primitive's params compared across two different ops read as a cause with a hint
+    # meant for the user's own functions: the row keeps only where they ran.
+    lines = [compile_line("broadcast_in_dim", 0.5, eager_op=True, count=2, is_recompile=True,
+                          cause_kind="static_argument", cause="params.shape: (3,) -> (4,)",
+                          hint="keep it to a few values", callsite=f"/src/main.py:{n}")
+             for n in (7, 7, 7, 9, 11, 12, 13, 14)]
+    lines.append(compile_line("add", 4.0, eager_op=True, callsite="/src/main.py:30"))
+    log = tmp_path / "eager.log"
+    log.write_text("\n".join(lines) + "\n")
+    [row] = json_report(capsys, str(log))
+    assert row["function"] == "(eager ops)" and row["compiles"] == 9
+    assert row["recompiles"] == 8 and row["causes"] == [] and row["cause_paths"] == []
+    assert row["callsites"] == [
+        {"callsite": "/src/main.py:30", "count": 1, "seconds": 4.0},
+        {"callsite": "/src/main.py:7", "count": 3, "seconds": 1.5},
+        {"callsite": "/src/main.py:11", "count": 1, "seconds": 0.5},
+        {"callsite": "/src/main.py:12", "count": 1, "seconds": 0.5},
+        {"callsite": "/src/main.py:13", "count": 1, "seconds": 0.5}]
+    rc, out, _ = run_main(capsys, "report", str(log))
+    assert rc == 0 and "  - at /src/main.py:7: 3 compiles (1.500 s)" in out.splitlines()
+    assert "hint" not in out and "static_argument" not in out
 
 
 def test_hazard_lines_are_listed_on_their_function(

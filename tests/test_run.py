@@ -388,3 +388,33 @@ def test_every_process_of_the_run_is_named_after_the_program(tmp_path: Path, for
     assert proc.returncode == 0, proc.stderr[-3000:]
     worker = "trainer" if form == "script" else "-"
     assert f"SERVICE trainer {worker}" in proc.stdout, proc.stderr[-3000:]
+
+
+def test_a_python_that_cannot_import_otel_jax_is_said_in_one_line(tmp_path: Path) -> None:
+    # A bare virtual environment: its python has neither otel_jax nor JAX.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")],
+                   check=True, timeout=TIMEOUT_S)
+    bare = str(tmp_path / "bare" / "bin" / "python")
+    script = write(tmp_path / "plain.py", "print('ran')\n")
+    # The command itself imports otel_jax from the checkout; the program's python does not
+    # get it on PYTHONPATH.
+    launcher = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
+                "from otel_jax._cli import main; sys.exit(main())")
+    environ = env()
+    environ.pop("PYTHONPATH")
+    proc = subprocess.run([sys.executable, "-c", launcher, str(ROOT), "run", bare,
+                           str(script), "--x"], capture_output=True, text=True,
+                          timeout=TIMEOUT_S, cwd=tmp_path, env=environ)
+    assert proc.returncode == 0 and proc.stdout == "ran\n", proc.stderr
+    [line] = proc.stderr.splitlines()
+    assert line == (f"otel-jax run: {bare} cannot import otel_jax, so nothing is recorded; "
+                    f"run `otel-jax run {script} --x` (this Python, {sys.executable}), or "
+                    f"install otel_jax for {bare}")
+
+
+def test_the_version() -> None:
+    from otel_jax import __version__
+
+    proc = subprocess.run([sys.executable, "-m", "otel_jax", "--version"], capture_output=True,
+                          text=True, timeout=TIMEOUT_S, env=env())
+    assert proc.returncode == 0 and proc.stdout == f"otel-jax {__version__}\n", proc.stderr

@@ -336,6 +336,11 @@ class RowKind(str, enum.Enum):
 LEDGER_ENV: Final = "OTEL_JAX_LEDGER"
 #: Environment variable: what is scrubbed while ``install(scrub=...)`` is left ``None``.
 SCRUB_ENV: Final = "OTEL_JAX_SCRUB"
+#: Environment variable: ``install(log_format=...)``: ``auto``, ``json`` or ``console``.
+LOG_FORMAT_ENV: Final = "OTEL_JAX_LOG_FORMAT"
+#: Environment variable (https://no-color.org): set to anything, the console lines of
+#: ``log_format="console"`` have no colors, even on a terminal.
+NO_COLOR_ENV: Final = "NO_COLOR"
 
 
 class RunEnv:

@@ -64,6 +64,7 @@ from .._pipeline._record import (
     log_fields,
     storm_fields,
 )
+from ._console import LogFormat, render_console, wants_colors, wants_console
 
 #: ``install(log_output=...)``'s named outputs (any other value is a text stream or None):
 #: ``"stderr"`` the JSON lines on the process's stderr, ``"structlog"`` the application's
@@ -475,12 +476,17 @@ class JsonLogEmitter(LogEmitter):
     _thread_name = "otel_jax-json-log"
 
     def __init__(self, stream: IO[str] | None = None, level: str = "info", *,
-                 failopen: FailOpen | None = None, queue_size: int | None = None) -> None:
+                 failopen: FailOpen | None = None, queue_size: int | None = None,
+                 log_format: LogFormat = "json") -> None:
         # Its modules imported now, at install(): a line first written at exit would
         # import them during interpreter shutdown (which also turns an interrupted
         # program's exit status from the SIGINT it died of into 1).
         _json_chain()
         self._stream = stream  # None: sys.stderr, resolved at write time
+        # Decided once, at install(): a person at a terminal reads console lines.
+        shown = stream if stream is not None else sys.stderr
+        self._console = wants_console(log_format, shown)
+        self._colors = self._console and wants_colors(shown)
         self._immediate = isinstance(stream, io.StringIO)
         super().__init__(level, failopen=failopen, queue_size=queue_size)
 
@@ -523,6 +529,9 @@ class JsonLogEmitter(LogEmitter):
         built = self._fields(fields)
         if built is None:
             return ""
+        if self._console:
+            return render_console(stamp, _LEVEL_NAMES.get(level, "info"), event, built,
+                                  colors=self._colors)
         return render(stamp, level, event, built)
 
 

@@ -51,6 +51,10 @@ _MAX_DIFF_ENTRIES = 4
 #: function, and the paths kept of one signature (each cut to ``_MAX_PATH`` characters).
 MAX_SIGNATURES_PER_FUNCTION = 32
 MAX_SIGNATURE_PATHS = 8
+#: The (eager ops) row's calling lines kept (the first ones; later ones only counted), and
+#: how many of them a row lists (``callsites``), most seconds first.
+MAX_EAGER_CALLSITES = 256
+TOP_CALLSITES = 5
 
 
 class _Cause:
@@ -138,7 +142,7 @@ class _Row:
     __slots__ = (
         "function", "file", "line", "row_kind", "compiles", "recompiles",
         "after_warmup", "cache_hits", "total_s", "recompile_s", "trace_s",
-        "lower_s", "backend_s", "times", "causes", "signatures", "largest",
+        "lower_s", "backend_s", "times", "causes", "signatures", "largest", "callsites",
     )
 
     def __init__(self, function: str, file: str | None, line: int | None,
@@ -163,6 +167,22 @@ class _Row:
         self.signatures = _Tally(MAX_SIGNATURES_PER_FUNCTION)
         #: the compile whose program needed the most device memory (``largest_program``)
         self.largest: dict[str, Any] | None = None
+        #: the (eager ops) row's: callsite -> [compiles, [seconds]] (``callsites``)
+        self.callsites = _Tally(MAX_EAGER_CALLSITES)
+
+    def called_at(self, callsite: str | None, seconds: float | None) -> None:
+        """One eager op compiled at the user's line ``callsite``."""
+        key = callsite or ReportName.UNKNOWN_FUNCTION
+        self.callsites.add(key, [0.0])
+        entry = self.callsites.items.get(key)
+        if entry is not None and seconds is not None:
+            entry[1][0] += seconds
+
+    def top_callsites(self) -> list[dict[str, Any]]:
+        """The lines whose eager ops cost the most compile seconds, at most TOP_CALLSITES."""
+        ranked = sorted(((-s, -n, site) for site, (n, [s]) in self.callsites.items.items()))
+        return [{"callsite": site, "count": -n, "seconds": _round(-s)}
+                for s, n, site in ranked[:TOP_CALLSITES]]
 
     def program(self, ev: dict[str, Any]) -> int | None:
         """Keep ``ev``'s program when it needs more device memory than the largest so far
@@ -260,6 +280,7 @@ class _Row:
             # a function's are set by :meth:`Report.rows` (said, came true, not yet)
             "hazards": None,
             "largest_program": dict(self.largest) if self.largest is not None else None,
+            "callsites": self.top_callsites(),
         }
 
 
@@ -418,6 +439,11 @@ class Report:
             secs = (trace or 0.0) + (lower or 0.0) + (backend or 0.0)
 
         row.compiles += 1
+        # JAX's own primitives: where the user's code ran them is what can be changed,
+        # not their causes (a primitive's params, compared across different ops).
+        aggregate_of_ops = row.row_kind == RowKind.EAGER_OPS.value
+        if aggregate_of_ops:
+            row.called_at(_text(ev.get(Field.CALLSITE), _MAX_FILE), secs)
         program_total = row.program(ev)
         if secs is not None:
             row.total_s += secs
@@ -443,10 +469,15 @@ class Report:
             if ev.get(Field.AFTER_WARMUP) is True:
                 row.after_warmup += 1
             if type(cause_kind) is not str or not cause_kind:
-                cause_kind = CauseKind.UNKNOWN.value
+                kind = CauseKind.UNKNOWN.value
             elif len(cause_kind) > _MAX_NAME:
-                cause_kind = _text(cause_kind, _MAX_NAME) or CauseKind.UNKNOWN.value
-            c = row.cause(cause_kind)
+                kind = _text(cause_kind, _MAX_NAME) or CauseKind.UNKNOWN.value
+            else:
+                kind = cause_kind
+        else:
+            kind = CauseKind.FIRST_COMPILE.value
+        if rec and not aggregate_of_ops:
+            c = row.cause(kind)
             c.count += 1
             if secs is not None:
                 c.seconds += secs
@@ -454,7 +485,7 @@ class Report:
                    or _text(ev.get(Field.CAUSE), _MAX_DIFF))
             if key is not None:
                 c.diffs.add(key, _text(ev.get(Field.HINT), _MAX_HINT))
-            signature = (cause_kind, diff_paths(ev.get(Field.DIFF)))
+            signature = (kind, diff_paths(ev.get(Field.DIFF)))
             seen = row.signatures.items.get(signature)
             if seen is not None:  # the common case: only a count (no strings kept again)
                 seen[0] += 1
@@ -464,9 +495,7 @@ class Report:
             if change and program_total is not None:
                 count = ev.get(Field.COUNT)
                 c.grew(program_total, change, count if type(count) is int else None)
-        else:
-            cause_kind = CauseKind.FIRST_COMPILE.value
-        self._compiled(ev, row, function, rec, cause_kind, secs)
+        self._compiled(ev, row, function, rec, kind, secs)
 
     def _compiled(self, ev: dict[str, Any], row: _Row, function: str, recompile: bool,
                   cause_kind: str, seconds: float | None) -> None:

@@ -137,11 +137,20 @@ def render_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> st
                 out.append(_clip(f"      memory: {_memory_change(c)}", width))
             if c["hint"]:
                 out.append(_clip(f"      hint: {c['hint']}", width))
+        for text in callsite_lines(row.get("callsites")):
+            out.append(_clip(printable(text), width))
         for text, hint in hazard_lines(row.get("hazards")):
             out.append(_clip(printable(text), width))
             if hint:
                 out.append(_clip(printable(f"      fix: {hint}"), width))
     return "\n".join(out) + "\n"
+
+
+def callsite_lines(callsites: Any) -> list[str]:
+    """The (eager ops) row's lines: where the program ran the ops that compiled, most
+    seconds first (``  - at train.py:41: 12 compiles (0.812 s)``)."""
+    return [f"  - at {c['callsite']}: {c['count']} compile{'' if c['count'] == 1 else 's'} "
+            f"({_fmt_s(c['seconds'])} s)" for c in callsites or ()]
 
 
 def hazard_lines(hazards: dict[str, Any] | None) -> list[tuple[str, str | None]]:
@@ -203,6 +212,7 @@ def render_markdown(rows: Sequence[dict[str, Any]]) -> str:
             if c["hint"]:
                 text += f" — {_md(c['hint'])}"
             causes.append(text)
+        causes += [_md(line.strip()) for line in callsite_lines(row.get("callsites"))]
         for line, hint in hazard_lines(row.get("hazards")):
             causes.append(_md(line.strip()) + (f" — fix: {_md(hint)}" if hint else ""))
         cells = ([_md(x) for x in _cells(row)]

@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -169,6 +170,29 @@ def program_name(argv: Sequence[str]) -> str | None:
     return None
 
 
+#: Exits 3 where the Python it runs in cannot find otel_jax (finding it imports nothing).
+_FINDS_OTEL_JAX = ("import importlib.util, sys; "
+                   "sys.exit(0 if importlib.util.find_spec('otel_jax') else 3)")
+
+
+def _lacks_otel_jax(executable: str, argv: Sequence[str], env: dict[str, str]) -> bool:
+    """Whether the ``python`` the command line names (another than this one) cannot
+    import otel_jax: then the bootstrap could install nothing there. Asked in a short
+    process, boundedly; where it cannot be told, the program runs as asked."""
+    if not argv or not _PYTHON.match(os.path.basename(argv[0])) \
+            or os.path.abspath(executable) == os.path.abspath(sys.executable):
+        return False
+    import subprocess
+
+    try:
+        proc = subprocess.run([executable, "-c", _FINDS_OTEL_JAX], env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return proc.returncode == 3
+
+
 def main(argv: Sequence[str]) -> int:
     """``otel-jax run``: replaces this process with the program; returns only on an error
     (2: usage, 127: the program cannot be started)."""
@@ -210,6 +234,12 @@ def main(argv: Sequence[str]) -> int:
         # its own environment, and no run folder is left behind.
         print(f"otel-jax run: python {refused} ignores PYTHONPATH or sitecustomize: otel_jax "
               "cannot be installed in the program; it runs without it", file=sys.stderr)
+        env = dict(os.environ)
+    elif _lacks_otel_jax(executable, program_args, dict(os.environ)):
+        instead = shlex.join(["otel-jax", "run", *program[1:]])
+        print(f"otel-jax run: {program[0]} cannot import otel_jax, so nothing is recorded; "
+              f"run `{instead}` (this Python, {sys.executable}), or install otel_jax for "
+              f"{program[0]}", file=sys.stderr)
         env = dict(os.environ)
     else:
         env["PYTHONPATH"] = os.pathsep.join(

@@ -18,6 +18,7 @@ from .._core import _scrub
 from .._core._failopen import Topic, WarnKey, warn_once
 from .._core._vocab import INSTRUMENTATION_SCOPE
 from .._emit import _logs, _providers
+from .._emit._console import LogFormat
 from .._emit._logs import (
     STDERR,
     STRUCTLOG,
@@ -89,6 +90,7 @@ def install(
     meter_provider: Any = None,
     logger_provider: Any = None,
     log_output: IO[str] | LogOutput | None = "stderr",
+    log_format: LogFormat = "auto",
     log_level: Literal["debug", "info", "warning"] = "info",
     prometheus_port: int | None = None,
     storm_threshold: int = 8,
@@ -122,6 +124,10 @@ def install(
             (``structlog.get_logger("otel_jax")``: its processors, renderer and,
             with ``structlog.stdlib``, its ``logging`` handlers), with the
             ``structlog.contextvars`` context bound on the compiling thread.
+        log_format: how those lines read: ``"auto"`` (default) one short console
+            line per event when the output is a terminal (colors unless ``NO_COLOR``
+            is set), JSON otherwise; ``"json"`` always JSON; ``"console"`` always
+            console lines. Not used with ``log_output="structlog"``.
         log_level: ``"debug"`` also logs JAX's eager op-by-op compiles.
         prometheus_port: serve a Prometheus scrape endpoint on this port
             (or set ``OTEL_EXPORTER_PROMETHEUS_PORT``); only with the default
@@ -263,7 +269,8 @@ def install(
             json_log = StructlogEmitter(log_level, failopen=ENGINE.failopen)
         elif log_output is not None:
             json_log = JsonLogEmitter(None if log_output == STDERR else log_output,
-                                      log_level, failopen=ENGINE.failopen)
+                                      log_level, failopen=ENGINE.failopen,
+                                      log_format=o.log_format)
         if json_log is not None:
             sinks.append(json_log)
         # Every compile, JAX's eager ops' (DEBUG) too: ``otel-jax run``'s summary counts them.

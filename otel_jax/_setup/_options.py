@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Literal
 
 from .._core import _scrub
-from .._core._vocab import LEDGER_ENV, SCRUB_ENV
+from .._core._vocab import LEDGER_ENV, LOG_FORMAT_ENV, SCRUB_ENV
+from .._emit._console import LOG_FORMATS, LogFormat
 from .._emit._logs import LOG_OUTPUTS, LogOutput
 from .._emit._spans import EAGER_OP_SPANS
 from .._fleet._ranks import DEFAULT_TIMEOUT_S, ON_DIVERGENCE
@@ -188,6 +189,8 @@ class InstallOptions:
     logger_provider: Any = _option(None, _any, by_identity=True)
     log_output: IO[str] | LogOutput | None = _option(
         "stderr", _log_output, env="OTEL_JAX_LOG_OUTPUT", parse=_output, by_identity=True)
+    log_format: LogFormat = _option("auto", _one_of("log_format", LOG_FORMATS),
+                                    env=LOG_FORMAT_ENV, parse=_text)
     log_level: Literal["debug", "info", "warning"] = _option(
         "info", _one_of("log_level", _LOG_LEVELS), env="OTEL_JAX_LOG_LEVEL", parse=_text)
     prometheus_port: int | None = _option(None, _prometheus_port, env=PROMETHEUS_PORT_ENV)

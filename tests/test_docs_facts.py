@@ -1,0 +1,52 @@
+"""Facts the docs state that the code decides: checked against the code, not re-typed."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+from otel_jax._core._failopen import FailOpen
+from otel_jax._pipeline._history import History
+from otel_jax._pipeline._policy import Policy
+from otel_jax._report._aggregate import summarize
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_report_json_keys_are_listed_in_their_order():
+    doc = (ROOT / "docs" / "testing-and-report.md").read_text()
+    section = doc[doc.index("## Report JSON"):]
+    listed = re.search(r"with the keys\s+`([^`]+)`", section)
+    assert listed is not None
+    keys = [k.strip() for k in listed.group(1).split(",")]
+    line = json.dumps({"event": "jax.compile", "function": "f", "file": "f.py", "line": 1,
+                       "count": 1, "is_recompile": False, "eager_op": False,
+                       "cause_kind": "first_compile", "compile_s": 0.5})
+    [row] = summarize(io.BytesIO(line.encode() + b"\n"))[0]
+    assert keys == list(row)
+
+
+def _policy(steps: int) -> Policy:
+    policy = Policy(History(), FailOpen())
+    policy.configure_warmup(steps)
+    return policy
+
+
+def test_the_warm_up_rule_is_stated_as_the_code_applies_it():
+    doc = (ROOT / "docs" / "configuration.md").read_text()
+    assert "ends after this many" not in doc
+    assert "between steps N and N+1" in doc and "compiles after the Nth call" in doc
+    scoped = _policy(2)
+    for _ in range(2):
+        scoped.begin_step(counted=False)
+    assert not scoped.warmup_done  # in step N, and after it until step N+1 begins
+    scoped.begin_step(counted=False)
+    assert scoped.warmup_done  # step N+1
+    bare = _policy(2)
+    bare.step()
+    assert not bare.warmup_done
+    bare.step()
+    assert bare.warmup_done  # right after the Nth call
+    assert _policy(0).warmup_done
