@@ -83,6 +83,16 @@ def test_options_are_frozen_and_normalised():
         options.storm_threshold = 3  # type: ignore[misc]
 
 
+class _TracerProviderOnly:
+    """A tracer provider given where a logger provider was asked for."""
+
+    def get_tracer(self, *args, **kwargs):
+        raise AssertionError("never called")
+
+    def __repr__(self) -> str:
+        return "TracerProviderOnly()"
+
+
 @pytest.mark.parametrize(("kwargs", "error"), [
     ({"log_level": "verbose"}, ValueError), ({"storm_threshold": 0}, ValueError),
     ({"warmup_steps": 2.5}, ValueError), ({"log_output": 42}, ValueError),
@@ -90,7 +100,9 @@ def test_options_are_frozen_and_normalised():
     ({"divergence_timeout_s": 0}, ValueError), ({"rank_local": "evaluate"}, ValueError),
     ({"rank_local": 3}, ValueError), ({"ledger_path": True}, ValueError),
     ({"eager_op_spans": "sometimes"}, ValueError), ({"prometheus_port": 70000}, ValueError),
-    ({"scrub": "yes"}, TypeError),
+    ({"scrub": "yes"}, TypeError), ({"tracer_provider": 42}, TypeError),
+    ({"meter_provider": "prometheus"}, TypeError),
+    ({"logger_provider": _TracerProviderOnly()}, TypeError),
 ], ids=lambda v: "-".join(f"{k}={x}" for k, x in v.items()) if isinstance(v, dict) else "")
 def test_every_path_checks_an_option_alike(kwargs, error):
     name = next(iter(kwargs))
@@ -101,6 +113,7 @@ def test_every_path_checks_an_option_alike(kwargs, error):
     with pytest.raises(error) as through_instrumentor:
         otel_jax.JaxInstrumentor().instrument(**kwargs)
     assert str(direct.value) == str(through_install.value) == str(through_instrumentor.value)
+    assert "\n" not in str(direct.value)  # one line, naming the option and what it takes
     assert otel_jax.installation() is None  # nothing half-installed
 
 

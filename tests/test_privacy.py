@@ -280,3 +280,79 @@ def test_a_secret_cut_by_the_length_limit_is_still_scrubbed():
     assert "AAAAAAAA" not in text
     text = safe_repr("y" * 90 + SECRETS["github token"], 100)
     assert "ghp_16C7" not in text
+
+
+TOKEN = SECRETS["github token"]
+
+
+def _record_kit_texts(recorder) -> str:
+    return "\n".join(f"{r.cause}\n{r.hint}\n{r.diff.to_json()}\n"
+                     + "\n".join(f"{h.path} {h.text} {h.hint}" for h in r.hazards)
+                     for r in recorder.records)
+
+
+def test_a_secret_shaped_key_or_name_is_scrubbed_in_every_path(full_telemetry, tmp_path):
+    # A token used as a dict key (an argument path, JAX's own key path), as a static
+    # argument's name, and as a key whose entry appears, changes shape and goes away
+    # (the diff's tree walk): in no signal, not in compile_history, not in any report.
+    t, logger_provider = full_telemetry
+    _install(t, logger_provider)
+
+    def total(d):
+        return sum(v.sum() for v in d.values())
+
+    def scaled(x, **kw):
+        return x * next(iter(kw.values()))
+
+    f = jax.jit(total)
+    g = jax.jit(scaled, static_argnames=(TOKEN,))
+    with otel_jax.testing.record_compiles() as recorder:
+        f({TOKEN: jnp.ones(2), "b": jnp.ones(1)})
+        f({TOKEN: jnp.ones(3), "b": jnp.ones(1)})
+        f({"b": jnp.ones(1)})
+        f({"b": jnp.ones(1), TOKEN: jnp.ones(3)})
+        g(jnp.ones(2), **{TOKEN: 2})
+        g(jnp.ones(2), **{TOKEN: 3})
+    emitted = _everything_emitted(t, f) + _everything_emitted(t, g)
+    for entry in [*otel_jax.compile_history(f), *otel_jax.compile_history(g)]:
+        emitted += entry._repr_html_()
+    emitted += otel_jax.compile_history(f)._repr_html_() + _record_kit_texts(recorder)
+    assert "ghp_16C7" not in emitted
+    # what changed is still told: the path reads with its key replaced
+    causes = [s.attributes["jax.compile.cause"] for s in t.compiles()]
+    assert any("['[scrubbed #" in c and "f32[2] -> f32[3]" in c for c in causes), causes
+    assert any(c.startswith("[scrubbed #") and "2 -> 3" in c for c in causes), causes
+    log = tmp_path / "compiles.log"
+    reports = [_report_of(t, log)]
+    for fmt in ("json", "markdown", "html"):
+        out = tmp_path / f"report.{fmt}"
+        assert _cli.main(["report", str(log), "--format", fmt, "-o", str(out)]) == 0
+        reports.append(out.read_text())
+    for fmt in ("table", "json", "markdown", "html"):
+        out = tmp_path / f"diff.{fmt}"
+        _cli.main(["diff", str(log), str(log), "--format", fmt, "-o", str(out)])
+        reports.append(out.read_text())
+    assert all(reports) and "ghp_16C7" not in "\n".join(reports)
+
+
+@pytest.mark.parametrize("value", ["hiden", "strict", "\x1b[31mred"])
+def test_an_unknown_scrub_variable_is_refused_and_the_strictest_rules_apply(
+        monkeypatch, value):
+    from otel_jax._core import _failopen
+
+    monkeypatch.setenv("OTEL_JAX_SCRUB", value)
+    _failopen.reset_warnings()
+    try:
+        with pytest.warns(otel_jax.OtelJaxWarning) as caught:
+            _scrub.configure(None)
+            text = safe_repr(TrainConfig("x", 0.1, 2), name="cfg")
+        (warning,) = [w for w in caught if "OTEL_JAX_SCRUB" in str(w.message)]
+        message = str(warning.message)
+        assert "\x1b" not in message and "\n" not in message and "strictest" in message
+        assert "TrainConfig #" in text and "0.1" not in text
+        assert "[scrubbed #" in safe_repr(SECRET)
+    finally:
+        monkeypatch.delenv("OTEL_JAX_SCRUB")
+        _scrub.configure(None)
+        _failopen.reset_warnings()
+    assert "0.1" in safe_repr(TrainConfig("x", 0.1, 2), name="cfg")

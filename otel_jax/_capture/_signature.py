@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from .._core._text import safe_repr
+from .._core._text import clean_text, safe_repr
 from .._core._vocab import CauseKind
 from ._jax import _config
 from ._static_value import StaticValue
@@ -165,11 +165,13 @@ class Signature:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data for ``compile_history``: what a person reads."""
+        # Paths and names as they may leave the process (a token used as a dict key
+        # replaced); the signature keeps them as they are, for later diffs.
         return {
-            "arguments": {p: {"type": t, "placement": pl.text}
+            "arguments": {clean_text(p): {"type": t, "placement": pl.text}
                           for p, t, pl in zip(self.paths, self.types, self.placements)},
-            "static_arguments": {s.name: s.repr + (" (hashed by identity)"
-                                                   if s.identity_hashed else "")
+            "static_arguments": {clean_text(s.name): s.repr + (" (hashed by identity)"
+                                                               if s.identity_hashed else "")
                                  for s in self.statics if s.kind is StaticKind.STATIC_ARGUMENT},
             "pytree_structure": safe_repr(self.treedef, 400),
             "jit_options": {k: v for k, v in self.options if v not in ("()", "None", "False")},

@@ -20,13 +20,20 @@ _ADDRESS = re.compile(r" (?:object )?at 0x[0-9a-fA-F]+")
 
 
 def clean_text(text: str) -> str:
-    """``text`` made encodable as UTF-8: lone surrogates become ``\\udcff`` escapes.
+    """``text`` as it may leave the process: secret-shaped parts replaced, encodable as
+    UTF-8. Every text otel_jax emits passes through here (span attributes, log fields,
+    ``compile_history``, warnings), so a secret used as a dict key, a parameter name or
+    any other part of an argument path is replaced however the path was rendered (by
+    JAX's key paths, by the diff's tree walk, by a wrapper library's layout).
 
     A lone surrogate (from a user's ``__repr__``, a file name decoded with
     ``surrogateescape``, a dict key) is a valid Python string that no exporter
     can encode: one such character would make a whole batch of telemetry fail
-    to serialise. Every text otel_jax emits passes through here.
+    to serialise; it becomes a ``\\udcff`` escape.
     """
+    rules = _scrub.active()
+    if rules is not None:
+        text = rules.scrub_shaped(text)
     if text.isascii():
         return text
     try:

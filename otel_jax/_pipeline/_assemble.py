@@ -31,6 +31,7 @@ from .._capture._jax._miss import Miss
 from .._capture._jax._outputs import Outputs, outputs_of
 from .._capture._source import FunctionInfo, user_callsites, user_callsites_and_caller
 from .._core._failopen import FailOpen
+from .._core._text import clean_text
 from .._core._vocab import Phase
 from .._explain import _causes, _hazards
 from .._explain import _memory as _memory_change
@@ -179,6 +180,26 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
         hazards=look_for_hazards, caller=sites[2])
 
 
+def _shown(cause: _causes.Cause, found: tuple[_hazards.Hazard, ...],
+           ) -> tuple[_causes.Cause, tuple[_hazards.Hazard, ...]]:
+    """The cause and hazards as the record shows them: every text (paths, keys, values,
+    the wording made of them) as it may leave the process (``clean_text``: a secret used
+    as a dict key or a parameter name replaced). Done here, where a compile's texts
+    become its record, so that every view of the record (span, log line, warning,
+    ``compile_history``, the testing kit) shows the same texts; the signature itself
+    keeps the paths as they are, for the diffs and fingerprints of later compiles."""
+    diff = cause.diff
+    changes = tuple(dataclasses.replace(
+        c, path=clean_text(c.path), before=clean_text(c.before), after=clean_text(c.after),
+        subject=clean_text(c.subject)) for c in diff.changes)
+    cause = dataclasses.replace(cause, text=clean_text(cause.text),
+                                hint=clean_text(cause.hint),
+                                diff=dataclasses.replace(diff, changes=changes))
+    found = tuple(dataclasses.replace(h, path=clean_text(h.path), text=clean_text(h.text),
+                                      hint=clean_text(h.hint)) for h in found)
+    return cause, found
+
+
 def _signature_of(miss: Miss, naming: _naming.Naming, history: History, guard: FailOpen,
                   ) -> _signature.Signature | None:
     info = naming.info
@@ -247,9 +268,12 @@ def assemble(captured: Captured, history: History, ledger: CacheLedger, guard: F
     found: tuple[_hazards.Hazard, ...] = ()
     if captured.hazards and count:
         outputs = captured.outputs
+        explained = cause
         found = guard.call("hazards", lambda: _hazards.hazards(
-            info, count, captured_signature, outputs, earlier, cause.kind, cause.diff,
-            captured.callsite, captured.caller), ())
+            info, count, captured_signature, outputs, earlier, explained.kind,
+            explained.diff, captured.callsite, captured.caller), ())
+    unshown = (cause, found)
+    cause, found = guard.call("scrubbing", lambda: _shown(*unshown), unshown)
     devices = captured.devices
     executable = taken.executable
     memory = None if executable is None else guard.call(

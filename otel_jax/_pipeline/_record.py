@@ -184,10 +184,12 @@ def span_attributes(record: CompileRecord) -> dict[str, AttributeValue]:
 
 
 def _encodable(values: dict[str, Any]) -> dict[str, Any]:
-    """Every text made encodable: one lone surrogate (a file name, a dict key) would make
-    the whole batch it travels in fail to serialise."""
+    """Every text as it may leave the process (``clean_text``): secret-shaped parts (a
+    token used as a dict key, in a path, a cause or a hazard) replaced, and made
+    encodable, as one lone surrogate (a file name, a dict key) would make the whole batch
+    it travels in fail to serialise."""
     for key, value in values.items():
-        if isinstance(value, str) and not value.isascii():
+        if isinstance(value, str):
             values[key] = clean_text(value)
         elif isinstance(value, list):
             values[key] = [_encodable(dict(v)) if isinstance(v, dict) else v for v in value]
@@ -340,7 +342,7 @@ class Storm:
 
 def storm_fields(storm: Storm) -> dict[str, Any]:
     """Fields of the ``jax.recompile_storm`` log line (a WARNING)."""
-    return {
+    return _encodable({
         Field.FUNCTION: storm.function.qualname,
         Field.FILE: storm.function.file,
         Field.LINE: storm.function.line,
@@ -349,7 +351,7 @@ def storm_fields(storm: Storm) -> dict[str, Any]:
         Field.CAUSES: dict(storm.causes),
         Field.LAST_CAUSE: storm.last_cause,
         Field.HINT: storm.hint,
-    }
+    })
 
 
 def divergence_attributes(div: Divergence) -> dict[str, AttributeValue]:

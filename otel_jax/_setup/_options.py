@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Literal
 
 from .._core import _scrub
+from .._core._text import safe_repr
 from .._core._vocab import LEDGER_ENV, LOG_FORMAT_ENV, SCRUB_ENV
 from .._emit._console import LOG_FORMATS, LogFormat
 from .._emit._logs import LOG_OUTPUTS, LogOutput
@@ -40,15 +41,22 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _any(value: Any) -> Any:
-    return value
-
-
 def _one_of(name: str, choices: Sequence[str]) -> Callable[[Any], Any]:
     def check(value: Any) -> Any:
         if value not in choices:
             raise ValueError(f"{name} must be one of {tuple(choices)}, not {value!r}")
         return value
+    return check
+
+
+def _provider(name: str, kind: str, method: str) -> Callable[[Any], Any]:
+    """``None`` (the application's global provider) or an OpenTelemetry provider: an object
+    with its ``get_...`` method, whatever its class (the SDK's, a proxy, a wrapper)."""
+    def check(provider: Any) -> Any:
+        if provider is not None and not callable(getattr(provider, method, None)):
+            raise TypeError(f"{name} must be None or an OpenTelemetry {kind} (an object with "
+                            f"{method}()), not {safe_repr(provider, 80)}")
+        return provider
     return check
 
 
@@ -178,15 +186,18 @@ def _option(default: Any, check: Callable[[Any], Any], *, env: str | None = None
 class InstallOptions:
     """``otel_jax.install()``'s options, checked (see ``install`` for what each does).
 
-    Building one raises ``ValueError`` (``TypeError`` for ``scrub``) naming the option for a
-    value the program passed that cannot work. :meth:`with_environment` fills in the
-    ``OTEL_JAX_*`` variables, for the options left at their default; a bad variable never
-    raises (one ``OtelJaxWarning``, the default kept).
+    Building one raises ``ValueError`` (``TypeError`` for a provider or ``scrub`` of another
+    type) naming the option for a value the program passed that cannot work.
+    :meth:`with_environment` fills in the ``OTEL_JAX_*`` variables, for the options left at
+    their default; a bad variable never raises (one ``OtelJaxWarning``, the default kept).
     """
 
-    tracer_provider: Any = _option(None, _any, by_identity=True)
-    meter_provider: Any = _option(None, _any, by_identity=True)
-    logger_provider: Any = _option(None, _any, by_identity=True)
+    tracer_provider: Any = _option(
+        None, _provider("tracer_provider", "TracerProvider", "get_tracer"), by_identity=True)
+    meter_provider: Any = _option(
+        None, _provider("meter_provider", "MeterProvider", "get_meter"), by_identity=True)
+    logger_provider: Any = _option(
+        None, _provider("logger_provider", "LoggerProvider", "get_logger"), by_identity=True)
     log_output: IO[str] | LogOutput | None = _option(
         "stderr", _log_output, env="OTEL_JAX_LOG_OUTPUT", parse=_output, by_identity=True)
     log_format: LogFormat = _option("auto", _one_of("log_format", LOG_FORMATS),
