@@ -43,6 +43,15 @@ def _warnings(run: dict) -> list[tuple[int, str, str]]:
     "static_lambda_line",  # a lambda written on the calling line, passed as a static
     "jit_apply_loop",      # jax.jit(model.apply) made and called in the loop
     "jit_partial_loop",    # jax.jit(functools.partial(loss, ...)) made and called there
+    "jit_in_predict",      # jax.jit(self._forward) in predict(), called per request
+    "jit_in_call_linen",   # jax.jit(model.apply) in an evaluator's __call__, per batch
+    "jit_in_handler_thread",  # a handler a thread pool calls: a note, then a warning
+    "sweep_lr_factory",    # jax.jit(make_step(lr)) for each learning rate
+    "sweep_lr_partial_optax",  # jax.jit(partial(step, wd)) over np.logspace, optax
+    "weak_max_clamp",      # lr = max(lr, 1e-3) after the step, optax
+    "weak_dict_unpacked",  # out = step(...), then lr = out["lr"]
+    "weak_attr_sampler",   # a sampler's NamedTuple, temperature read off it
+    "weak_running_mean",   # a Python running mean passed to a jitted logger
     "weak_jit",            # the hazard at the last compile but one: said at flush()
 ])
 def test_a_recompile_the_program_shows_is_warned_before_it_at_the_call_line(name):
@@ -60,6 +69,15 @@ def test_a_recompile_the_program_shows_is_warned_before_it_at_the_call_line(name
     "eval_splits",        # full-batch evaluation on three fixed splits, every epoch
     "eval_splits_lines",  # the same, each split on its own line
     "eval_splits_four",   # four held-out sets in a comprehension
+    "jit_in_init",        # jitted once in __init__, called per request
+    "jit_lazy_attr",      # jitted on first use, kept on the object
+    "jit_in_main_once",   # main() jits a partial once, then loops
+    "jit_name_in_method",  # jax.jit(a module-level function) per call: JAX finds it again
+    "sweep_lr_argument",  # one jitted step, the learning rate an argument
+    "sweep_widths_eqx",   # one program per width: the shapes differ
+    "weak_max_stays_weak",  # clamped, but computed from weak values only: stays weak
+    "weak_dict_float",    # lr = float(out["lr"]): a Python float again
+    "weak_running_mean_item",  # a running mean of loss.item(): Python floats
 ])
 def test_a_pattern_that_does_not_compile_again_is_no_warning(name):
     run = _run(name)

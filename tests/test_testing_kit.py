@@ -180,7 +180,9 @@ def test_guard_warn_policy_and_mark_warmup_done(telemetry):
 def test_a_hint_for_every_cause_kind():
     assert set(HINTS) == set(CAUSE_KINDS)
     assert "jnp.float32" in hint_for("weak_type")
-    assert "hoist jax.jit" in hint_for("function_identity")
+    # true whether a loop or a function called again made it anew: no loop is named
+    assert "once" in hint_for("function_identity")
+    assert "loop" not in hint_for("function_identity")
     assert "pad or bucket" in hint_for("shape")
     assert "__eq__" in hint_for("static_argument") and "tuple" in hint_for("static_argument")
     assert hint_for("no-such-kind") == hint_for("unknown")

@@ -205,17 +205,32 @@ _ARITHMETIC = (ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.Attribute, as
                ast.operator, ast.unaryop, ast.expr_context)
 
 
+#: Builtins that give back one of their arguments or a value of the array's own type:
+#: ``max(lr, 1e-3)`` of an array above the floor is that array.
+KEEPING_BUILTINS = frozenset({"max", "min", "abs", "round"})
+
+
+def keeps_type(value: ast.AST) -> bool:
+    """Whether ``value`` is arithmetic on values and the builtins above only: what it
+    makes of an array is an array of the array's type (a call of anything else, such as
+    ``float(lr)``, may make anything)."""
+    return all(isinstance(n, _ARITHMETIC) or isinstance(n, ast.Call) and isinstance(
+        n.func, ast.Name) and n.func.id in KEEPING_BUILTINS and not n.keywords
+        for n in ast.walk(value))
+
+
 def _updates(node: ast.AST) -> list[ast.AST]:
     """The targets ``node`` updates from their own value, keeping its type: an augmented
     assignment (``lr *= 0.9``), or a name assigned arithmetic on itself (``lr = lr * 0.9``;
-    an array times a Python scalar is an array of the array's type). A call (``lr =
-    float(lr)``) may make anything: not an update."""
+    an array times a Python scalar is an array of the array's type) or a builtin that
+    keeps it (``lr = max(lr, 1e-3)``). Another call (``lr = float(lr)``) may make
+    anything: not an update."""
     if isinstance(node, ast.AugAssign):
         return list(ast.walk(node.target))
     if (isinstance(node, ast.Assign) and len(node.targets) == 1
             and isinstance(name := node.targets[0], ast.Name)
-            and isinstance(node.value, (ast.BinOp, ast.UnaryOp))
-            and all(isinstance(n, _ARITHMETIC) for n in ast.walk(node.value))
+            and isinstance(node.value, (ast.BinOp, ast.UnaryOp, ast.Call))
+            and keeps_type(node.value)
             and any(isinstance(n, ast.Name) and n.id == name.id
                     for n in ast.walk(node.value))):
         return [name]

@@ -15,7 +15,8 @@ note (an INFO log line and a span event, no warning).
   path: the parameters read off the ``def``, the returned tuple found among its outputs.
   A note where nothing runs the call again with what came back: no loop of the call's
   own scope, nor a caller (a helper's) whose loop passes back what the helper returned.
-  Said at the first compile.
+  Through a later line of the loop (an item, an attribute, ``max``) or into a Python
+  accumulator: :mod:`._hazard_flow`. Said at the first compile.
 - ``static_argument``: a static argument whose type hashes and compares by identity
   (``object.__hash__``: every new object compiles again); a warning for a user's class the
   calling line makes anew (``f(x, Config(2))``, a static self in ``Scaler(2).apply(x)``)
@@ -28,9 +29,10 @@ note (an INFO log line and a span event, no warning).
 - ``function_identity``: the loop around the call makes the jitted function anew each
   pass: a function defined in a loop body, and called there, or a jit there of a new
   object each time (``jax.jit(model.apply)``, ``jax.jit(partial(loss, ...))``). A warning;
-  called elsewhere, or reading a name the loop binds (maybe meant to differ per pass): a
-  note; made under an ``if`` or kept in a container (a cache, reused): nothing. Said at
-  the first compile.
+  called elsewhere: a note; reading a name the loop binds, one program per item
+  (:mod:`._hazard_sweep`); made under an ``if`` or kept in a container (a cache,
+  reused): nothing. Said at the first compile. Made in a function called again, or on
+  each pass of an outer loop: :mod:`._hazard_repeat`.
 - ``shape``: an input dimension that took a new value at each of the last compiles
   (data-dependent lengths), not already bucketed (powers of two, multiples of a step of 8
   or more: a warm-up over buckets, which then hit the cache): a note after ``SHAPE_RUN``
@@ -50,7 +52,7 @@ from .._capture._signature import Signature, StaticArg, StaticKind
 from .._capture._source import FunctionInfo
 from .._core._text import truncate
 from .._core._vocab import CauseKind
-from . import _hazard_source
+from . import _hazard_flow, _hazard_repeat, _hazard_source, _hazard_sweep
 from ._model import Diff
 
 #: The most hazards one compile names (the first found): a sink's event list stays short.
@@ -94,8 +96,14 @@ def hazards(info: FunctionInfo, count: int, signature: Signature, outputs: Outpu
     found: list[Hazard] = []
     if count == 1:
         found += _weak_type_fed_back(info, signature, outputs, callsite, caller)
+        found += _hazard_flow.unpacked(signature, outputs, callsite)
+        found += _hazard_flow.accumulated(signature, callsite,
+                                          info.qualname.rpartition(".")[2])
         found += _identity_statics(signature, callsite)
-        found += _made_again(info, callsite)
+        found += _made_again(info, callsite) or _hazard_repeat.made_per_run(
+            info, count, callsite, caller)
+    elif cause_kind is CauseKind.FUNCTION_IDENTITY and count == 2:
+        found += _hazard_repeat.made_per_run(info, count, callsite, caller)
     elif cause_kind is CauseKind.SHAPE:
         found += _new_lengths(count, signature, earlier, diff)
     elif cause_kind is CauseKind.STATIC_ARGUMENT and count == 2:
@@ -440,17 +448,15 @@ def _made_again(info: FunctionInfo, callsite: str | None) -> list[Hazard]:
     if jitted is not None:
         # The loop around the call jits it anew on each pass, whatever it jits (a bound
         # method, a partial, a lambda): each pass's jit compiles again.
+        if jitted.reads:  # one program per item: the sweep rule
+            return [_hazard_sweep.per_item(info, jitted.line, jitted.reads,
+                                           _hazard_sweep.swept_at(callsite, jitted.reads),
+                                           "the loop around its call")]
         text = (f"{info.qualname} is jitted anew on each pass of the loop around its call "
                 f"(line {jitted.line}): each pass makes a new jitted function, which "
                 "compiles again")
         hint = "jit it once, before the loop, and call that same function"
-        if jitted.reads:
-            names = ", ".join(jitted.reads)
-            text += f"; it reads {names}, which the loop binds, so each may be meant to differ"
-            hint = (f"if it need not differ per pass, jit it once before the loop and pass "
-                    f"{names} as an argument")
-        return [Hazard(CauseKind.FUNCTION_IDENTITY, "", truncate(text, _TEXT_LIMIT), hint,
-                       warn=not jitted.reads)]
+        return [Hazard(CauseKind.FUNCTION_IDENTITY, "", truncate(text, _TEXT_LIMIT), hint)]
     if "<locals>" not in info.qualname and "<lambda>" not in info.qualname:
         return []
     where = _hazard_source.definition(info.file, info.line)
@@ -461,17 +467,14 @@ def _made_again(info: FunctionInfo, callsite: str | None) -> list[Hazard]:
     # loop, or by a library on some passes only): a note. Reading what the loop binds, it
     # may be meant to differ per pass (one program per activation): a note too.
     inside = _called_within(callsite, info.file, where.loop_lines)
+    if where.reads:  # one program per item: the sweep rule
+        return [_hazard_sweep.per_item(
+            info, info.line or 0, where.reads, inside and _hazard_sweep.swept_floats(
+                info.file, where.loop_lines[0], where.reads), "the loop it is defined in")]
     text = (f"{info.qualname} is defined in a loop body (line {info.line}): each pass makes "
             "a new function object, and its jit compiles again")
-    if where.reads:
-        names = ", ".join(where.reads)
-        text += f"; it reads {names}, which the loop binds, so each may be meant to differ"
-        hint = (f"if it need not differ per pass, define and jit it once before the loop "
-                f"and pass {names} as an argument")
-    else:
-        hint = "define and jit it once, before the loop"
-    return [Hazard(CauseKind.FUNCTION_IDENTITY, "", truncate(text, _TEXT_LIMIT), hint,
-                   warn=inside and not where.reads)]
+    return [Hazard(CauseKind.FUNCTION_IDENTITY, "", truncate(text, _TEXT_LIMIT),
+                   "define and jit it once, before the loop", warn=inside)]
 
 
 # --- shape: a length that changes at every compile -----------------------------------------

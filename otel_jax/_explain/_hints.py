@@ -29,9 +29,10 @@ HINTS: dict[str, str] = {
         "fixed, and build each jitted variant (jax.jit(jax.vmap(f, in_axes=1))) once, "
         "outside the loop"),
     CauseKind.FUNCTION_IDENTITY: (
-        "hoist jax.jit out of the loop: jit a named function once and reuse it instead of "
-        "re-creating jax.jit(lambda ...), jax.jit(functools.partial(...)) or "
-        "jax.jit(obj.method) each call"),
+        "create the jitted function once, where that code runs once (at module level, in "
+        "__init__), and call that same object: jax.jit(lambda ...), "
+        "jax.jit(functools.partial(...)) or jax.jit(obj.method) made again on each call "
+        "is a new function, which compiles again"),
     CauseKind.TRACING_CONTEXT: (
         "a config value or context manager in the cache key changed (enable_x64, "
         "default_matmul_precision, a mesh): enter it once around the whole loop"),

@@ -1,0 +1,356 @@
+"""``weak_type`` hazards where what a call returns reaches its next call another way than
+by the calling line's own targets.
+
+Two ways the loop around a jitted call hands it back a strongly typed value in place of
+the Python scalar (weakly typed) it was first given, each read off the user's source:
+
+- *unpacked*: the call's result is named, then taken apart on a later line of the loop,
+  through aliases, items, attributes, arithmetic and the builtins that keep an array an
+  array (``out = step(params, lr)``, then ``lr = out["lr"]``; ``lr = result.lr``;
+  ``new_lr = ...``, then ``lr = max(new_lr, 1e-3)``). The runtime facts decide: the leaf
+  the route reaches among the outputs must be strongly typed where the input was weak,
+  same shape and dtype (an output computed only from weak inputs and Python scalars
+  stays weak, and feeding it back compiles nothing).
+- *accumulated*: a Python scalar the loop updates by arithmetic from what another jitted
+  function of the file returns (a running mean of the loss, started at ``0.0``), passed
+  to this function before it is an array: from the next call on it is one.
+
+Each is a warning: the loop runs the call again with the strongly typed value.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .._capture._jax._outputs import Outputs, aval_facts
+from .._capture._signature import Signature
+from .._core._text import truncate
+from .._core._vocab import CauseKind
+from . import _hazard_source as _src
+from . import _hazards
+
+#: An accessor from a call's result to one of its parts: ``("index", 2)``,
+#: ``("key", "lr")``, ``("attr", "temperature")``.
+Access = tuple[str, Any]
+#: How far a route is followed through the loop's assignments (aliases of aliases).
+_ROUNDS = 4
+_SOURCE_LIMIT = 80
+_TEXT_LIMIT = 300
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A name the call is given that a later line of its loop sets from what the call
+    returned (not the calling line's own target: that is the plain ``weak_type`` rule)."""
+
+    argument: str  # the name's comparable text (as ``Feedback.args`` has it)
+    access: tuple[Access, ...]  # from the call's result to the part it is set from
+    line: int  # the line that sets it
+    source: str  # that line, as written (bounded)
+
+
+def _scope_nodes(root: ast.AST) -> Iterator[ast.AST]:
+    """The nodes under ``root`` in its own scope (not in a nested def, lambda or class)."""
+    stack = list(ast.iter_child_nodes(root))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, _src._BOUNDARIES):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _constant_like(node: ast.AST, bound: dict[str, tuple[Access, ...]]) -> bool:
+    """Arithmetic that reads nothing the call returned (``0.5``, ``cfg.floor``)."""
+    return _src.keeps_type(node) and not any(
+        isinstance(n, ast.Name) and n.id in bound for n in ast.walk(node))
+
+
+def _derive(node: ast.AST, bound: dict[str, tuple[Access, ...]]) -> tuple[Access, ...] | None:
+    """The part of the call's result ``node`` is, kept an array of its type, or ``None``."""
+    if isinstance(node, ast.Name):
+        return bound.get(node.id)
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+            and isinstance(node.slice.value, (str, int)):
+        base = _derive(node.value, bound)
+        kind = "key" if isinstance(node.slice.value, str) else "index"
+        return None if base is None else (*base, (kind, node.slice.value))
+    if isinstance(node, ast.Attribute):
+        base = _derive(node.value, bound)
+        return None if base is None else (*base, ("attr", node.attr))
+    if isinstance(node, ast.UnaryOp):
+        return _derive(node.operand, bound)
+    parts: list[ast.AST]
+    if isinstance(node, ast.BinOp):
+        parts = [node.left, node.right]
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id in _src.KEEPING_BUILTINS and not node.keywords:
+        parts = list(node.args)
+    else:
+        return None
+    derived = [d for d in (_derive(p, bound) for p in parts) if d is not None]
+    rest = [p for p in parts if _derive(p, bound) is None]
+    if len(derived) != 1 or not all(_constant_like(p, bound) for p in rest):
+        return None
+    return derived[0]
+
+
+def routes(callsite: str | None) -> tuple[Route, ...]:
+    """The names the call at ``callsite`` is given that a later line of the loop around it
+    sets from parts of what it returned, with nothing else in the loop setting them."""
+    index, line = _src._at(callsite)
+    statement = index.assigns.get(line) if index is not None else None
+    if index is None or not isinstance(statement, ast.Assign) \
+            or len(statement.targets) != 1 or not isinstance(statement.value, ast.Call):
+        return ()
+    loop = _src._loop_around(index, statement)
+    if loop is None:
+        return ()
+    target = statement.targets[0]
+    own = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    bound: dict[str, tuple[Access, ...]] = {}
+    if isinstance(target, ast.Name):
+        bound[target.id] = ()
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        bound.update((t.id, (("index", i),)) for i, t in enumerate(target.elts)
+                     if isinstance(t, ast.Name))
+    assigns = sorted((n for n in _scope_nodes(loop) if isinstance(n, ast.Assign)
+                      and n is not statement and len(n.targets) == 1),
+                     key=lambda n: n.lineno)
+    setters: dict[str, ast.Assign] = {}  # a name set from the result -> the line setting it
+    for _ in range(_ROUNDS):
+        grown = False
+        for node in assigns:
+            for name, value in _pairs(node.targets[0], node.value, bound):
+                access = _derive(value, bound)
+                if access is None or name in own or name in setters:
+                    continue
+                bound[name], setters[name] = access, node
+                grown = True
+        if not grown:
+            break
+    found: list[Route] = []
+    for name, node in setters.items():
+        stores = [n for n in ast.walk(loop) if isinstance(n, ast.Name) and n.id == name
+                  and isinstance(n.ctx, ast.Store)]
+        # set anew elsewhere in the loop (``lr = schedule(i)``, ``for lr in rates``):
+        # what the next call reads is not (only) what came back
+        if any(not _within(s, node) for s in stores):
+            continue
+        found.append(Route(_src._expression(ast.Name(name, ast.Load())) or name,
+                           bound[name], node.lineno,
+                           truncate(ast.unparse(node), _SOURCE_LIMIT)))
+    return tuple(found)
+
+
+def _pairs(target: ast.AST, value: ast.expr, bound: dict[str, tuple[Access, ...]],
+           ) -> list[tuple[str, ast.expr]]:
+    """``(name, value)`` each plain name ``target`` is assigned: ``a = v``; ``a, b = v1,
+    v2``; ``a, b = out`` (unpacking a part of the result: its items by position)."""
+    if isinstance(target, ast.Name):
+        return [(target.id, value)]
+    if not isinstance(target, (ast.Tuple, ast.List)):
+        return []
+    items = target.elts
+    if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(items):
+        return [(t.id, v) for t, v in zip(items, value.elts) if isinstance(t, ast.Name)]
+    if _derive(value, bound) is not None and not any(isinstance(t, ast.Starred)
+                                                     for t in items):
+        return [(t.id, ast.Subscript(value, ast.Constant(i), ast.Load()))
+                for i, t in enumerate(items) if isinstance(t, ast.Name)]
+    return []
+
+
+def _within(node: ast.AST, statement: ast.AST) -> bool:
+    return any(n is node for n in ast.walk(statement))
+
+
+def _part(outputs: Outputs, access: tuple[Access, ...]) -> tuple[Any, list[int]] | None:
+    """The tree of the outputs' part ``access`` reaches, and its leaves' indices."""
+    from jax import tree_util
+
+    tree = outputs.tree
+    value: Any = tree_util.tree_unflatten(tree, list(range(tree.num_leaves)))
+    for kind, key in access:
+        if kind == "attr":
+            if isinstance(value, (tuple, list, dict)) and not hasattr(type(value), key):
+                return None
+            value = getattr(value, key)
+        elif kind == "index" and isinstance(value, (tuple, list)) \
+                or kind == "key" and isinstance(value, dict):
+            value = value[key]
+        else:
+            return None
+    leaves, part = tree_util.tree_flatten(value)
+    if not leaves or not all(type(leaf) is int for leaf in leaves):
+        return None
+    return part, leaves
+
+
+def _accessed(access: tuple[Access, ...]) -> str:
+    part = "".join(f".{k}" if kind == "attr" else f"[{k!r}]" for kind, k in access)
+    return f"{part} of the result" if part else "the result"
+
+
+def unpacked(signature: Signature, outputs: Outputs | None,
+             callsite: str | None) -> list[_hazards.Hazard]:
+    """A weakly typed input that the loop gives the next call back strongly typed, taken
+    out of the result on a later line (see the module's doc)."""
+    if outputs is None or not any(getattr(a, "weak_type", False) for a in signature.avals):
+        return []
+    found_routes = routes(callsite)
+    if not found_routes:
+        return []
+    fed = _src.feedback(callsite)
+    inputs = _hazards._inputs(signature)
+    names = _hazards._positional_names(signature)
+    if fed is None or fed.starred or not inputs or names is None:
+        return []
+    by_expression: dict[str, str] = {}
+    for parameter, text in (*zip(names, fed.args), *fed.keywords):
+        if text is not None:
+            by_expression.setdefault(text, parameter)
+    found: list[_hazards.Hazard] = []
+    for route in found_routes:
+        name = by_expression.get(route.argument)
+        given = inputs.get(name) if name is not None else None
+        part = _part(outputs, route.access) if given is not None else None
+        if given is None or part is None:
+            continue
+        (in_tree, in_first), (out_tree, out_leaves) = given, part
+        if in_tree.num_leaves != len(out_leaves) or not (
+                in_tree == out_tree or len(out_leaves) == 1):
+            continue  # another structure: not the same leaves
+        for k, out_index in enumerate(out_leaves):
+            before = aval_facts(signature.avals[in_first + k])
+            after = aval_facts(outputs.avals[out_index])
+            if before is None or after is None or before[:2] != after[:2] \
+                    or not before[2] or after[2]:
+                continue
+            path = signature.paths[in_first + k]
+            found.append(_hazards.Hazard(
+                CauseKind.WEAK_TYPE, path,
+                truncate(f"{path} goes in {_hazards._weakness(True, signature.types[in_first + k])}"
+                         f" and comes back {_hazards._weakness(False)} as "
+                         f"{_accessed(route.access)}, which the loop gives back to {name} "
+                         f"(line {route.line}: {route.source}): the next call compiles "
+                         "again", _TEXT_LIMIT),
+                "pass it as an array from the first call (jnp.asarray(x, dtype)), or make "
+                "a Python scalar of what comes back (float(...)), so that every call is "
+                "given it typed alike"))
+    return found
+
+
+# --- accumulated: a Python scalar that a loop turns into an array --------------------------
+
+def _jitted_names(index: _src._Index) -> frozenset[str]:
+    """The names the file binds to a jitted function: ``@jax.jit`` definitions and
+    ``step = jax.jit(...)`` (``nnx.jit``, ``eqx.filter_jit``) assignments."""
+    names = {n.name for n in index.definitions.values()
+             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+             and any(_src._is_jit(d) for d in n.decorator_list)}
+    names.update(t.id for n in index.assigns.values() if isinstance(n, ast.Assign)
+                 and isinstance(n.value, ast.Call) and not isinstance(n.value.func, ast.Call)
+                 and _src._is_jit(n.value) for t in n.targets if isinstance(t, ast.Name))
+    return frozenset(names)
+
+
+@dataclass(frozen=True, slots=True)
+class Accumulator:
+    """A name passed to the call that the loop around it updates by arithmetic from what
+    another jitted function returns."""
+
+    argument: int | str  # its position among the call's arguments, or its keyword
+    name: str
+    source: str  # the jitted function whose result it takes in
+    line: int  # the line that updates it
+
+
+def accumulators(callsite: str | None, function: str) -> tuple[Accumulator, ...]:
+    """The accumulators the call of ``function`` (its plain name) at ``callsite`` is
+    given: each set in the loop around the call only by arithmetic (``+=``, ``a = a +
+    (loss - a) / n``) that reads a name the loop sets from a call of a function the file
+    jits (``params, loss = train_step(...)``)."""
+    index, line = _src._at(callsite)
+    statement = index.statements.get(line) if index is not None else None
+    if index is None or statement is None:
+        return ()
+    calls = [n for n in ast.walk(statement) if isinstance(n, ast.Call)
+             and _src._callee(n) == function]
+    loop = _src._loop_around(index, statement)
+    if len(calls) != 1 or loop is None:
+        return ()
+    call = calls[0]
+    jitted = _jitted_names(index)
+    results: dict[str, str] = {}  # a name the loop sets from a jitted call -> its function
+    for node in _scope_nodes(loop):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
+                and isinstance(node.value.func, ast.Name) and node.value.func.id in jitted \
+                and node.value.func.id != function:
+            results.update((n.id, node.value.func.id) for t in node.targets
+                           for n in ast.walk(t) if isinstance(n, ast.Name))
+    given: list[tuple[int | str, ast.expr]] = [
+        *enumerate(call.args), *((k.arg, k.value) for k in call.keywords if k.arg)]
+    found: list[Accumulator] = []
+    for where, value in given:
+        if not isinstance(value, ast.Name) or value.id in results:
+            continue
+        updates = _updates_of(loop, value.id)
+        if not updates:
+            continue
+        sources = {results[n.id] for u in updates for n in ast.walk(u.value)
+                   if isinstance(n, ast.Name) and n.id in results}
+        if len(sources) == 1:
+            found.append(Accumulator(where, value.id, sources.pop(), updates[0].lineno))
+    return tuple(found)
+
+
+def _updates_of(loop: ast.AST, name: str) -> list[ast.Assign | ast.AugAssign]:
+    """The loop's assignments of ``name``, when each is arithmetic (nothing else sets it
+    in the loop: not a loop target, not ``a = float(...)``); else none."""
+    found: list[ast.Assign | ast.AugAssign] = []
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+            owner = next((s for s in ast.walk(loop) if isinstance(s, (ast.Assign, ast.AugAssign))
+                          and any(t is node for t in (
+                              s.targets if isinstance(s, ast.Assign) else [s.target]))), None)
+            if owner is None or not _src.keeps_type(owner.value):
+                return []
+            found.append(owner)
+    return found
+
+
+def accumulated(signature: Signature, callsite: str | None,
+                function: str) -> list[_hazards.Hazard]:
+    """A rank-0 input the call is given as a Python scalar (weakly typed) that the loop
+    around it turns into an array from another jitted function's result (see the
+    module's doc)."""
+    if not any(getattr(a, "weak_type", False) for a in signature.avals):
+        return []
+    found_accumulators = accumulators(callsite, function)
+    inputs = _hazards._inputs(signature)
+    names = _hazards._positional_names(signature)
+    if not found_accumulators or not inputs or names is None:
+        return []
+    found: list[_hazards.Hazard] = []
+    for acc in found_accumulators:
+        parameter = acc.argument if isinstance(acc.argument, str) else (
+            names[acc.argument] if acc.argument < len(names) else None)
+        given = inputs.get(parameter) if parameter is not None else None
+        if given is None or given[0].num_leaves != 1:
+            continue
+        facts = aval_facts(signature.avals[given[1]])
+        if facts is None or facts[0] != () or not facts[2]:
+            continue  # not a weakly typed scalar: an array in, an array later
+        path = signature.paths[given[1]]
+        found.append(_hazards.Hazard(
+            CauseKind.WEAK_TYPE, path,
+            truncate(f"{path} goes in {_hazards._weakness(True, signature.types[given[1]])}, "
+                     f"and the loop around the call updates {acc.name} from what "
+                     f"{acc.source} (jitted) returns (line {acc.line}): from the next call it "
+                     "is an array, strongly typed, which compiles again", _TEXT_LIMIT),
+            "start it as an array (jnp.zeros((), jnp.float32)) or keep it a Python float "
+            "(float(loss)), so that every call is given it typed alike"))
+    return found

@@ -1,0 +1,242 @@
+"""Hazards of recompiles a reader predicts from the code around the call, on real compiles:
+a strongly typed output fed back through a later line of the loop (an item, an attribute,
+``max``), a Python accumulator that becomes an array, a jit made in a function called
+again, and one program per item of a sweep. Each warning must come true; each look-alike
+that does not compile again says nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import otel_jax
+
+pytestmark = [pytest.mark.hazards,
+              pytest.mark.filterwarnings("ignore::otel_jax.OtelJaxWarning")]
+
+DECAY = jnp.float32(0.9)
+
+
+def _said(records, kind: str) -> list[tuple[int, str, bool]]:
+    """``(count, path, warn)`` of the records' hazards of ``kind``."""
+    return [(r.count, h.path, h.warn) for r in records for h in r.hazards
+            if h.kind.value == kind]
+
+
+def _causes(records) -> list[str]:
+    return [r.cause_kind.value for r in records]
+
+
+# --- weak_type: fed back through a later line of the loop -----------------------------------
+
+def test_a_learning_rate_clamped_with_max_after_the_step_is_a_warning():
+    @jax.jit
+    def step(params, lr):
+        return params - lr * params, lr * DECAY
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params, lr = jnp.ones(3), 0.1
+        for _ in range(3):
+            params, lr = step(params, lr)
+            lr = max(lr, 1e-3)  # the array, while above the floor
+    assert _causes(rec.records) == ["first_compile", "weak_type"]
+    assert _said(rec.records, "weak_type") == [(1, "lr", True)]
+
+
+def test_a_dict_unpacked_on_the_next_line_is_a_warning_naming_the_item():
+    @jax.jit
+    def step(params, lr):
+        return {"params": params - lr * params, "lr": lr * DECAY}
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params, lr = jnp.ones(3), 0.1
+        for _ in range(3):
+            out = step(params, lr)
+            params = out["params"]
+            lr = out["lr"]
+    assert _causes(rec.records) == ["first_compile", "weak_type"]
+    [hazard] = rec.records[0].hazards
+    assert (hazard.path, hazard.warn) == ("lr", True)
+    assert "['lr'] of the result" in hazard.text and "lr = out['lr']" in hazard.text
+
+
+class _Result(NamedTuple):
+    params: jax.Array
+    temperature: jax.Array
+
+
+def test_an_attribute_of_the_result_read_back_is_a_warning():
+    @jax.jit
+    def step(params, temperature):
+        return _Result(params / temperature, temperature * DECAY)
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params, temperature = jnp.ones(3), 1.0
+        for _ in range(3):
+            result = step(params, temperature)
+            params, temperature = result.params, result.temperature
+    assert _causes(rec.records) == ["first_compile", "weak_type"]
+    assert _said(rec.records, "weak_type") == [(1, "temperature", True)]
+
+
+def test_an_output_computed_from_weak_values_only_stays_weak_and_says_nothing():
+    @jax.jit
+    def step(params, lr):
+        return {"params": params - lr * params, "lr": lr * 0.9}  # weak in, weak out
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params, lr = jnp.ones(3), 0.1
+        for _ in range(3):
+            out = step(params, lr)
+            params, lr = out["params"], max(out["lr"], 1e-3)
+    assert _causes(rec.records) == ["first_compile"] and not _said(rec.records, "weak_type")
+
+
+def test_an_item_made_a_python_float_again_says_nothing():
+    @jax.jit
+    def step(params, lr):
+        return {"params": params - lr * params, "lr": lr * DECAY}
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params, lr = jnp.ones(3), 0.1
+        for _ in range(3):
+            out = step(params, lr)
+            params, lr = out["params"], float(out["lr"])
+    assert _causes(rec.records) == ["first_compile"] and not _said(rec.records, "weak_type")
+
+
+@jax.jit
+def _train_step(params, x):
+    loss, grads = jax.value_and_grad(lambda p: jnp.mean((x @ p) ** 2))(params)
+    return params - 0.01 * grads, loss
+
+
+def test_a_running_mean_that_becomes_an_array_is_a_warning_for_the_jitted_logger():
+    @jax.jit
+    def log_metrics(step, running):
+        return jnp.exp(running) + step
+
+    with otel_jax.testing.record_compiles(log_metrics) as rec:
+        params, x, running = jnp.ones(4), jnp.ones((8, 4)), 0.0
+        for i in range(3):
+            log_metrics(i, running)
+            params, loss = _train_step(params, x)
+            running = running + (loss - running) / (i + 1)
+    assert _causes(rec.records) == ["first_compile", "weak_type"]
+    [hazard] = rec.records[0].hazards
+    assert (hazard.path, hazard.warn) == ("running", True) and "_train_step" in hazard.text
+
+
+def test_a_running_mean_of_python_floats_says_nothing():
+    @jax.jit
+    def log_metrics(step, running):
+        return jnp.exp(running) + step
+
+    with otel_jax.testing.record_compiles(log_metrics) as rec:
+        params, x, running = jnp.ones(4), jnp.ones((8, 4)), 0.0
+        for i in range(3):
+            log_metrics(i, running)
+            params, loss = _train_step(params, x)
+            running = running + (loss.item() - running) / (i + 1)
+    assert _causes(rec.records) == ["first_compile"] and not rec.records[0].hazards
+
+
+# --- function_identity: a jit made in a function called again ------------------------------
+
+class _Predictor:
+    def __init__(self, w):
+        self.w = w
+        self._kept = jax.jit(self._forward)
+        self._lazy = None
+
+    def _forward(self, x):
+        return jnp.tanh(x @ self.w)
+
+    def predict(self, x):
+        forward = jax.jit(self._forward)
+        return forward(x)
+
+    def predict_kept(self, x):
+        return self._kept(x)
+
+    def predict_lazy(self, x):
+        if self._lazy is None:
+            self._lazy = jax.jit(self._forward)
+        return self._lazy(x)
+
+    def handle(self, x):
+        def score(v):
+            return jnp.sin(v @ self.w)
+
+        return jax.jit(score)(x)
+
+
+def test_a_jit_made_in_a_method_that_a_loop_calls_is_a_warning_at_the_first_compile():
+    model = _Predictor(jnp.ones((4, 2)))
+    with otel_jax.testing.record_compiles("_Predictor._forward") as rec:
+        for i in range(3):
+            model.predict(jnp.ones((1, 4)) * i)
+    assert _causes(rec.records) == ["first_compile", "function_identity", "function_identity"]
+    [(count, hazard)] = [(r.count, h) for r in rec.records for h in r.hazards]
+    assert (count, hazard.kind.value, hazard.warn) == (1, "function_identity", True)
+    assert "predict()" in hazard.text and "__init__" in hazard.hint
+    assert "loop" not in rec.records[1].hint  # the cause's hint names no loop
+
+
+def test_a_jit_made_in_a_handler_a_thread_pool_calls_is_a_note_then_a_warning():
+    server = _Predictor(jnp.ones((4, 2)))
+    with otel_jax.testing.record_compiles("_Predictor.handle.<locals>.score") as rec:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            list(pool.map(server.handle, [jnp.ones((1, 4)) * i for i in range(3)]))
+    assert len(rec.records) == 3
+    assert _said(rec.records, "function_identity") == [(1, "", False), (2, "", True)]
+
+
+def test_a_jit_kept_from_init_or_made_once_lazily_says_nothing():
+    model = _Predictor(jnp.ones((4, 2)))
+    with otel_jax.testing.record_compiles("_Predictor._forward") as rec:
+        for i in range(3):
+            model.predict_kept(jnp.ones((1, 4)) * i)
+            model.predict_lazy(jnp.ones((1, 4)) * i)
+    assert not [h for r in rec.records for h in r.hazards]
+
+
+# --- function_identity: one program per item of a sweep ------------------------------------
+
+def _make_step(lr):
+    def step(params):
+        return params - lr * params
+
+    return step
+
+
+def test_a_sweep_over_learning_rates_jitted_per_rate_is_a_warning():
+    with otel_jax.testing.record_compiles("_make_step.<locals>.step") as rec:
+        for lr in (1e-3, 1e-2, 1e-1):
+            step = jax.jit(_make_step(lr))
+            params = jnp.ones(3)
+            for _ in range(2):
+                params = step(params)
+    assert len(rec.records) == 3
+    [(count, hazard)] = [(r.count, h) for r in rec.records for h in r.hazards]
+    assert (count, hazard.warn) == (1, True) and "lr" in hazard.hint
+
+
+def _scale(factor, params):
+    return params * factor
+
+
+def test_a_sweep_over_widths_is_a_note():
+    with otel_jax.testing.record_compiles("_scale") as rec:
+        for width in (2, 3):
+            step = jax.jit(functools.partial(_scale, width))
+            params = jnp.ones(3)
+            for _ in range(2):
+                params = step(params)
+    assert _said(rec.records, "function_identity") == [(1, "", False)]
