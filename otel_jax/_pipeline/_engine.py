@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import collections
 import contextvars
-import dataclasses
 import functools
 import os
 import threading
@@ -479,18 +478,11 @@ class Engine:
         fh = guard.call("history", lambda: self.history.finish(
             info, count, signature, entry, record.cause_kind.value, record.is_recompile), None)
         if record.hazards:
-            if any(h.warn for h in record.hazards) and self._compiled_since(info):
-                record = dataclasses.replace(record, hazards=tuple(
-                    dataclasses.replace(h, warn=False) for h in record.hazards))
+            # Decided from this compile and the ones before it, which records are made
+            # after, in the order they compiled: never from how far behind this thread
+            # is, so a program says the same hazards at the same compiles on every run.
             self._warn_hazards(record)
         return record, self.policy.storm(record, fh)
-
-    def _compiled_since(self, info: FunctionInfo) -> bool:
-        """Whether a later compile of ``info`` is already waiting for its record (this one
-        is made late: a loaded machine, a short program): a warning now would come after
-        the recompile it predicts, so its hazards are said as notes, not predictions."""
-        key = info.key
-        return any(p.captured.naming.info.key == key for p in list(self._pending))
 
     def _warn_hazards(self, record: CompileRecord) -> None:
         """One Python warning per function and hazard kind, located at the user's call
