@@ -1,5 +1,6 @@
 # Two commands do all set-up on a fresh machine:
-#   make demo   - install into .venv and run the training demo (no collector needed)
+#   make demo   - install what the demo needs into .venv-demo (otel_jax and its `report`
+#                 extra, not the test tools) and run the training demo (no collector needed)
 #   make test   - install everything the tests need and run the suites, side by side: the
 #                 whole suite on the machine's default Python (the newest JAX pip gives it),
 #                 the whole suite on the newest Python >= 3.12 here with the newest JAX
@@ -28,6 +29,16 @@ JAX_OLDEST := 0.8.0
 PIP_QUIET := PYTHONWARNINGS="$${PYTHONWARNINGS:+$$PYTHONWARNINGS,}ignore:Editable installation"
 
 .PHONY: demo test test-default test-latest test-oldest test-py312 lint tools browser bench corpus docs clean
+
+# The demo's own environment: otel_jax and the report's extra only, so that a first
+# `make demo` installs a few packages rather than every library the tests drive.
+DEMO_VENV := .venv-demo
+
+$(DEMO_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PIP_QUIET) $(DEMO_VENV)/bin/python -m pip install -q -e '.[report]'
+	touch $@
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -70,12 +81,13 @@ $(CORPUS_VENV)/.installed: pyproject.toml
 	$(PIP_QUIET) $(CORPUS_VENV)/bin/python -m pip install -q -e . $(CORPUS_PINS)
 	touch $@
 
-demo: $(VENV)/.installed
-	$(PY) examples/train.py
+demo: $(DEMO_VENV)/.installed
+	$(DEMO_VENV)/bin/python examples/train.py
 
-# The README's demo output, JSON line and `otel-jax report` example, and the screenshots in
+# The demo's output (a terminal's lines, its JSON lines, `otel-jax report`) in README.md and
+# docs/tour.md, and the screenshots in
 # docs/, made again from the current code (scripts/docs_examples.py; tests/test_docs.py
-# checks the README's against what the demo prints).
+# checks those blocks against what the demo prints).
 docs: browser $(VENV)/.installed
 	$(PY) scripts/docs_examples.py
 
@@ -157,4 +169,5 @@ corpus: $(CORPUS_VENV)/.installed
 		--out test-output/corpus
 
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) $(LATEST_VENV) $(PY312_VENV) $(CORPUS_VENV) *.egg-info
+	rm -rf $(VENV) $(DEMO_VENV) $(OLDEST_VENV) $(LATEST_VENV) $(PY312_VENV) $(CORPUS_VENV) \
+		*.egg-info

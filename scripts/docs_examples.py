@@ -1,17 +1,19 @@
-"""The README's examples and the docs' screenshots, made from the current code (`make docs`).
+"""The demo's outputs in the docs and their screenshots, made from the current code (`make docs`).
 
 Runs the demo (examples/train.py) once, then writes, in place:
 
-- README.md: the block after each ``<!-- make docs: NAME -->`` comment (NAME: ``demo-stdout``,
-  ``demo-hazard``, ``demo-json-line``, ``report``): the demo's stdout, the weak-type
-  hazard said at its first compile (the warning and its JSON line), its weak-type compile's
-  JSON line (wrapped) and ``otel-jax report`` of its log;
+- README.md and docs/*.md (``PAGES``): the block after each ``<!-- make docs: NAME -->``
+  comment (NAME: ``demo-console``, ``demo-stdout``, ``demo-hazard``, ``demo-json-line``,
+  ``report``): what a terminal shows of the demo's log (its warnings, then each line as
+  ``install(log_format="console")`` renders it), the demo's stdout, the weak-type hazard
+  said at its first compile (the warning and its JSON line), its weak-type compile's JSON
+  line (wrapped) and ``otel-jax report`` of its log;
 - docs/report-html.png (the top of the HTML report of the demo's log) and
   docs/report-steps.png (the page's steps section), with headless Chromium
   (``scripts/ensure-chromium``; without it the screenshots are left as they are, and one
   line says so).
 
-tests/test_docs.py checks that the README's blocks match what the demo prints now.
+tests/test_docs.py checks that these blocks match what the demo prints now.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 #: Where the README's JSON line says the checkout is.
 HOME = "/home/me/otel_jax"
+#: The pages whose marked blocks are made here.
+PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 MARKER = re.compile(r"(<!-- make docs: (?P<name>[\w-]+) -->\n```[^\n]*\n)(?P<body>.*?)(^```)",
                     re.M | re.S)
 
@@ -102,19 +106,56 @@ def wrapped(event: dict[str, object], width: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def console(log: Path) -> str:
+    """What a terminal shows of the demo's stderr: its warnings, then every line of INFO and
+    above as ``log_format="console"`` renders it (no colors), in the checkout's folder."""
+    from datetime import datetime
+
+    sys.path.insert(0, str(ROOT))
+    from otel_jax._emit._console import render_console
+
+    out = []
+    for line in log.read_text().splitlines():
+        if "OtelJaxWarning" in line:
+            out.append(line.replace(str(ROOT), HOME))
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(event, dict) or event.get("level") == "debug":
+            continue
+        stamp = datetime.fromisoformat(str(event.pop("timestamp")).replace("Z", "+00:00"))
+        level, name = str(event.pop("level")), str(event.pop("event"))
+        event.pop("logger", None)
+        rendered = render_console(stamp.timestamp(), level, name, event, cwd=str(ROOT))
+        if rendered:  # not a step line: a terminal is not shown those
+            out.append(rendered.rstrip("\n"))
+    return "\n".join(out) + "\n"
+
+
 def blocks(stdout: str, log: Path) -> dict[str, str]:
-    return {"demo-stdout": stdout, "demo-hazard": hazard(log), "demo-json-line": json_line(log),
-            "report": report(log)}
+    return {"demo-console": console(log), "demo-stdout": stdout, "demo-hazard": hazard(log),
+            "demo-json-line": json_line(log), "report": report(log)}
 
 
-def write_readme(made: dict[str, str], readme: Path = ROOT / "README.md") -> None:
-    text = readme.read_text()
-    names = {m.group("name") for m in MARKER.finditer(text)}
-    missing = set(made) - names
+def shown(pages: tuple[Path, ...] = PAGES) -> dict[str, str]:
+    """Each marked block of the pages, by name, as it stands."""
+    return {m.group("name"): m.group("body")
+            for page in pages for m in MARKER.finditer(page.read_text())}
+
+
+def write_pages(made: dict[str, str], pages: tuple[Path, ...] = PAGES) -> None:
+    missing = set(made) - set(shown(pages))
     if missing:
-        raise SystemExit(f"README.md has no block for {sorted(missing)}")
-    readme.write_text(MARKER.sub(
-        lambda m: m.group(1) + made.get(m.group("name"), m.group("body")) + m.group(4), text))
+        raise SystemExit(f"no page has a block for {sorted(missing)}")
+    for page in pages:
+        text = page.read_text()
+        new = MARKER.sub(
+            lambda m: m.group(1) + made.get(m.group("name"), m.group("body")) + m.group(4),
+            text)
+        if new != text:
+            page.write_text(new)
 
 
 def screenshots(log: Path, folder: Path) -> bool:
@@ -142,8 +183,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="otel_jax-docs-") as tmp:
         folder = Path(tmp)
         stdout, log = run_demo(folder)
-        write_readme(blocks(stdout, log))
-        print("docs: README.md's demo output, JSON line and report written")
+        write_pages(blocks(stdout, log))
+        print("docs: the demo's output, JSON lines and report written in README.md and "
+              "docs/tour.md")
         if not args.no_screenshots and screenshots(log, folder):
             print("docs: docs/report-html.png and docs/report-steps.png written")
     return 0

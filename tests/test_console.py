@@ -137,6 +137,8 @@ def test_one_line_whatever_the_names_hold_and_colors_only_when_asked():
     line = render_console(0.0, "info", EVENT_COMPILE,
                           {**COMPILE, "function": "evil\n\033[31mfake"}, cwd="", colors=False)
     assert line.count("\n") == 1 and "\033" not in line and "evil\\n\\x1b[31mfake" in line
+    other = render_console(0.0, "info", "some\n.event\033[2J", {"keys": ["a"]}, cwd="")
+    assert other.count("\n") == 1 and "\033" not in other and "event\\x1b[2J  keys=" in other
     colored = render_console(0.0, "warning", EVENT_COMPILE, COMPILE, cwd="", colors=True)
     assert ESC in colored and colored.count("\n") == 1
 

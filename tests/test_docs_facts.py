@@ -50,3 +50,46 @@ def test_the_warm_up_rule_is_stated_as_the_code_applies_it():
     bare.step()
     assert bare.warmup_done  # right after the Nth call
     assert _policy(0).warmup_done
+
+
+# --- the front page and the first hour -----------------------------------------------------------
+
+#: The front page's sections, in the order JAX-world READMEs keep (equinox, optax, flax).
+FRONT_PAGE = ["Install", "Sixty seconds", "Why did it recompile?", "In your code",
+              "In your tests", "In CI", "In production", "Documentation", "Licence"]
+
+
+def test_the_readme_is_a_short_front_page_in_the_usual_order():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    assert re.findall(r"^## (.+)$", readme, re.M) == FRONT_PAGE
+    # it leads with the command that needs no change to the code
+    assert readme.index("otel-jax run examples/train.py") < readme.index("## Why did it")
+    # an index page shows the README without the repository: no image on it, and the
+    # relative links are said to be the repository's
+    assert "![" not in readme and "links are relative to the repository" in readme
+    assert "[LICENSE](LICENSE)" in readme
+
+
+def test_no_page_installs_otel_jax_from_an_index_it_is_not_on():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    claims = re.compile(r"pip install[^`\n]*\botel_jax\b(?!-)")
+    for page in pages:
+        for line in page.read_text().splitlines():
+            if "Once it is published" in line:
+                continue
+            assert not claims.search(line), (page.name, line)
+    assert "not published on a package index yet" in (ROOT / "README.md").read_text()
+
+
+def test_make_demo_installs_what_the_demo_needs_only():
+    makefile = (ROOT / "Makefile").read_text()
+    demo = re.search(r"^demo: (\S+)\n\t(.+)$", makefile, re.M)
+    assert demo is not None
+    stamp, command = demo.groups()
+    venv = stamp.split("/")[0]
+    assert command.startswith(f"{venv}/bin/python examples/train.py")
+    recipe = makefile[makefile.index(f"{stamp}: pyproject.toml"):]
+    recipe = recipe[:recipe.index("\n\n")]
+    assert "'.[report]'" in recipe and "[test]" not in recipe
+    assert venv not in ("$(VENV)", ".venv")  # not the test suite's environment

@@ -114,6 +114,19 @@ def test_page_has_every_section_and_escapes_the_log(
     assert not re.search(r"(?:src|href)=\"(?:https?:)?//", page)  # nothing fetched
 
 
+def test_the_eager_ops_row_shows_where_they_ran(capsys: pytest.CaptureFixture[str],
+                                               tmp_path: Path) -> None:
+    log = "\n".join([event("add", 1, 0.5, 1.0, eager_op=True, callsite="/src/main.py:<7>"),
+                     event("broadcast_in_dim", 2, 0.25, 2.0, eager_op=True,
+                           callsite="/src/main.py:9", hint="keep it to a few values")]) + "\n"
+    page, _ = html_report(capsys, tmp_path, log)
+    row = page[page.index("(eager ops)"):]
+    row = row[:row.index("</tr>")]
+    assert "at <code>/src/main.py:&lt;7&gt;</code> ×1 (0.500 s)" in row
+    assert "at <code>/src/main.py:9</code> ×1 (0.250 s)" in row
+    assert "keep it to a few values" not in row
+
+
 def test_without_matplotlib_every_table_renders_and_the_page_says_why(
         capsys: pytest.CaptureFixture[str], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -177,7 +177,7 @@ def render_console(stamp: float, level: str, event: str, fields: _Fields, *,
             cwd = ""
     body = _EVENTS.get(event)
     text = body(fields, style, cwd) if body is not None else _join(
-        style(_BRIGHT, event), " ".join(f"{k}={v}" for k, v in fields.items()))
+        style(_BRIGHT, _clean(event)), _clean(" ".join(f"{k}={v}" for k, v in fields.items())))
     when = datetime.fromtimestamp(stamp).strftime("%H:%M:%S")
     tag = style(_LEVEL_STYLES.get(level, ""), f"{level:<{_LEVEL_WIDTH}}")
     return f"{style(_DIM, when)} [{tag}] {text}\n"

@@ -465,7 +465,8 @@ class LogEmitter:
 
 
 class JsonLogEmitter(LogEmitter):
-    """One ``jax.compile`` JSON line per compile on a stream (stderr by default).
+    """One ``jax.compile`` JSON line per compile on a stream (stderr by default), or a
+    console line (:mod:`._console`) where ``log_format`` says so for that stream.
 
     Rendered by otel_jax's own structlog processor chain (see ``render``), whatever
     the application configured. An in-memory ``io.StringIO`` cannot block and is

@@ -278,6 +278,10 @@ def _functions(add: Any, report: HtmlReport, rows: list[dict[str, Any]]) -> None
         if len(r["causes"]) > MAX_CAUSES_SHOWN:
             causes += (f'<div class="muted">{len(r["causes"]) - MAX_CAUSES_SHOWN} more cause '
                        "kinds</div>")
+        # the (eager ops) row: where the program ran them, not causes
+        causes += "".join(
+            f'<div class="cause">at <code>{_e(c["callsite"])}</code> ×{c["count"]} '
+            f'({_s(c["seconds"])} s)</div>' for c in r.get("callsites") or ())
         phases = " / ".join(_s(r[k]) for k in ("trace_s", "lower_s", "backend_compile_s"))
         aw = r["recompiles_after_warmup"]
         add(f'<tr id="row-{i}"><td><a href="#{_row_id(i)}">{_e(r["function"])}</a></td>'
