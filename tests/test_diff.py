@@ -543,6 +543,8 @@ def evaluate(x):
 for n in (4, 5, 6):
     step(jnp.ones(n))
 evaluate(jnp.ones(3))
+# every line written before the exit, however loaded the machine
+assert otel_jax.flush(timeout=None)
 """
 
 

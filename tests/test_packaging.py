@@ -262,6 +262,10 @@ def test_every_import_goes_down_the_layers():
     # the fleet above the pipeline: the pipeline reaches it through its plug-in points
     assert not any(dep.startswith("otel_jax._fleet") for module, deps in graph.items()
                    if module.startswith("otel_jax._pipeline") for dep in deps)
+    # the cross-rank check reads the words ranks share from _core, never going back into
+    # capture's fingerprints (the compile ledger's lines hash a signature: they still do)
+    assert [m for m, deps in graph.items() if m.startswith("otel_jax._fleet")
+            and "otel_jax._capture._fingerprint" in deps] == ["otel_jax._fleet._ledger_lines"]
     # the walk finds an upward import, a lazy one too
     assert _upward_imports({"otel_jax._pipeline._engine": {"otel_jax._fleet._ranks"},
                             "otel_jax._core._text": {"otel_jax._report._text"}}) == [

@@ -17,15 +17,15 @@ a part shared whole is one lookup.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterable
 from typing import Any
 
 from .._core._idcache import IdentityCache
+from .._core._portable import function_identity, placement_text, tree_digest
 from .._core._scrub import without_digests
 from .._core._text import safe_repr
 from ._leaves import Leaves
-from ._signature import Placement, Signature
+from ._signature import Signature
 from ._source import FunctionInfo
 
 #: Hex digits of a fingerprint: 64 bits, plenty to tell a job's compiles apart.
@@ -50,15 +50,6 @@ def _chunk_digest(chunk: tuple[Any, ...], text: Any) -> bytes:
     return digest
 
 
-def placement_text(placement: Placement) -> str:
-    # Each rank commits its arrays to its own local device: "committed cpu:3"
-    # on one rank is "committed cpu:0" on another for the same program.
-    text = placement.text
-    if not placement.sharded and text.startswith("committed "):
-        return "committed"
-    return text
-
-
 #: The chunk digests of a whole part, per Leaves object and text function.
 _part_digests: IdentityCache[tuple[Any, bytes]] = IdentityCache(_MAX_LEAVES_DIGESTS)
 
@@ -76,20 +67,6 @@ def _leaf_parts(hasher: Any, values: Iterable[Any] | Leaves[Any], text: Any) -> 
         hasher.update(joined)
         return
     hasher.update(_SEP.join(map(text, values)).encode("utf-8", "backslashreplace"))
-
-
-_tree_digests: IdentityCache[bytes] = IdentityCache(1024)
-
-
-def tree_digest(treedef: Any) -> bytes:
-    """The whole structure (node types, dict keys, static fields; no addresses), hashed
-    once per treedef object: signatures of one function share theirs when equal."""
-    digest = _tree_digests.get(treedef)
-    if digest is None:
-        text = without_digests(safe_repr(treedef, 1 << 30))
-        digest = _tree_digests.put(treedef, hashlib.blake2b(
-            text.encode("utf-8", "backslashreplace"), digest_size=16).digest())
-    return digest
 
 
 _contexts: dict[Any, bytes] = {}
@@ -116,12 +93,6 @@ def _context_digest(context: tuple[tuple[str, Any], ...]) -> bytes:
             _contexts.clear()
         _contexts[context_key] = digest
     return digest
-
-
-def function_identity(info: FunctionInfo) -> str:
-    """The function as every host names it: qualified name and file name, no directory."""
-    name = os.path.basename(info.file) if info.file else ""
-    return f"{info.qualname}@{name}"
 
 
 def of_signature(info: FunctionInfo, signature: Signature) -> Fingerprint:

@@ -28,9 +28,10 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from .._capture._fingerprint import function_identity, of_signature
+from .._capture._fingerprint import of_signature
 from .._capture._jax import _cache_key
 from .._capture._source import FunctionInfo
+from .._core._portable import function_identity
 from .._core._scrub import without_digests
 from .._core._text import emitted, safe_repr
 from .._core._vocab import LedgerWire as W

@@ -7,7 +7,7 @@ runtime client ``jax.distributed.initialize`` started; no new server, no new
 dependency). The service runs inside rank 0's process and also carries the job's
 heartbeats and barriers, so what each compile costs it is linear in the rank count
 and small: keys live under ``otel_jax/compiles/<function digest>/<ordinal>/``
-(the digest of ``_fingerprint.function_identity`` and the line, the same on every
+(the digest of ``_portable.function_identity`` and the line, the same on every
 host; the ordinal is ``record.count``), with the names of ``_vocab.RankWire``::
 
     e/<rank>  "<signature fingerprint> <program fingerprint>"  (about 100 bytes)
@@ -66,9 +66,9 @@ import time
 from collections.abc import Callable, Generator
 from typing import Any
 
-from .._capture import _fingerprint
 from .._capture._signature import Signature
 from .._core._failopen import FailOpen
+from .._core._portable import function_identity
 from .._core._vocab import DivergenceKind
 from .._core._vocab import RankWire as W
 from .._pipeline._record import CompileRecord, Divergence, SpanLink
@@ -153,7 +153,7 @@ class RankProtocol:
         # The function as its compiles are counted (``record.count``): two functions of
         # one name in one file (two ``jax.jit(lambda ...)``) are counted apart, so their
         # ordinals must not share keys. The line, not the directory: hosts differ there.
-        identity = f"{_fingerprint.function_identity(record.function)}:{record.function.line}"
+        identity = f"{function_identity(record.function)}:{record.function.line}"
         return Compile(record.function.qualname, record.count, function_key(identity),
                        (record.fingerprint, record.program_fingerprint), record.signature,
                        link)

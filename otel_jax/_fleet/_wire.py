@@ -17,8 +17,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from .._capture import _fingerprint
 from .._capture._signature import Signature
+from .._core._portable import placement_text, tree_digest
 from .._core._scrub import without_digests
 from .._core._text import safe_repr
 from .._core._vocab import CauseKind, DiffKey, DivergenceKind
@@ -62,7 +62,7 @@ def summary(signature: Signature) -> dict[str, Any]:
     n = min(signature.num_leaves, MAX_LEAVES)
     paths, types, placements = signature.paths, signature.types, signature.placements
     leaves = [[_text(paths[i]), _text(types[i]),
-               _fingerprint.placement_text(placements[i])] for i in range(n)]
+               placement_text(placements[i])] for i in range(n)]
     statics = []
     for static in signature.statics[:MAX_STATICS]:
         value = f"<{static.type}>" if static.identity_hashed else static.repr
@@ -73,7 +73,7 @@ def summary(signature: Signature) -> dict[str, Any]:
         W.STATICS: statics,
         W.OPTIONS: [[name, _text(text)] for name, text in signature.options],
         W.CONTEXT: [[name, _text(value)] for name, value in signature.context],
-        W.TREE: _fingerprint.tree_digest(signature.treedef).hex()[:16],
+        W.TREE: tree_digest(signature.treedef).hex()[:16],
     }
 
 
