@@ -131,6 +131,8 @@ def test_a_compressed_log_is_read_to_bounds_and_says_what_it_left(
     lines, read = (int(n) for n in re.search(r"after (\d+) lines \((\d+) bytes\)", err)
                    .groups())
     assert lines <= max_lines and read <= max_bytes + _read.MAX_LINE_BYTES
+    rc, out, err = run(capsys, "diff", str(path), str(path))
+    assert rc == 0 and "otel-jax diff: BASE: stopped reading" in err, err
     # a log that ends within the bounds is read whole, and says nothing of them
     path.write_bytes(gzip.compress(events + filler * 100))
     rc, out, err = run(capsys, "report", str(path))
