@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,34 @@ def test_damaged_gzip_is_one_clear_error(damage: str, tmp_path: Path,
     assert rc == 1
     assert "corrupt or truncated" in err and "Traceback" not in err
     assert out  # the summary of what could be read is still printed
+
+
+@pytest.mark.parametrize("filler", [b"\n", b"x" * 10_000 + b"\n"])
+def test_a_compressed_log_is_read_to_bounds_and_says_what_it_left(
+        filler: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Kilobytes that expand a thousand times and more (blank lines, each a turn of the
+    # reader; long lines, each a scan): read to the bounds, not to the end, and said.
+    events = (line(count=1) + "\n" + line(function="g") + "\n").encode()
+    many = 2 * min(100_000, (64 << 20) // len(filler) + 1)  # twice the floors of the bounds
+    path = tmp_path / "bomb.log.gz"
+    path.write_bytes(gzip.compress(events + filler * many, 9))
+    rc, out, err = run(capsys, "report", "--format", "json", str(path))
+    assert rc == 1 and "Traceback" not in err
+    assert "stopped reading" in err and "the rest unread" in err, err
+    assert {r["function"] for r in strict_json(out)} == {"f", "g"}
+    size = path.stat().st_size
+    max_lines = max(_read.FLOOR_LINES, size // _read.MIN_COMPRESSED_PER_LINE)
+    max_bytes = max(_read.FLOOR_BYTES, size * _read.MAX_EXPANSION)
+    assert many > max_lines or len(filler) * many > max_bytes + _read.MAX_LINE_BYTES
+    lines, read = (int(n) for n in re.search(r"after (\d+) lines \((\d+) bytes\)", err)
+                   .groups())
+    assert lines <= max_lines and read <= max_bytes + _read.MAX_LINE_BYTES
+    rc, out, err = run(capsys, "diff", str(path), str(path))
+    assert rc == 0 and "otel-jax diff: BASE: stopped reading" in err, err
+    # a log that ends within the bounds is read whole, and says nothing of them
+    path.write_bytes(gzip.compress(events + filler * 100))
+    rc, out, err = run(capsys, "report", str(path))
+    assert rc == 0 and "stopped reading" not in err
 
 
 def test_interrupt_prints_the_summary_so_far(monkeypatch: pytest.MonkeyPatch,

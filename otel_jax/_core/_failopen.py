@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, TypeVar
 
-from ._text import safe_repr
+from ._terminal import printable
+from ._text import clean_text, safe_repr
 
 T = TypeVar("T")
 
@@ -304,11 +305,19 @@ def _module_named(filename: str) -> tuple[str | None, dict[Any, Any] | None]:
     return None, None
 
 
+def shown(message: str) -> str:
+    """A warning's text as it reaches a terminal: one line (control characters escaped: a
+    function ``__name__`` or a dict key from user code can neither drive the terminal nor
+    forge lines) and no secret-shaped text."""
+    return printable(clean_text(message))
+
+
 def emit_at(message: str, callsite: str | None) -> None:
     """An ``OtelJaxWarning`` located at ``callsite`` (``file:line``, the user's jit call
     recorded at the compile), whichever thread says it and whatever is on its stack then
     (a later ``flush()`` or ``uninstall()``, the next compile); :func:`emit` where the
     call site is not known. Never raises."""
+    message = shown(message)
     location = _site_location(callsite) if callsite else None
     if location is None:
         emit(message)
@@ -336,7 +345,8 @@ def emit(message: str, at: str | None = None) -> None:
     no frame (``sys:1:`` to 3.12, ``<sys>:0:`` from 3.13), never at a made-up place of
     otel_jax's: still an ``OtelJaxWarning``, filtered by its category like the others.
     Never raises: warnings turned into errors are logged on the ``otel_jax`` logger
-    instead."""
+    instead. The text is :func:`shown` first."""
+    message = shown(message)
     try:
         found = user_frame()
         site: str | None | bool = getattr(_site, "where", False)

@@ -15,7 +15,7 @@ import threading
 import warnings
 from typing import Literal
 
-from .._core._failopen import FailOpen, OtelJaxWarning, user_stacklevel
+from .._core._failopen import FailOpen, OtelJaxWarning, shown, user_stacklevel
 from .._core._vocab import CauseKind
 from ._history import FunctionHistory, History
 from ._record import CompileRecord, Storm
@@ -34,10 +34,11 @@ class RecompileError(RuntimeError):
 
     def __init__(self, record: CompileRecord) -> None:
         self.record = record
-        super().__init__(
+        # One line, read on a terminal: the function's name comes from user code.
+        super().__init__(shown(
             f"{record.function.qualname} recompiled after warm-up (compile "
             f"#{record.count}, cause {record.cause_kind.value}: {record.cause}). "
-            f"Hint: {record.hint}")
+            f"Hint: {record.hint}"))
 
 
 class Policy:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from ._aggregate import DEFAULT_MAX_FUNCTIONS, Report
 from ._output import close_output, open_output, reader_gone
-from ._read import open_log, read_errors
+from ._read import Decompressed, open_log, read_errors
 from ._text import printable, render, render_persistent_cache, render_ranks, render_steps
 
 
@@ -149,6 +149,10 @@ def _feed(report: Report, path: str) -> int:
             try:
                 with stream:
                     report.feed_lines(stream)
+                if isinstance(stream, Decompressed) and stream.stopped:
+                    print(f"otel-jax report: {stream.said(name)}; the summary below covers "
+                          "what was read", file=sys.stderr)
+                    status = 1
             except read_errors() as exc:
                 print(f"otel-jax report: cannot read {name} past the first "
                       f"{report.events + report.skipped + report.filtered} lines, it is "

@@ -217,12 +217,89 @@ def read_lines(stream: IO[bytes], sink: Sink) -> int:
     return skipped
 
 
+#: What a compressed log is read to, at most: ``MAX_EXPANSION`` times its own size in bytes
+#: (an otel_jax log compresses some 10-80 times: each line has its own ids, times and
+#: durations), and a line per ``MIN_COMPRESSED_PER_LINE`` bytes of it; never less than the
+#: floors, so that a small log is always read whole. A few megabytes that expand to
+#: gigabytes (of blank lines, say, each one a turn of the reader's loop) are read to these
+#: bounds, in seconds, and the report says what it left unread.
+MAX_EXPANSION = 256
+MIN_COMPRESSED_PER_LINE = 2
+FLOOR_BYTES = 64 << 20
+FLOOR_LINES = 100_000
+
+
+class Decompressed:
+    """A decompressed log read no further than its bounds (see :data:`MAX_EXPANSION`): past
+    them it reads as ended, and :attr:`stopped` says so. A line begun is read to its end
+    (``MAX_LINE_BYTES`` at most), so that no line is cut by a bound."""
+
+    def __init__(self, raw: IO[bytes], compressed_bytes: int) -> None:
+        self._raw = raw
+        self.compressed_bytes = compressed_bytes
+        self.max_bytes = max(FLOOR_BYTES, MAX_EXPANSION * compressed_bytes)
+        self.max_lines = max(FLOOR_LINES, compressed_bytes // MIN_COMPRESSED_PER_LINE)
+        self.bytes = 0
+        self.lines = 0
+        self.stopped = False
+        self._in_line = False  # the last read ended inside a line
+
+    def _past(self) -> bool:
+        if (not self.stopped and not self._in_line
+                and (self.bytes >= self.max_bytes or self.lines >= self.max_lines)):
+            self.stopped = bool(self._raw.peek(1))  # type: ignore[attr-defined]
+            self._in_line = not self.stopped  # at the end: nothing is left to stop before
+        return self.stopped
+
+    def readline(self, size: int = -1) -> bytes:
+        if self._past():
+            return b""
+        line = self._raw.readline(size)
+        self.bytes += len(line)
+        self._in_line = bool(line) and not line.endswith(b"\n")
+        self.lines += not self._in_line
+        return line
+
+    def read(self, size: int = -1) -> bytes:
+        if self._past():
+            return b""
+        room = self.max_bytes - self.bytes
+        data = self._raw.read(room if size < 0 or size > room > 0 else size)
+        self.bytes += len(data)
+        self.lines += data.count(b"\n")
+        self._in_line = bool(data) and not data.endswith(b"\n")
+        return data
+
+    def peek(self, size: int = 0) -> bytes:
+        return b"" if self._past() else bytes(self._raw.peek(size))  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def __enter__(self) -> Decompressed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def said(self, name: str) -> str:
+        """What was left unread, in one line (``name``: the file, printable)."""
+        return (f"stopped reading {name} after {self.lines} lines ({self.bytes} bytes) "
+                f"decompressed from {self.compressed_bytes} bytes, the rest unread: a "
+                f"compressed log is read to {MAX_EXPANSION} times its size and to a line per "
+                f"{MIN_COMPRESSED_PER_LINE} bytes of it (at least {FLOOR_BYTES >> 20} MiB "
+                f"and {FLOOR_LINES} lines)")
+
+
 def open_log(path: str) -> IO[bytes]:
-    """The log file at ``path`` as a binary stream (``.gz`` decompressed as it is read)."""
+    """The log file at ``path`` as a binary stream (``.gz`` decompressed as it is read, no
+    further than :class:`Decompressed`'s bounds)."""
     if path.endswith(".gz"):
         import gzip
+        import os
 
-        return gzip.open(path, "rb")  # type: ignore[return-value]
+        size = os.path.getsize(path)
+        return Decompressed(gzip.open(path, "rb"), size)  # type: ignore[arg-type,return-value]
     return open(path, "rb")
 
 

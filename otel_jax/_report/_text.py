@@ -14,30 +14,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from .._core._terminal import printable as printable  # the report modules name it here
 from .._core._units import human_bytes
 from ._aggregate import Report
 
 _COLUMNS = ("FUNCTION", "LOCATION", "COMPILES", "RECOMPILES", "TOTAL_S",
             "P95_S", "RECOMPILE_S")
-
-
-#: Characters that must not reach a terminal raw: C0/C1 controls (ESC starts escape
-#: sequences, BEL rings, newlines would inject rows), DEL, line/paragraph separators
-#: and the bidirectional overrides that reorder what is shown.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
-                          "\u202a-\u202e\u2066-\u2069]")
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape_char(m: re.Match[str]) -> str:
-    c = m.group()
-    return _ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
-
-
-def printable(text: str) -> str:
-    """``text`` with control characters shown as escapes (``\\x1b``, ``\\n``), so that
-    names read from a log can neither drive the terminal nor add table rows."""
-    return _UNPRINTABLE.sub(_escape_char, text)
 
 
 def _printable_row(row: dict[str, Any]) -> dict[str, Any]:

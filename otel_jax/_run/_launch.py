@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+from .._core._terminal import printable
 from .._core._vocab import LEDGER_ENV, SCRUB_ENV, RunEnv
 
 SUMMARY_MODES = ("auto", "always", "never")
@@ -258,6 +259,7 @@ def main(argv: Sequence[str]) -> int:
     except OSError as exc:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
-        print(f"otel-jax run: cannot run {program[0]}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"otel-jax run: cannot run {printable(program[0])}: {exc.strerror or exc}",
+              file=sys.stderr)
         return 127
     return 0  # not reached: execve replaced this process

@@ -139,6 +139,8 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         close_output(out)
     for run, label in ((base, "BASE"), (new, "NEW")):
+        if run.unread:
+            print(f"otel-jax diff: {label}: {run.unread}", file=sys.stderr)
         if run.skipped:
             print(f"otel-jax diff: {label}: skipped {run.skipped} "
                   + ("lines that are not otel_jax JSON events" if run.kind == "log"

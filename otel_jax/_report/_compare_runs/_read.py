@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import IO, Any
 
+from ..._core._terminal import printable
 from ..._core._vocab import ReportName, RowKind
 from .._aggregate import DEFAULT_MAX_FUNCTIONS, Report
 from .._read import (
@@ -26,6 +27,7 @@ from .._read import (
     _MAX_HINT,
     _MAX_NAME,
     _MAX_PATH,
+    Decompressed,
     _seconds,
     _text,
     open_log,
@@ -57,6 +59,7 @@ class Run:
     kind: str  # "log" or "report JSON"
     events: int = 0
     skipped: int = 0
+    unread: str = ""  # what of a compressed log was left unread past its bounds
 
 
 def load_run(path: str, label: str) -> Run:
@@ -74,6 +77,8 @@ def load_run(path: str, label: str) -> Run:
                 return _report_json(path, label, stream)
             report = Report()
             report.feed_lines(stream)
+            unread = (stream.said(printable(path)) if isinstance(stream, Decompressed)
+                      and stream.stopped else "")
     except read_errors() as exc:
         raise Unreadable(f"cannot read {label} {path}: it is corrupt or truncated "
                          f"({type(exc).__name__}: {exc})") from None
@@ -84,7 +89,8 @@ def load_run(path: str, label: str) -> Run:
     rows = report.rows()
     for row in rows:
         row["hazards"] = hazard_list(row.get("hazards"))
-    return Run(path, rows, report.steps.summary(), "log", report.events, report.skipped)
+    return Run(path, rows, report.steps.summary(), "log", report.events, report.skipped,
+               unread)
 
 
 def _stdin() -> IO[bytes]:

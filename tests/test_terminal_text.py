@@ -1,0 +1,109 @@
+"""What otel_jax writes to a terminal is one line per message, whatever user code named.
+
+A function's ``__name__``, a dict key or a file name comes from user code and may hold
+control characters (an escape sequence that clears the screen, a carriage return, a
+newline that forges a line of its own): every message otel_jax writes to a terminal (its
+warnings, ``RecompileError``, the exit summary of ``otel-jax run``, the command line's own
+messages) shows them as escapes.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+from conftest import Telemetry, clean_env, pythonpath
+
+import otel_jax
+from otel_jax import OtelJaxWarning
+from otel_jax._pipeline._policy import RecompileError
+
+ROOT = Path(__file__).resolve().parent.parent
+HOSTILE = "evil\x1b[2J\rname\nINJECTED\u202e"
+RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f\u202e]")  # newlines are checked apart
+
+
+def _hostile(fn):
+    fn.__name__ = fn.__qualname__ = HOSTILE
+    return fn
+
+
+def _clean(text: str) -> None:
+    assert not RAW.search(text), repr(text)
+    assert not re.search(r"^INJECTED", text, re.MULTILINE), text
+
+
+@pytest.fixture
+def installed():
+    otel_jax.uninstall()
+    t = Telemetry()
+
+    def install(**kwargs):
+        otel_jax.install(tracer_provider=t.tracer_provider, meter_provider=t.meter_provider,
+                         log_output=t.log, warmup_steps=0, **kwargs)
+    yield install
+    otel_jax.uninstall()
+
+
+def test_a_warning_about_a_function_with_control_characters_is_one_clean_line(installed):
+    installed(on_recompile="warn")
+    f = jax.jit(_hostile(lambda x: x + 1))
+    f(jnp.ones(2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        f(jnp.ones(3))
+        otel_jax.flush()
+    said = [str(w.message) for w in caught if issubclass(w.category, OtelJaxWarning)]
+    assert any("recompiled after warm-up" in m for m in said), said
+    for message in said:
+        _clean(message)
+        assert "\n" not in message and "evil\\x1b[2J\\rname\\nINJECTED\\u202e" in message
+
+
+def test_recompile_error_is_one_clean_line(installed):
+    installed(on_recompile="raise")
+    f = jax.jit(_hostile(lambda x: x * 3))
+    f(jnp.ones(2))
+    with pytest.raises(RecompileError) as raised:
+        f(jnp.ones(4))
+    _clean(str(raised.value))
+    assert "\n" not in str(raised.value)
+
+
+def test_the_run_summary_warnings_and_messages_escape_control_characters(tmp_path):
+    program = tmp_path / "train.py"
+    program.write_text(textwrap.dedent(f"""
+        import jax, jax.numpy as jnp
+
+        def step(x):
+            return x * 2
+        step.__name__ = step.__qualname__ = {HOSTILE!r}
+        f = jax.jit(step)
+        for n in (2, 3, 4):
+            f(jnp.ones(n))
+    """))
+    proc = subprocess.run(
+        [sys.executable, "-m", "otel_jax", "run", "--summary", "always", str(program)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env=clean_env(PYTHONPATH=pythonpath(ROOT), OTEL_JAX_ON_RECOMPILE="warn", OTEL_JAX_WARMUP_STEPS="0",
+                      OTEL_JAX_LOG_OUTPUT="none", OTEL_TRACES_EXPORTER="none",
+                      OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none"))
+    assert proc.returncode == 0, proc.stderr
+    assert "recompiled after warm-up" in proc.stderr and "evil\\x1b" in proc.stderr
+    _clean(proc.stderr)
+
+
+def test_the_command_line_escapes_a_hostile_program_name(tmp_path):
+    missing = str(tmp_path / "no\x1b[2J\nINJECTED" / "python3")
+    proc = subprocess.run([sys.executable, "-m", "otel_jax", "run", missing, "x.py"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env=clean_env(PYTHONPATH=pythonpath(ROOT)))
+    assert proc.returncode == 127 and "cannot run" in proc.stderr, proc.stderr
+    _clean(proc.stderr)
