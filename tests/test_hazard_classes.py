@@ -240,3 +240,15 @@ def test_a_sweep_over_widths_is_a_note():
             for _ in range(2):
                 params = step(params)
     assert _said(rec.records, "function_identity") == [(1, "", False)]
+
+
+def _evaluate(params, batches):
+    score = jax.jit(functools.partial(_scale, 2.0))
+    return [score(params * b) for b in batches]  # one jit, called for each batch
+
+
+def test_a_jit_made_once_and_called_in_a_comprehension_of_its_function_says_nothing():
+    # the comprehension runs the call again, not the function that made the jit
+    with otel_jax.testing.record_compiles("_scale") as rec:
+        _evaluate(jnp.ones(3), [1.0, 2.0, 3.0])
+    assert len(rec.records) == 1 and not rec.records[0].hazards

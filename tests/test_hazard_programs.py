@@ -52,6 +52,8 @@ def _warnings(run: dict) -> list[tuple[int, str, str]]:
     "weak_dict_unpacked",  # out = step(...), then lr = out["lr"]
     "weak_attr_sampler",   # a sampler's NamedTuple, temperature read off it
     "weak_running_mean",   # a Python running mean passed to a jitted logger
+    "jit_in_call_nnx_queue",  # nnx.jit of a lambda in __call__, requests from a queue
+    "jit_in_generate_eqx",  # a filter_jit decode step made per generate() call
     "weak_jit",            # the hazard at the last compile but one: said at flush()
 ])
 def test_a_recompile_the_program_shows_is_warned_before_it_at_the_call_line(name):
@@ -78,6 +80,8 @@ def test_a_recompile_the_program_shows_is_warned_before_it_at_the_call_line(name
     "weak_max_stays_weak",  # clamped, but computed from weak values only: stays weak
     "weak_dict_float",    # lr = float(out["lr"]): a Python float again
     "weak_running_mean_item",  # a running mean of loss.item(): Python floats
+    "sweep_optimizers",   # one program per optax optimizer: a note at most
+    "weak_sum_after_step",  # a total summed before its first call: an array throughout
 ])
 def test_a_pattern_that_does_not_compile_again_is_no_warning(name):
     run = _run(name)

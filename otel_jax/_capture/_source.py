@@ -377,6 +377,9 @@ def user_callsites(skip: int = 1, limit: int = 200) -> tuple[str | None, str | N
 #: How far past the user's call the frame that called its function is looked for: a
 #: helper's caller is its next frame, or a few wrappers' (a decorator) out.
 _CALLER_FRAMES = 8
+#: The code names of a comprehension's own frame (Python 3.11; 3.12 inlines them): the
+#: function that holds it is the frame after.
+_COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
 
 
 def user_callsites_and_caller(skip: int = 1, limit: int = 200,
@@ -396,7 +399,10 @@ def _user_frames(skip: int, limit: int, caller: bool = False,
     inner = f"{frame.f_code.co_filename}:{frame.f_lineno}"
     outside = None
     if caller:
-        back = frame.f_back
+        holder = frame  # the function holding the call: not a comprehension's own frame
+        while holder.f_code.co_name in _COMPREHENSIONS and holder.f_back is not None:
+            holder = holder.f_back
+        back = holder.f_back
         for _ in range(_CALLER_FRAMES):
             if back is None:
                 break

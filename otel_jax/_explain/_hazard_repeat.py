@@ -199,8 +199,8 @@ def made_per_run(info: FunctionInfo, count: int, callsite: str | None,
     else:
         warn = True  # called from where it is not seen, and made anew: it runs again
     where = f"{made.scope}()" if made.scope else "its scope"
-    line = caller.rpartition(":")[2] if caller else ""
-    who = (f"which line {line} runs again (a loop)" if again else
+    called_at = caller.rpartition(":")[2] if caller else ""
+    who = (f"which line {called_at} runs again (a loop)" if again else
            "called again (its second compile shows it made anew)" if warn else
            "a method, likely called again")
     return [_hazards.Hazard(
