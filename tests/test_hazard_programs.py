@@ -44,6 +44,9 @@ def _warnings(run: dict) -> list[tuple[int, str, str]]:
     "jit_apply_loop",      # jax.jit(model.apply) made and called in the loop
     "jit_partial_loop",    # jax.jit(functools.partial(loss, ...)) made and called there
     "weak_jit",            # the hazard at the last compile but one: said at flush()
+    "static_decode_position",  # a decoding position passed static: new at each step
+    "static_step_counter",     # the step number passed static, for a warm-up schedule
+    "static_policy_per_step",  # a remat policy built on each step, passed static
 ])
 def test_a_recompile_the_program_shows_is_warned_before_it_at_the_call_line(name):
     run = _run(name)
@@ -60,6 +63,8 @@ def test_a_recompile_the_program_shows_is_warned_before_it_at_the_call_line(name
     "eval_splits",        # full-batch evaluation on three fixed splits, every epoch
     "eval_splits_lines",  # the same, each split on its own line
     "eval_splits_four",   # four held-out sets in a comprehension
+    "static_mode_cycle",  # a static train flag and split name, a few values each epoch
+    "static_bucket_cycle",  # a static bucket size chosen from three per request
 ])
 def test_a_pattern_that_does_not_compile_again_is_no_warning(name):
     run = _run(name)
