@@ -397,7 +397,28 @@ def test_a_closure_built_on_each_call_and_passed_static_is_warned_at_the_fifth_c
     warned = [(c, h.path) for c, h in _hazards(rec.records, "static_argument") if h.warn]
     assert warned == [(5, "activation")]
     [hint] = {h.hint for c, h in _hazards(rec.records, "static_argument") if c == 5}
-    assert "pass that same object" in hint
+    assert "pass that same function" in hint and "__eq__" not in hint
+
+
+class _Policy:  # hashed by identity: each one made is a new static
+    def __init__(self, names):
+        self.names = names
+
+
+def test_an_object_built_each_step_before_the_call_is_warned_with_its_class_s_fix():
+    @functools.partial(jax.jit, static_argnums=1)
+    def step(x, policy):
+        return x * len(policy.names)
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        for _ in range(6):
+            policy = _Policy(("hidden",))  # built on its own line, then passed by name
+            step(jnp.ones(3), policy)
+    [(count, hazard)] = [(c, h) for c, h in _hazards(rec.records, "static_argument")
+                         if h.warn]
+    assert (count, hazard.path) == (5, "policy")
+    assert "new object at each of the last 5 compiles" in hazard.text
+    assert "give _Policy value-based __eq__ and __hash__" in hazard.hint
 
 
 def test_a_static_that_cycles_through_a_few_values_is_no_warning():

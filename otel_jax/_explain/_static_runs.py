@@ -117,8 +117,10 @@ def _hint(name: str, static: StaticArg) -> str:
         return (f"pass {name} as a traced argument (not static) where it only feeds "
                 "arithmetic or indexing (jax.lax.dynamic_slice for a position); where it "
                 "sets a shape, round it up to a few sizes")
-    if static.identity_hashed or short in _hazards._LONG_LIVED:
-        return (f"make {name} once, before the loop, and pass that same object (or give "
-                "its class value-based __eq__ and __hash__)")
+    if short in _hazards._LONG_LIVED:  # a function: no class of the user's to change
+        return f"make {name} once, before the loop, and pass that same function"
+    if static.identity_hashed:
+        return (f"make {name} once, before the loop, and pass that same object, or give "
+                f"{short} value-based __eq__ and __hash__ (a frozen dataclass)")
     return (f"pass what changes in {name} as an array argument, or keep it to a few "
             "values that come back (they hit the cache)")
