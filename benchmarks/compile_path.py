@@ -17,7 +17,14 @@ collection happen before each timed call, never inside it.
 (5) a new shape per call as in (2) (a program with temporaries), otel_jax installed on
     both sides, XLA's memory analysis of the program read (on) or not (off: the
     executable the compile returned is dropped before its record is made): what reading
-    it adds to the compile.
+    it adds to the compile;
+(6) one jitted ``f`` given a new static value per call (a position passed static: a
+    run of new values, the hazard analysis's run-length case), otel_jax installed on both
+    sides, hazards on or off (``ENGINE.hazards``): what deciding hazards adds to a
+    recompile, the compile and its record made by the time the next pair begins;
+(7) the same function's cache hits (a static value seen before), hazards on or off, per
+    call in microseconds (1,000 calls a side): what hazards add to a call that does not
+    compile (nothing: no wrapper on the call path).
 
 otel_jax is installed at its defaults with an SDK ``TracerProvider`` and a
 ``BatchSpanProcessor`` to a discarding exporter, a ``MeterProvider`` with an
@@ -34,7 +41,9 @@ instrumented run of (2) (timers in this file only): time inside otel_jax's
 ``jax.monitoring`` listeners, time in its dispatch-miss hooks (their own work, without
 what JAX does inside them) and, measured by the same timers, the time of emitting
 on otel_jax's background thread when it emits there, and the time of reading XLA's memory
-analysis, inside the jit call (on the compiling thread) and after it.
+analysis, inside the jit call (on the compiling thread) and after it, and the hazard
+analysis per recompile (where records are made: the background thread by default), over a
+run of new static values as in (6).
 
     python benchmarks/compile_path.py              # 60 pairs per loop
     python benchmarks/compile_path.py --repeat 3   # the whole measurement three times
@@ -44,6 +53,7 @@ analysis, inside the jit call (on the compiling thread) and after it.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import itertools
 import os
@@ -69,6 +79,7 @@ import overhead
 
 import otel_jax
 from otel_jax._capture._jax import _compile_entry, _memory, _miss_path
+from otel_jax._explain import _hazards
 from otel_jax._pipeline._engine import ENGINE
 
 # Input sizes never repeat in a process: every timed call is a first call.
@@ -120,6 +131,22 @@ def make_new_shape_with_temporaries() -> Callable[[], Callable[[], Any]]:
     return prepare
 
 
+def make_new_static() -> Callable[[], Callable[[], Any]]:
+    """Loop (6): one jitted function, a new static value (a position) per call."""
+    @functools.partial(jax.jit, static_argnames="pos")
+    def decode(x, pos):
+        return jnp.tanh(x[: pos % 7 + 1]).sum() + pos
+
+    x = jnp.ones(8)
+    positions = itertools.count()
+
+    def prepare() -> Callable[[], Any]:
+        pos = next(positions)
+        return lambda: decode(x, pos=pos).block_until_ready()
+
+    return prepare
+
+
 def make_eager() -> Callable[[], Callable[[], Any]]:
     """Loop (3): eager op-by-op code at a new shape per call."""
     def prepare() -> Callable[[], Any]:
@@ -163,33 +190,79 @@ def paired(prepare: Callable[[], Callable[[], Any]], pairs: int,
     return offs, ons
 
 
-def paired_memory(prepare: Callable[[], Callable[[], Any]], pairs: int,
-                  install: Callable[[], None]) -> tuple[list[Pair], list[Pair]]:
-    """Loop (5): installed on both sides; the memory analysis read on one side only (off
-    first in even pairs). What otel_jax still had to emit is flushed before each timed
+def paired_installed(prepare: Callable[[], Callable[[], Any]], pairs: int,
+                     install: Callable[[], None], switch: Callable[[bool], None],
+                     ) -> tuple[list[Pair], list[Pair]]:
+    """Installed on both sides; what ``switch`` turns on, on one side only (off first in
+    even pairs). What otel_jax still had to make and emit is flushed before each timed
     call, never inside it."""
     offs: list[Pair] = []
     ons: list[Pair] = []
+    install()
+    try:
+        for i in range(pairs):
+            for on in ((False, True) if i % 2 == 0 else (True, False)):
+                call = prepare()
+                switch(on)
+                otel_jax.flush()
+                gc.collect()
+                elapsed = timed_call_cpu(call)
+                (ons if on else offs).append(elapsed)
+    finally:
+        switch(True)
+        otel_jax.uninstall()
+    return offs, ons
+
+
+def paired_memory(prepare: Callable[[], Callable[[], Any]], pairs: int,
+                  install: Callable[[], None]) -> tuple[list[Pair], list[Pair]]:
+    """Loop (5): the memory analysis read on one side only."""
     real = _compile_entry.take_executable
 
     def dropped() -> Any:
         real()  # taken off the thread as always, then not handed on: nothing is read
         return None
 
-    install()
+    def switch(on: bool) -> None:
+        setattr(_compile_entry, "take_executable", real if on else dropped)
+
+    return paired_installed(prepare, pairs, install, switch)
+
+
+def paired_hazards(prepare: Callable[[], Callable[[], Any]], pairs: int,
+                   install: Callable[[], None]) -> tuple[list[Pair], list[Pair]]:
+    """Loop (6): hazards looked for on one side only."""
+    return paired_installed(prepare, pairs, install,
+                            lambda on: setattr(ENGINE, "hazards", on))
+
+
+def cache_hits(pairs: int, calls: int = 1000) -> Result:
+    """Loop (7): seconds per cache-hit call of a function with a static argument, hazards
+    off and on (installed on both sides), the side that goes first alternating."""
+    @functools.partial(jax.jit, static_argnames="pos")
+    def decode(x, pos):
+        return jnp.tanh(x[: pos + 1]).sum()
+
+    x = jnp.ones(8)
+    overhead.install()
     try:
+        for pos in range(3):
+            decode(x, pos=pos).block_until_ready()  # compiled once each: then only hits
+        otel_jax.flush()
+        offs: list[float] = []
+        ons: list[float] = []
         for i in range(pairs):
             for on in ((False, True) if i % 2 == 0 else (True, False)):
-                call = prepare()
-                setattr(_compile_entry, "take_executable", real if on else dropped)
-                otel_jax.flush()
+                ENGINE.hazards = on
                 gc.collect()
-                elapsed = timed_call_cpu(call)
-                (ons if on else offs).append(elapsed)
+                t0 = time.perf_counter()
+                for k in range(calls):
+                    decode(x, pos=k % 3)
+                (ons if on else offs).append((time.perf_counter() - t0) / calls)
     finally:
-        setattr(_compile_entry, "take_executable", real)
+        ENGINE.hazards = True
         otel_jax.uninstall()
-    return offs, ons
+    return Result(offs, ons)
 
 
 def thread_clock_tick() -> float:
@@ -282,6 +355,8 @@ class Timers:
         self.memory_compiling = 0.0  # reading XLA's memory analysis, inside the jit calls
         self.memory_elsewhere = 0.0  # ... after them: the background thread, a flush
         self.in_call = False  # a timed jit call is running on the compiling thread
+        self.hazards = 0.0  # the hazard analysis, wherever records are made
+        self.hazard_calls = 0
         self._saved: list[tuple[Any, str, Any]] = []
 
     def _timed(self, fn: Callable[..., Any], where: str) -> Callable[..., Any]:
@@ -381,12 +456,23 @@ class Timers:
             patches.append((ENGINE, name, self._timed(getattr(ENGINE, name), "listeners")))
         patches.append((_memory, "program_memory",
                         self._timed_memory(_memory.program_memory, threading.current_thread())))
+        patches.append((_hazards, "hazards", self._timed_hazards(_hazards.hazards)))
         worker = _background_worker_class()
         if worker is not None:
             patches.append((worker, "_emit", self._timed_method(worker._emit)))
         for owner, name, value in patches:
             self._saved.append((owner, name, owner.__dict__.get(name, _MISSING)))
             setattr(owner, name, value)
+
+    def _timed_hazards(self, analysis: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return analysis(*args)
+            finally:
+                self.hazards += time.thread_time() - t0
+                self.hazard_calls += 1
+        return timed
 
     def _timed_method(self, method: Callable[..., Any]) -> Callable[..., Any]:
         timers = self
@@ -418,6 +504,23 @@ def _background_worker_class() -> Any:
     except ImportError:
         return None
     return getattr(_background, "Worker", None)
+
+
+def hazard_cost(compiles: int) -> tuple[float, int]:
+    """CPU seconds of the hazard analysis per recompile over a run of new static values
+    (loop (6)'s function), installed with hazards on; and how many times it ran."""
+    prepare = make_new_static()
+    timers = Timers()
+    timers.arm()
+    try:
+        overhead.install()
+        for _ in range(compiles):
+            prepare()()
+        otel_jax.flush()
+        otel_jax.uninstall()
+    finally:
+        timers.disarm()
+    return timers.hazards / max(1, timers.hazard_calls), timers.hazard_calls
 
 
 def breakdown(compiles: int) -> tuple[float, float, float, float, float, float]:
@@ -454,6 +557,7 @@ LOOPS = (
     ("(3) eager sin*2+1, sum, new shape", make_eager, overhead.install),
     ("(4) application's SDK, new shape", make_new_shape, install_with_application_sdk),
     ("(5) memory analysis, new shape", make_new_shape_with_temporaries, overhead.install),
+    ("(6) hazards, new static value", make_new_static, overhead.install),
 )
 
 
@@ -461,7 +565,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=60, help="pairs per loop (default 60)")
     parser.add_argument("--repeat", type=int, default=1, help="whole measurements (default 1)")
-    parser.add_argument("--only", default="12345", help="which loops, e.g. '12'")
+    parser.add_argument("--only", default="1234567", help="which loops, e.g. '12'")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 6 pairs per loop")
     args = parser.parse_args()
     pairs = 6 if args.quick else args.pairs
@@ -489,6 +593,9 @@ def main() -> None:
             cpus.setdefault(label, []).append(cpu)
             print(result.line(label), flush=True)
             print(cpu.line("    compiling thread's CPU"), flush=True)
+        if "7" in args.only:
+            hits = cache_hits(pairs)
+            print(_per_call_line("(7) hazards, cache hit (per call)", hits), flush=True)
         total, listeners, hooks, background, memory_here, memory_there = breakdown(
             12 if args.quick else 40)
         if clock:
@@ -503,6 +610,10 @@ def main() -> None:
             print(f"breakdown, loop (2) installed: whole call (wall) {total * 1e3:.2f} ms "
                   "per compile; the rest not measured (the thread CPU clock reads 0 here)",
                   flush=True)
+        if clock:
+            per, calls = hazard_cost(12 if args.quick else 40)
+            print(f"hazard analysis, loop (6) installed: {per * 1e6:.1f} µs (CPU) per "
+                  f"recompile, over {calls} compiles", flush=True)
         print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n", flush=True)
     if args.repeat > 1:
         print("over the runs (median added, ratio of medians, median per-pair ratio):")
@@ -517,6 +628,15 @@ def main() -> None:
                                       if clock else "not measured (its clock reads 0)"))
 
 
+def _per_call_line(label: str, result: Result) -> str:
+    """A cache-hit loop's line: per call in microseconds."""
+    us = 1e6
+    return (f"{label:<34} off {result.off * us:8.2f} µs  on {result.on * us:8.2f} µs  "
+            f"added {result.diff * us:+6.2f} µs  ratio {result.ratio or 0:.3f}  IQR of "
+            f"added [{result.q1 * us:+.2f}, {result.q3 * us:+.2f}] µs, min-max "
+            f"[{min(result.diffs) * us:+.2f}, {max(result.diffs) * us:+.2f}] µs")
+
+
 def _range(values: list[float]) -> str:
     return f"{min(values):.3f}-{max(values):.3f}" if values else "n/a"
 
@@ -524,7 +644,9 @@ def _range(values: list[float]) -> str:
 def _pairs_of(label: str) -> Callable[..., tuple[list[Pair], list[Pair]]]:
     """How a loop's pairs are made: otel_jax off and on, or, for loop (5), the memory
     analysis read or not."""
-    return paired_memory if label.startswith("(5)") else paired
+    if label.startswith("(5)"):
+        return paired_memory
+    return paired_hazards if label.startswith("(6)") else paired
 
 
 if __name__ == "__main__":

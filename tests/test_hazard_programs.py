@@ -55,6 +55,9 @@ def _warnings(run: dict) -> list[tuple[int, str, str]]:
     "jit_in_call_nnx_queue",  # nnx.jit of a lambda in __call__, requests from a queue
     "jit_in_generate_eqx",  # a filter_jit decode step made per generate() call
     "weak_jit",            # the hazard at the last compile but one: said at flush()
+    "static_decode_position",  # a decoding position passed static: new at each step
+    "static_step_counter",     # the step number passed static, for a warm-up schedule
+    "static_policy_per_step",  # a remat policy built on each step, passed static
 ])
 def test_a_recompile_the_program_shows_is_warned_before_it_at_the_call_line(name):
     run = _run(name)
@@ -82,6 +85,8 @@ def test_a_recompile_the_program_shows_is_warned_before_it_at_the_call_line(name
     "weak_running_mean_item",  # a running mean of loss.item(): Python floats
     "sweep_optimizers",   # one program per optax optimizer: a note at most
     "weak_sum_after_step",  # a total summed before its first call: an array throughout
+    "static_mode_cycle",  # a static train flag and split name, a few values each epoch
+    "static_bucket_cycle",  # a static bucket size chosen from three per request
 ])
 def test_a_pattern_that_does_not_compile_again_is_no_warning(name):
     run = _run(name)

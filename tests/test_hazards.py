@@ -10,6 +10,7 @@ compile span, a ``jax.compile.hazard`` log line, the ``jax.compile.hazards`` cou
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from pathlib import Path
 
@@ -361,6 +362,77 @@ def test_lengths_already_bucketed_are_no_hazard():
         for n in (64, 128, 256, 512, 1024, 384, 640, 64, 128, 256):
             total(jnp.ones(n))
     assert len(rec.records) == 7 and not _hazards(rec.records)
+
+
+# --- static_argument: a new value at each compile ------------------------------------------
+
+def test_a_static_position_new_at_every_call_is_a_note_then_a_warning():
+    @functools.partial(jax.jit, static_argnames="pos")
+    def decode(tokens, pos):
+        return tokens[: pos + 1].sum()
+
+    with otel_jax.testing.record_compiles(decode) as rec:
+        for pos in range(7):
+            decode(jnp.ones(8), pos=pos)
+    assert [r.cause_kind.value for r in rec.records][1:] == ["static_argument"] * 6
+    [(count, note), (later, hazard)] = _hazards(rec.records)
+    assert (count, note.kind.value, note.path, note.warn) == (3, "static_argument", "pos",
+                                                             False)
+    assert "(0, 1, 2)" in note.text and "traced argument" in note.hint
+    assert (later, hazard.path, hazard.warn) == (5, "pos", True)
+    assert "(0, 1, 2, 3, 4)" in hazard.text
+
+
+def test_a_closure_built_on_each_call_and_passed_static_is_warned_at_the_fifth_compile():
+    @functools.partial(jax.jit, static_argnums=1)
+    def apply(x, activation):
+        return activation(x)
+
+    def make(scale):
+        return lambda v: v * scale  # a new function each time, hashed by identity
+
+    with otel_jax.testing.record_compiles(apply) as rec:
+        for _ in range(6):
+            apply(jnp.ones(3), make(2.0))
+    warned = [(c, h.path) for c, h in _hazards(rec.records, "static_argument") if h.warn]
+    assert warned == [(5, "activation")]
+    [hint] = {h.hint for c, h in _hazards(rec.records, "static_argument") if c == 5}
+    assert "pass that same function" in hint and "__eq__" not in hint
+
+
+class _Policy:  # hashed by identity: each one made is a new static
+    def __init__(self, names):
+        self.names = names
+
+
+def test_an_object_built_each_step_before_the_call_is_warned_with_its_class_s_fix():
+    @functools.partial(jax.jit, static_argnums=1)
+    def step(x, policy):
+        return x * len(policy.names)
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        for _ in range(6):
+            policy = _Policy(("hidden",))  # built on its own line, then passed by name
+            step(jnp.ones(3), policy)
+    [(count, hazard)] = [(c, h) for c, h in _hazards(rec.records, "static_argument")
+                         if h.warn]
+    assert (count, hazard.path) == (5, "policy")
+    assert "new object at each of the last 5 compiles" in hazard.text
+    assert "give _Policy value-based __eq__ and __hash__" in hazard.hint
+
+
+def test_a_static_that_cycles_through_a_few_values_is_no_warning():
+    @functools.partial(jax.jit, static_argnames=("train", "split"))
+    def forward(x, train, split):
+        return x.sum() * (0.9 if train else 1.0) + len(split)
+
+    with otel_jax.testing.record_compiles(forward) as rec:
+        for _epoch in range(4):
+            forward(jnp.ones(3), train=True, split="train")
+            for split in ("valid", "test"):
+                forward(jnp.ones(3), train=False, split=split)
+    assert len(rec.records) == 3  # then every call hits the cache
+    assert not [h for _, h in _hazards(rec.records) if h.warn]
 
 
 # --- the outputs --------------------------------------------------------------------------

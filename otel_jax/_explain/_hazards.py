@@ -26,6 +26,8 @@ note (an INFO log line and a span event, no warning).
   ``eqx.filter_jit``, a Python scalar held static that comes back an array the calling
   line assigns back. Said at the first compile; a local function passed as a static (as
   equinox passes the user's), only at a second compile that shows it made anew (a note).
+  One that took a new value at each of the last compiles in a row (a counter, a
+  position, an object built per call): ``_static_runs``, a note, then a warning.
 - ``function_identity``: the loop around the call makes the jitted function anew each
   pass: a function defined in a loop body, and called there, or a jit there of a new
   object each time (``jax.jit(model.apply)``, ``jax.jit(partial(loss, ...))``). A warning;
@@ -52,7 +54,7 @@ from .._capture._signature import Signature, StaticArg, StaticKind
 from .._capture._source import FunctionInfo
 from .._core._text import truncate
 from .._core._vocab import CauseKind
-from . import _hazard_flow, _hazard_repeat, _hazard_source, _hazard_sweep
+from . import _hazard_flow, _hazard_repeat, _hazard_source, _hazard_sweep, _static_runs
 from ._model import Diff
 
 #: The most hazards one compile names (the first found): a sink's event list stays short.
@@ -106,8 +108,10 @@ def hazards(info: FunctionInfo, count: int, signature: Signature, outputs: Outpu
         found += _hazard_repeat.made_per_run(info, count, callsite, caller)
     elif cause_kind is CauseKind.SHAPE:
         found += _new_lengths(count, signature, earlier, diff)
-    elif cause_kind is CauseKind.STATIC_ARGUMENT and count == 2:
-        found += _static_functions_made_anew(signature, diff)
+    elif cause_kind is CauseKind.STATIC_ARGUMENT:
+        if count == 2:
+            found += _static_functions_made_anew(signature, diff)
+        found += _static_runs.new_each_call(count, signature, earlier, diff, callsite)
     return tuple(found[:MAX_HAZARDS])
 
 
@@ -520,12 +524,7 @@ def _new_lengths(count: int, signature: Signature, earlier: Sequence[tuple[int, 
     ``SHAPE_RUN`` compiles in a row, a warning once it has at each of the last
     ``SHAPE_WARN_RUN``: a few fixed lengths (evaluation splits, each called every epoch)
     make a short run, then only cache hits."""
-    # The compiles just before, in a row: a kept history with gaps says nothing of a run.
-    row: list[Signature] = []
-    for c, s in reversed(earlier):
-        if c != count - 1 - len(row) or len(row) >= SHAPE_WARN_RUN:
-            break
-        row.insert(0, s)
+    row = _static_runs.consecutive(count, earlier, SHAPE_WARN_RUN)
     if len(row) < SHAPE_RUN - 1:
         return []
     found: list[Hazard] = []
