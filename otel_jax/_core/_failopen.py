@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, TypeVar
 
+from . import _exitwrite
 from ._text import safe_repr
 
 T = TypeVar("T")
@@ -310,7 +311,7 @@ def emit_at(message: str, callsite: str | None) -> None:
     (a later ``flush()`` or ``uninstall()``, the next compile); :func:`emit` where the
     call site is not known. Never raises."""
     location = _site_location(callsite) if callsite else None
-    if location is None:
+    if location is None or _exitwrite.exiting():
         emit(message)
         return
     try:
@@ -336,7 +337,12 @@ def emit(message: str, at: str | None = None) -> None:
     no frame (``sys:1:`` to 3.12, ``<sys>:0:`` from 3.13), never at a made-up place of
     otel_jax's: still an ``OtelJaxWarning``, filtered by its category like the others.
     Never raises: warnings turned into errors are logged on the ``otel_jax`` logger
-    instead."""
+    instead. At exit, where stderr may have no reader any more, the warning is written in
+    Python's form within a bound (:func:`_exitwrite.warn_within`), never with a write that
+    can block."""
+    if _exitwrite.exiting():
+        _exitwrite.warn_within(OtelJaxWarning, message)
+        return
     try:
         found = user_frame()
         site: str | None | bool = getattr(_site, "where", False)
