@@ -978,6 +978,27 @@ def test_a_write_at_exit_is_bounded_when_select_says_a_full_pipe_is_writable(mon
         os.close(write)
 
 
+def test_a_full_pipe_is_not_writable_now_whatever_select_says(monkeypatch):
+    # What otel_jax says while the program runs (a warning that lines were dropped) is
+    # said only where it cannot block: select() alone would let it block on such kernels.
+    monkeypatch.setattr("select.select", lambda r, w, x, t=None: (list(r), list(w), list(x)))
+    read, write = os.pipe()
+    try:
+        stream = open(write, "w", closefd=False)
+        assert _failopen.writable_now(stream)
+        os.set_blocking(write, False)
+        try:
+            while True:
+                os.write(write, b"x" * 1000)
+        except BlockingIOError:
+            pass
+        os.set_blocking(write, True)
+        assert not _failopen.writable_now(stream)
+    finally:
+        os.close(read)
+        os.close(write)
+
+
 UNREAD_STDERR = """
 import select, sys
 # as on a kernel that says a full pipe is writable

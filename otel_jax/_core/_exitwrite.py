@@ -20,11 +20,18 @@ from __future__ import annotations
 
 import os
 import stat
+import struct
 import sys
 import threading
 import time
 import warnings
 from typing import Any
+
+try:  # Unix: a pipe's room is read here (imported now, not at exit)
+    import fcntl
+    import termios
+except ImportError:  # pragma: no cover - Windows
+    fcntl = termios = None  # type: ignore[assignment]
 
 #: How long one write at exit waits for its reader, at most.
 EXIT_WRITE_S = 1.0
@@ -143,6 +150,22 @@ def _write_all(fd: int, data: bytes) -> bool:
     return True
 
 
+def room(fd: int) -> int:
+    """How many bytes a pipe behind ``fd`` takes now without blocking (its size less what
+    it holds); a large number for anything else, or where the kernel does not say."""
+    unknown = 1 << 30
+    if fcntl is None or termios is None:
+        return unknown
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return unknown
+        size = int(fcntl.fcntl(fd, 1032))  # F_GETPIPE_SZ (Linux)
+        held: int = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        return max(0, size - held)
+    except Exception:
+        return unknown
+
+
 # --- a warning at exit -------------------------------------------------------------------
 
 def warning_action(category: type[Warning], message: str) -> str:
@@ -158,15 +181,16 @@ def warning_action(category: type[Warning], message: str) -> str:
         return "default"
 
 
-def warn_within(category: type[Warning], message: str,
-                seconds: float = EXIT_WRITE_S) -> bool:
-    """At exit: ``message`` as Python shows a warning of ``category`` located at no line,
-    written to stderr within ``seconds``, unless the filters ignore it; whether it was
-    said. Warnings that the filters make errors cannot be raised anywhere at exit: they are
-    said the same way."""
+def warn_within(category: type[Warning], message: str, seconds: float = EXIT_WRITE_S,
+                at: tuple[str, int] | None = None) -> bool:
+    """At exit: ``message`` as Python shows a warning of ``category`` located at ``at``
+    (``file, line``; by default at no line), written to stderr within ``seconds``, unless
+    the filters ignore it; whether it was said. Warnings that the filters make errors
+    cannot be raised anywhere at exit: they are said the same way."""
     if warning_action(category, message) == "ignore":
         return False
-    at = ("<sys>", 0) if sys.version_info >= (3, 13) else ("sys", 1)
+    if at is None:
+        at = ("<sys>", 0) if sys.version_info >= (3, 13) else ("sys", 1)
     try:
         text = warnings.formatwarning(message, category, at[0], at[1], line="")
     except Exception:

@@ -276,16 +276,21 @@ _NO_FRAME = sys.maxsize
 
 def writable_now(stream: Any) -> bool:
     """Whether a short text (under a pipe's atomic size) can be written to ``stream``
-    without blocking: at exit, where a pipe nobody reads would hold the process for good,
-    what cannot be said now is not said."""
+    without blocking: what cannot be said now is not said. ``select()`` alone is not
+    enough (some kernels say a full pipe is writable): a pipe also has to have the room.
+    At exit, writes are bounded instead (:mod:`._exitwrite`)."""
     try:
         fd = stream.fileno()
     except Exception:
         return True  # in memory (StringIO, pytest's capture): never blocks
     try:
-        return bool(select.select([], [fd], [], 0)[1])
+        return bool(select.select([], [fd], [], 0)[1]) and _exitwrite.room(fd) >= _SHORT_TEXT
     except Exception:
         return False
+
+
+#: The most a short text otel_jax says (a warning) takes on a stream.
+_SHORT_TEXT = 2048
 
 
 def _at_nothing(message: str) -> None:
@@ -311,8 +316,11 @@ def emit_at(message: str, callsite: str | None) -> None:
     (a later ``flush()`` or ``uninstall()``, the next compile); :func:`emit` where the
     call site is not known. Never raises."""
     location = _site_location(callsite) if callsite else None
-    if location is None or _exitwrite.exiting():
+    if location is None:
         emit(message)
+        return
+    if _exitwrite.exiting():
+        _exitwrite.warn_within(OtelJaxWarning, message, at=location)
         return
     try:
         module, where = _module_named(location[0])
