@@ -78,7 +78,9 @@ def compile_history(fn: Any) -> list[CompileEntry]:
             "otel_jax.compile_history: otel_jax is not recording compiles (call "
             "otel_jax.install() or use an otel_jax.testing budget first); only compiles "
             "recorded earlier are returned")
-    _ENGINE.settle()  # records still being made off the compiling thread are waited for
+    # Records still being made off the compiling thread are waited for, however long that
+    # takes on a loaded machine: every compile that returned is in what is returned.
+    _ENGINE.settle(None)
     if isinstance(fn, str):
         return _ENGINE.history.entries_by_name(fn)
     return _ENGINE.history.entries(_function_info(fn))

@@ -529,3 +529,37 @@ def test_a_thread_that_does_not_come_back_at_exit_is_named(monkeypatch):
         release.set()
     [said] = [str(w.message) for w in caught if issubclass(w.category, OtelJaxWarning)]
     assert "otel_jax-test in " in said and "stuck_in_the_programs_code" in said, said
+
+
+def test_compile_history_sees_every_compile_that_returned_however_long_its_record_takes(
+        monkeypatch):
+    # A loaded machine: otel_jax's thread takes longer to make a record than any fixed
+    # wait would allow. The history still holds every compile that returned.
+    from otel_jax._pipeline._engine import ENGINE
+
+    otel_jax.uninstall()
+    otel_jax.install(log_output=None)
+    making = threading.Event()
+    build = ENGINE._build_record
+
+    def slow(captured):  # type: ignore[no-untyped-def]
+        if threading.current_thread().name == "otel_jax-emit" and not making.is_set():
+            making.set()
+            time.sleep(6.0)  # longer than the 5 s the kit used to wait
+        return build(captured)
+
+    monkeypatch.setattr(ENGINE, "_build_record", slow)
+    try:
+        @jax.jit
+        def loaded(x):
+            return x * 7
+
+        loaded(np.ones(3, np.float32))
+        loaded(np.ones(4, np.float32))
+        assert making.wait(60)  # the thread is making the first record
+        entries = otel_jax.compile_history(loaded)
+        assert [(e.count, e.cause_kind) for e in entries] == [
+            (1, "first_compile"), (2, "shape")]
+    finally:
+        otel_jax.flush()
+        otel_jax.uninstall()

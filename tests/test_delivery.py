@@ -944,3 +944,180 @@ def test_a_forked_child_that_exits_says_what_it_drops_on_every_python():
             if "OtelJaxWarning" in line and "exit dropped" in line]
     assert len(said) == 1 and "metric point" in said[0] \
         and "no answer within 3 s" in said[0], done.stderr[-3000:]
+
+
+# --- exit writes, late compiles, the application's work inside JAX at exit --------------------
+
+def test_a_write_at_exit_is_bounded_when_select_says_a_full_pipe_is_writable(monkeypatch):
+    # Some kernels (gVisor) say a full pipe is writable; the write that follows would block.
+    from otel_jax._core import _exitwrite
+
+    monkeypatch.setattr("select.select", lambda r, w, x, t=None: (list(r), list(w), list(x)))
+    read, write = os.pipe()
+    try:
+        os.set_blocking(write, False)
+        try:
+            while True:
+                os.write(write, b"x" * 1024)
+        except BlockingIOError:
+            pass
+        os.set_blocking(write, True)
+        stream = open(write, "w", closefd=False)
+        done = {}
+        writer = threading.Thread(target=lambda: done.setdefault(
+            "said", _exitwrite.write_within(stream, "a line\n", 0.2)), daemon=True)
+        writer.start()
+        writer.join(60)
+        assert not writer.is_alive() and done == {"said": False}
+        assert os.get_blocking(write)  # the application's descriptor is as it was
+        os.read(read, 1 << 20)
+        assert _exitwrite.write_within(stream, "a line\n", 0.2)
+        assert os.read(read, 100) == b"a line\n"
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def test_a_full_pipe_is_not_writable_now_whatever_select_says(monkeypatch):
+    # What otel_jax says while the program runs (a warning that lines were dropped) is
+    # said only where it cannot block: select() alone would let it block on such kernels.
+    monkeypatch.setattr("select.select", lambda r, w, x, t=None: (list(r), list(w), list(x)))
+    read, write = os.pipe()
+    try:
+        stream = open(write, "w", closefd=False)
+        assert _failopen.writable_now(stream)
+        os.set_blocking(write, False)
+        try:
+            while True:
+                os.write(write, b"x" * 1000)
+        except BlockingIOError:
+            pass
+        os.set_blocking(write, True)
+        assert not _failopen.writable_now(stream)
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+UNREAD_STDERR = """
+import select, sys
+# as on a kernel that says a full pipe is writable
+select.select = lambda r, w, x, t=None: (list(r), list(w), list(x))
+import jax, jax.numpy as jnp
+import otel_jax
+otel_jax.install()  # JSON lines on stderr, and the OTLP endpoint of the environment
+f = jax.jit(lambda x: x * 2)
+for n in range(1, 141):
+    f(jnp.ones(n)).block_until_ready()
+print("MAIN-DONE", flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("endpoint", ["none", "silent"])
+def test_the_exit_never_waits_for_a_stderr_nobody_reads(endpoint):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("OTEL_") or k == "OTEL_JAX_HAZARDS"}
+    env.update({"PYTHONPATH": pythonpath(ROOT), "JAX_PLATFORMS": "cpu",
+                "PYTHONWARNINGS": "ignore::DeprecationWarning",
+                "OTEL_METRIC_EXPORT_INTERVAL": "600000", "OTEL_TRACES_EXPORTER": "none",
+                "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none"})
+    stop = None
+    if endpoint == "silent":
+        server, stop = _silent_endpoint()
+        for name in ("TRACES", "METRICS", "LOGS"):
+            env.pop(f"OTEL_{name}_EXPORTER")
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{server.getsockname()[1]}"
+    proc = subprocess.Popen([sys.executable, "-c", UNREAD_STDERR], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        import fcntl
+
+        fcntl.fcntl(proc.stderr.fileno(), 1031, 4096)  # F_SETPIPE_SZ: a few lines fill it
+    except (ImportError, OSError):
+        pass
+    try:
+        rc = proc.wait(timeout=240)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail("the program did not end while nobody read its stderr")
+    finally:
+        if stop is not None:
+            stop.set()
+        out, err = proc.stdout.read().decode(), proc.stderr.read().decode()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert "MAIN-DONE" in out and rc == 0, err[-3000:]
+
+
+LATE_ATEXIT = """
+import atexit, json, sys
+def late():  # registered before otel_jax is imported: runs after all of its exit handlers
+    import jax, jax.numpy as jnp
+    def late_fn(x):
+        return x * 2
+    g = jax.jit(late_fn)
+    g(jnp.ones(3)); g(jnp.ones(4))
+    print("LATE-DONE", flush=True)
+atexit.register(late)
+import jax, jax.numpy as jnp
+import otel_jax
+otel_jax.install(log_output=sys.stdout)
+jax.jit(lambda x: x + 1)(jnp.ones(2))
+"""
+
+
+@pytest.mark.slow
+def test_compiles_after_otel_jaxs_exit_are_recorded_inline():
+    done = _run(LATE_ATEXIT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "LATE-DONE" in done.stdout, done.stderr[-3000:]
+    assert "internal error" not in done.stderr and "Recursion" not in done.stderr, \
+        done.stderr[-3000:]
+    late = [json.loads(line) for line in done.stdout.splitlines()
+            if line.startswith("{") and "late_fn" in line]
+    assert len(late) == 2, done.stdout[-3000:]
+
+
+APPLICATION_IN_JAX = """
+import os, sys, time
+import jax, jax.numpy as jnp, numpy as np
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SpanProcessor
+import otel_jax
+from otel_jax._pipeline import _background
+_background.POLL_S = 30.0  # the span is emitted at exit, not before
+out = sys.argv[1]
+
+def slow(x):
+    time.sleep(15)  # past every bound of otel_jax's exit (2 s + 3 s + 1 s + 4 s)
+    return x
+
+class Compiling(SpanProcessor):
+    done = False
+    def on_end(self, span):
+        if self.done or not span.name.startswith("jax.compile "):
+            return
+        self.done = True
+        y = jax.jit(lambda x: jax.pure_callback(slow, x, x))(jnp.ones(3))
+        y.block_until_ready()
+        with open(out, "w") as fh:
+            fh.write("PROCESSOR-DONE")
+
+provider = TracerProvider()
+provider.add_span_processor(Compiling())
+otel_jax.install(tracer_provider=provider, log_output=None)
+jax.jit(lambda x: x + 1)(jnp.ones(2))
+"""
+
+
+@pytest.mark.slow
+def test_the_applications_work_inside_jax_at_exit_is_waited_for_to_its_end(tmp_path):
+    out = tmp_path / "done"
+    done = _run(APPLICATION_IN_JAX, str(out), timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert out.exists() and out.read_text() == "PROCESSOR-DONE", done.stderr[-3000:]
+    said = [line for line in done.stderr.splitlines() if "waiting for the application" in line]
+    assert len(said) == 1 and "otel_jax-emit" in said[0], done.stderr[-3000:]

@@ -1,7 +1,8 @@
 """``otel-jax run`` delivers as ``install()`` in code does: a program that sets up its own
 OpenTelemetry after ``import jax`` finds every compile in its providers at its own
-``force_flush()`` and at its exit; the run folder goes at every exit otel_jax sees; a Python
-that cannot take the command's set-up says so. Real programs, in subprocesses."""
+``force_flush()`` and at its exit; the run folder goes at every exit otel_jax sees (or at the
+next run, after a signal killed the program); the program's signals and exit are its own;
+a Python that cannot take the command's set-up says so. Real programs, in subprocesses."""
 
 from __future__ import annotations
 
@@ -147,21 +148,6 @@ def test_a_program_that_sets_up_opentelemetry_after_jax_loses_nothing(
     assert "already shutdown" not in proc.stderr
 
 
-def test_a_program_ended_by_sigterm_leaves_no_run_folder(tmp_path: Path) -> None:
-    script = write(tmp_path / "killed.py", """
-        import os, signal, time
-        import jax, jax.numpy as jnp
-        jax.jit(lambda x: x + 1)(jnp.ones(3))
-        print("READY", flush=True)
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(60)
-    """)
-    proc = run("--log-output", "none", str(script), cwd=tmp_path, environ=env(tmp_path))
-    assert "READY" in proc.stdout, proc.stderr[-3000:]
-    assert proc.returncode == -signal.SIGTERM  # it dies of the signal, as without otel_jax
-    assert not list(tmp_path.glob("otel_jax-run-*"))
-
-
 @pytest.mark.parametrize("option", ["-E", "-S", "-I"])
 def test_python_options_that_keep_the_bootstrap_out_are_said_in_one_line(
         tmp_path: Path, option: str) -> None:
@@ -260,3 +246,151 @@ def test_every_compile_of_a_pools_workers_arrives(tmp_path: Path, method: str, i
         assert arrived == expected, (arrived, proc.stderr[-3000:])
     finally:
         sink.stop()
+
+
+# --- exit, signals, closed streams ---------------------------------------------------------
+
+def _small_pipe(fd: int) -> None:
+    """The pipe behind ``fd`` made as small as Linux allows (one page): a few lines fill it."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, 1031, 4096)  # F_SETPIPE_SZ
+    except (ImportError, OSError):
+        pass
+
+
+MANY_COMPILES = """
+    import sys
+    import jax, jax.numpy as jnp
+    f = jax.jit(lambda x: x * 2)
+    for n in range(1, 141):  # every one recompiles: the summary has something to say
+        f(jnp.ones(n)).block_until_ready()
+    print("MAIN-DONE", flush=True)
+"""
+
+
+def test_the_exit_never_waits_for_a_stderr_nobody_reads(tmp_path: Path) -> None:
+    # A parent that reads the program's stderr only once it ended: its JSON lines filled
+    # the pipe long before the summary comes. The exit writes what it can within its
+    # bound, drops the rest, and ends.
+    script = write(tmp_path / "many.py", MANY_COMPILES)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "otel_jax", "run", "--summary", "always", str(script)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, env=env(tmp_path))
+    assert proc.stderr is not None and proc.stdout is not None
+    _small_pipe(proc.stderr.fileno())
+    try:
+        rc = proc.wait(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail("the program did not end while nobody read its stderr")
+    out, err = proc.stdout.read().decode(), proc.stderr.read().decode()
+    proc.stdout.close()
+    proc.stderr.close()
+    assert "MAIN-DONE" in out and rc == 0, err[-3000:]
+
+
+def _pid_dead() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_the_next_run_removes_the_folders_of_runs_killed_by_a_signal(tmp_path: Path) -> None:
+    from otel_jax._run._launch import RUN_PREFIX, remove_stale_runs
+
+    dead = tmp_path / f"{RUN_PREFIX}{_pid_dead()}-abc"
+    alive = tmp_path / f"{RUN_PREFIX}{os.getpid()}-def"
+    unnamed = tmp_path / f"{RUN_PREFIX}xyz"
+    for folder in (dead, alive, unnamed):
+        folder.mkdir()
+        (folder / "1.jsonl").write_text("{}\n")
+    assert remove_stale_runs(str(tmp_path)) == [str(dead)]
+    assert not dead.exists() and alive.exists() and unnamed.exists()
+
+
+SIGNALS = """
+    import signal, sys
+    if sys.argv[1] == "jax":
+        import jax, jax.numpy as jnp
+        jax.jit(lambda x: x + 1)(jnp.ones(3))
+    print("TERM", signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+    print("INT", signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+"""
+
+
+@pytest.mark.parametrize("imports", ["jax", "nothing"])
+def test_the_programs_signals_keep_their_disposition(tmp_path: Path, imports: str) -> None:
+    script = write(tmp_path / "signals.py", SIGNALS)
+    proc = run("--log-output", "none", str(script), imports, cwd=tmp_path,
+               environ=env(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["TERM", "True", "INT", "True"], proc.stdout
+
+
+LONG_COMPILE = """
+    import sys, time
+    import jax, jax.numpy as jnp
+    def f(x):
+        for i in range(2000):  # a compile that takes seconds
+            x = jnp.sin(x) * (i % 7 + 1) + jnp.cos(x[::-1])
+        return x
+    jax.jit(lambda x: x + 1)(jnp.ones(3))
+    print("COMPILING", flush=True)
+    jax.jit(f)(jnp.ones(8)).block_until_ready()
+    print("COMPILED", flush=True)
+"""
+
+
+def test_sigterm_ends_the_program_mid_compile(tmp_path: Path) -> None:
+    # Schedulers end a job with SIGTERM and expect the default action: the process dies at
+    # once, inside XLA's compile too, and its run folder is removed by the next run.
+    script = write(tmp_path / "long.py", LONG_COMPILE)
+    proc = subprocess.Popen([sys.executable, "-m", "otel_jax", "run", "--log-output", "none",
+                             str(script)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            cwd=tmp_path, env=env(tmp_path), text=True)
+    assert proc.stdout is not None
+    try:
+        assert proc.stdout.readline().strip() == "COMPILING"
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        rc = proc.wait(timeout=TIMEOUT_S)
+        took = time.monotonic() - sent
+        rest = proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    assert rc == -signal.SIGTERM and "COMPILED" not in rest, (rc, rest)
+    assert took < 2.0, took
+    assert list(tmp_path.glob("otel_jax-run-*"))  # nothing of the program's could remove it
+    after = run("--log-output", "none", sys.executable, "-c", "pass", cwd=tmp_path,
+                environ=env(tmp_path))
+    assert after.returncode == 0, after.stderr
+    assert not list(tmp_path.glob("otel_jax-run-*"))
+
+
+CLOSED = """
+    import sys
+    import jax, jax.numpy as jnp
+    f = jax.jit(lambda x: x * 2)
+    f(jnp.ones(2)); f(jnp.ones(3))  # a recompile: the summary has something to say
+    open(sys.argv[1], "w").write("RAN")
+"""
+
+
+@pytest.mark.parametrize("closed", [0, 1, 2])
+def test_the_program_runs_with_a_standard_stream_closed(tmp_path: Path, closed: int) -> None:
+    script = write(tmp_path / "closed.py", CLOSED)
+    marker = tmp_path / "ran"
+    proc = subprocess.run(
+        [sys.executable, "-m", "otel_jax", "run", str(script), str(marker)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT_S,
+        cwd=tmp_path, env=env(tmp_path), preexec_fn=lambda: os.close(closed))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert marker.read_text() == "RAN"
+    assert not list(tmp_path.glob("otel_jax-run-*"))

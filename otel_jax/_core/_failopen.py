@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, TypeVar
 
+from . import _exitwrite
 from ._terminal import printable
 from ._text import clean_text, safe_repr
 
@@ -276,16 +277,21 @@ _NO_FRAME = sys.maxsize
 
 def writable_now(stream: Any) -> bool:
     """Whether a short text (under a pipe's atomic size) can be written to ``stream``
-    without blocking: at exit, where a pipe nobody reads would hold the process for good,
-    what cannot be said now is not said."""
+    without blocking: what cannot be said now is not said. ``select()`` alone is not
+    enough (some kernels say a full pipe is writable): a pipe also has to have the room.
+    At exit, writes are bounded instead (:mod:`._exitwrite`)."""
     try:
         fd = stream.fileno()
     except Exception:
         return True  # in memory (StringIO, pytest's capture): never blocks
     try:
-        return bool(select.select([], [fd], [], 0)[1])
+        return bool(select.select([], [fd], [], 0)[1]) and _exitwrite.room(fd) >= _SHORT_TEXT
     except Exception:
         return False
+
+
+#: The most a short text otel_jax says (a warning) takes on a stream.
+_SHORT_TEXT = 2048
 
 
 def _at_nothing(message: str) -> None:
@@ -322,6 +328,9 @@ def emit_at(message: str, callsite: str | None) -> None:
     if location is None:
         emit(message)
         return
+    if _exitwrite.exiting():
+        _exitwrite.warn_within(OtelJaxWarning, message, at=location)
+        return
     try:
         module, where = _module_named(location[0])
         registry = where.setdefault("__warningregistry__", {}) if where is not None else None
@@ -345,8 +354,13 @@ def emit(message: str, at: str | None = None) -> None:
     no frame (``sys:1:`` to 3.12, ``<sys>:0:`` from 3.13), never at a made-up place of
     otel_jax's: still an ``OtelJaxWarning``, filtered by its category like the others.
     Never raises: warnings turned into errors are logged on the ``otel_jax`` logger
-    instead. The text is :func:`shown` first."""
+    instead. The text is :func:`shown` first. At exit, where stderr may have no reader any
+    more, the warning is written in Python's form within a bound
+    (:func:`_exitwrite.warn_within`), never with a write that can block."""
     message = shown(message)
+    if _exitwrite.exiting():
+        _exitwrite.warn_within(OtelJaxWarning, message)
+        return
     try:
         found = user_frame()
         site: str | None | bool = getattr(_site, "where", False)

@@ -43,6 +43,7 @@ from typing import IO, Any, Final, Literal, get_args
 from opentelemetry import trace
 
 from .._core import _vocab
+from .._core._exitwrite import write_within
 from .._core._failopen import FailOpen, Topic, WarnKey, their_frame, writable_now
 from .._core._text import safe_repr
 from .._core._vocab import (
@@ -91,6 +92,7 @@ _FULL = "the log output did not keep up: its queue was full"
 _CLOSED = "they came after uninstall() closed the log output"
 _WRITER_ENDED = "the writer thread ended with them"
 _NO_WRITER = "no thread could be started to write them"
+_UNREAD = "at exit, the output took nothing more within the exit's bound"
 #: Compiles whose ``contextvars`` context is kept for a later divergence report of the
 #: same compile (reported within ``divergence_timeout_s``, from another thread).
 _KEPT_CONTEXTS = 1024
@@ -280,6 +282,15 @@ class LogEmitter:
             return
         dropped = 0
         closed = False
+        with self._cond:
+            thread = self._thread
+            late = (self._end_deadline is not None and self._pid == os.getpid()
+                    and (thread is None or not thread.is_alive()))
+        if late:
+            # A compile made at exit once the writer ended (an exit handler of the
+            # program's that ran after otel_jax's): written here, within the exit's bound.
+            self._write([line])
+            return
         with self._cond:
             if self._closed or len(self._queue) >= self._queue_size:
                 closed = self._closed
@@ -509,7 +520,12 @@ class JsonLogEmitter(LogEmitter):
             text = "".join(map(self._render, batch))
             stream = self._stream if self._stream is not None else sys.stderr
             fd = _process_fd(stream)
-            if fd is not None:
+            end = self._end_deadline
+            if fd is not None and end is not None:
+                # at exit: written within the exit's bound, whatever the reader does
+                if not write_within(stream, text, end - time.monotonic()):
+                    self._count_dropped(batch, _UNREAD)
+            elif fd is not None:
                 encoding = getattr(stream, "encoding", None) or "utf-8"
                 _write_fd(fd, text.encode(encoding, "backslashreplace"))
             else:
@@ -658,14 +674,9 @@ def _at_exit() -> None:
                 drops.update(emitter.drops)
                 drops["log", _NO_WRITER] += emitter.unwritable()
         said = dropped_words(drops)
-        stream = sys.stderr
-        if said and stream is not None and writable_now(stream):
-            message = f"otel_jax: log lines were dropped in this process: {said}.\n"
-            fd = _process_fd(stream)
-            if fd is not None:
-                os.write(fd, message.encode("utf-8", "backslashreplace"))
-            else:
-                stream.write(message)
+        if said:  # bounded: stderr may be a pipe nobody reads any more
+            write_within(sys.stderr, f"otel_jax: log lines were dropped in this process: "
+                                     f"{said}.\n")
     except Exception:  # exit must never fail or hang because of otel_jax
         pass
 

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from .._core import _threads
-from .._core._failopen import FailOpen, Topic, at_site, emit, writable_now
+from .._core._failopen import FailOpen, Topic, at_site, emit
 
 __all__ = ["EXIT_END_S", "QUEUE_CAPACITY", "WORKER", "Ends", "Waker", "Worker",
            "end_threads_at_exit", "ends_at_exit", "start_thread"]
@@ -113,19 +113,28 @@ def end_threads_at_exit(seconds: float = EXIT_END_S) -> list[threading.Thread]:
         thread.join(max(0.0, deadline - time.monotonic()))
     # A thread inside JAX is in a compile (or a computation) that ends on its own, where
     # a thread held by an exporter may never come back (and, blocked outside JAX, is
-    # harmless as the interpreter tears down): it gets EXIT_JAX_S more.
+    # harmless as the interpreter tears down): otel_jax's own work there gets EXIT_JAX_S
+    # more; the application's (a processor or finalizer of its own that runs JAX) is
+    # waited for to its end, as Python waits for the application's own threads.
+    waited: set[threading.Thread] = set()
     while True:
         in_jax = [t for t in threading.enumerate() if t.is_alive() and _inside_jax(t)
                   and (t in threads or t.name.startswith(_WATCHED))]
-        now = time.monotonic()
-        if not in_jax or now >= deadline + EXIT_JAX_S:
+        theirs = [t for t in in_jax if _theirs_inside_jax(t)]
+        if not in_jax or (not theirs and time.monotonic() >= deadline + EXIT_JAX_S):
             break
+        for thread in theirs:
+            if thread not in waited:
+                waited.add(thread)
+                emit(f"otel_jax: at exit, waiting for the application's code that runs "
+                     f"JAX on {thread.name} to end ({_running(thread)}): a daemon thread "
+                     "inside JAX when the interpreter tears down would abort the process.")
         time.sleep(0.01)
     stuck = [t for t in threads if t.is_alive()]
     stuck += [t for t in in_jax if t not in stuck]
-    # said only where it cannot block the exit: a stderr pipe nobody reads (the stuck
-    # thread may be a log writer blocked on it) would hold the process for good
-    if stuck and writable_now(sys.stderr):
+    # said within a bound at exit (``emit``): a stderr pipe nobody reads (the stuck
+    # thread may be a log writer blocked on it) must not hold the process
+    if stuck:
         running = "; ".join(f"{t.name} in {_running(t)}" for t in stuck)
         emit(f"otel_jax: at exit, a thread of otel_jax's or of its exporters still ran code "
              f"it had called after the exit's bound ({running}): the process exits without "
@@ -149,6 +158,26 @@ def _inside_jax(thread: threading.Thread) -> bool:
     frame = sys._current_frames().get(thread.ident or -1)
     while frame is not None:
         if frame.f_code.co_filename.startswith(where):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _theirs_inside_jax(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is inside JAX on behalf of the application: between JAX's
+    innermost frame and the thread's start is code that is neither otel_jax's, JAX's nor
+    the standard library's (a span processor's, a finalizer's)."""
+    jax_dirs = tuple(os.path.dirname(getattr(sys.modules.get(name), "__file__", None)
+                                     or f"/nowhere/{name}/") + os.sep
+                     for name in ("jax", "jaxlib"))
+    frame = sys._current_frames().get(thread.ident or -1)
+    in_jax = False
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.startswith(jax_dirs):
+            in_jax = True
+        elif in_jax and not filename.startswith(_OURS) and not filename.startswith(
+                "<frozen") and (not filename.startswith(_STDLIB) or "-packages" in filename):
             return True
         frame = frame.f_back
     return False
@@ -228,6 +257,7 @@ class Worker:
         self._sleeping = False  # waiting without a timeout: a submit must wake it
         self._waker = Waker()  # the thread's wait
         self._stopped = False  # the process is exiting: jobs run on the caller's thread
+        self._inline = threading.local()  # jobs run on the caller's thread, one after another
         #: Once stopped: when the thread ends, whatever is still queued then.
         self._end_deadline = 0.0
         self._pid = os.getpid()
@@ -258,9 +288,28 @@ class Worker:
             self._warn_dropped(dropped)
             return False
         if not started:
-            self._run_job(job)
-            return False
+            return self._run_inline(job, counted)
         return True
+
+    def _run_inline(self, job: Job, counted: bool) -> bool:
+        """Run ``job`` on this thread (the process is exiting and the thread ended). A job
+        handed over by a job running so (its emission's compile, a finalizer) runs after
+        it, on the same thread, never inside it: ``True`` for such a job, queued here."""
+        later = getattr(self._inline, "jobs", None)
+        if later is not None:
+            if len(later) >= self.capacity:
+                if counted:
+                    self.count_dropped()
+                return False
+            later.append(job)
+            return True
+        self._inline.jobs = later = collections.deque([job])
+        try:
+            while later:
+                self._run_job(later.popleft())
+        finally:
+            self._inline.jobs = None
+        return False
 
     def _reset_locked(self) -> None:
         self._jobs.clear()
@@ -269,6 +318,7 @@ class Worker:
         self._sleeping = False
         self._waker = Waker()
         self._stopped = False
+        self._inline = threading.local()
         self._pid = os.getpid()
 
     def _start_locked(self) -> bool:

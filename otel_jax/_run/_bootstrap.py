@@ -17,8 +17,10 @@ imported when the process imports JAX (:class:`_AfterJax`), then installed, with
   command's flags set still fill in what it leaves at the default).
 
 The program's own process (the first of the run to claim it) prints the summary at exit
-(:mod:`otel_jax._run._summary`) and removes the run folder; a forked child does not. Killed
-by SIGTERM (where the program left its default action), it removes the folder first.
+(:mod:`otel_jax._run._summary`) and removes the run folder; a forked child does not. No
+signal handler is set: SIGTERM and SIGINT do what the program has them do. A program
+killed by a signal leaves its folder behind, which the next ``otel-jax run`` removes
+(``_launch.remove_stale_runs``).
 """
 
 from __future__ import annotations
@@ -123,7 +125,7 @@ def start(boot_dir: str) -> None:
         # registered first, so run last: after the program's own exit handlers and
         # otel_jax's, whose lines it summarises
         atexit.register(_at_exit, os.getpid(), folder)
-        _remove_on_sigterm(os.getpid(), folder)
+        _exit_writes()  # loaded now: nothing is imported at exit
     # A Pool's worker flushes after each task, before its result goes (the parent may
     # terminate it then), even where JAX is first imported in a task (``_setup._exit``).
     if _spawned_by_multiprocessing():
@@ -140,6 +142,21 @@ def _exit_hooks() -> ModuleType:
     """otel_jax's ``_setup._exit``, standard library only at module level: loaded from its
     file under its own name, the module ``install()`` then uses."""
     return _sibling("otel_jax._setup._exit", os.pardir, "_setup", "_exit.py")
+
+
+def _exit_writes() -> ModuleType:
+    """otel_jax's ``_core._exitwrite`` (writes bounded in time), standard library only:
+    loaded from its file under its own name."""
+    return _sibling("otel_jax._core._exitwrite", os.pardir, "_core", "_exitwrite.py")
+
+
+def _say(text: str) -> None:
+    """One line of the command's on stderr, written within a bound (nobody may read it at
+    exit; with stderr closed, nothing is said). Never raises."""
+    try:
+        _exit_writes().write_within(sys.stderr, text)
+    except BaseException:
+        pass
 
 
 def _watch_forked() -> None:
@@ -164,44 +181,6 @@ def _spawned_by_multiprocessing() -> bool:
                             "from multiprocessing.forkserver import"))
 
 
-def _remove_on_sigterm(pid: int, folder: str) -> None:
-    """A program ended by SIGTERM (its default action: no exit handler runs) leaves no run
-    folder behind: the folder is removed, then the signal's default action ends it as
-    before (same exit status). A handler the program sets replaces this one."""
-    import signal
-
-    try:
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-            return
-    except (AttributeError, ValueError):  # no SIGTERM here, or not the main thread
-        return
-
-    def on_sigterm(signum: int, frame: Any) -> None:
-        if os.getpid() == pid:
-            shutil.rmtree(folder, ignore_errors=True)
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-
-    def in_child() -> None:
-        # A forked child (a Pool's worker) gets the default action back, as the program
-        # left it: the folder is not the child's, and a worker ended by terminate() dies
-        # of the signal at once, as without otel_jax (a Python handler runs only once the
-        # main thread is back from C, which a worker blocked on its queue's lock never
-        # is), or flushes first where install() asks for that (``_setup._exit``).
-        try:
-            if signal.getsignal(signal.SIGTERM) is on_sigterm:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        except (OSError, ValueError):
-            pass
-
-    try:
-        signal.signal(signal.SIGTERM, on_sigterm)
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=in_child)
-    except (OSError, ValueError):
-        pass
-
-
 def _chain(boot_dir: str) -> None:
     """Run the ``sitecustomize`` this one shadows (the environment's or the user's), as
     Python would have: its set-up (OpenTelemetry's included) applies as without us."""
@@ -216,8 +195,8 @@ def _chain(boot_dir: str) -> None:
     try:
         spec.loader.exec_module(module)
     except Exception as exc:  # as site.py does for a failing sitecustomize
-        sys.stderr.write(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
-                         f"{type(exc).__name__}: {exc}\n")
+        _say(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
+             f"{type(exc).__name__}: {exc}\n")
         if ours is not None:
             sys.modules["sitecustomize"] = ours
 
@@ -283,11 +262,8 @@ def install() -> None:
         if before is None:
             handle._yields = True
     except Exception as exc:
-        try:
-            sys.stderr.write(f"otel-jax run: otel_jax could not be installed "
-                             f"({type(exc).__name__}: {exc}); the program runs without it\n")
-        except Exception:
-            pass
+        _say(f"otel-jax run: otel_jax could not be installed ({type(exc).__name__}: "
+             f"{exc}); the program runs without it\n")
     if _summarizes:
         _import_summary()
 
@@ -345,15 +321,12 @@ def _at_exit(pid: int, folder: str) -> None:
                 os.path.join(folder, name)) for name in os.listdir(folder)):
             # nothing compiled in any process: no need to import otel_jax to say so
             if summary == "always":
-                sys.stderr.write("otel-jax run: no JAX compiles in this run\n")
+                _say("otel-jax run: no JAX compiles in this run\n")
             return
         from otel_jax._run import _summary
 
         _summary.at_exit(folder, summary, html)
     except BaseException as exc:  # exit must never fail because of otel_jax
-        try:
-            sys.stderr.write(f"otel-jax run: no summary ({type(exc).__name__}: {exc})\n")
-        except BaseException:
-            pass
+        _say(f"otel-jax run: no summary ({type(exc).__name__}: {exc})\n")
     finally:
         shutil.rmtree(folder, ignore_errors=True)

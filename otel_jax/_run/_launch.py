@@ -193,6 +193,45 @@ def _lacks_otel_jax(executable: str, argv: Sequence[str], env: dict[str, str]) -
         return False
     return proc.returncode == 3
 
+#: The run folders' names: ``otel_jax-run-<pid of the program>-<random>``.
+RUN_PREFIX = "otel_jax-run-"
+
+
+def remove_stale_runs(where: str | None = None) -> list[str]:
+    """Remove the run folders of this user's earlier runs whose program is gone (killed
+    by a signal, where nothing of it could remove its folder); the folders removed.
+    A folder whose process still runs, or whose name carries no process, stays."""
+    where = where if where is not None else tempfile.gettempdir()
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(where))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(RUN_PREFIX):
+            continue
+        pid = entry.name[len(RUN_PREFIX):].partition("-")[0]
+        try:
+            if (not pid.isdigit() or not entry.is_dir(follow_symlinks=False)
+                    or entry.stat(follow_symlinks=False).st_uid != os.getuid()
+                    or _alive(int(pid))):
+                continue
+        except (OSError, AttributeError):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(entry.path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
 
 def main(argv: Sequence[str]) -> int:
     """``otel-jax run``: replaces this process with the program; returns only on an error
@@ -245,7 +284,9 @@ def main(argv: Sequence[str]) -> int:
     else:
         env["PYTHONPATH"] = os.pathsep.join(
             [_BOOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-        folder = tempfile.mkdtemp(prefix="otel_jax-run-")
+        remove_stale_runs()
+        # named after this process, which execve makes the program's own
+        folder = tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-")
         env[RunEnv.DIR] = folder
         name = program_name(program_args)
         if name:  # every process of the run is named after it (``_resource``)
@@ -253,8 +294,9 @@ def main(argv: Sequence[str]) -> int:
         else:
             env.pop(RunEnv.PROGRAM, None)
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):  # None where the descriptor is closed
+            if stream is not None:
+                stream.flush()
         os.execve(executable, program_args, env)
     except OSError as exc:
         if folder is not None:

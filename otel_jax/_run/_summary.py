@@ -12,6 +12,7 @@ import os
 import sys
 from typing import IO
 
+from .._core._exitwrite import write_within
 from .._core._vocab import RowKind
 from .._report._aggregate import Report
 from .._report._text import printable, render_persistent_cache, render_steps, render_table
@@ -68,7 +69,10 @@ def recompiled(report: Report) -> bool:
 
 
 def at_exit(folder: str, mode: str, html: str | None, err: IO[str] | None = None) -> None:
-    """Summarise the run folder: the text on ``err`` (stderr), and the page at ``html``."""
+    """Summarise the run folder: the text on ``err`` (stderr), and the page at ``html``.
+    What is said is written within ``EXIT_WRITE_S`` (a parent that reads stderr only once
+    the program ended may have let the pipe fill): past it, it is lost, and the exit goes
+    on."""
     err = err if err is not None else sys.stderr
     kind: type[Report] = Report
     if html:
@@ -77,8 +81,9 @@ def at_exit(folder: str, mode: str, html: str | None, err: IO[str] | None = None
         kind = HtmlReport
     report = kind()
     processes, cut = _feed(report, folder)
+    said = []
     if mode == "always" or (mode == "auto" and recompiled(report)):
-        err.write("\n" + summary_text(report, processes, cut))
+        said.append("\n" + summary_text(report, processes, cut))
     if html:
         from .._report._html import render_html
 
@@ -86,8 +91,9 @@ def at_exit(folder: str, mode: str, html: str | None, err: IO[str] | None = None
             with open(html, "w", encoding="utf-8", errors="replace") as page:
                 page.write(render_html(report, report.rows(),  # type: ignore[arg-type]
                                        title="JAX compile report (otel-jax run)"))
-            err.write(f"otel-jax run: wrote the report to {printable(html)}\n")
+            said.append(f"otel-jax run: wrote the report to {printable(html)}\n")
         except OSError as exc:
-            err.write(f"otel-jax run: cannot write {printable(html)}: "
-                      f"{exc.strerror or exc}\n")
-    err.flush()
+            said.append(f"otel-jax run: cannot write {printable(html)}: "
+                        f"{exc.strerror or exc}\n")
+    if said:
+        write_within(err, "".join(said))

@@ -7,10 +7,10 @@ SIGTERM, from ``terminate()``: a ``Pool`` left by its ``with`` statement):
 ``atexit`` never runs there, so compiles still waiting for otel_jax's background thread,
 and spans or log records still in a batch processor's queue, would die with it. The one
 hook that runs there is ``multiprocessing``'s own: its finalizers, run by the child's exit
-path (``util._exit_function``), and a SIGTERM handler where the signal had its default
-action; in a ``Pool``'s worker, no handler but a flush after each task that compiled,
-before its result is sent (see ``_flush_after_each_task``). Each forked child registers
-them, through the after-fork
+path (``util._exit_function``); in a ``Pool``'s worker, also a flush after each task
+that compiled, before its result is sent (see ``_flush_after_each_task``). No signal
+handler is set: a child that ``terminate()`` ends dies of SIGTERM as the program left it,
+and what it still held is lost. Each forked child registers them, through the after-fork
 callbacks ``multiprocessing`` runs in every child it starts (after it cleared the parent's
 finalizers). A spawned child exits through ``sys.exit`` (``atexit`` runs) unless
 ``terminate()`` ends it: its Pool worker flushes after each task too
@@ -130,8 +130,7 @@ def watch_spawned() -> None:
 def _in_child(_token: _Token) -> None:
     """In a child ``multiprocessing`` just forked: flush at its exit (first among the finalizers of
     priority 0 that came before it, before its queues' feeder threads end); in a ``Pool``'s
-    worker also after each task, before its result is sent; in another child when
-    ``terminate()`` ends it (SIGTERM, where it has its default action)."""
+    worker also after each task, before its result is sent."""
     global _state
     _state = _NOT_YET
     if _restore is not None:
@@ -142,10 +141,9 @@ def _in_child(_token: _Token) -> None:
         util.Finalize(None, _at_child_exit, exitpriority=0)
     except Exception:
         pass
-    # a spawned child watched before install() (``watch_spawned``) gets no SIGTERM
-    # handler: in a process that never uses JAX it would only delay the signal
-    if not _flush_after_each_task() and _child_flush is not None:
-        _flush_on_sigterm()
+    # No signal handler, here or anywhere: a child's SIGTERM (``terminate()``) keeps the
+    # action the program gave it, and what it had still queued then is lost.
+    _flush_after_each_task()
 
 
 class _Compiles:
@@ -234,11 +232,9 @@ def _after_task() -> None:
         pass
 
 
-#: Where the child's exit flush is: not yet, running, done; and whether SIGTERM came
-#: while it ran (then the child dies of it once the flush ended).
+#: Where the child's exit flush is: not yet, running, done.
 _NOT_YET, _RUNNING, _DONE = 0, 1, 2
 _state = _NOT_YET
-_terminate_after = False
 
 
 def _at_child_exit() -> None:
@@ -253,42 +249,6 @@ def _at_child_exit() -> None:
         pass
     finally:
         _state = _DONE
-        if _terminate_after:
-            _die_of_sigterm()
-
-
-def _flush_on_sigterm() -> None:
-    """Where the child's SIGTERM has its default action (nothing runs, the child dies):
-    flush first, boundedly, then die of the signal as before. A handler the program sets
-    in the child replaces this one."""
-    import signal
-
-    try:
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, _on_sigterm)
-    except (AttributeError, OSError, ValueError):  # not the main thread, no SIGTERM
-        pass
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    global _terminate_after
-    if _state == _RUNNING:
-        # The exit's own flush was under way (a Pool's workers end as terminate() comes):
-        # it ends first, within its bound, then the child dies of the signal.
-        _terminate_after = True
-        return
-    try:
-        _at_child_exit()
-    finally:
-        _die_of_sigterm()
-
-
-def _die_of_sigterm() -> None:
-    import os
-    import signal
-
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def flush_providers(*providers: Any, seconds: float = CHILD_EXPORT_S) -> None:
