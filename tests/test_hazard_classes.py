@@ -193,7 +193,10 @@ def test_a_jit_made_in_a_handler_a_thread_pool_calls_is_a_note_then_a_warning():
     server = _Predictor(jnp.ones((4, 2)))
     with otel_jax.testing.record_compiles("_Predictor.handle.<locals>.score") as rec:
         with ThreadPoolExecutor(max_workers=1) as pool:
-            list(pool.map(server.handle, [jnp.ones((1, 4)) * i for i in range(3)]))
+            for i in range(3):
+                pool.submit(server.handle, jnp.ones((1, 4)) * i).result()
+                # each record made before the next compile: the rule, not the clock
+                otel_jax.flush()
     assert len(rec.records) == 3
     assert _said(rec.records, "function_identity") == [(1, "", False), (2, "", True)]
 
