@@ -193,7 +193,10 @@ def test_a_jit_made_in_a_handler_a_thread_pool_calls_is_a_note_then_a_warning():
     server = _Predictor(jnp.ones((4, 2)))
     with otel_jax.testing.record_compiles("_Predictor.handle.<locals>.score") as rec:
         with ThreadPoolExecutor(max_workers=1) as pool:
-            list(pool.map(server.handle, [jnp.ones((1, 4)) * i for i in range(3)]))
+            for i in range(3):
+                pool.submit(server.handle, jnp.ones((1, 4)) * i).result()
+                # each record made before the next compile: the rule, not the clock
+                otel_jax.flush()
     assert len(rec.records) == 3
     assert _said(rec.records, "function_identity") == [(1, "", False), (2, "", True)]
 
@@ -252,3 +255,35 @@ def test_a_jit_made_once_and_called_in_a_comprehension_of_its_function_says_noth
     with otel_jax.testing.record_compiles("_scale") as rec:
         _evaluate(jnp.ones(3), [1.0, 2.0, 3.0])
     assert len(rec.records) == 1 and not rec.records[0].hazards
+
+
+@jax.tree_util.register_pytree_node_class
+class _Strict:
+    """A pytree node whose unflattening refuses anything but arrays."""
+
+    def __init__(self, lr):
+        if not isinstance(lr, jax.Array) and not hasattr(lr, "aval"):
+            raise TypeError("arrays only")
+        self.lr = lr
+
+    def tree_flatten(self):
+        return (self.lr,), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children)
+
+
+def test_parts_are_followed_through_tuples_dicts_and_namedtuples_never_rebuilding_a_user_class():
+    @jax.jit
+    def step(params, lr, scale):
+        return _Strict(lr * DECAY), params * scale, scale * DECAY
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params, lr, scale = jnp.ones(3), 0.1, 2.0
+        for _ in range(2):
+            out = step(params, lr, scale)
+            lr = out[0].lr
+            params, scale = out[1], out[2]
+    assert _causes(rec.records) == ["first_compile", "weak_type"]
+    assert _said(rec.records, "weak_type") == [(1, "scale", True)]

@@ -168,25 +168,29 @@ def _within(node: ast.AST, statement: ast.AST) -> bool:
 
 
 def _part(outputs: Outputs, access: tuple[Access, ...]) -> tuple[Any, list[int]] | None:
-    """The tree of the outputs' part ``access`` reaches, and its leaves' indices."""
-    from jax import tree_util
-
-    tree = outputs.tree
-    value: Any = tree_util.tree_unflatten(tree, list(range(tree.num_leaves)))
+    """The tree of the outputs' part ``access`` reaches, and its leaves' indices; ``None``
+    past a node other than a tuple, list, NamedTuple or dict. Read off the tree's own
+    nodes (their types and keys): no user class is rebuilt, no user code runs."""
+    tree, first = outputs.tree, 0
     for kind, key in access:
-        if kind == "attr":
-            if isinstance(value, (tuple, list, dict)) and not hasattr(type(value), key):
-                return None
-            value = getattr(value, key)
-        elif kind == "index" and isinstance(value, (tuple, list)) \
-                or kind == "key" and isinstance(value, dict):
-            value = value[key]
-        else:
+        node = tree.node_data()  # (type, keys) of the top node; ``None`` for a leaf
+        if node is None:
             return None
-    leaves, part = tree_util.tree_flatten(value)
-    if not leaves or not all(type(leaf) is int for leaf in leaves):
-        return None
-    return part, leaves
+        node_type, data = node
+        fields = getattr(node_type, "_fields", None)  # a NamedTuple's
+        at: int | None = None
+        if kind == "index" and (node_type in (tuple, list) or fields is not None):
+            at = key
+        elif kind == "key" and node_type is dict and key in (data or ()):
+            at = list(data).index(key)
+        elif kind == "attr" and isinstance(fields, tuple) and key in fields:
+            at = fields.index(key)
+        children = _hazards._children(tree)
+        if not isinstance(at, int) or not 0 <= at < len(children):
+            return None
+        first += sum(c.num_leaves for c in children[:at])
+        tree = children[at]
+    return tree, list(range(first, first + tree.num_leaves))
 
 
 def _accessed(access: tuple[Access, ...]) -> str:
@@ -216,7 +220,10 @@ def unpacked(signature: Signature, outputs: Outputs | None,
     for route in found_routes:
         name = by_expression.get(route.argument)
         given = inputs.get(name) if name is not None else None
-        part = _part(outputs, route.access) if given is not None else None
+        try:
+            part = _part(outputs, route.access) if given is not None else None
+        except Exception:  # a tree that does not tell its nodes: this route says nothing
+            part = None
         if given is None or part is None:
             continue
         (in_tree, in_first), (out_tree, out_leaves) = given, part
