@@ -45,6 +45,7 @@ def _warnings(run: dict) -> list[tuple[int, str, str]]:
     "jit_partial_loop",    # jax.jit(functools.partial(loss, ...)) made and called there
     "jit_in_predict",      # jax.jit(self._forward) in predict(), called per request
     "jit_in_call_linen",   # jax.jit(model.apply) in an evaluator's __call__, per batch
+    "jit_in_handler_thread",  # a handler a thread pool calls: a note, then a warning
     "sweep_lr_factory",    # jax.jit(make_step(lr)) for each learning rate
     "sweep_lr_partial_optax",  # jax.jit(partial(step, wd)) over np.logspace, optax
     "weak_max_clamp",      # lr = max(lr, 1e-3) after the step, optax
