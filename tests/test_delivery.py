@@ -6,6 +6,7 @@ finalizer, a user's processor or handler) never hang the process."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import gc
 import io
 import json
@@ -948,44 +949,14 @@ def test_a_forked_child_that_exits_says_what_it_drops_on_every_python():
 
 # --- exit writes, late compiles, the application's work inside JAX at exit --------------------
 
-def test_a_write_at_exit_is_bounded_when_select_says_a_full_pipe_is_writable(monkeypatch):
-    # Some kernels (gVisor) say a full pipe is writable; the write that follows would block.
-    from otel_jax._core import _exitwrite
-
+@contextlib.contextmanager
+def _full_pipe(monkeypatch):  # type: ignore[no-untyped-def]
+    """A pipe filled as a writer that stopped at EAGAIN leaves it (under 1,000 bytes free),
+    on a kernel whose select() says such a pipe is writable, as gVisor's does: the read
+    end, the write end and a text stream on it."""
     monkeypatch.setattr("select.select", lambda r, w, x, t=None: (list(r), list(w), list(x)))
     read, write = os.pipe()
     try:
-        os.set_blocking(write, False)
-        try:
-            while True:
-                os.write(write, b"x" * 1024)
-        except BlockingIOError:
-            pass
-        os.set_blocking(write, True)
-        stream = open(write, "w", closefd=False)
-        done = {}
-        writer = threading.Thread(target=lambda: done.setdefault(
-            "said", _exitwrite.write_within(stream, "a line\n", 0.2)), daemon=True)
-        writer.start()
-        writer.join(60)
-        assert not writer.is_alive() and done == {"said": False}
-        assert os.get_blocking(write)  # the application's descriptor is as it was
-        os.read(read, 1 << 20)
-        assert _exitwrite.write_within(stream, "a line\n", 0.2)
-        assert os.read(read, 100) == b"a line\n"
-    finally:
-        os.close(read)
-        os.close(write)
-
-
-def test_a_full_pipe_is_not_writable_now_whatever_select_says(monkeypatch):
-    # What otel_jax says while the program runs (a warning that lines were dropped) is
-    # said only where it cannot block: select() alone would let it block on such kernels.
-    monkeypatch.setattr("select.select", lambda r, w, x, t=None: (list(r), list(w), list(x)))
-    read, write = os.pipe()
-    try:
-        stream = open(write, "w", closefd=False)
-        assert _failopen.writable_now(stream)
         os.set_blocking(write, False)
         try:
             while True:
@@ -993,10 +964,41 @@ def test_a_full_pipe_is_not_writable_now_whatever_select_says(monkeypatch):
         except BlockingIOError:
             pass
         os.set_blocking(write, True)
-        assert not _failopen.writable_now(stream)
+        yield read, write, open(write, "w", closefd=False)
     finally:
         os.close(read)
         os.close(write)
+
+
+def test_a_write_at_exit_is_bounded_when_select_says_a_full_pipe_is_writable(monkeypatch):
+    # The write that follows such a select() would block: at exit, it gives up at its bound.
+    from otel_jax._core import _exitwrite
+
+    line = "a line " * 200 + "\n"  # more than the pipe has room for
+    with _full_pipe(monkeypatch) as (read, write, stream):
+        done = {}
+        writer = threading.Thread(target=lambda: done.setdefault(
+            "said", _exitwrite.write_within(stream, line, 0.2)), daemon=True)
+        writer.start()
+        writer.join(60)
+        assert not writer.is_alive() and done == {"said": False}
+        assert os.get_blocking(write)  # the application's descriptor is as it was
+        os.read(read, 1 << 20)  # the reader comes back: all of it is taken
+        assert _exitwrite.write_within(stream, line, 0.2)
+        assert os.read(read, 1 << 20).decode() == line
+
+
+def test_a_full_pipe_is_not_writable_now_whatever_select_says(monkeypatch):
+    # What otel_jax says while the program runs (a warning that lines were dropped) is
+    # said only where it cannot block: select() alone would let it block on such kernels.
+    empty, other = os.pipe()
+    try:
+        assert _failopen.writable_now(open(other, "w", closefd=False))
+    finally:
+        os.close(empty)
+        os.close(other)
+    with _full_pipe(monkeypatch) as (_read, _write, stream):
+        assert not _failopen.writable_now(stream)
 
 
 UNREAD_STDERR = """

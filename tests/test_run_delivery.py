@@ -387,10 +387,12 @@ CLOSED = """
 def test_the_program_runs_with_a_standard_stream_closed(tmp_path: Path, closed: int) -> None:
     script = write(tmp_path / "closed.py", CLOSED)
     marker = tmp_path / "ran"
+    # closed by a shell, as `2>&-` does (no preexec_fn: this process runs JAX's threads)
     proc = subprocess.run(
-        [sys.executable, "-m", "otel_jax", "run", str(script), str(marker)],
+        ["sh", "-c", f'exec "$@" {closed}>&-', "sh", sys.executable, "-m", "otel_jax",
+         "run", str(script), str(marker)],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT_S,
-        cwd=tmp_path, env=env(tmp_path), preexec_fn=lambda: os.close(closed))
+        cwd=tmp_path, env=env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert marker.read_text() == "RAN"
     assert not list(tmp_path.glob("otel_jax-run-*"))

@@ -116,12 +116,16 @@ def end_threads_at_exit(seconds: float = EXIT_END_S) -> list[threading.Thread]:
     # harmless as the interpreter tears down): otel_jax's own work there gets EXIT_JAX_S
     # more; the application's (a processor or finalizer of its own that runs JAX) is
     # waited for to its end, as Python waits for the application's own threads.
+    # A thread waited for so is waited for until it is out of the application's code (the
+    # rest of its processor's call), as that code would run to its end on its own thread.
     waited: set[threading.Thread] = set()
     while True:
         in_jax = [t for t in threading.enumerate() if t.is_alive() and _inside_jax(t)
                   and (t in threads or t.name.startswith(_WATCHED))]
         theirs = [t for t in in_jax if _theirs_inside_jax(t)]
-        if not in_jax or (not theirs and time.monotonic() >= deadline + EXIT_JAX_S):
+        still = [t for t in waited if t.is_alive() and _runs_theirs(t)]
+        if not theirs and not still and (
+                not in_jax or time.monotonic() >= deadline + EXIT_JAX_S):
             break
         for thread in theirs:
             if thread not in waited:
@@ -163,6 +167,21 @@ def _inside_jax(thread: threading.Thread) -> bool:
     return False
 
 
+def _runs_theirs(thread: threading.Thread) -> bool:
+    """Whether ``thread`` runs code that is neither otel_jax's nor the standard library's."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        if _theirs(frame.f_code.co_filename):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _theirs(filename: str) -> bool:
+    return not filename.startswith((_OURS, "<frozen")) and (
+        not filename.startswith(_STDLIB) or "-packages" in filename)
+
+
 def _theirs_inside_jax(thread: threading.Thread) -> bool:
     """Whether ``thread`` is inside JAX on behalf of the application: between JAX's
     innermost frame and the thread's start is code that is neither otel_jax's, JAX's nor
@@ -176,8 +195,7 @@ def _theirs_inside_jax(thread: threading.Thread) -> bool:
         filename = frame.f_code.co_filename
         if filename.startswith(jax_dirs):
             in_jax = True
-        elif in_jax and not filename.startswith(_OURS) and not filename.startswith(
-                "<frozen") and (not filename.startswith(_STDLIB) or "-packages" in filename):
+        elif in_jax and _theirs(filename):
             return True
         frame = frame.f_back
     return False
