@@ -343,7 +343,8 @@ def test_the_report_flows_one_way_reading_aggregating_rendering_then_the_command
         ours = {d for d in deps if d.startswith("otel_jax._report.")}
         assert all(rank[d] < rank[name] for d in ours), (name, sorted(ours))
         # beside its own modules the report reads the vocabulary only
-        assert deps - ours <= {"otel_jax._core._vocab", "otel_jax._core._units"}, (
+        assert deps - ours <= {"otel_jax._core._vocab", "otel_jax._core._units",
+                               "otel_jax._core._terminal"}, (
             name, sorted(deps - ours))
     # the package exports the ``otel-jax report`` and ``otel-jax diff`` commands, which the
     # command line calls

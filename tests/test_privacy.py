@@ -337,21 +337,27 @@ def test_a_secret_shaped_key_or_name_is_scrubbed_in_every_path(full_telemetry, t
 
 @pytest.mark.parametrize("value", ["hiden", "strict", "\x1b[31mred"])
 def test_an_unknown_scrub_variable_is_refused_and_the_strictest_rules_apply(
-        monkeypatch, value):
+        full_telemetry, monkeypatch, value):
     from otel_jax._core import _failopen
 
+    t, logger_provider = full_telemetry
     monkeypatch.setenv("OTEL_JAX_SCRUB", value)
     _failopen.reset_warnings()
     try:
+        # what reads the rules without install() (the testing kit, a report) gets them too
+        _scrub.configure(None)
+        assert "TrainConfig #" in safe_repr(TrainConfig("x", 0.1, 2), name="cfg")
         with pytest.warns(otel_jax.OtelJaxWarning) as caught:
-            _scrub.configure(None)
-            text = safe_repr(TrainConfig("x", 0.1, 2), name="cfg")
+            _install(t, logger_provider)
         (warning,) = [w for w in caught if "OTEL_JAX_SCRUB" in str(w.message)]
         message = str(warning.message)
         assert "\x1b" not in message and "\n" not in message and "strictest" in message
-        assert "TrainConfig #" in text and "0.1" not in text
-        assert "[scrubbed #" in safe_repr(SECRET)
+        step = jax.jit(_step, static_argnums=1)
+        step(jnp.ones(2), TrainConfig(SECRET, 3.25, 2))
+        static = otel_jax.compile_history(step)[-1].signature["static_arguments"]
+        assert "TrainConfig #" in json.dumps(static) and "3.25" not in json.dumps(static)
     finally:
+        otel_jax.uninstall()
         monkeypatch.delenv("OTEL_JAX_SCRUB")
         _scrub.configure(None)
         _failopen.reset_warnings()

@@ -265,8 +265,11 @@ STRICTEST = ScrubRules(hide_values=True)
 
 def _from_environment() -> ScrubRules | None:
     """``OTEL_JAX_SCRUB``: ``off`` (no scrubbing), ``hidden`` (no static values), unset or
-    ``default`` the defaults. Any other value is refused with one warning, and the strictest
-    rules apply: a typo of ``hidden`` must not show what it meant to hide."""
+    ``default`` the defaults. Any other value is refused (``install()`` says so in one
+    warning: :func:`refusal`) and the strictest rules apply: a typo of ``hidden`` must not
+    show what it meant to hide."""
+    global _refused
+    _refused = None
     raw = os.environ.get(SCRUB_ENV, "")
     value = raw.strip().lower()
     if value in _OFF:
@@ -275,20 +278,27 @@ def _from_environment() -> ScrubRules | None:
         return STRICTEST
     if value in _DEFAULT:
         return DEFAULT_RULES
-    from . import _failopen  # not at import: _failopen's texts are made by this module
-
-    _failopen.warn_once(
-        _failopen.WarnKey(_failopen.Topic.ENVIRONMENT, SCRUB_ENV),
-        f"otel_jax: {SCRUB_ENV}={raw[:60]!r} is not one of "
-        f"{_HIDDEN[0]}, {_OFF[0]} or default; the strictest rules apply (scrub=ScrubRules("
-        "hide_values=True): no static value is shown).")
+    _refused = raw
     return STRICTEST
 
 
+def refusal() -> str | None:
+    """The warning ``install()`` says when ``OTEL_JAX_SCRUB`` held a value it refused (the
+    strictest rules then apply), else ``None``. Said there, not here: the warning path is
+    made of this module's texts."""
+    if _refused is None:
+        return None
+    return (f"otel_jax: {SCRUB_ENV}={_refused[:60]!r} is not one of {_HIDDEN[0]}, "
+            f"{_OFF[0]} or default; the strictest rules apply (scrub=ScrubRules("
+            "hide_values=True): no static value is shown).")
+
+
 _UNREAD: Any = object()
-#: The rules in force; ``OTEL_JAX_SCRUB`` is read at their first use (a warning about it is
-#: then said where otel_jax is used, not inside ``import otel_jax``).
+#: The rules in force; ``OTEL_JAX_SCRUB`` is read at their first use, not inside ``import
+#: otel_jax``, and again by each ``install()`` without ``scrub=``.
 _active: ScrubRules | None = _UNREAD
+#: The value of ``OTEL_JAX_SCRUB`` last refused, if the latest read refused one.
+_refused: str | None = None
 
 
 def configure(rules: ScrubRules | bool | None) -> None:

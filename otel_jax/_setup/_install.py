@@ -16,7 +16,7 @@ from opentelemetry import trace
 from .._capture._jax._capabilities import Capability
 from .._core import _scrub
 from .._core._failopen import Topic, WarnKey, warn_once
-from .._core._vocab import INSTRUMENTATION_SCOPE
+from .._core._vocab import INSTRUMENTATION_SCOPE, SCRUB_ENV
 from .._emit import _logs, _providers
 from .._emit._console import LogFormat
 from .._emit._logs import (
@@ -251,6 +251,9 @@ def install(
         ENGINE.emit_in_background = o.emit_in_background
         ENGINE.hazards = o.hazards
         _scrub.configure(scrub)
+        refusal = _scrub.refusal() if scrub is None else None
+        if refusal is not None:
+            warn_once(WarnKey(Topic.ENVIRONMENT, SCRUB_ENV), refusal)
         try:
             providers = _providers.resolve(tracer_provider, meter_provider, logger_provider,
                                            prometheus_port)
