@@ -283,7 +283,8 @@ class Worker:
 
     def submit(self, job: Job, *, counted: bool = True) -> bool:
         """Queue ``job``; never blocks. ``False`` when it was dropped (the queue is full) or
-        run at once (no thread can be started: the interpreter is shutting down).
+        run at once (no thread can be started: the interpreter is shutting down); a job
+        handed over by such a job runs right after it (:meth:`_run_inline`).
         ``counted=False``: a job whose drop loses nothing (it does what a later one does),
         not counted or warned about."""
         with self._cond:
