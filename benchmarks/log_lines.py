@@ -42,7 +42,7 @@ import structlog
 
 import otel_jax
 from otel_jax._core._vocab import LOGGER_NAME, Field
-from otel_jax._emit import _logs
+from otel_jax._emit import _app_structlog, _logs
 
 _LEVEL_NAMES = {10: "debug", 20: "info", 30: "warning", 40: "error"}
 
@@ -147,7 +147,7 @@ def main() -> None:
         with structlog.contextvars.bound_contextvars(run_id="run-42", host="worker-3",
                                                      job="pretrain", attempt=1):
             context = contextvars.copy_context()
-        app_emitter = _logs.StructlogEmitter()
+        app_emitter = _app_structlog.StructlogEmitter()
         app_batch = [(stamp, 20, "jax.compile", fields, context)] * 64
 
         def write_app() -> None:

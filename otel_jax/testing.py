@@ -16,7 +16,7 @@ from typing import Any
 
 from ._capture._source import FunctionInfo, function_info
 from ._core._vocab import CauseKind
-from ._explain._hazards import Hazard
+from ._explain._hazard_parts import Hazard
 from ._pipeline._engine import ENGINE
 from ._pipeline._record import CompileRecord, Divergence, SpanLink, Storm
 

@@ -27,7 +27,7 @@ import otel_jax
 from otel_jax._report import _aggregate
 from otel_jax._core._failopen import OtelJaxWarning
 from otel_jax._core._vocab import DivergenceKind
-from otel_jax._emit import _logs
+from otel_jax._emit import _app_structlog, _logs
 from otel_jax._pipeline._engine import ENGINE
 from otel_jax._pipeline._record import Divergence, SpanLink
 
@@ -302,7 +302,7 @@ def test_an_app_processor_that_raises_costs_one_warning_and_that_line(app_struct
     assert [ln["count"] for ln in lines] == [2, 3]
     assert all(ln["run_id"] == "run-f" for ln in lines)
     [emitter] = [s for s in otel_jax.installation().sinks
-                 if isinstance(s, _logs.StructlogEmitter)]
+                 if isinstance(s, _app_structlog.StructlogEmitter)]
     assert emitter.dropped == 1
 
 
@@ -357,7 +357,7 @@ def test_log_output_values_are_checked_and_the_instrumentor_takes_structlog(app_
         handle = otel_jax.installation()
         assert handle is not None
         assert [type(s) for s in handle.sinks if isinstance(s, _logs.LogEmitter)] == [
-            _logs.StructlogEmitter]
+            _app_structlog.StructlogEmitter]
     finally:
         instrumentor.uninstrument()
     assert otel_jax.installation() is None

@@ -29,8 +29,8 @@ from .._capture._jax._outputs import Outputs, aval_facts
 from .._capture._signature import Signature
 from .._core._text import truncate
 from .._core._vocab import CauseKind
+from . import _hazard_parts as _parts
 from . import _hazard_source as _src
-from . import _hazards
 
 #: An accessor from a call's result to one of its parts: ``("index", 2)``,
 #: ``("key", "lr")``, ``("attr", "temperature")``.
@@ -185,7 +185,7 @@ def _part(outputs: Outputs, access: tuple[Access, ...]) -> tuple[Any, list[int]]
             at = list(data).index(key)
         elif kind == "attr" and isinstance(fields, tuple) and key in fields:
             at = fields.index(key)
-        children = _hazards._children(tree)
+        children = _parts.tree_children(tree)
         if not isinstance(at, int) or not 0 <= at < len(children):
             return None
         first += sum(c.num_leaves for c in children[:at])
@@ -199,7 +199,7 @@ def _accessed(access: tuple[Access, ...]) -> str:
 
 
 def unpacked(signature: Signature, outputs: Outputs | None,
-             callsite: str | None) -> list[_hazards.Hazard]:
+             callsite: str | None) -> list[_parts.Hazard]:
     """A weakly typed input that the loop gives the next call back strongly typed, taken
     out of the result on a later line (see the module's doc)."""
     if outputs is None or not any(getattr(a, "weak_type", False) for a in signature.avals):
@@ -208,15 +208,15 @@ def unpacked(signature: Signature, outputs: Outputs | None,
     if not found_routes:
         return []
     fed = _src.feedback(callsite)
-    inputs = _hazards._inputs(signature)
-    names = _hazards._positional_names(signature)
+    inputs = _parts.inputs(signature)
+    names = _parts.positional_names(signature)
     if fed is None or fed.starred or not inputs or names is None:
         return []
     by_expression: dict[str, str] = {}
     for parameter, text in (*zip(names, fed.args), *fed.keywords):
         if text is not None:
             by_expression.setdefault(text, parameter)
-    found: list[_hazards.Hazard] = []
+    found: list[_parts.Hazard] = []
     for route in found_routes:
         name = by_expression.get(route.argument)
         given = inputs.get(name) if name is not None else None
@@ -237,10 +237,10 @@ def unpacked(signature: Signature, outputs: Outputs | None,
                     or not before[2] or after[2]:
                 continue
             path = signature.paths[in_first + k]
-            found.append(_hazards.Hazard(
+            found.append(_parts.Hazard(
                 CauseKind.WEAK_TYPE, path,
-                truncate(f"{path} goes in {_hazards._weakness(True, signature.types[in_first + k])}"
-                         f" and comes back {_hazards._weakness(False)} as "
+                truncate(f"{path} goes in {_parts.weakness(True, signature.types[in_first + k])}"
+                         f" and comes back {_parts.weakness(False)} as "
                          f"{_accessed(route.access)}, which the loop gives back to {name} "
                          f"(line {route.line}: {route.source}): the next call compiles "
                          "again", _TEXT_LIMIT),
@@ -330,18 +330,18 @@ def _updates_of(loop: ast.AST, name: str) -> list[ast.Assign | ast.AugAssign]:
 
 
 def accumulated(signature: Signature, callsite: str | None,
-                function: str) -> list[_hazards.Hazard]:
+                function: str) -> list[_parts.Hazard]:
     """A rank-0 input the call is given as a Python scalar (weakly typed) that the loop
     around it turns into an array from another jitted function's result (see the
     module's doc)."""
     if not any(getattr(a, "weak_type", False) for a in signature.avals):
         return []
     found_accumulators = accumulators(callsite, function)
-    inputs = _hazards._inputs(signature)
-    names = _hazards._positional_names(signature)
+    inputs = _parts.inputs(signature)
+    names = _parts.positional_names(signature)
     if not found_accumulators or not inputs or names is None:
         return []
-    found: list[_hazards.Hazard] = []
+    found: list[_parts.Hazard] = []
     for acc in found_accumulators:
         parameter = acc.argument if isinstance(acc.argument, str) else (
             names[acc.argument] if acc.argument < len(names) else None)
@@ -352,9 +352,9 @@ def accumulated(signature: Signature, callsite: str | None,
         if facts is None or facts[0] != () or not facts[2]:
             continue  # not a weakly typed scalar: an array in, an array later
         path = signature.paths[given[1]]
-        found.append(_hazards.Hazard(
+        found.append(_parts.Hazard(
             CauseKind.WEAK_TYPE, path,
-            truncate(f"{path} goes in {_hazards._weakness(True, signature.types[given[1]])}, "
+            truncate(f"{path} goes in {_parts.weakness(True, signature.types[given[1]])}, "
                      f"and the loop around the call updates {acc.name} from what "
                      f"{acc.source} (jitted) returns (line {acc.line}): from the next call it "
                      "is an array, strongly typed, which compiles again", _TEXT_LIMIT),

@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from .._capture._source import FunctionInfo
 from .._core._text import truncate
 from .._core._vocab import CauseKind
+from . import _hazard_parts as _parts
 from . import _hazard_source as _src
-from . import _hazard_sweep, _hazards
+from . import _hazard_sweep
 
 _TEXT_LIMIT = 300
 
@@ -168,7 +169,7 @@ def runs_again(caller: str | None) -> bool | None:
 
 
 def made_per_run(info: FunctionInfo, count: int, callsite: str | None,
-                 caller: str | None) -> list[_hazards.Hazard]:
+                 caller: str | None) -> list[_parts.Hazard]:
     """The hazards of a jitted function made where the code that makes it runs again
     (see the module's doc): at the first compile, and at the second where the first
     could not tell."""
@@ -203,7 +204,7 @@ def made_per_run(info: FunctionInfo, count: int, callsite: str | None,
     who = (f"which line {called_at} runs again (a loop)" if again else
            "called again (its second compile shows it made anew)" if warn else
            "a method, likely called again")
-    return [_hazards.Hazard(
+    return [_parts.Hazard(
         CauseKind.FUNCTION_IDENTITY, "",
         truncate(f"{info.qualname} is jitted anew at each run of {where} (line "
                  f"{made.line}), {who}: each run makes a new jitted function, which "

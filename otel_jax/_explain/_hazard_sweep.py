@@ -18,8 +18,8 @@ import ast
 from .._capture._source import FunctionInfo
 from .._core._text import truncate
 from .._core._vocab import CauseKind
+from . import _hazard_parts as _parts
 from . import _hazard_source as _src
-from . import _hazards
 
 _TEXT_LIMIT = 300
 #: What makes an array of evenly spread floats (``np.logspace(-5, -2, 4)``).
@@ -74,19 +74,19 @@ def swept_floats(filename: str | None, loop_line: int, names: tuple[str, ...]) -
 
 
 def per_item(info: FunctionInfo, line: int, reads: tuple[str, ...], floats: bool,
-             where: str) -> _hazards.Hazard:
+             where: str) -> _parts.Hazard:
     """The hazard of a function jitted anew on each pass of a loop (``where``: which
     loop, in words) that reads the item the loop binds: one program per item."""
     names = ", ".join(reads)
     if floats:
-        return _hazards.Hazard(
+        return _parts.Hazard(
             CauseKind.FUNCTION_IDENTITY, "",
             truncate(f"{info.qualname} is jitted anew on each pass of {where} (line {line}), "
                      f"made from {names}, a Python float the loop sweeps: each value is "
                      "baked into a program of its own, which compiles again", _TEXT_LIMIT),
             f"jit it once, before the loop, and pass {names} as an argument (a Python "
             "float or a jnp.float32): one program serves every value")
-    return _hazards.Hazard(
+    return _parts.Hazard(
         CauseKind.FUNCTION_IDENTITY, "",
         truncate(f"{info.qualname} is jitted anew on each pass of {where} (line {line}); it "
                  f"reads {names}, which the loop binds, so each may be meant to differ: one "
@@ -96,7 +96,7 @@ def per_item(info: FunctionInfo, line: int, reads: tuple[str, ...], floats: bool
 
 
 def per_pass(info: FunctionInfo, line: int, loop_lines: tuple[int, int],
-             reads: tuple[str, ...], callsite: str | None) -> list[_hazards.Hazard]:
+             reads: tuple[str, ...], callsite: str | None) -> list[_parts.Hazard]:
     """A function jitted anew on each pass of a loop around the loop that calls it (once
     per epoch, once per sweep item)."""
     where = f"the loop at line {loop_lines[0]}"
@@ -104,7 +104,7 @@ def per_pass(info: FunctionInfo, line: int, loop_lines: tuple[int, int],
         floats = swept_floats(callsite.rpartition(":")[0] if callsite else None,
                               loop_lines[0], reads)
         return [per_item(info, line, reads, floats, where)]
-    return [_hazards.Hazard(
+    return [_parts.Hazard(
         CauseKind.FUNCTION_IDENTITY, "",
         truncate(f"{info.qualname} is jitted anew on each pass of {where} (line {line}), "
                  "around the loop that calls it: each pass makes a new jitted function, "

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from .._capture._jax._outputs import Outputs, aval_facts
@@ -55,6 +54,8 @@ from .._capture._source import FunctionInfo
 from .._core._text import truncate
 from .._core._vocab import CauseKind
 from . import _hazard_flow, _hazard_repeat, _hazard_source, _hazard_sweep, _static_runs
+from . import _hazard_parts as _parts
+from ._hazard_parts import Hazard
 from ._model import Diff
 
 #: The most hazards one compile names (the first found): a sink's event list stays short.
@@ -64,26 +65,6 @@ SHAPE_RUN = 3
 #: ... and a shape warning: a few fixed lengths (train, validation and test splits, each
 #: evaluated every epoch) also make a short run, which then hits the cache.
 SHAPE_WARN_RUN = 5
-_TEXT_LIMIT = 300
-
-
-@dataclass(frozen=True, slots=True)
-class Hazard:
-    """A recompile this compile shows is coming: where, what will happen, the fix."""
-
-    kind: CauseKind  # the cause kind of the recompile it predicts
-    path: str  # the argument path (``lr``, ``state['lr']``), the static's name, or ""
-    text: str  # what will happen, in one line
-    hint: str  # the fix
-    warn: bool = True  # precise enough for a warning; ``False``: a note (INFO)
-
-    @property
-    def level(self) -> str:
-        return "warning" if self.warn else "info"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind.value, "path": self.path, "text": self.text,
-                "hint": self.hint, "level": self.level}
 
 
 def hazards(info: FunctionInfo, count: int, signature: Signature, outputs: Outputs | None,
@@ -117,12 +98,6 @@ def hazards(info: FunctionInfo, count: int, signature: Signature, outputs: Outpu
 
 # --- weak_type: a Python scalar that comes back as an array -------------------------------
 
-def _children(tree: Any) -> list[Any]:
-    from jax import tree_util
-
-    return list(tree_util.treedef_children(tree))
-
-
 def _is_tuple(tree: Any) -> bool:
     """Whether ``tree`` is a plain tuple or list at its top (not a NamedTuple: a state)."""
     from jax import tree_util
@@ -131,38 +106,6 @@ def _is_tuple(tree: Any) -> bool:
     # to one built here from its children, though it is the same structure.
     rebuilt = tree_util.tree_unflatten(tree, [None] * tree.num_leaves)
     return type(rebuilt) in (tuple, list)
-
-
-def _top_name(path: str) -> str:
-    cut = min((i for i in (path.find("["), path.find(".")) if i >= 0), default=len(path))
-    return path[:cut]
-
-
-def _inputs(signature: Signature) -> dict[str, tuple[Any, int]] | None:
-    """Each top-level argument's tree and first leaf's index, by the parameter's name."""
-    children = _children(signature.treedef)
-    if len(children) != 2:  # not (args, kwargs): a wrapper library's own layout
-        return None
-    positional, keywords = _children(children[0]), _children(children[1])
-    out: dict[str, tuple[Any, int]] = {}
-    offset = 0
-    paths = signature.paths
-    for j, sub in enumerate(positional + keywords):
-        leaves = sub.num_leaves
-        if leaves and offset < len(paths):
-            out[_top_name(paths[offset])] = (sub, offset)
-        elif j < len(positional) and j < len(signature.top_names):
-            out[signature.top_names[j]] = (sub, offset)
-        offset += leaves
-    return out
-
-
-def _positional_names(signature: Signature) -> tuple[str, ...] | None:
-    """The parameters the call's positional arguments fill, in order; ``None`` when a
-    positional static argument (not in the traced tree) shifts them."""
-    if any(s.kind is StaticKind.STATIC_ARGUMENT and not s.keyword for s in signature.statics):
-        return None
-    return signature.top_names
 
 
 def _python_scalars(signature: Signature) -> dict[str, StaticArg]:
@@ -187,12 +130,12 @@ def _weak_type_fed_back(info: FunctionInfo, signature: Signature, outputs: Outpu
         returned for that parameter (``params, lr = train_one(params, lr)``)."""
         return fed.in_loop or _hazard_source.helper_feeds_back(callsite, caller, text)
 
-    inputs = _inputs(signature)
+    inputs = _parts.inputs(signature)
     if inputs is None or not signature.top_names:
         # a wrapper library's layout (``nnx.jit``, ``eqx.filter_jit``): its leaves keyed
         # by their paths, no positional parameters
         return _wrapped_fed_back(info, signature, outputs, fed, scalars, again)
-    names = _positional_names(signature)
+    names = _parts.positional_names(signature)
     if not inputs or names is None:
         return []
     by_expression: dict[str, str] = {}  # the call's argument text -> the parameter's name
@@ -202,7 +145,7 @@ def _weak_type_fed_back(info: FunctionInfo, signature: Signature, outputs: Outpu
     for name, text in fed.keywords:
         if text is not None:
             by_expression.setdefault(text, name)
-    out_children = _children(outputs.tree)
+    out_children = _parts.tree_children(outputs.tree)
     # (parameter, out tree, first out leaf, where, the name fed back)
     pairs: list[tuple[str, Any, int, str, str]] = []
     if fed.whole is not None:
@@ -233,11 +176,11 @@ def _weak_type_fed_back(info: FunctionInfo, signature: Signature, outputs: Outpu
             kind = signature.types[in_first + k]
             found.append(Hazard(
                 CauseKind.WEAK_TYPE, path,
-                truncate(f"{path} goes in {_weakness(before[2], kind)} and comes back "
-                         f"{_weakness(after[2])} as {where}, which the calling line assigns "
+                truncate(f"{path} goes in {_parts.weakness(before[2], kind)} and comes back "
+                         f"{_parts.weakness(after[2])} as {where}, which the calling line assigns "
                          f"back to {name}: " + ("the next call compiles again" if looped
                                                 else "a call given it back compiles again"),
-                         _TEXT_LIMIT),
+                         _parts.TEXT_LIMIT),
                 "pass it as an array from the first call (jnp.asarray(x, dtype)), so that "
                 "what goes in and what comes back are typed alike" if before[2] else
                 "keep it an array the function returns as it came (no Python scalar in "
@@ -258,7 +201,7 @@ def _plain_tuples(tree: Any, arity: int, limit: int = 256) -> list[tuple[list[An
             seen += 1
             if node.num_leaves == 1 and node.num_nodes == 1:
                 continue  # a leaf
-            children = _children(node)
+            children = _parts.tree_children(node)
             if len(children) == arity and _is_tuple(node):
                 found.append((children, first))
             offset = first
@@ -301,8 +244,8 @@ def _wrapped_fed_back(info: FunctionInfo, signature: Signature, outputs: Outputs
             if before is None or before[:2] != after[:2] or not before[2] or after[2]:
                 continue
             kind = signature.types[paths.index(name)]
-            text = (f"{name} goes in {_weakness(True, kind)} and comes back "
-                    f"{_weakness(False)} as output [{i}], which the calling line assigns "
+            text = (f"{name} goes in {_parts.weakness(True, kind)} and comes back "
+                    f"{_parts.weakness(False)} as output [{i}], which the calling line assigns "
                     f"back to {name}")
             cause, hint = CauseKind.WEAK_TYPE, ("pass it as an array from the first call "
                                                 "(jnp.asarray(x, dtype)), so that what goes "
@@ -318,25 +261,12 @@ def _wrapped_fed_back(info: FunctionInfo, signature: Signature, outputs: Outputs
         looped = again(target) if target is not None else False
         found.append(Hazard(cause, name, truncate(
             text + (": the next call compiles again" if looped
-                    else ": a call given it back compiles again"), _TEXT_LIMIT),
+                    else ": a call given it back compiles again"), _parts.TEXT_LIMIT),
             hint, warn=looped))
     return found
 
 
-def _weakness(weak: bool, kind: str = "") -> str:
-    if weak:
-        return f"weakly typed ({kind}: a Python scalar)" if kind else "weakly typed"
-    return f"strongly typed ({kind})" if kind else "strongly typed"
-
-
 # --- static_argument: hashed by identity, or equal values hashed apart --------------------
-
-#: Types hashed by identity whose objects are made once and passed again (a module-level
-#: function, a class): not a hazard unless made per call, which the definition tells.
-_LONG_LIVED = frozenset({"function", "builtin_function_or_method", "type", "module",
-                         "method", "builtin_method", "PjitFunction", "custom_jvp",
-                         "custom_vjp"})
-
 
 def _identity_statics(signature: Signature, callsite: str | None) -> list[Hazard]:
     found: list[Hazard] = []
@@ -349,43 +279,13 @@ def _identity_statics(signature: Signature, callsite: str | None) -> list[Hazard
                 truncate(f"static argument {static.name} is a dtype ({static.repr}): its "
                          "equal spellings (jnp.bfloat16, x.dtype, 'bfloat16') hash "
                          "differently, and a call with another spelling compiles again",
-                         _TEXT_LIMIT),
+                         _parts.TEXT_LIMIT),
                 "pass one spelling each time: jnp.dtype(...) of it before the call",
                 warn=False))
         elif static.identity_hashed and not static.interned:
             # the calling line is read only here: most first compiles have no such static
-            found += _by_identity(static, _hazard_source.made_in_call(callsite))
+            found += _parts.by_identity(static, _hazard_source.made_in_call(callsite))
     return found
-
-
-def _by_identity(static: StaticArg, made: frozenset[str] = frozenset()) -> list[Hazard]:
-    """``made``: what the calling line calls to make its arguments (class names). A
-    warning where the calling line makes a new object of the static's class; else a
-    note: the same object passed again (a static ``self``, a module-level config) hits the
-    cache, which nothing at the first compile tells apart from a new one each call."""
-    short = static.type.rpartition(".")[2]
-    if short in _LONG_LIVED or static.type in _LONG_LIVED:
-        if "<lambda>" in static.repr and _hazard_source.LAMBDA in made:
-            # written on the calling line: each run of the line makes another. A function
-            # made elsewhere (a local function a wrapper library passes as its static, the
-            # same object at each call) is said only once seen compiling anew.
-            return [Hazard(
-                CauseKind.STATIC_ARGUMENT, static.name,
-                truncate(f"static argument {static.name} is a lambda written on the calling "
-                         f"line ({static.repr}), hashed by identity: each run of the line "
-                         "makes a new one, which compiles again", _TEXT_LIMIT),
-                "define it once (module level) and pass that same function")]
-        return []
-    fresh = short in made
-    return [Hazard(
-        CauseKind.STATIC_ARGUMENT, static.name,
-        truncate(f"static argument {static.name} is a {static.type}, hashed and compared "
-                 "by identity (object.__hash__): every new object, even an equal one, "
-                 "compiles again" + (f", and the calling line makes a new {short} each run"
-                                     if fresh else "; the same object passed again hits "
-                                     "the cache"), _TEXT_LIMIT),
-        f"give {short} value-based __eq__ and __hash__ (a frozen dataclass), or pass the "
-        "same object each time", warn=fresh)]
 
 
 def _static_functions_made_anew(signature: Signature, diff: Diff) -> list[Hazard]:
@@ -397,12 +297,12 @@ def _static_functions_made_anew(signature: Signature, diff: Diff) -> list[Hazard
     for static in signature.statics:
         if static.kind is StaticKind.STATIC_ARGUMENT and static.name in changed and (
                 "<lambda>" in static.repr or "<locals>" in static.repr) and (
-                static.type.rpartition(".")[2] in _LONG_LIVED):
+                static.type.rpartition(".")[2] in _parts.LONG_LIVED):
             found.append(Hazard(
                 CauseKind.STATIC_ARGUMENT, static.name,
                 truncate(f"static argument {static.name} is a function made inside another "
                          f"({static.repr}), made anew since the last compile: hashed by "
-                         "identity, each one made anew compiles again", _TEXT_LIMIT),
+                         "identity, each one made anew compiles again", _parts.TEXT_LIMIT),
                 "define it once (module level) and pass that same function", warn=False))
     return found
 
@@ -460,7 +360,7 @@ def _made_again(info: FunctionInfo, callsite: str | None) -> list[Hazard]:
                 f"(line {jitted.line}): each pass makes a new jitted function, which "
                 "compiles again")
         hint = "jit it once, before the loop, and call that same function"
-        return [Hazard(CauseKind.FUNCTION_IDENTITY, "", truncate(text, _TEXT_LIMIT), hint)]
+        return [Hazard(CauseKind.FUNCTION_IDENTITY, "", truncate(text, _parts.TEXT_LIMIT), hint)]
     if "<locals>" not in info.qualname and "<lambda>" not in info.qualname:
         return []
     where = _hazard_source.definition(info.file, info.line)
@@ -477,7 +377,7 @@ def _made_again(info: FunctionInfo, callsite: str | None) -> list[Hazard]:
                 info.file, where.loop_lines[0], where.reads), "the loop it is defined in")]
     text = (f"{info.qualname} is defined in a loop body (line {info.line}): each pass makes "
             "a new function object, and its jit compiles again")
-    return [Hazard(CauseKind.FUNCTION_IDENTITY, "", truncate(text, _TEXT_LIMIT),
+    return [Hazard(CauseKind.FUNCTION_IDENTITY, "", truncate(text, _parts.TEXT_LIMIT),
                    "define and jit it once, before the loop", warn=inside)]
 
 
@@ -554,7 +454,7 @@ def _new_lengths(count: int, signature: Signature, earlier: Sequence[tuple[int, 
                      f"{run} compiles ({sizes}): each new length compiles again"
                      + ("" if run >= SHAPE_WARN_RUN else
                         " (a few fixed lengths, each called again, would hit the cache)"),
-                     _TEXT_LIMIT),
+                     _parts.TEXT_LIMIT),
             "bucket or pad it to a few sizes (the next power of two, a multiple of 128)",
             warn=run >= SHAPE_WARN_RUN))
     return found

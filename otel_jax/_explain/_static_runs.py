@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from .._capture._signature import Signature, StaticArg, StaticKind
 from .._core._text import truncate
 from .._core._vocab import CauseKind
-from . import _hazard_source, _hazards
+from . import _hazard_parts as _parts
+from . import _hazard_source
 from ._model import Diff
 
 #: Compiles in a row whose static argument took a new value each time: a note ...
@@ -59,7 +60,7 @@ def _identity(static: StaticArg | None) -> tuple[object, ...] | None:
 
 
 def new_each_call(count: int, signature: Signature, earlier: Sequence[tuple[int, Signature]],
-                  diff: Diff, callsite: str | None = None) -> list[_hazards.Hazard]:
+                  diff: Diff, callsite: str | None = None) -> list[_parts.Hazard]:
     """At a recompile caused by a static argument: a note where it took a new value at each
     of the last ``STATIC_RUN`` compiles in a row, a warning at each of the last
     ``STATIC_WARN_RUN``. Not said again of an object the calling line makes (a warning at
@@ -69,7 +70,7 @@ def new_each_call(count: int, signature: Signature, earlier: Sequence[tuple[int,
         return []
     changed = dict.fromkeys(c.path for c in diff.changes
                             if c.kind is CauseKind.STATIC_ARGUMENT)
-    found: list[_hazards.Hazard] = []
+    found: list[_parts.Hazard] = []
     for name in changed:
         statics = [_static(s, name) for s in (*row, signature)]
         run = 0  # compiles in a row, ending here, whose value none of the others had
@@ -94,12 +95,12 @@ def new_each_call(count: int, signature: Signature, earlier: Sequence[tuple[int,
             values = ", ".join(truncate(s.repr, _VALUE_TEXT) for s in statics[-run:] if s)
             what = (f"took a new value at each of the last {run} compiles ({values}): each "
                     "new value compiles again")
-        found.append(_hazards.Hazard(
+        found.append(_parts.Hazard(
             CauseKind.STATIC_ARGUMENT, name,
             truncate(f"static argument {name} {what}"
                      + ("" if run >= STATIC_WARN_RUN else
                         " (a few fixed values, each used again, would hit the cache)"),
-                     _hazards._TEXT_LIMIT),
+                     _parts.TEXT_LIMIT),
             _hint(name, last), warn=run >= STATIC_WARN_RUN))
     return found
 
@@ -108,7 +109,7 @@ def _made_on_the_line(static: StaticArg, callsite: str | None) -> bool:
     """Whether the first compile's rule warns of ``static`` already: an object of a class,
     or a lambda, that the calling line makes."""
     made = _hazard_source.made_in_call(callsite)
-    return any(h.warn for h in _hazards._by_identity(static, made))
+    return any(h.warn for h in _parts.by_identity(static, made))
 
 
 def _hint(name: str, static: StaticArg) -> str:
@@ -117,7 +118,7 @@ def _hint(name: str, static: StaticArg) -> str:
         return (f"pass {name} as a traced argument (not static) where it only feeds "
                 "arithmetic or indexing (jax.lax.dynamic_slice for a position); where it "
                 "sets a shape, round it up to a few sizes")
-    if short in _hazards._LONG_LIVED:  # a function: no class of the user's to change
+    if short in _parts.LONG_LIVED:  # a function: no class of the user's to change
         return f"make {name} once, before the loop, and pass that same function"
     if static.identity_hashed:
         return (f"make {name} once, before the loop, and pass that same object, or give "

@@ -35,6 +35,7 @@ from .._core._text import clean_text
 from .._core._vocab import Phase
 from .._explain import _causes, _hazards
 from .._explain import _memory as _memory_change
+from .._explain._hazard_parts import Hazard
 from ._history import CompileEntry, History
 from ._plugins import CacheLedger
 from ._record import CompileRecord, Devices, PersistentCache, PhaseTiming
@@ -180,8 +181,8 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
         hazards=look_for_hazards, caller=sites[2])
 
 
-def _shown(cause: _causes.Cause, found: tuple[_hazards.Hazard, ...],
-           ) -> tuple[_causes.Cause, tuple[_hazards.Hazard, ...]]:
+def _shown(cause: _causes.Cause, found: tuple[Hazard, ...],
+           ) -> tuple[_causes.Cause, tuple[Hazard, ...]]:
     """The cause and hazards as the record shows them: every text (paths, keys, values,
     the wording made of them) as it may leave the process (``clean_text``: a secret used
     as a dict key or a parameter name replaced). Done here, where a compile's texts
@@ -265,7 +266,7 @@ def assemble(captured: Captured, history: History, ledger: CacheLedger, guard: F
     except Exception as exc:
         guard.failed("cause diff", exc)
         cause = _causes.diff_failed(exc, len(earlier))
-    found: tuple[_hazards.Hazard, ...] = ()
+    found: tuple[Hazard, ...] = ()
     if captured.hazards and count:
         outputs = captured.outputs
         explained = cause

@@ -20,7 +20,7 @@ from typing import Protocol, runtime_checkable
 
 from .._core._failopen import FailOpen
 from .._core._vocab import LOGGER_NAME
-from .._explain._hazards import Hazard
+from .._explain._hazard_parts import Hazard
 from ._record import CompileRecord, Divergence, SpanLink, Storm
 
 __all__ = ["STDLIB_WARNINGS", "Emitter", "HazardGate", "LinkEmitter", "Route",

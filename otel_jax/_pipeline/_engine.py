@@ -46,7 +46,7 @@ from .._capture._jax import (
 )
 from .._capture._source import FunctionInfo
 from .._core._failopen import FailOpen, OtelJaxWarning, Topic, WarnKey, at_site
-from .._explain._hazards import Hazard
+from .._explain._hazard_parts import Hazard
 from . import _assemble
 from ._background import WORKER
 from ._emitter import STDLIB_WARNINGS, Emitter, HazardGate, Route

@@ -27,7 +27,7 @@ from .._core._vocab import (
     Phase,
 )
 from .._explain._diff import Diff
-from .._explain._hazards import Hazard
+from .._explain._hazard_parts import Hazard
 
 #: Attribute values as OpenTelemetry accepts them.
 AttributeValue = str | bool | int | float

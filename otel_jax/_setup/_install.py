@@ -18,6 +18,7 @@ from .._core import _scrub
 from .._core._failopen import Topic, WarnKey, warn_once
 from .._core._vocab import INSTRUMENTATION_SCOPE, SCRUB_ENV
 from .._emit import _logs, _providers
+from .._emit._app_structlog import StructlogEmitter
 from .._emit._console import LogFormat
 from .._emit._logs import (
     STDERR,
@@ -25,7 +26,6 @@ from .._emit._logs import (
     JsonLogEmitter,
     LogEmitter,
     LogOutput,
-    StructlogEmitter,
 )
 from .._emit._metrics import MetricsEmitter
 from .._emit._otel_logs import OtelLogEmitter

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from otel_jax._capture._statics import static_arg
-from otel_jax._explain import _hazards
+from otel_jax._explain import _hazard_parts, _hazards
 
 
 class _Opaque:
@@ -36,16 +36,16 @@ def test_bucketed_sizes():
 
 def test_statics_by_kind_and_level():
     opaque = static_arg("config", _Opaque())
-    [hazard] = _hazards._by_identity(opaque, frozenset({"_Opaque"}))  # made at the call
+    [hazard] = _hazard_parts.by_identity(opaque, frozenset({"_Opaque"}))  # made at the call
     assert hazard.warn and hazard.path == "config" and "_Opaque" in hazard.hint
-    [note] = _hazards._by_identity(opaque, frozenset({"Other"}))  # passed by name
+    [note] = _hazard_parts.by_identity(opaque, frozenset({"Other"}))  # passed by name
     assert not note.warn and "same object" in note.text
-    assert _hazards._by_identity(static_arg("fn", _module_function)) == []
+    assert _hazard_parts.by_identity(static_arg("fn", _module_function)) == []
     # a function made elsewhere (a local function a wrapper library passes as its static,
     # the same object each call): nothing at the first compile
-    assert _hazards._by_identity(static_arg("fn", lambda x: x)) == []
+    assert _hazard_parts.by_identity(static_arg("fn", lambda x: x)) == []
     # a lambda written on the calling line: each run of the line makes another
-    [made] = _hazards._by_identity(static_arg("fn", lambda x: x), frozenset({"<lambda>"}))
+    [made] = _hazard_parts.by_identity(static_arg("fn", lambda x: x), frozenset({"<lambda>"}))
     assert made.warn and "calling line" in made.text
     for spelling in (jnp.bfloat16, np.float32, jnp.dtype("bfloat16"), np.dtype("float32"),
                      "bfloat16"):

@@ -1,0 +1,118 @@
+"""What every hazard rule uses: the :class:`Hazard` record, a call's top-level arguments
+in its signature's tree, the words for weak and strong typing, and the rule for a static
+argument hashed by identity (said at a first compile, and by :mod:`._static_runs` at a run
+of new values). The rules themselves: :mod:`._hazards` (the entry point) and the modules
+it calls, each of which imports this one, never the entry point."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .._capture._signature import Signature, StaticArg, StaticKind
+from .._core._text import truncate
+from .._core._vocab import CauseKind
+from . import _hazard_source
+
+#: The longest text a hazard says (its hint apart).
+TEXT_LIMIT = 300
+
+
+@dataclass(frozen=True, slots=True)
+class Hazard:
+    """A recompile this compile shows is coming: where, what will happen, the fix."""
+
+    kind: CauseKind  # the cause kind of the recompile it predicts
+    path: str  # the argument path (``lr``, ``state['lr']``), the static's name, or ""
+    text: str  # what will happen, in one line
+    hint: str  # the fix
+    warn: bool = True  # precise enough for a warning; ``False``: a note (INFO)
+
+    @property
+    def level(self) -> str:
+        return "warning" if self.warn else "info"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, "path": self.path, "text": self.text,
+                "hint": self.hint, "level": self.level}
+
+
+def tree_children(tree: Any) -> list[Any]:
+    from jax import tree_util
+
+    return list(tree_util.treedef_children(tree))
+
+
+def top_name(path: str) -> str:
+    cut = min((i for i in (path.find("["), path.find(".")) if i >= 0), default=len(path))
+    return path[:cut]
+
+
+def inputs(signature: Signature) -> dict[str, tuple[Any, int]] | None:
+    """Each top-level argument's tree and first leaf's index, by the parameter's name."""
+    children = tree_children(signature.treedef)
+    if len(children) != 2:  # not (args, kwargs): a wrapper library's own layout
+        return None
+    positional, keywords = tree_children(children[0]), tree_children(children[1])
+    out: dict[str, tuple[Any, int]] = {}
+    offset = 0
+    paths = signature.paths
+    for j, sub in enumerate(positional + keywords):
+        leaves = sub.num_leaves
+        if leaves and offset < len(paths):
+            out[top_name(paths[offset])] = (sub, offset)
+        elif j < len(positional) and j < len(signature.top_names):
+            out[signature.top_names[j]] = (sub, offset)
+        offset += leaves
+    return out
+
+
+def positional_names(signature: Signature) -> tuple[str, ...] | None:
+    """The parameters the call's positional arguments fill, in order; ``None`` when a
+    positional static argument (not in the traced tree) shifts them."""
+    if any(s.kind is StaticKind.STATIC_ARGUMENT and not s.keyword for s in signature.statics):
+        return None
+    return signature.top_names
+
+
+def weakness(weak: bool, kind: str = "") -> str:
+    if weak:
+        return f"weakly typed ({kind}: a Python scalar)" if kind else "weakly typed"
+    return f"strongly typed ({kind})" if kind else "strongly typed"
+
+
+#: Types hashed by identity whose objects are made once and passed again (a module-level
+#: function, a class): not a hazard unless made per call, which the definition tells.
+LONG_LIVED = frozenset({"function", "builtin_function_or_method", "type", "module",
+                         "method", "builtin_method", "PjitFunction", "custom_jvp",
+                         "custom_vjp"})
+
+
+def by_identity(static: StaticArg, made: frozenset[str] = frozenset()) -> list[Hazard]:
+    """``made``: what the calling line calls to make its arguments (class names). A
+    warning where the calling line makes a new object of the static's class; else a
+    note: the same object passed again (a static ``self``, a module-level config) hits the
+    cache, which nothing at the first compile tells apart from a new one each call."""
+    short = static.type.rpartition(".")[2]
+    if short in LONG_LIVED or static.type in LONG_LIVED:
+        if "<lambda>" in static.repr and _hazard_source.LAMBDA in made:
+            # written on the calling line: each run of the line makes another. A function
+            # made elsewhere (a local function a wrapper library passes as its static, the
+            # same object at each call) is said only once seen compiling anew.
+            return [Hazard(
+                CauseKind.STATIC_ARGUMENT, static.name,
+                truncate(f"static argument {static.name} is a lambda written on the calling "
+                         f"line ({static.repr}), hashed by identity: each run of the line "
+                         "makes a new one, which compiles again", TEXT_LIMIT),
+                "define it once (module level) and pass that same function")]
+        return []
+    fresh = short in made
+    return [Hazard(
+        CauseKind.STATIC_ARGUMENT, static.name,
+        truncate(f"static argument {static.name} is a {static.type}, hashed and compared "
+                 "by identity (object.__hash__): every new object, even an equal one, "
+                 "compiles again" + (f", and the calling line makes a new {short} each run"
+                                     if fresh else "; the same object passed again hits "
+                                     "the cache"), TEXT_LIMIT),
+        f"give {short} value-based __eq__ and __hash__ (a frozen dataclass), or pass the "
+        "same object each time", warn=fresh)]
