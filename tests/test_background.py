@@ -563,3 +563,50 @@ def test_compile_history_sees_every_compile_that_returned_however_long_its_recor
     finally:
         otel_jax.flush()
         otel_jax.uninstall()
+
+
+def _code_in(directory: str, source: str, namespace: dict) -> None:
+    """Define ``source``'s functions as if they were in a file of ``directory``: their
+    frames say that file, as a package's own would."""
+    exec(compile(source, os.path.join(directory, "_as_if_here.py"), "exec"), namespace)
+
+
+def test_a_watched_thread_back_in_the_sdk_after_otel_jaxs_work_inside_jax_is_not_waited_for(
+        monkeypatch):
+    # A thread of the SDK's (its metric reader) was inside JAX for otel_jax's own work (a
+    # gauge's callback) when the exit looked, then went back to its own wait: that is no
+    # application code to wait for, and the exit ends within its bound, not when that
+    # thread ends (which, for a reader's loop, is never).
+    import opentelemetry.sdk
+
+    import otel_jax
+
+    namespace: dict = {}
+    entered, leave_jax, stop = threading.Event(), threading.Event(), threading.Event()
+    namespace.update(entered=entered, leave_jax=leave_jax, stop=stop)
+    _code_in(os.path.dirname(jax.__file__),
+             "def in_jax():\n    entered.set()\n    leave_jax.wait(30)\n", namespace)
+    _code_in(os.path.dirname(otel_jax.__file__), "def gauge():\n    in_jax()\n", namespace)
+    _code_in(list(opentelemetry.sdk.__path__)[0],
+             "def reader_loop():\n    gauge()\n    stop.wait(60)\n", namespace)
+    monkeypatch.setattr(_background, "_ENDING", __import__("weakref").WeakSet())
+    thread = threading.Thread(target=namespace["reader_loop"],
+                              name="OtelPeriodicExportingMetricReader", daemon=True)
+    thread.start()
+    assert entered.wait(30)
+    assert _background._theirs_inside_jax(thread) is None  # otel_jax's work, in JAX
+    ended = threading.Event()
+
+    def exit_now() -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _background.end_threads_at_exit(0.05)
+        ended.set()
+
+    try:
+        threading.Thread(target=exit_now, daemon=True).start()
+        time.sleep(0.3)
+        leave_jax.set()  # back in the reader's own wait, for good
+        assert ended.wait(_background.EXIT_JAX_S + 20), "the exit waited for the reader"
+    finally:
+        stop.set()

@@ -27,6 +27,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from types import FrameType
 from typing import Protocol
 
 from .._core import _threads
@@ -118,21 +119,23 @@ def end_threads_at_exit(seconds: float = EXIT_END_S) -> list[threading.Thread]:
     # waited for to its end, as Python waits for the application's own threads.
     # A thread waited for so is waited for until it is out of the application's code (the
     # rest of its processor's call), as that code would run to its end on its own thread.
-    waited: set[threading.Thread] = set()
+    waited: dict[threading.Thread, FrameType] = {}
     while True:
         in_jax = [t for t in threading.enumerate() if t.is_alive() and _inside_jax(t)
                   and (t in threads or t.name.startswith(_WATCHED))]
-        theirs = [t for t in in_jax if _theirs_inside_jax(t)]
-        still = [t for t in waited if t.is_alive() and _runs_theirs(t)]
+        theirs = {t: frame for t in in_jax if (frame := _theirs_inside_jax(t)) is not None}
+        still = [t for t, frame in waited.items() if t.is_alive() and _on_stack(t, frame)]
         if not theirs and not still and (
                 not in_jax or time.monotonic() >= deadline + EXIT_JAX_S):
             break
-        for thread in theirs:
-            if thread not in waited:
-                waited.add(thread)
-                emit(f"otel_jax: at exit, waiting for the application's code that runs "
-                     f"JAX on {thread.name} to end ({_running(thread)}): a daemon thread "
-                     "inside JAX when the interpreter tears down would abort the process.")
+        for thread, frame in theirs.items():
+            if waited.get(thread) is not frame:
+                if thread not in waited:
+                    emit(f"otel_jax: at exit, waiting for the application's code that runs "
+                         f"JAX on {thread.name} to end ({_running(thread)}): a daemon "
+                         "thread inside JAX when the interpreter tears down would abort the "
+                         "process.")
+                waited[thread] = frame
         time.sleep(0.01)
     stuck = [t for t in threads if t.is_alive()]
     stuck += [t for t in in_jax if t not in stuck]
@@ -167,38 +170,51 @@ def _inside_jax(thread: threading.Thread) -> bool:
     return False
 
 
-def _runs_theirs(thread: threading.Thread) -> bool:
-    """Whether ``thread`` runs code that is neither otel_jax's nor the standard library's."""
-    frame = sys._current_frames().get(thread.ident or -1)
-    while frame is not None:
-        if _theirs(frame.f_code.co_filename):
+def _on_stack(thread: threading.Thread, frame: FrameType) -> bool:
+    """Whether ``frame`` (the application's call found inside JAX) is still on ``thread``'s
+    stack: the call runs to its end, and nothing that thread runs after it is waited for."""
+    current = sys._current_frames().get(thread.ident or -1)
+    while current is not None:
+        if current is frame:
             return True
-        frame = frame.f_back
+        current = current.f_back
     return False
 
 
-def _theirs(filename: str) -> bool:
-    return not filename.startswith((_OURS, "<frozen")) and (
+def _package_dirs(*names: str) -> tuple[str, ...]:
+    """The folders of the packages ``names`` that are imported (a namespace package such as
+    ``opentelemetry.sdk`` has no file: its ``__path__`` says where it is)."""
+    return tuple(os.path.join(folder, "") for name in names
+                 for folder in getattr(sys.modules.get(name), "__path__", None) or ())
+
+
+def _theirs(filename: str, driven: tuple[str, ...]) -> bool:
+    """Whether code of ``filename`` is the application's (its own, or a library's it
+    brought): neither otel_jax's, the standard library's, nor a package otel_jax drives."""
+    return not filename.startswith((_OURS, "<frozen", *driven)) and (
         not filename.startswith(_STDLIB) or "-packages" in filename)
 
 
-def _theirs_inside_jax(thread: threading.Thread) -> bool:
-    """Whether ``thread`` is inside JAX on behalf of the application: between JAX's
-    innermost frame and the thread's start is code that is neither otel_jax's, JAX's nor
-    the standard library's (a span processor's, a finalizer's)."""
-    jax_dirs = tuple(os.path.dirname(getattr(sys.modules.get(name), "__file__", None)
-                                     or f"/nowhere/{name}/") + os.sep
-                     for name in ("jax", "jaxlib"))
+def _theirs_inside_jax(thread: threading.Thread) -> FrameType | None:
+    """The application's call that has ``thread`` inside JAX, or ``None``: the outermost
+    frame, between JAX's innermost frame and the thread's start, of code that is neither
+    otel_jax's, JAX's, the OpenTelemetry SDK's (which otel_jax drives: a metric reader
+    collecting otel_jax's gauges is otel_jax's work) nor the standard library's (a span
+    processor's ``on_end``, a finalizer)."""
+    jax_dirs = _package_dirs("jax", "jaxlib")
+    driven = (*jax_dirs, *_package_dirs("opentelemetry.sdk", "opentelemetry.trace",
+                                        "opentelemetry.metrics", "opentelemetry.context"))
     frame = sys._current_frames().get(thread.ident or -1)
     in_jax = False
+    found: FrameType | None = None
     while frame is not None:
         filename = frame.f_code.co_filename
         if filename.startswith(jax_dirs):
             in_jax = True
-        elif in_jax and _theirs(filename):
-            return True
+        elif in_jax and _theirs(filename, driven):
+            found = frame
         frame = frame.f_back
-    return False
+    return found
 
 
 def _running(thread: threading.Thread) -> str:
