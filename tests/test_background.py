@@ -610,3 +610,38 @@ def test_a_watched_thread_back_in_the_sdk_after_otel_jaxs_work_inside_jax_is_not
         assert ended.wait(_background.EXIT_JAX_S + 20), "the exit waited for the reader"
     finally:
         stop.set()
+
+
+def test_the_exit_waits_for_the_applications_code_inside_jax_within_a_bound(monkeypatch):
+    # The application's code that runs JAX on a thread of otel_jax's at exit is waited for,
+    # but not for good: one that never comes back (or a chain of them) costs the exit
+    # EXIT_THEIRS_S at most, then one line names it.
+    import jax
+
+    namespace: dict = {}
+    entered, release = threading.Event(), threading.Event()
+    namespace.update(entered=entered, release=release)
+    _code_in(os.path.dirname(jax.__file__),
+             "def in_jax():\n    entered.set()\n    release.wait(60)\n", namespace)
+
+    def processor_of_theirs() -> None:  # this file is the application's
+        namespace["in_jax"]()
+
+    monkeypatch.setattr(_background, "_ENDING", __import__("weakref").WeakSet())
+    monkeypatch.setattr(_background, "EXIT_JAX_S", 0.1)
+    monkeypatch.setattr(_background, "EXIT_THEIRS_S", 1.0)
+    thread = threading.Thread(target=processor_of_theirs, name="otel_jax-test", daemon=True)
+    thread.start()
+    assert entered.wait(30)
+    try:
+        started = time.monotonic()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            stuck = _background.end_threads_at_exit(0.05)
+        assert time.monotonic() - started < 20
+    finally:
+        release.set()
+    assert stuck == [thread]
+    said = [str(w.message) for w in caught if issubclass(w.category, OtelJaxWarning)]
+    assert any("waiting for the application's code" in s for s in said), said
+    assert any("otel_jax-test in " in s for s in said), said

@@ -75,6 +75,11 @@ EXIT_END_S = 1.0
 #: finalizer's or a span processor's): a daemon thread there when the interpreter tears down
 #: aborts the process.
 EXIT_JAX_S = 4.0
+#: How long, past that, the exit waits at most for the application's own code that runs
+#: JAX on one of these threads (a processor or finalizer that compiles): long enough for the
+#: compiles such code makes, and never for good (a chain of them, or one that never returns,
+#: would hold the process; the interpreter then tears down under it, said in one line).
+EXIT_THEIRS_S = 60.0
 
 
 class Ends(Protocol):
@@ -125,9 +130,11 @@ def end_threads_at_exit(seconds: float = EXIT_END_S) -> list[threading.Thread]:
                   and (t in threads or t.name.startswith(_WATCHED))]
         theirs = {t: frame for t in in_jax if (frame := _theirs_inside_jax(t)) is not None}
         still = [t for t, frame in waited.items() if t.is_alive() and _on_stack(t, frame)]
-        if not theirs and not still and (
-                not in_jax or time.monotonic() >= deadline + EXIT_JAX_S):
+        now = time.monotonic()
+        if not theirs and not still and (not in_jax or now >= deadline + EXIT_JAX_S):
             break
+        if now >= deadline + EXIT_JAX_S + EXIT_THEIRS_S:
+            break  # the application's code has not come back: said below, and exit goes on
         for thread, frame in theirs.items():
             if waited.get(thread) is not frame:
                 if thread not in waited:
