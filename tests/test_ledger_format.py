@@ -47,12 +47,11 @@ def _note(monkeypatch, tmp_path, parts, cache):
     monkeypatch.setattr(_persistent_cache, "persistent_cache_dir", lambda: str(tmp_path / "cache"))
     monkeypatch.setattr(_cache_key, "cache_key_parts", lambda inputs, program: parts)
     monkeypatch.setattr(_ledger, "_process_index", lambda: 0)
-    monkeypatch.setattr(_ledger_lines, "of_signature", lambda info, signature: "basefp")
     monkeypatch.setattr(_ledger_lines.time, "time", lambda: 1700000000.5)
     monkeypatch.setattr(_ledger_lines.os, "getpid", lambda: 4242)
     return _ledger.Ledger(FailOpen()).note(
         FunctionInfo("step", "/src/train.py", 12), "sigfp", "progfp", object(), cache,
-        0.123456, _Signature())
+        0.123456, _Signature(), "basefp")
 
 
 def test_a_compile_is_written_as_the_line_earlier_versions_wrote(monkeypatch, tmp_path):

@@ -246,6 +246,11 @@ class DiffKey:
     AFTER: Final = "after"
 
 
+#: A change's ``before`` or ``after`` where that side has no such path (a dict's key
+#: added): the same word in a compile's diff and in a divergence named across ranks.
+ABSENT: Final = "<absent>"
+
+
 #: The key of a ``compile_history`` entry's signature (its other keys are log fields).
 ENTRY_SIGNATURE: Final = "signature"
 

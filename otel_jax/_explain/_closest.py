@@ -16,7 +16,7 @@ from .._capture._signature import (
     Signature,
     StaticArg,
 )
-from ._model import ABSENT
+from .._core._vocab import ABSENT
 from ._same import (
     safe_ne,
     same_function,

@@ -17,10 +17,9 @@ from .._capture._reprs import MAX_FIELDS, bound_text
 from .._capture._signature import Signature, StaticArg, StaticKind
 from .._capture._statics import EXPORTED_PROGRAM
 from .._core._text import safe_repr, truncate
-from .._core._vocab import CauseKind
+from .._core._vocab import ABSENT, CauseKind
 from ._merge import drop_implied, merge_gone_and_back, merge_traced_and_static
 from ._model import (
-    ABSENT,
     MAX_CHANGES,
     TRANSFORMATION_PATH,
     AddChange,

@@ -15,9 +15,10 @@ concern:
 
 from __future__ import annotations
 
+from .._core._vocab import ABSENT
 from ._closest import closest, distance
 from ._compare import diff
-from ._model import ABSENT, DIFF_JSON_LIMIT, MAX_CHANGES, Change, Detail, Diff
+from ._model import DIFF_JSON_LIMIT, MAX_CHANGES, Change, Detail, Diff
 
 __all__ = ["ABSENT", "DIFF_JSON_LIMIT", "MAX_CHANGES", "Change", "Detail", "Diff", "closest",
            "diff", "distance"]

@@ -12,10 +12,9 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .._core._vocab import DIFF_TRUNCATED, DIFFERENCE_KINDS, CauseKind, DiffKey
+from .._core._vocab import ABSENT, DIFF_TRUNCATED, DIFFERENCE_KINDS, CauseKind, DiffKey
 
 _RANK = {k: i for i, k in enumerate(DIFFERENCE_KINDS)}
-ABSENT = "<absent>"
 
 TRANSFORMATION_PATH = "<transformation>"
 MAX_CHANGES = 1000  # kept per compile; the total is always reported

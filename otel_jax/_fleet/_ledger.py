@@ -172,7 +172,7 @@ class Ledger:
 
     def note(self, info: FunctionInfo, fingerprint: str, program: str, inputs: Any,
              cache: PersistentCache, compile_s: float,
-             signature: Any = None) -> PersistentCache:
+             signature: Any = None, base: str = "") -> PersistentCache:
         """Record one compile the persistent cache did not serve, and say why it did not."""
         if cache.hit or inputs is None or not (fingerprint or program):
             return cache
@@ -183,7 +183,8 @@ class Ledger:
         if parts is None:
             return cache
         proc = _process_index()
-        now = line_of(info, fingerprint, program, parts, cache, compile_s, signature, proc)
+        now = line_of(info, fingerprint, program, parts, cache, compile_s, signature, proc,
+                      base)
         key = key_of(now)
         remote = is_remote(path)
         store = self._store(path) if remote else None

@@ -25,10 +25,8 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import replace
 from typing import Any
 
-from .._capture._fingerprint import of_signature
 from .._capture._jax import _cache_key
 from .._capture._source import FunctionInfo
 from .._core._portable import function_identity
@@ -85,8 +83,9 @@ Entry = dict[str, Any]
 
 def line_of(info: FunctionInfo, fingerprint: str, program: str,
             parts: _cache_key.CacheKeyParts, cache: PersistentCache, compile_s: float,
-            signature: Any, proc: int | None) -> Entry:
-    """The line of one compile the persistent cache did not serve."""
+            signature: Any, proc: int | None, base: str = "") -> Entry:
+    """The line of one compile the persistent cache did not serve; ``base``: its
+    signature's fingerprint without the tracing context (the pipeline makes it)."""
     reason = cache.not_written_reason
     # The order of the keys is the order on disk.
     now: Entry = {
@@ -99,7 +98,7 @@ def line_of(info: FunctionInfo, fingerprint: str, program: str,
         W.COMPILE_S: round(max(0.0, compile_s), 4),
     }
     if fingerprint and signature is not None and getattr(signature, "captured", False):
-        now[W.BASE] = of_signature(info, replace(signature, context=()))
+        now[W.BASE] = base
         now[W.CONTEXT_NAMES], now[W.CONTEXT] = context_items(signature.context)
     if W.XLA_FLAGS in now:
         now[W.XLA_FLAGS] = _flags(now[W.XLA_FLAGS])

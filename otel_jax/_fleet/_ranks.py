@@ -33,7 +33,6 @@ from collections.abc import Callable
 from .._capture._jax import _coordination
 from .._core import _threads
 from .._core._failopen import FailOpen, Topic
-from .._pipeline._background import WORKER
 from .._pipeline._record import CompileRecord, Divergence, SpanLink
 from ._ranks_nodes import FAN_IN
 from ._ranks_protocol import Compile, Reporter
@@ -193,10 +192,16 @@ class Checker:
 # --- the engine's side ----------------------------------------------------------------
 
 class CrossRank:
-    """The engine's handle: off for single-process programs (one attribute read per compile)."""
+    """The engine's handle: off for single-process programs (one attribute read per compile).
 
-    def __init__(self, failopen: FailOpen) -> None:
+    ``flush_first``: at exit, hands the compiles still on their way (otel_jax's emitting
+    thread's, bounded by the seconds given) to the check before it closes: the peers
+    wait for their entries."""
+
+    def __init__(self, failopen: FailOpen,
+                 flush_first: Callable[[float], object] = lambda seconds: None) -> None:
         self._failopen = failopen
+        self._flush_first = flush_first
         self.timeout_s = DEFAULT_TIMEOUT_S
         self.on_divergence = "off"
         #: Patterns (fnmatch) of qualified names compiled on purpose by some ranks only.
@@ -240,7 +245,7 @@ class CrossRank:
             if not _live:
                 # Registered now, after jax.distributed.initialize registered its own
                 # shutdown: exit runs this first, while the service is still there.
-                atexit.register(_at_exit)
+                atexit.register(_at_exit, self._flush_first)
             _live.append(checker)
             return None if checker.off else checker
 
@@ -268,11 +273,11 @@ _live: list[Checker] = []
 EXIT_PUBLISH_S = 0.25
 
 
-def _at_exit() -> None:
+def _at_exit(flush_first: Callable[[float], object]) -> None:
     try:
         # Compiles still on the emitting thread reach the check first: the peers wait
         # for their entries (exit flushes that thread too, but maybe after this).
-        WORKER.flush(EXIT_PUBLISH_S)
+        flush_first(EXIT_PUBLISH_S)
     except Exception:
         pass
     for checker in list(_live):

@@ -21,9 +21,8 @@ from .._capture._signature import Signature
 from .._core._portable import placement_text, tree_digest
 from .._core._scrub import without_digests
 from .._core._text import safe_repr
-from .._core._vocab import CauseKind, DiffKey, DivergenceKind
+from .._core._vocab import ABSENT, CauseKind, DiffKey, DivergenceKind
 from .._core._vocab import RankWire as W
-from .._explain._diff import ABSENT
 from .._pipeline._record import Divergence
 
 #: Bounds of the signature summary a rank publishes when asked.

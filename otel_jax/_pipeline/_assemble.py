@@ -18,7 +18,6 @@ Each step runs under the one fail-open guard, and a failure degrades the explana
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -226,6 +225,14 @@ def _signature_later(detached: _detached.Detached, info: FunctionInfo,
     return signature
 
 
+def _base(info: FunctionInfo, fingerprint: str, signature: _signature.Signature) -> str:
+    """The signature's fingerprint without its tracing context: two lines of the compile
+    ledger alike but for it were missed for a context change (``_fleet._ledger``)."""
+    if not (fingerprint and signature.captured):
+        return ""
+    return _fingerprint.of_signature(info, dataclasses.replace(signature, context=()))
+
+
 def assemble(captured: Captured, history: History, ledger: CacheLedger, guard: FailOpen,
              ) -> tuple[CompileRecord, CompileEntry]:
     """The record of one backend compile, and the entry its function's history keeps.
@@ -292,9 +299,10 @@ def assemble(captured: Captured, history: History, ledger: CacheLedger, guard: F
                 compile_s, devices.process_index)
         cache = PersistentCache(taken.cache_hit, taken.cache_written, reason)
         if not taken.cache_hit and not naming.eager_op:
-            cache = guard.call("compile ledger", functools.partial(
-                ledger.note, info, fingerprint, program, compiled, cache, compile_s,
-                captured_signature), cache)
+            unexplained = cache
+            cache = guard.call("compile ledger", lambda: ledger.note(
+                info, fingerprint, program, compiled, unexplained, compile_s,
+                captured_signature, _base(info, fingerprint, captured_signature)), cache)
     record = CompileRecord(
         function=info, count=count, cause_kind=cause.kind, cause=cause.text,
         diff=cause.diff, signature=signature,

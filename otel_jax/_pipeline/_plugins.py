@@ -43,7 +43,9 @@ class CacheLedger(Protocol):
 
     def note(self, info: FunctionInfo, fingerprint: str, program: str, inputs: Any,
              cache: PersistentCache, compile_s: float, signature: Signature | None = None,
-             ) -> PersistentCache: ...
+             base: str = "") -> PersistentCache:
+        """``base``: the signature's fingerprint without its tracing context, made where
+        the signature is fingerprinted (the ledger tells a context change by it)."""
 
 
 class NoRankCheck:
@@ -61,5 +63,5 @@ class NoLedger:
 
     def note(self, info: FunctionInfo, fingerprint: str, program: str, inputs: Any,
              cache: PersistentCache, compile_s: float, signature: Signature | None = None,
-             ) -> PersistentCache:
+             base: str = "") -> PersistentCache:
         return cache

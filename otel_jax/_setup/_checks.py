@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from .._fleet._ledger import Ledger
 from .._fleet._ranks import CrossRank
+from .._pipeline._background import WORKER
 from .._pipeline._engine import ENGINE
 
-CROSS_RANK = CrossRank(ENGINE.failopen)
+CROSS_RANK = CrossRank(ENGINE.failopen, WORKER.flush)
 LEDGER = Ledger(ENGINE.failopen)
 ENGINE.cross_rank = CROSS_RANK
 ENGINE.ledger = LEDGER
