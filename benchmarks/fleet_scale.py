@@ -1,7 +1,7 @@
 """The cross-rank check at fleet scale: what each compile costs JAX's coordination service.
 
 Drives the real protocol (``otel_jax._fleet._ranks_protocol.RankProtocol`` up to the
-fan-in, ``_ranks_tree.TreeProtocol`` past it: publication, comparison, verdicts,
+fan-in, ``TreeProtocol`` past it: publication, comparison, verdicts,
 takeover and clean-up) and its real calls (``_ranks_transport.Channel``) for N = 64 to
 16,384 simulated ranks against an in-process key-value store with the coordination
 service's semantics, behind the same interface as JAX's client
@@ -56,7 +56,7 @@ from typing import Any, NamedTuple
 from otel_jax._core._failopen import FailOpen
 from otel_jax._core._vocab import DivergenceKind
 from otel_jax._core._vocab import RankWire as W
-from otel_jax._fleet import _ranks, _ranks_protocol, _ranks_transport, _ranks_tree
+from otel_jax._fleet import _ranks, _ranks_arrive, _ranks_protocol, _ranks_transport
 from otel_jax._pipeline._record import CompileRecord, Divergence
 
 # --- the coordination service, in one process ------------------------------------------
@@ -196,12 +196,12 @@ class Rank:
 
         failopen = FailOpen()
         channel = _ranks_transport.Channel(self.store, lambda: fleet.now, failopen)
-        self.protocol = _ranks_tree.protocol(channel, rank, fleet.n, timeout_s, report,
+        self.protocol = _ranks_protocol.protocol(channel, rank, fleet.n, timeout_s, report,
                                              failopen, fleet.fan_in)
         self.rank = rank
-        self.pending: deque[_ranks_protocol.Compile] = deque()
+        self.pending: deque[_ranks_arrive.Compile] = deque()
         self.steps: Any = None  # the protocol steps of the compile being settled
-        self.item: _ranks_protocol.Compile | None = None
+        self.item: _ranks_arrive.Compile | None = None
         self.cpu_s = 0.0
         self.cpu_by_compile: dict[int, float] = {}  # the checker's CPU per ordinal
         self.compare_cpu_s = 0.0  # of compiles this rank compared
@@ -221,7 +221,7 @@ class Fleet:
     """N ranks of one job, each with its own protocol and store, on one simulated clock."""
 
     def __init__(self, n: int, timeout_s: float = _ranks.DEFAULT_TIMEOUT_S,
-                 fan_in: int = _ranks_tree.FAN_IN, keep_reports: bool = True) -> None:
+                 fan_in: int = _ranks_arrive.FAN_IN, keep_reports: bool = True) -> None:
         self.n = n
         self.fan_in = fan_in
         self.keep_reports = keep_reports
@@ -366,7 +366,7 @@ def real_records(leaves: int) -> dict[str, CompileRecord]:
 
 
 def run_case(n: int, case: str, records: dict[str, CompileRecord], compiles: int,
-             seed: int = 0, fan_in: int = _ranks_tree.FAN_IN) -> dict[str, Any]:
+             seed: int = 0, fan_in: int = _ranks_arrive.FAN_IN) -> dict[str, Any]:
     """One job of ``n`` ranks compiling ``compiles`` ordinals of one function."""
     rng = random.Random(seed)
     fleet = Fleet(n, fan_in=fan_in, keep_reports=False)
@@ -460,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranks", type=int, nargs="*", default=None)
     parser.add_argument("--leaves", type=int, default=200)
     parser.add_argument("--compiles", type=int, default=3)
-    parser.add_argument("--fan-in", type=int, default=_ranks_tree.FAN_IN,
+    parser.add_argument("--fan-in", type=int, default=_ranks_arrive.FAN_IN,
                         help="ranks (or child groups) one comparer reads")
     parser.add_argument("--cases", nargs="*", default=list(CASES), choices=CASES)
     args = parser.parse_args(argv)

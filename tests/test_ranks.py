@@ -24,7 +24,14 @@ from otel_jax._capture._source import FunctionInfo
 from otel_jax._core import _failopen, _vocab
 from otel_jax._core._failopen import FailOpen, OtelJaxWarning
 from otel_jax._core._vocab import DivergenceKind
-from otel_jax._fleet import _ranks, _ranks_protocol, _ranks_transport, _ranks_tree, _wire
+from otel_jax._fleet import (
+    _ranks,
+    _ranks_arrive,
+    _ranks_gather,
+    _ranks_name,
+    _ranks_protocol,
+    _ranks_transport,
+)
 from otel_jax._pipeline._engine import ENGINE
 from otel_jax._pipeline._record import Divergence, SpanLink
 
@@ -56,7 +63,7 @@ def records():
 
 
 def _job(plans: dict[int, list], timeout_s: float = 30.0, late: dict[int, float] | None = None,
-         fan_in: int = _ranks_tree.FAN_IN) -> Fleet:
+         fan_in: int = _ranks_arrive.FAN_IN) -> Fleet:
     """Ranks compiling ``plans[rank]`` (records) one after the other, on the fleet's
     simulated clock; a rank in ``late`` compiles that many seconds after the others."""
     fleet = Fleet(len(plans), timeout_s, fan_in)
@@ -100,7 +107,7 @@ def test_kinds_of_leaf_and_static_differences():
     a = _entry("a", "p", [["x", "f32[4]", "u"], ["y", "i32[] (weak)", "u"]], [["n", "3"]])
     b = _entry("b", "q", [["x", "f16[4]", "u"], ["y", "i32[]", "u"], ["z", "f32[1]", "u"]],
                [["n", "4"]])
-    kinds = {(c["path"], c["kind"]) for c in _wire.summary_diff(a["s"], b["s"])}
+    kinds = {(c["path"], c["kind"]) for c in _ranks_name.summary_diff(a["s"], b["s"])}
     assert kinds == {("x", "dtype"), ("y", "weak_type"), ("z", "pytree_structure"),
                      ("n", "static_argument")}
 
@@ -125,10 +132,10 @@ def test_identical_entries_and_unmeasured_ones_are_no_divergence(records):
 
 
 def test_ranks_as_ranges():
-    assert _wire.encode_ranks([0, 1, 2, 3, 5, 7, 8]) == "0-3,5,7-8"
-    assert _wire.decode_ranks("0-3,5,7-8", 8) == (0, 1, 2, 3, 5, 7)
-    assert _wire.ranks_text([0, 1, 2, 4, 5]) == "ranks 0-2,4,5"
-    assert _wire.ranks_text([3]) == "rank 3"
+    assert _ranks_name.encode_ranks([0, 1, 2, 3, 5, 7, 8]) == "0-3,5,7-8"
+    assert _ranks_name.decode_ranks("0-3,5,7-8", 8) == (0, 1, 2, 3, 5, 7)
+    assert _ranks_name.ranks_text([0, 1, 2, 4, 5]) == "ranks 0-2,4,5"
+    assert _ranks_name.ranks_text([3]) == "rank 3"
 
 
 def test_a_straggler_past_the_timeout_is_missing_and_checks_itself(records):
@@ -159,7 +166,7 @@ def test_a_comparer_that_dies_after_it_arrived_is_replaced(records):
         assert div.text == "batch['x']: f32[4] (ranks 0,1) vs f32[5] (rank 2)"
         # the takeover, once the wait for the verdict (2 timeouts and the margin) ran out
         [when] = fleet.ranks[rank].reported_at
-        assert 0.5 + 2 * 10.0 + _ranks_protocol.VERDICT_MARGIN_S <= when < 0.6 + 2 * 10.0 + 10.0
+        assert 0.5 + 2 * 10.0 + _ranks_arrive.VERDICT_MARGIN_S <= when < 0.6 + 2 * 10.0 + 10.0
 
 
 def test_traffic_per_compile_is_linear_in_the_rank_count(records):
@@ -283,7 +290,7 @@ def test_a_trees_keys_on_the_service_are_a_few_per_node_of_the_last_ordinals(rec
     """Past ``KEEP`` ordinals, with a rank dead from the fourth one on (its groups close
     at their deadline, the verdicts name it missing): what stays on the service is the
     last ``KEEP`` ordinals' counters, verdicts and the comparer's summary, no entry."""
-    ordinals = _ranks_protocol.KEEP + 6
+    ordinals = _ranks_gather.KEEP + 6
     plans = {r: [records[4]] * ordinals for r in range(16)}
     plans[15] = plans[15][:3]
     fleet = _job(plans, fan_in=4)  # 4 groups of 4 under one root
@@ -293,7 +300,7 @@ def test_a_trees_keys_on_the_service_are_a_few_per_node_of_the_last_ordinals(rec
         prefix, ordinal, rest = key.split("/", 2)
         assert prefix == _vocab.RankWire.TREE_PREFIX
         by_ordinal.setdefault(ordinal, set()).add(rest)
-    assert len(by_ordinal) == _ranks_protocol.KEEP
+    assert len(by_ordinal) == _ranks_gather.KEEP
     # the 5 nodes' arrival counters, the verdict, the whole one and a summary for the
     # late; no entry, no "all", no takeover
     assert max(map(len, by_ordinal.values())) <= 8
@@ -314,7 +321,7 @@ def test_a_middle_levels_comparer_that_dies_is_replaced(records):
     fleet.run()
     assert fleet.ranks[0].dead
     proto = fleet.ranks[1].protocol
-    assert isinstance(proto, _ranks_tree.TreeProtocol)
+    assert isinstance(proto, _ranks_protocol.TreeProtocol)
     for r in fleet.ranks[1:]:
         [div] = r.reports
         assert div.text == "batch['x']: f32[4] (ranks 0-62) vs f32[5] (rank 63)"
@@ -401,7 +408,7 @@ def test_no_rank_takes_a_parent_over_while_its_comparer_still_waits(records):
     fleet.run()
     assert not [k for k in fleet.service.data if k.endswith(".0t")]  # no root takeover
     proto = fleet.ranks[0].protocol
-    assert isinstance(proto, _ranks_tree.TreeProtocol)
+    assert isinstance(proto, _ranks_protocol.TreeProtocol)
     for r in fleet.ranks[:12]:
         [div] = r.reports
         assert div.missing_ranks == (12, 13, 14, 15)
@@ -409,7 +416,7 @@ def test_no_rank_takes_a_parent_over_while_its_comparer_still_waits(records):
 
 
 def test_missing_ranks_are_named():
-    div = _wire.missing("step", 2, [1], [0, 2], 1, 30.0)
+    div = _ranks_name.missing("step", 2, [1], [0, 2], 1, 30.0)
     assert div.text == "ranks 0,2 did not compile step #2 within 30 s of rank 1"
     assert div.missing_ranks == (0, 2)
 
@@ -608,7 +615,7 @@ def test_the_threads_settle_a_tree_of_three_levels(records):
     # machine's slow thread is not taken for a missing rank.
     checkers = {r: _ranks.Checker(_coordination.Coordination(service, r, 6), 30.0,
                                   reports[r].append, FailOpen(), fan_in=2) for r in range(6)}
-    assert isinstance(checkers[0].protocol, _ranks_tree.TreeProtocol)
+    assert isinstance(checkers[0].protocol, _ranks_protocol.TreeProtocol)
     assert checkers[0].protocol.tree.depth == 3
     four, five = (dataclasses.replace(records[n], count=1) for n in (4, 5))
     for r, checker in checkers.items():
@@ -754,7 +761,7 @@ def test_a_rank_that_closes_while_reading_a_verdict_moves_its_peers_to_the_next_
     while time.monotonic() < deadline and not (len(reports[0]) == 2 and len(reports[2]) == 2):
         time.sleep(0.05)
     assert service.data[verdict] == _ranks_transport.WAKE
-    assert _vocab.RankWire.GROUPS in service.data[_wire.generation(verdict, 1)]
+    assert _vocab.RankWire.GROUPS in service.data[_ranks_transport.generation(verdict, 1)]
     for rank in (0, 2):
         kinds = sorted(d.kind.value for d in reports[rank])
         assert kinds == ["missing", "signature"], (rank, reports[rank])

@@ -3,7 +3,7 @@ its directory, a placement without the local device its arrays are committed to,
 structure without addresses.
 
 Capture's fingerprints hash these words (``_capture._fingerprint``) and the cross-rank
-check sends them to its peers (``_fleet._wire``): one rule for both, kept here, below
+check sends them to its peers (``_fleet._ranks_name``): one rule for both, kept here, below
 them, so that the fleet reads them without going back into capture.
 """
 

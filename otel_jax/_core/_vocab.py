@@ -381,7 +381,7 @@ class RankWire:
     SUMMARIES: Final = "s"  # .../s/<rank>: a signature summary, published on request
     TAKEOVER: Final = "t"  # counter: who compares when the comparer never answered
     GENERATION: Final = "~"  # v~1, v~2: a shared key again, after a rank closed reading it
-    # the tree (``_ranks_tree``: more ranks than its fan-in), keys under
+    # the tree (``_ranks_gather``: more ranks than its fan-in), keys under
     # TREE_PREFIX/<digest of function and ordinal>/: <index> (a group's counter: its
     # ranks' presence bits and digests), e<index>/<arrival> (an entry of a rank unlike
     # one before it), e<index>/a (all arrived), t<index> (takeover) at level 0; above,

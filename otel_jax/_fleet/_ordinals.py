@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from ._wire import Group, Program, decode_ranks, encode_ranks, same_program
+from ._ranks_name import Group, Program, decode_ranks, encode_ranks, same_program
 
 #: Ordinals remembered per function, and functions remembered.
 MAX_ORDINALS = 64

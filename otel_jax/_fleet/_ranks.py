@@ -17,7 +17,7 @@ run before JAX's shutdown) stops new calls, ends each read in flight at once (a
 
 With ``on_divergence="raise"`` the compiling thread publishes and waits itself, about
 ``timeout_s`` at most while the comparers live (longer when one died: the takeover's
-stages, ``_ranks_tree.TreeProtocol.stage_s``); the engine then raises ``DivergenceError``
+stages, ``_ranks_gather.TreeGather.stage_s``); the engine then raises ``DivergenceError``
 from the diverging jit call, on every rank that sees the divergence.
 """
 
@@ -34,10 +34,10 @@ from .._capture._jax import _coordination
 from .._core import _threads
 from .._core._failopen import FailOpen, Topic
 from .._pipeline._record import CompileRecord, Divergence, SpanLink
-from ._ranks_nodes import FAN_IN
-from ._ranks_protocol import Compile, Reporter
+from ._ranks_arrive import FAN_IN, Compile
+from ._ranks_protocol import protocol
 from ._ranks_transport import WAIT_SLICE_S, Channel, ClientStore
-from ._ranks_tree import protocol
+from ._ranks_verdict import Reporter
 
 #: Compiles waiting to be published or settled; past this they are not compared (and
 #: counted in ``dropped``).
@@ -54,7 +54,7 @@ class Checker:
     over the job's client (``Channel`` over ``ClientStore``).
 
     ``clock`` is the time the deadlines of waits are measured in (``time.monotonic``);
-    ``fan_in``: the most ranks compared as one group (a tree past it, ``_ranks_tree``).
+    ``fan_in``: the most ranks compared as one group (a tree past it, ``_ranks_gather``).
     """
 
     def __init__(self, coordination: _coordination.Coordination, timeout_s: float,

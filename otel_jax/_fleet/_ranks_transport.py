@@ -36,7 +36,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from .._capture._jax import _coordination
 from .._core._failopen import FailOpen, Topic
 from .._core._text import safe_repr
-from ._wire import generation
+from .._core._vocab import RankWire as W
 
 #: The longest one read of a ``Read.SLICED`` wait lasts: a longer wait is several reads.
 #: What a thread inside such a read adds to exit at most (closing cannot end it: a late
@@ -65,6 +65,12 @@ def counter_sum(stored: str | None, by: int) -> int:
         raise RuntimeError(f'FAILED_PRECONDITION: Failed to parse value "{stored}" as an '
                            "integer.")
     return value + by
+
+
+def generation(key: str, n: int) -> str:
+    """The ``n``-th generation of a shared key (``n`` ranks closed while reading it)."""
+    return key if n == 0 else f"{key}{W.GENERATION}{n}"
+
 
 T = TypeVar("T")
 

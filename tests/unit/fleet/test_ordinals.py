@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from otel_jax._fleet import _ordinals
 from otel_jax._fleet._ordinals import Ordinals
-from otel_jax._fleet._wire import Group
+from otel_jax._fleet._ranks_name import Group
 
 F = "otel_jax/compiles/abc/"
 

@@ -9,7 +9,8 @@ import time
 from otel_jax._core._failopen import FailOpen
 from otel_jax._core._vocab import DivergenceKind
 from otel_jax._core._vocab import RankWire as W
-from otel_jax._fleet._ranks_protocol import CLOSED, Compile, RankProtocol
+from otel_jax._fleet._ranks_arrive import CLOSED, Compile
+from otel_jax._fleet._ranks_protocol import RankProtocol
 from otel_jax._fleet._ranks_transport import Channel
 from otel_jax._pipeline._record import Divergence
 

@@ -1,4 +1,4 @@
-"""``_fleet._ranks_tree``: the tree's grouping of ranks, the merge of its summaries, and
+"""The cross-rank tree: its grouping of ranks, the merge of its summaries, and
 what a node's counter and a short verdict carry."""
 
 from __future__ import annotations
@@ -9,19 +9,19 @@ import pytest
 
 from otel_jax._core._failopen import FailOpen
 from otel_jax._core._vocab import RankWire as W
-from otel_jax._fleet import _ranks_nodes, _ranks_transport, _ranks_tree
-from otel_jax._fleet._ranks_protocol import Compile, RankProtocol
-from otel_jax._fleet._ranks_transport import Channel
-from otel_jax._fleet._ranks_nodes import (
-    Tree,
-    merge,
-    missing_runs,
-    normalized,
-    parse_runs,
-    parse_summary,
-    summary_text,
+from otel_jax._fleet import (
+    _ranks_arrive,
+    _ranks_gather,
+    _ranks_protocol,
+    _ranks_transport,
+    _ranks_verdict,
 )
-from otel_jax._fleet._ranks_tree import TreeProtocol
+from otel_jax._fleet._ranks_arrive import Compile, Tree
+from otel_jax._fleet._ranks_gather import merge, parse_summary, summary_text
+from otel_jax._fleet._ranks_name import missing_runs, normalized
+from otel_jax._fleet._ranks_name import runs_within as parse_runs
+from otel_jax._fleet._ranks_protocol import RankProtocol, TreeProtocol
+from otel_jax._fleet._ranks_transport import Channel
 
 from .test_ranks_transport import Dict
 
@@ -52,7 +52,7 @@ def test_three_levels_and_a_flat_job():
     assert tree.path(63) == [(15, 3), (3, 3), (0, 3)]
     assert tree.ranks(1, 2) == (32, 47)
     assert Tree(8, 128).depth == 1 and Tree(9, 128).depth == 2
-    for fan_in in (1, _ranks_nodes.MAX_FAN_IN + 1):  # its counters stay 32-bit integers
+    for fan_in in (1, _ranks_arrive.MAX_FAN_IN + 1):  # its counters stay 32-bit integers
         with pytest.raises(ValueError):
             Tree(1024, fan_in)
 
@@ -61,26 +61,26 @@ def test_a_groups_counter_holds_its_presence_bits_a_sum_and_two_closes_in_32_bit
     """Every rank of a group, all with the largest digest of either sign, then two
     closes (its comparer's and a takeover's): the service still parses the counter, and
     it still reads back as what was added."""
-    half = 1 << (_ranks_nodes.GROUP_HASH_BITS - 1)
+    half = 1 << (_ranks_arrive.GROUP_HASH_BITS - 1)
     for digest in (half - 1, -half):
         stored = None
-        for slot in range(_ranks_nodes.GROUP):
+        for slot in range(_ranks_arrive.GROUP):
             stored = str(_ranks_transport.counter_sum(
-                stored, (1 << slot) + (digest << _ranks_nodes.SUM_SHIFT)))
-            assert _ranks_nodes.group_value(int(stored)) == (
+                stored, (1 << slot) + (digest << _ranks_arrive.SUM_SHIFT)))
+            assert _ranks_arrive.group_value(int(stored)) == (
                 0, (1 << slot + 1) - 1, (slot + 1) * digest)
         for closes in (1, 2):
-            stored = str(_ranks_transport.counter_sum(stored, _ranks_nodes.GROUP_CLOSED))
-            assert _ranks_nodes.group_value(int(stored)) == (
-                closes, _ranks_nodes.PRESENCE, _ranks_nodes.GROUP * digest)
-    digests = [_ranks_nodes.program_hash((f"sig{i}", "p"), _ranks_nodes.GROUP_HASH_BITS)
+            stored = str(_ranks_transport.counter_sum(stored, _ranks_arrive.GROUP_CLOSED))
+            assert _ranks_arrive.group_value(int(stored)) == (
+                closes, _ranks_arrive.PRESENCE, _ranks_arrive.GROUP * digest)
+    digests = [_ranks_arrive.program_hash((f"sig{i}", "p"), _ranks_arrive.GROUP_HASH_BITS)
                for i in range(1000)]
     assert -half <= min(digests) < 0 <= max(digests) < half
 
 
 def test_only_jobs_larger_than_the_fan_in_use_the_tree():
     def make(count: int) -> RankProtocol:
-        return _ranks_tree.protocol(Channel(Dict(), time.monotonic, FailOpen()), 0, count,
+        return _ranks_protocol.protocol(Channel(Dict(), time.monotonic, FailOpen()), 0, count,
                                     30.0, lambda d: None, FailOpen(), 128)
 
     assert type(make(8)) is RankProtocol and type(make(128)) is RankProtocol
@@ -120,7 +120,7 @@ def test_a_summary_is_a_few_bytes_whatever_its_ranks_and_reads_back():
 
 
 def _tree_rank(store: Dict, rank: int, count: int = 16, fan_in: int = 4) -> TreeProtocol:
-    proto = _ranks_tree.protocol(Channel(store, time.monotonic, FailOpen()), rank, count,
+    proto = _ranks_protocol.protocol(Channel(store, time.monotonic, FailOpen()), rank, count,
                                  30.0, lambda d: None, FailOpen(), fan_in)
     assert isinstance(proto, TreeProtocol)
     return proto
@@ -133,8 +133,8 @@ def _item(program: tuple[str, str]) -> Compile:
 
 
 def test_only_a_rank_unlike_one_before_it_writes_an_entry():
-    hash_a = _ranks_nodes.program_hash(A, _ranks_nodes.GROUP_HASH_BITS)
-    hash_b = _ranks_nodes.program_hash(B, _ranks_nodes.GROUP_HASH_BITS)
+    hash_a = _ranks_arrive.program_hash(A, _ranks_arrive.GROUP_HASH_BITS)
+    hash_b = _ranks_arrive.program_hash(B, _ranks_arrive.GROUP_HASH_BITS)
     for programs in ([A, A, A, A], [A, A, B, A]):
         store = Dict()
         items = [_item(program) for program in programs]
@@ -174,15 +174,15 @@ def test_a_nodes_counter_stays_a_32_bit_integer_for_any_digests():
     """The service parses a counter as a 32-bit integer before it adds: the arrivals of a
     node of ``MAX_FAN_IN`` children, all with the largest digest of either sign, keep it
     one (an in-process store fails as the service does, past it)."""
-    half = 1 << (_ranks_nodes.HASH_BITS - 1)
+    half = 1 << (_ranks_arrive.HASH_BITS - 1)
     for digest in (half - 1, -half):
         stored = None
-        for _ in range(_ranks_nodes.MAX_FAN_IN):
+        for _ in range(_ranks_arrive.MAX_FAN_IN):
             stored = str(_ranks_transport.counter_sum(
-                stored, 1 + (digest << _ranks_nodes.COUNT_BITS)))
-        assert _ranks_nodes.node_value(int(stored)) == (_ranks_nodes.MAX_FAN_IN,
-                                                        _ranks_nodes.MAX_FAN_IN * digest)
-    digests = [_ranks_nodes.program_hash((f"sig{i}", "p")) for i in range(1000)]
+                stored, 1 + (digest << _ranks_arrive.COUNT_BITS)))
+        assert _ranks_arrive.node_value(int(stored)) == (_ranks_arrive.MAX_FAN_IN,
+                                                        _ranks_arrive.MAX_FAN_IN * digest)
+    digests = [_ranks_arrive.program_hash((f"sig{i}", "p")) for i in range(1000)]
     assert -half <= min(digests) < 0 <= max(digests) < half
     with pytest.raises(RuntimeError, match="FAILED_PRECONDITION"):
         _ranks_transport.counter_sum(str(1 << 31), 1)
@@ -200,10 +200,10 @@ def test_every_arrival_at_a_node_is_counted_by_the_service():
 
 
 def test_an_entry_counted_before_it_was_written_is_waited_for():
-    hash_a = _ranks_nodes.program_hash(A, _ranks_nodes.GROUP_HASH_BITS)
-    hash_b = _ranks_nodes.program_hash(B, _ranks_nodes.GROUP_HASH_BITS)
-    lacking, base = _ranks_nodes.lacking_entry, _ranks_nodes.group_base
-    entry = _ranks_nodes.GroupEntry
+    hash_a = _ranks_arrive.program_hash(A, _ranks_arrive.GROUP_HASH_BITS)
+    hash_b = _ranks_arrive.program_hash(B, _ranks_arrive.GROUP_HASH_BITS)
+    lacking, base = _ranks_gather.lacking_entry, _ranks_gather.group_base
+    entry = _ranks_arrive.GroupEntry
     # arrivals A, A, B, A: entries 3 and 4 (the first two were alike)
     third, fourth = entry(3, 2, B, 2 * hash_a), entry(4, 3, A, 2 * hash_a + hash_b)
     total = 3 * hash_a + hash_b
@@ -223,13 +223,13 @@ def test_an_entry_counted_before_it_was_written_is_waited_for():
         assert lacking({4: fourth}, 4, None, total) == 3
     # the program of the ranks without an entry: the digest the first unlike one saw
     assert base({3: third, 4: fourth}, B, None, total, 4) == A
-    assert base({3: third}, B, hash_a, total, 4) == _ranks_nodes.placeholder(hash_a)
+    assert base({3: third}, B, hash_a, total, 4) == _ranks_gather.placeholder(hash_a)
     # a rank of the other side that knows no program with that digest names the digest,
     # and a parent that knows one replaces it
-    assert base({3: third}, B, None, total, 4) == _ranks_nodes.placeholder(hash_a)
+    assert base({3: third}, B, None, total, 4) == _ranks_gather.placeholder(hash_a)
     # a group of one program without entries: the sum says which
-    assert base({}, B, None, 4 * hash_a, 4) == _ranks_nodes.placeholder(hash_a)
-    assert _ranks_nodes.resolved({_ranks_nodes.placeholder(hash_a): [(0, 1)], B: [(2, 2)]},
+    assert base({}, B, None, 4 * hash_a, 4) == _ranks_gather.placeholder(hash_a)
+    assert _ranks_gather.resolved({_ranks_gather.placeholder(hash_a): [(0, 1)], B: [(2, 2)]},
                                 (A,)) == {A: [(0, 1)], B: [(2, 2)]}
 
 
@@ -237,9 +237,9 @@ def test_a_late_arrival_at_a_closed_group_knows_it_is_late():
     store = Dict()
     first, late = _item(A), _item(A)
     assert _tree_rank(store, 0).publish(first) and first.arrival == 1
-    store.increment("oj/x/0", _ranks_nodes.GROUP_CLOSED)  # its comparer stopped waiting
+    store.increment("oj/x/0", _ranks_arrive.GROUP_CLOSED)  # its comparer stopped waiting
     assert _tree_rank(store, 1).publish(late)
-    assert late.arrival > _ranks_tree.CLOSED
+    assert late.arrival > _ranks_arrive.CLOSED
     assert "oj/x/e0/a" not in store.data and "oj/x/e0/2" not in store.data
 
 
@@ -268,18 +268,18 @@ def test_a_group_closed_twice_stays_closed():
     first, late = _item(A), _item(A)
     assert _tree_rank(store, 0).publish(first) and first.arrival == 1
     for _ in range(2):
-        store.increment("oj/x/0", _ranks_nodes.GROUP_CLOSED)
+        store.increment("oj/x/0", _ranks_arrive.GROUP_CLOSED)
     assert _tree_rank(store, 1).publish(late)
-    assert late.arrival > _ranks_tree.CLOSED
+    assert late.arrival > _ranks_arrive.CLOSED
     assert "oj/x/e0/a" not in store.data
 
 
 def test_a_relative_verdict_is_read_back_as_written_in_a_few_bytes():
     wire = ["16383", "", "0e45262ed", 50, "f32[112,8]", 7, "i32[] (weak)"]
-    text = _ranks_tree.relative_text(wire)
+    text = _ranks_verdict.relative_text(wire)
     assert text == "|16383||0e45262ed|50|f32[112,8]|7|i32[] (weak)"
-    assert _ranks_tree._verdict_of(text) == {_ranks_tree._RELATIVE: wire}
+    assert _ranks_verdict._verdict_of(text) == {_ranks_verdict._RELATIVE: wire}
     # a field that holds the mark: JSON, read back the same
     odd = ["16383", "", "0e45262ed", 50, "f32|odd"]
-    assert _ranks_tree._verdict_of(_ranks_tree.relative_text(odd)) == {
-        _ranks_tree._RELATIVE: odd}
+    assert _ranks_verdict._verdict_of(_ranks_verdict.relative_text(odd)) == {
+        _ranks_verdict._RELATIVE: odd}

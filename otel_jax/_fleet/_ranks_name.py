@@ -1,16 +1,16 @@
-"""The cross-rank check's wire format and texts: what ranks exchange over JAX's
-coordination service, and the words a divergence is reported in.
+"""The cross-rank check's last stage, naming: what a rank says of a divergence, and the
+shared words every stage reads ranks and programs in.
 
-Entries are two fingerprints; a signature summary (bounded, JSON) is published only when
-a comparer asks for one, and the difference between two summaries is named here, from
-their text (a summary is what a peer process could send: no avals, no pytrees). Ranks
-travel as ranges (``0-1022``) so that a verdict's size does not grow with the rank count.
-The keys and fields are named in ``_vocab.RankWire``.
+A signature summary (bounded, JSON) is published only when a comparer asks for one, and
+the difference between two summaries is named here, from their text (a summary is what
+a peer process could send: no avals, no pytrees). Ranks travel as ranges (``0-1022``)
+so that a verdict's size does not grow with the rank count. The keys and fields are
+named in ``_vocab.RankWire``. Nothing here calls the service: the stages before
+(``_ranks_arrive``, ``_ranks_gather``, ``_ranks_verdict``) hand it what they read.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import time
@@ -36,11 +36,6 @@ Program = tuple[str, str]  # (signature fingerprint, program fingerprint); "" un
 
 
 # --- summaries and their differences ----------------------------------------------------
-
-def function_key(identity: str) -> str:
-    return hashlib.blake2b(identity.encode("utf-8", "backslashreplace"),
-                           digest_size=8).hexdigest()
-
 
 def _text(value: Any) -> str:
     """Bounded text, without the per-process digests of scrubbed values (as fingerprinted)."""
@@ -164,6 +159,40 @@ def parse_runs(text: str, lo: int, hi: int) -> list[Run]:
     return runs
 
 
+Runs = list[Run]
+
+
+def normalized(runs: Iterable[Run]) -> Runs:
+    out: Runs = []
+    for a, b in sorted(runs):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def runs_within(text: str, lo: int, hi: int) -> Runs:
+    """The runs of ``0-6,8`` within ``lo..hi``, merged (a tree's summary names only its
+    node's ranks)."""
+    return normalized(parse_runs(text, lo, hi))
+
+
+def missing_runs(covered: Iterable[Run], lo: int, hi: int) -> Runs:
+    """The ranks of ``lo..hi`` in none of ``covered``."""
+    out: Runs = []
+    at = lo
+    for a, b in normalized(covered):
+        if a > at:
+            out.append((at, min(a - 1, hi)))
+        at = max(at, b + 1)
+        if at > hi:
+            break
+    if at <= hi:
+        out.append((at, hi))
+    return out
+
+
 def ranks_of(runs: Iterable[Run]) -> tuple[int, ...]:
     return tuple(itertools.chain.from_iterable(range(a, b + 1) for a, b in runs))
 
@@ -207,7 +236,7 @@ def missing(function: str, count: int, present: Sequence[int], absent: Sequence[
 def program_text(first: Group, second: Group) -> str:
     if not (first.program[0] and second.program[0]):
         # a side's signature is unknown (not captured, or a group known by its digest
-        # only, ``_ranks_nodes.placeholder``): not said to be the same
+        # only, ``_ranks_gather.placeholder``): not said to be the same
         return (f"different programs ({ranks_text(first.ranks)} vs "
                 f"{ranks_text(second.ranks)}), their signatures not compared")
     return (f"same signature, different program ({ranks_text(first.ranks)} vs "
@@ -254,13 +283,6 @@ def kind_of(first: Group, second: Group) -> DivergenceKind:
     return DivergenceKind.SIGNATURE if a and b and a != b else DivergenceKind.PROGRAM
 
 
-# --- entries, verdicts and keys ---------------------------------------------------------
-
-def parse_entry(value: str) -> Program:
-    fp, _, rest = str(value).partition(" ")
-    return fp, rest.partition(" ")[0]
-
-
 def loads(raw: str) -> dict[str, Any] | None:
     try:
         value = json.loads(raw)
@@ -269,6 +291,50 @@ def loads(raw: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def generation(key: str, n: int) -> str:
-    """The ``n``-th generation of a shared key (``n`` ranks closed while reading it)."""
-    return key if n == 0 else f"{key}{W.GENERATION}{n}"
+# --- differences named on the way, and in each rank's words --------------------------------
+
+#: A change of a named divergence in a tree's verdict: a list of these, in this order.
+DIFF_FIELDS = (DiffKey.PATH, DiffKey.KIND, DiffKey.BEFORE, DiffKey.AFTER)
+
+
+def named_from_sent(signature: Signature | None, mine: str, raw: str) -> list[Any] | None:
+    """``[this rank's signature fp, the sender's, the changes]`` between this rank's
+    signature (``mine``: its fingerprint) and a summary another rank sent unasked."""
+    sent = loads(raw) or {}
+    theirs, their_summary = sent.get(W.TEXT), sent.get(W.LEAVES)
+    if (not isinstance(theirs, str) or not isinstance(their_summary, dict) or not theirs
+            or not mine or theirs == mine or signature is None):
+        return None
+    diff = summary_diff(summary(signature), their_summary)
+    return [mine, theirs, diff[:MAX_NAMED_DIFF]]
+
+
+def known_diff(named: list[list[Any]], first: Group, second: Group,
+               ) -> list[dict[str, str]] | None:
+    """The changes from ``first``'s signature to ``second``'s among the pairs named on
+    the way up (``named``), or ``None``."""
+    a, b = first.program[0], second.program[0]
+    for x, y, diff in named:
+        if (x, y) == (a, b):
+            return list(diff)
+        if (x, y) == (b, a):
+            return [{**d, DiffKey.BEFORE: d.get(DiffKey.AFTER, ""),
+                     DiffKey.AFTER: d.get(DiffKey.BEFORE, "")} for d in diff]
+    return None
+
+
+def worded(signature: Signature | None, changes: list[Any]) -> list[dict[str, str]] | None:
+    """The changes of a relative verdict in this rank's words (``before``: its own type),
+    or ``None`` when its signature does not have the leaves they name."""
+    if signature is None or not signature.captured or len(changes) % 2:
+        return None
+    leaves = leaf_texts(signature)
+    diff: list[dict[str, str]] = []
+    for index, other in zip(changes[::2], changes[1::2]):
+        if not isinstance(index, int) or not 0 <= index < len(leaves):
+            return None
+        path, own = leaves[index]
+        other = str(other)
+        diff.append({DiffKey.PATH: path, DiffKey.KIND: leaf_kind(own, other).value,
+                     DiffKey.BEFORE: own, DiffKey.AFTER: other})
+    return diff

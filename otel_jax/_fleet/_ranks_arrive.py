@@ -1,0 +1,338 @@
+"""The cross-rank check's first stage, arriving: a compile of this rank, its entry and its
+arrival on the counters, and where its keys are.
+
+Flat (``_ranks_protocol``'s job of ``FAN_IN`` ranks or fewer): an entry ``e/<rank>``
+(``"<signature fp> <program fp>"``) and one increment of the ordinal's counter ``n``, whose
+value says who compares (1) and, past ``CLOSED``, who came late. The tree: one increment of
+the rank's group counter (its presence bit and a digest of its program), an entry only for
+a rank unlike an arrival before it; above level 0 an arrival is a child summary pushed
+into its parent (``TreeArrive._arrive``). The counters' layouts stay within the 32 bits the
+coordination service parses a counter as (``_ranks_transport.COUNTER_MAX``).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from .._capture._signature import Signature
+from .._core._failopen import FailOpen
+from .._core._portable import function_identity
+from .._core._vocab import RankWire as W
+from .._pipeline._record import CompileRecord, SpanLink
+from ._ranks_name import Program, Run, summary
+from ._ranks_transport import Channel
+
+PREFIX = W.PREFIX
+#: Beyond the comparer's own deadline, how long a rank waits for the verdict before
+#: another rank compares in its place (the comparer may have verdicts queued before).
+VERDICT_MARGIN_S = 5.0
+#: Added to the arrival counter by a comparer that stops waiting for the others: a rank
+#: whose arrival returns more came after the comparer read the entries (it is late).
+#: Above any rank count, and twice (a comparer's, a takeover's) plus the ranks still a
+#: 32-bit integer: the service parses a counter as one (``COUNTER_MAX``).
+CLOSED = 1 << 24
+#: The most entries (ranks, or child summaries) one comparer reads per compile.
+FAN_IN = 128
+#: The most ranks of a group (level 0): one presence bit each in the group's counter.
+GROUP = 8
+#: A group's counter, within the 32 bits the service parses a counter as
+#: (``_ranks_transport.COUNTER_MAX``): presence bits below ``SUM_SHIFT``; above them the
+#: sum of the arrivals' program digests, signed ``GROUP_HASH_BITS``-bit integers (eight
+#: of them within +-2**20, so +-2**28 once shifted); and ``GROUP_CLOSED`` added once the
+#: group was closed: by its comparer, by its parent's comparer in a dead one's place,
+#: and by a rank that takes the parent over (three times stays below 2**31). A group
+#: that differs passes for one program only when its digests happen to sum alike:
+#: about one in 2**18.
+SUM_SHIFT = GROUP
+GROUP_HASH_BITS = 18
+GROUP_CLOSED = 1 << (SUM_SHIFT + GROUP_HASH_BITS + 3)
+PRESENCE = (1 << SUM_SHIFT) - 1
+#: A node's arrival counter above level 0: the arrivals in its low ``COUNT_BITS`` bits,
+#: above them the sum of the arrivals' program digests, signed ``HASH_BITS``-bit
+#: integers (the last to arrive tells the comparer whether they all compiled one
+#: program, so that it reads no entry when they did). ``MAX_FAN_IN`` arrivals of the
+#: largest digests, either sign, stay within the service's 32 bits; no closed mark fits
+#: beside them: an arrival after the comparer read the node learns it from the verdict.
+COUNT_BITS = 8
+HASH_BITS = 17
+MAX_FAN_IN = 128
+#: Characters kept of the two fingerprints in a tree's entries and verdicts (hex: 36 and
+#: 24 bits; every byte is paid once per rank per compile at the service).
+SIGNATURE_CHARS = 9
+PROGRAM_CHARS = 6
+
+
+class Compile:
+    """One compile of this rank, from its publication to its verdict."""
+
+    __slots__ = ("function", "count", "function_dir", "directory", "program", "signature",
+                 "link", "arrival", "arrived_at", "stage", "named")
+
+    def __init__(self, function: str, count: int, function_key: str, program: Program,
+                 signature: Signature | None, link: SpanLink | None) -> None:
+        self.function = function
+        self.count = count
+        self.function_dir = f"{PREFIX}/{function_key}/"
+        self.directory = f"{self.function_dir}{count}/"
+        self.program = program
+        self.signature = signature  # kept until settled: its summary is made on request
+        self.link = link
+        self.arrival = 0  # what the arrival counter returned (1: this rank compares)
+        self.arrived_at = 0.0
+        self.stage = 0  # the tree: the first level whose verdict it awaits
+        #: the tree: [signature fp, other signature fp, changes] named on the way up
+        self.named: list[list[Any]] = []
+
+
+def function_key(identity: str) -> str:
+    return hashlib.blake2b(identity.encode("utf-8", "backslashreplace"),
+                           digest_size=8).hexdigest()
+
+
+def parse_entry(value: str) -> Program:
+    fp, _, rest = str(value).partition(" ")
+    return fp, rest.partition(" ")[0]
+
+
+def ordinal_directory(function_dir: str, count: int) -> str:
+    """The keys of one compile ordinal of one function, in a tree: a digest of both under
+    ``TREE_PREFIX``, short since every key of every rank carries it."""
+    digest = hashlib.blake2b(f"{function_dir}{count}".encode("utf-8", "backslashreplace"),
+                             digest_size=6).digest()
+    return f"{W.TREE_PREFIX}/{base64.urlsafe_b64encode(digest).decode('ascii')}/"
+
+
+def program_hash(program: Program, bits: int = HASH_BITS) -> int:
+    """A digest of what a rank compiled, summed by the node counters: a signed
+    ``bits``-bit integer (a sum of either sign stays small)."""
+    digest = hashlib.blake2b(f"{program[0]} {program[1]}".encode("utf-8", "backslashreplace"),
+                             digest_size=4).digest()
+    return (int.from_bytes(digest, "big") >> (32 - bits)) - (1 << (bits - 1))
+
+
+# --- the tree's shape and counters ---------------------------------------------------------
+
+class Tree:
+    """Which node of each level a rank belongs to, and what a node holds: groups of
+    ``min(fan_in, GROUP)`` ranks at level 0, nodes of ``fan_in`` children above."""
+
+    def __init__(self, count: int, fan_in: int = FAN_IN) -> None:
+        if not 2 <= fan_in <= MAX_FAN_IN:
+            raise ValueError(f"a tree's fan-in is 2 to {MAX_FAN_IN}")
+        self.count = count
+        self.fan_in = fan_in
+        self.group = min(fan_in, GROUP)
+        n = -(-count // self.group)
+        self.widths: list[int] = [n]  # nodes per level, up to the root's 1
+        while n > 1:
+            n = -(-n // fan_in)
+            self.widths.append(n)
+        self.depth = len(self.widths)
+
+    def _size(self, level: int) -> int:
+        return self.group if level == 0 else self.fan_in
+
+    def path(self, rank: int) -> list[tuple[int, int]]:
+        """(node, slot in it) at each level, from level 0 to the root."""
+        out, index = [], rank
+        for level in range(self.depth):
+            size = self._size(level)
+            out.append((index // size, index % size))
+            index //= size
+        return out
+
+    def children(self, level: int, node: int) -> int:
+        """Entries the node waits for: ranks at level 0, child nodes above."""
+        below = self.count if level == 0 else self.widths[level - 1]
+        size = self._size(level)
+        return max(0, min(size, below - node * size))
+
+    def ranks(self, level: int, node: int) -> Run:
+        """The ranks under a node."""
+        span = self.group * self.fan_in ** level
+        return node * span, min((node + 1) * span, self.count) - 1
+
+
+class GroupEntry(NamedTuple):
+    """A group's entry ``<arrival>``: a rank unlike an arrival before it."""
+
+    arrival: int
+    slot: int
+    program: Program
+    #: the sum of the digests of the arrivals before it
+    before: int
+
+
+def group_entry(name: str, raw: str, children: int) -> GroupEntry | None:
+    try:
+        arrival = int(name)
+        slot_text, fp, pf, before = str(raw).split(" ")
+        entry = GroupEntry(arrival, int(slot_text), (fp, pf), int(before))
+    except ValueError:
+        return None
+    if arrival < 2 or not 0 <= entry.slot < children:
+        return None
+    return entry
+
+
+def group_value(value: int) -> tuple[int, int, int]:
+    """A group's counter as (times closed, presence bits, sum of digests)."""
+    closes = (value + (GROUP_CLOSED >> 1)) // GROUP_CLOSED
+    rest = value - closes * GROUP_CLOSED
+    present = rest & PRESENCE
+    return closes, present, (rest - present) >> SUM_SHIFT
+
+
+def node_value(value: int) -> tuple[int, int]:
+    """A node's arrival counter above level 0 as (arrivals, sum of their digests)."""
+    arrivals = value & ((1 << COUNT_BITS) - 1)
+    return arrivals, (value - arrivals) >> COUNT_BITS
+
+
+# --- one rank's arrival ----------------------------------------------------------------------
+
+class Arrive:
+    """This rank's state in the check, and its arrival: the protocols
+    (``_ranks_protocol``) set it up; each later stage builds on this one."""
+
+    channel: Channel
+    rank: int
+    count: int
+    timeout_s: float
+    clock: Callable[[], float]
+    _failopen: FailOpen
+
+    def compile_of(self, record: CompileRecord, link: SpanLink | None) -> Compile:
+        # The function as its compiles are counted (``record.count``): two functions of
+        # one name in one file (two ``jax.jit(lambda ...)``) are counted apart, so their
+        # ordinals must not share keys. The line, not the directory: hosts differ there.
+        identity = f"{function_identity(record.function)}:{record.function.line}"
+        return Compile(record.function.qualname, record.count, function_key(identity),
+                       (record.fingerprint, record.program_fingerprint), record.signature,
+                       link)
+
+    def publish(self, item: Compile) -> bool:
+        """Set this rank's entry and count its arrival (never waits)."""
+        fp, pf = item.program
+        channel = self.channel
+        if not channel.set("publish", f"{item.directory}{W.ENTRIES}/{self.rank}", f"{fp} {pf}"):
+            return False
+        arrival = channel.increment("publish", item.directory + W.ARRIVED)
+        if arrival is None:
+            return False
+        item.arrival, item.arrived_at = arrival, self.clock()
+        if item.arrival == self.count:  # the last to arrive: the comparer's wait ends
+            channel.set("publish", self._all_key(item), "1")
+        return True
+
+    @staticmethod
+    def _all_key(item: Compile) -> str:
+        # beside the entries: deleted with them once read
+        return f"{item.directory}{W.ENTRIES}/{W.ALL}"
+
+
+class TreeArrive(Arrive):
+    """This rank's arrival in a job of more ranks than the fan-in: in its group (level 0),
+    and as a child summary pushed into a node above."""
+
+    tree: Tree
+    #: (node, slot) of this rank at each level (``Tree.path``)
+    path: list[tuple[int, int]]
+
+    def compile_of(self, record: CompileRecord, link: SpanLink | None) -> Compile:
+        item = super().compile_of(record, link)
+        fp, pf = item.program
+        item.program = (fp[:SIGNATURE_CHARS], pf[:PROGRAM_CHARS])
+        item.directory = ordinal_directory(item.function_dir, item.count)
+        return item
+
+    # --- the keys of a node ---------------------------------------------------------------
+
+    def _entries(self, item: Compile, level: int) -> str:
+        """The directory of the node's entries (and of its ``a`` and ``s``)."""
+        node, _ = self.path[level]
+        if level == 0:
+            return f"{item.directory}{W.ENTRIES}{node}"
+        return f"{item.directory}{level}.{node}"
+
+    def _counter(self, item: Compile, level: int) -> str:
+        """The node's counter: outside its entries' directory, which goes once read."""
+        if level == 0:
+            return f"{item.directory}{self.path[0][0]}"
+        return self._entries(item, level) + W.ARRIVED
+
+    def _takeover(self, item: Compile, level: int) -> str:
+        if level == 0:
+            return f"{item.directory}{W.TAKEOVER}{self.path[0][0]}"
+        return self._entries(item, level) + W.TAKEOVER
+
+    def publish(self, item: Compile) -> bool:
+        node, slot = self.path[0]
+        fp, pf = item.program
+        digest = program_hash(item.program, GROUP_HASH_BITS)
+        value = self.channel.increment("publish", self._counter(item, 0),
+                                       (1 << slot) + (digest << SUM_SHIFT))
+        if value is None:
+            return False
+        item.arrived_at = self.clock()
+        closes, present, total = group_value(value)
+        arrival = present.bit_count()
+        if closes:
+            item.arrival = arrival + CLOSED  # after its group was closed: late
+            return True
+        item.arrival = arrival
+        if total != arrival * digest:
+            # Unlike an arrival before it: its entry, so that whoever reports the group
+            # knows its program (a rank without one compiled the first's), with the sum
+            # of the digests before it (which tells the reader whether an entry before
+            # this one is still being written).
+            entries = self._entries(item, 0)
+            before = total - digest
+            self.channel.set("publish", f"{entries}/{arrival}", f"{slot} {fp} {pf} {before}")
+            if arrival > 1 and before % (arrival - 1) == 0 and before // (arrival - 1) != digest:
+                # every arrival before this one (if any: a rank that counted one
+                # ordinal twice is its own first) compiled one program, and this one
+                # another: its summary goes beside the entries, for the comparer
+                self._send_summary(item, entries)
+        if 1 < arrival == self.tree.children(0, node):
+            # the last to arrive wakes the comparer: "a" when the counter says every
+            # rank compiled one program, else the counter (which says who arrived)
+            self.channel.set("publish", f"{self._entries(item, 0)}/{W.NODE_ALL}",
+                             W.AGREE if total == arrival * digest else str(value))
+        return True
+
+    def _arrive(self, item: Compile, directory: str, children: int,
+                program_hash_: int) -> int | None:
+        """Count an arrival at a node above level 0 (carrying a digest of what it
+        summarises); the last one says whether all were one program. The arrival's
+        number (whether it came late, after the node's comparer read it, the verdict
+        says)."""
+        value = self.channel.increment("publish", directory + W.ARRIVED,
+                                       1 + (program_hash_ << COUNT_BITS))
+        if value is None:
+            return None
+        arrival, digests = node_value(value)
+        before, total = arrival - 1, digests - program_hash_
+        if before and total % before == 0 and total // before != program_hash_:
+            # Every arrival before this one compiled one program, and this one another:
+            # its signature's summary goes beside the entries, so that the comparer
+            # (the first, on the other side) names the difference without asking.
+            self._send_summary(item, directory)
+        if arrival == children:
+            agree = digests == children * program_hash_
+            self.channel.set("publish", f"{directory}/{W.NODE_ALL}",
+                             W.AGREE if agree else W.DISAGREE)
+        return arrival
+
+    def _send_summary(self, item: Compile, directory: str) -> None:
+        """This rank's signature fingerprint (``x``) and summary (``l``), beside the node's
+        entries; the first one sent stands."""
+        if item.signature is None or not item.signature.captured:
+            return
+        self.channel.create("publish", f"{directory}/{W.SUMMARIES}", json.dumps(
+            {W.TEXT: item.program[0], W.LEAVES: summary(item.signature)},
+            ensure_ascii=False, separators=(",", ":")))

@@ -1,0 +1,504 @@
+"""The cross-rank check's second stage, gathering: the comparer's waits, its reads of the
+entries, and the summaries it makes of them (the flat protocol's, and the tree's).
+
+A job of ``FAN_IN`` ranks or fewer is one group, compared as ``_ranks_protocol`` says
+(one comparer reads every entry, ``Gather._compare``). Past that, no rank reads every
+entry: the ranks compare in groups of at most ``GROUP`` (the nodes of level 0: ranks
+``0-7``, ``8-15``, ...), each group sends one summary to its parent (level 1: nodes of
+``FAN_IN`` groups), and so on up to the root, whose summary is the verdict.
+
+**A group (level 0) costs each rank two calls**: one increment of the group's counter
+(``<ordinal>/<node>``), which carries the rank's presence (bit ``slot``) and a digest of
+what it compiled (summed above ``SUM_SHIFT``), and one read of the verdict. From the
+value the increment returns, each rank knows whether every arrival so far compiled its
+program (the sum is its digest times the arrivals): only a rank that sees otherwise
+writes an entry, ``e<node>/<arrival number>`` (``"<slot> <signature fp> <program fp>
+<sum of the digests before it>"``). The last to arrive (all presence bits set) sets
+``e<node>/a``: ``a`` when the sum says one program, else the counter's value. The
+group's comparer, the first to arrive, waits for ``a`` or its deadline (then it closes
+the group, ``GROUP_CLOSED``: a later arrival is late, is reported missing and checks
+itself against the verdict). When it must read entries, the counter tells it who
+arrived: the ranks without an entry compiled its own program (each was alike with
+every arrival before it, the comparer among them), and an entry not written yet (its
+increment came first) is waited for by its key; the first unlike rank's sum of the
+digests before it says whether one before it is still being written.
+
+**Above level 0** each node is what the flat protocol is for the whole job, with keys
+under ``<ordinal>/<level>.<node>``: ``/<slot>`` (a child's summary), ``n`` (the arrival
+counter: arrivals and the sum of their digests), ``/a``, ``t`` (takeover). A summary is
+the node's ranks grouped by program, as ranges, and the ones missing::
+
+    {"g": [[signature fp, program fp, "0-16382"], ...], "m": "16383"}
+
+or, when every rank of the node compiled one program, its two fingerprints alone
+(``"<signature fp> <program fp>"``), so it stays a few hundred bytes whatever the node's
+size, and merging ``FAN_IN`` of them costs the parent no more than reading ``FAN_IN``
+entries. The verdict (``v``), the named divergence (``d``), the summaries a comparer
+asks for (``s/<rank>``) are the flat protocol's, at the ordinal's directory: every rank
+reads the verdict in one read.
+
+Who compares a node: the first to arrive there (a rank at level 0; above, the rank
+that pushed the first child summary); it waits for ``a`` or its deadline, reads what it
+must, pushes the summary up (created, never overwritten: the first summary of a node
+stands), and only then deletes the node's entries. A group (level 0) is closed first
+(``GROUP_CLOSED``: an arrival after that is late); above, an arrival after the comparer
+read the node is late, and the verdict tells it so (those counters carry no closed mark:
+their 32 bits hold the digests). Deadlines,
+from the comparer's own arrival at level 0 (``wait_s``): ``timeout_s`` at level 0 (the
+flat protocol's), and at level ``L`` the moment a node below whose ranks arrived up to
+``timeout_s`` later could have been taken over (``stage_s(L - 1)``), plus margins.
+
+A group whose comparer died is reported by its parent's comparer, once that one's
+deadline passed (``wait_s(1)``: past the group's own deadline and the margins): it
+closes the group and reads its counter (and its entries, when the counter says some
+rank compiled another program than its own), one rank for every such group of its node.
+A rank that reads no entry of a group's first arrival, and compiled another program,
+names that program by its digest (``placeholder``), and a parent that knows a program
+with that digest puts it back. A comparer above level 0 that dies is replaced as in the
+flat protocol, one level at a time: a rank waits for the verdict until ``stage_s(1)``
+after it arrived (the first two arrivals of its group; the others ``VERDICT_MARGIN_S``
+longer, so that a late verdict costs one call per node, not per rank), then takes over
+its level-1 node if it is first on the node's takeover counter (a node already reported
+has no entries left: nothing to do; one no group reached, their comparers dead, it
+reports as that node's comparer would), and waits again until ``stage_s(2)`` before trying
+level 2, and so on: each stage is past the latest moment that level's comparer could
+still be waiting.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator, Iterable
+from typing import Any
+
+from .._core._vocab import RankWire as W
+from ._ranks_arrive import (
+    CLOSED,
+    GROUP_CLOSED,
+    GROUP_HASH_BITS,
+    VERDICT_MARGIN_S,
+    Arrive,
+    Compile,
+    GroupEntry,
+    TreeArrive,
+    group_entry,
+    group_value,
+    node_value,
+    ordinal_directory,
+    parse_entry,
+    program_hash,
+)
+from ._ranks_name import (
+    Group,
+    Program,
+    Runs,
+    loads,
+    missing_runs,
+    named_from_sent,
+    normalized,
+    runs_text,
+    runs_within,
+)
+from ._ranks_transport import Read, Wait
+
+#: Ordinals of a function whose keys stay on the service (late ranks read the verdict).
+KEEP = 64
+#: Marks a program known only by its group digest (``placeholder``).
+PLACEHOLDER = "#"
+#: Pairs of signatures named on the way up that a summary carries.
+MAX_NAMED = 4
+
+#: A node's summary: its ranks grouped by program, and the ones missing.
+Summary = tuple[dict[Program, Runs], Runs]
+#: What the flat comparer read: the groups by program, the absent ranks, the entries.
+Compared = tuple[list[Group], list[int], dict[int, Program]]
+
+
+def merge(summaries: Iterable[Summary], lo: int, hi: int) -> Summary:
+    """One summary of several nodes' (a parent's): the ranks of each program together,
+    and the ranks of ``lo..hi`` that no child reported or that a child missed."""
+    programs: dict[Program, Runs] = {}
+    missed: Runs = []
+    for groups, missing in summaries:
+        for program, runs in groups.items():
+            programs.setdefault(program, []).extend(runs)
+        missed.extend(missing)
+    merged = {p: normalized(r) for p, r in programs.items()}
+    reported = [run for runs in merged.values() for run in runs]
+    return merged, normalized([*missed, *missing_runs([*reported, *missed], lo, hi)])
+
+
+def summary_text(summary: Summary, named: list[list[Any]] | None = None) -> str:
+    """A node's summary as its parent reads it; with the differences between two
+    signatures named below it (``[signature fp, other signature fp, changes]``)."""
+    groups, missing = summary
+    if len(groups) == 1 and not missing and not named:
+        [(fp, pf)] = groups  # every rank of the node, one program: its fingerprints
+        return f"{fp} {pf}"
+    value: dict[str, Any] = {W.GROUPS: [[p[0], p[1], runs_text(r)] for p, r in
+                                        sorted(groups.items(), key=lambda i: i[1][0])]}
+    if missing:
+        value[W.MISSING] = runs_text(missing)
+    if named:
+        value[W.DIFF] = named[:MAX_NAMED]
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def parse_summary(raw: str, lo: int, hi: int) -> Summary | None:
+    if not raw.startswith("{"):
+        # one program for every rank of the node: its two fingerprints
+        fp, space, pf = raw.partition(" ")
+        if not space or not fp or " " in pf:
+            return None
+        return {(fp, pf): [(lo, hi)]}, []
+    value = loads(raw)
+    if value is None:
+        return None
+    groups: dict[Program, Runs] = {}
+    for g in value.get(W.GROUPS) or ():
+        try:
+            program = (str(g[0]), str(g[1]))
+            runs = runs_within(g[2], lo, hi)
+        except (IndexError, TypeError):
+            continue
+        if runs:
+            groups.setdefault(program, []).extend(runs)
+    return groups, runs_within(value.get(W.MISSING) or "", lo, hi)
+
+
+def lacking_entry(entries: dict[int, GroupEntry], count: int, first_digest: int | None,
+                  total: int) -> int | None:
+    """The arrival number of an entry the group's counter says was written, or is being
+    written (its rank's increment came first), that was not read: ``None`` when all are
+    in. Once one rank was unlike those before it, every later one is too (the sum of
+    their digests is no longer one digest times the arrivals): the entries run from the
+    first unlike one to the last arrival. Whether the earliest entry read is that first
+    one, the sum of the digests before it tells: the first arrival's digest times their
+    number (exactly, when the reader knows that digest: it is the first arrival, or
+    alike with it; else when the sum divides by their number, which a sum of unlike
+    digests does about once in that number, and only matters while an entry is still
+    being written). Without entries, the group's sum (``total``) tells whether its
+    ranks compiled one program (no entry to wait for) or the last one's is on its way."""
+    if not entries:
+        uniform = (total == count * first_digest if first_digest is not None
+                   else total % max(1, count) == 0)
+        return None if uniform or count < 2 else count
+    first = min(entries)
+    for k in range(first + 1, count + 1):
+        if k not in entries:
+            return k
+    if first > 2:
+        before = entries[first].before
+        if (before != (first - 1) * first_digest if first_digest is not None
+                else before % (first - 1)):
+            return first - 1
+    return None
+
+
+def group_base(entries: dict[int, GroupEntry], own: Program, first_digest: int | None,
+          total: int, count: int) -> Program:
+    """The program of a group's ranks without an entry (the first arrival's): the one
+    of these whose digest is the first arrival's (known to the comparer; else the first
+    unlike rank's sum of those before it divided by their number, or without one, the
+    group's sum divided by its arrivals); else that digest alone (``placeholder``), for
+    a parent to match."""
+    if first_digest is None:
+        if entries:
+            first = entries[min(entries)]
+            first_digest = first.before // max(1, first.arrival - 1)
+        else:
+            first_digest = total // max(1, count)
+    for program in (own, *(e.program for e in entries.values())):
+        if program_hash(program, GROUP_HASH_BITS) == first_digest:
+            return program
+    return placeholder(first_digest)
+
+
+def placeholder(digest: int) -> Program:
+    """A program known by its group digest only (its fingerprints were never sent)."""
+    return "", f"{PLACEHOLDER}{digest}"
+
+
+def resolved(programs: dict[Program, Runs], known: Iterable[Program]) -> dict[Program, Runs]:
+    """The programs of a summary with those known by their digest only replaced by the
+    program of ``known`` (or of the summary) that has that digest."""
+    by_digest = {program_hash(p, GROUP_HASH_BITS): p
+                 for p in (*known, *programs) if not p[1].startswith(PLACEHOLDER)}
+    out: dict[Program, Runs] = {}
+    for program, runs in programs.items():
+        if program[1].startswith(PLACEHOLDER):
+            try:
+                program = by_digest.get(int(program[1][len(PLACEHOLDER):]), program)
+            except ValueError:
+                pass
+        out[program] = normalized([*out.get(program, []), *runs])
+    return out
+
+
+
+# --- the comparer ------------------------------------------------------------------------
+
+class Gather(Arrive):
+    """The comparer's reads, in a job of ``FAN_IN`` ranks or fewer."""
+
+    def _compare(self, item: Compile, wait: bool) -> Generator[Wait, str | None,
+                                                             Compared | None]:
+        """The comparer: wait for every rank (or the deadline), read the entries once,
+        and group them by program (``None``: the service failed). ``wait=False``: it
+        takes over from a comparer that never answered."""
+        everyone = wait and item.arrival >= self.count
+        if wait and not everyone:
+            everyone = (yield Wait(self._all_key(item), item.arrived_at + self.timeout_s,
+                                   Read.OWN)) is not None
+        if not everyone:
+            # Closed before the entries are read: a rank whose arrival comes after this
+            # is late, and reads the shared verdict (no delivery is made for it).
+            self.channel.increment("close", item.directory + W.ARRIVED, CLOSED)
+        found = self.channel.dir_get("read", f"{item.directory}{W.ENTRIES}/")
+        if found is None:
+            return None
+        entries: dict[int, Program] = {}
+        for key, value in found:
+            try:
+                rank = int(key.rpartition("/")[2])
+            except ValueError:
+                continue
+            if 0 <= rank < self.count:
+                entries[rank] = parse_entry(value)
+        entries[self.rank] = item.program
+        # Read once: the entries are not needed any more; the keys of an ordinal long
+        # past go too (late ranks read the verdict of the recent ones).
+        self.channel.delete("clean-up", f"{item.directory}{W.ENTRIES}")
+        if item.count > KEEP:
+            self.channel.delete("clean-up", f"{item.function_dir}{item.count - KEEP}")
+        by_program: dict[Program, list[int]] = {}
+        for rank in sorted(entries):
+            by_program.setdefault(entries[rank], []).append(rank)
+        groups = sorted((Group(p, tuple(r)) for p, r in by_program.items()),
+                        key=lambda g: g.ranks[0])
+        absent = [r for r in range(self.count) if r not in entries]
+        return groups, absent, entries
+
+
+
+class TreeGather(TreeArrive, Gather):
+    """The comparers' waits and reads at each node of the tree, and the summaries they push
+    up (``_climb``)."""
+
+    #: whether the group's summary came from its entries (their directory then goes)
+    _read_entries: bool
+
+    def wait_s(self, level: int) -> float:
+        """How long, from its own arrival, a node's comparer waits for every child: at
+        level 0 the flat protocol's ``timeout_s``; above, until a child whose ranks
+        arrived up to ``timeout_s`` after it and whose comparer died could have been
+        taken over (``stage_s(level - 1)``, a rank's extra margin, and one more)."""
+        if level == 0:
+            return self.timeout_s
+        return self.timeout_s + self.stage_s(level - 1) + 2 * VERDICT_MARGIN_S
+
+    def stage_s(self, level: int) -> float:
+        """After its arrival, how long a rank waits for the verdict before it takes over
+        the node of ``level`` on its path: at level 0 the flat protocol's wait; above,
+        past the moment that node's comparer, whoever it is, stops waiting. That
+        comparer pushed first into the node, so no later than this rank's own node of
+        the level below pushed (``pushed``: its comparer's deadline, or this rank's
+        taking it over), and it waits ``wait_s(level)`` from there at most. A takeover
+        earlier than that would close a node its living comparer still waits for, and
+        name ranks missing that compiled on time."""
+        stage = 2 * self.timeout_s + VERDICT_MARGIN_S
+        pushed = stage + VERDICT_MARGIN_S
+        for up in range(1, level + 1):
+            stage = pushed + self.wait_s(up) + VERDICT_MARGIN_S
+            pushed = stage + VERDICT_MARGIN_S
+        return stage
+
+    def _gather_group(self, item: Compile, group: int, arrival: int, wait: bool,
+                      ) -> Generator[Wait, str | None, Summary | None]:
+        """A group's summary, by its comparer (the first to arrive, ``wait``), or by its
+        parent's comparer in the place of one that died: from the counter alone when
+        every rank that arrived compiled this rank's program, else from the entries of
+        those that did not."""
+        directory = f"{item.directory}{W.ENTRIES}{group}"
+        children = self.tree.children(0, group)
+        lo, hi = self.tree.ranks(0, group)
+        value: int | None = None
+        if wait:
+            self._read_entries = False
+            if arrival >= children:
+                return {item.program: [(lo, hi)]}, []
+            every = yield Wait(f"{directory}/{W.NODE_ALL}",
+                               item.arrived_at + self.wait_s(0), Read.OWN)
+            self._read_entries = every is not None  # its directory goes once reported
+            if every == W.AGREE:
+                return {item.program: [(lo, hi)]}, []
+            if every is not None and every.lstrip("-").isdigit():
+                value = int(every)
+        if value is None:
+            # closed first: an arrival after this is late and checks itself
+            value = self.channel.increment("close", f"{item.directory}{group}",
+                                           GROUP_CLOSED)
+            if value is None:
+                return None
+        _, present, total = group_value(value)
+        count = present.bit_count()
+        if not count:
+            return None  # none of its ranks arrived
+        own = program_hash(item.program, GROUP_HASH_BITS)
+        by_slot: dict[int, Program] = {}
+        base = item.program
+        if total != count * own:
+            found = self.channel.dir_get("read", f"{directory}/")
+            if found is None:
+                return None
+            entries: dict[int, GroupEntry] = {}
+            for key, raw in found:
+                name = key.rpartition("/")[2]
+                if name == W.SUMMARIES:
+                    self._name(item, raw)
+                    continue
+                entry = group_entry(name, raw, children)
+                if entry is not None and entry.arrival <= count:
+                    entries[entry.arrival] = entry
+            if wait:
+                self._read_entries = True
+            deadline = self.clock() + VERDICT_MARGIN_S
+            # the first arrival's digest: the comparer's own
+            first_digest = own if wait else None
+            for _ in range(count):
+                lacking = lacking_entry(entries, count, first_digest, total)
+                if lacking is None:
+                    break
+                # counted before it was written: written at once after its increment
+                written = yield Wait(f"{directory}/{lacking}", deadline, Read.OWN)
+                entry = (group_entry(str(lacking), written, children)
+                         if written is not None else None)
+                if entry is None:
+                    break  # its rank died in between: counted with the first one's
+                entries[lacking] = entry
+            by_slot = {e.slot: e.program for e in entries.values()}
+            base = group_base(entries, item.program, first_digest, total, count)
+        programs: dict[Program, Runs] = {}
+        for s in range(children):
+            if present >> s & 1:
+                programs.setdefault(by_slot.get(s, base), []).append((lo + s, lo + s))
+        return merge([(resolved(programs, ()), [])], lo, hi)
+
+    def _climb(self, item: Compile, level: int, arrival: int, wait: bool,
+               ) -> Generator[Wait, str | None, Summary | None]:
+        """Compare the node of ``level`` on this rank's path and push its summary up; go
+        on as the parent's comparer when this rank is the first there. At the root: its
+        summary, for the verdict (``None``: another rank compares there, or a call
+        failed); its entries go once the verdict is out (``_clean_root``)."""
+        while True:
+            directory = self._entries(item, level)
+            found = yield from (self._gather_group(item, self.path[0][0], arrival, wait)
+                                if level == 0 else self._gather(item, level, arrival, wait))
+            if found is None:
+                return None
+            item.stage = level + 1
+            if level == self.tree.depth - 1:
+                return found
+            pushed = self._push(item, level + 1, found)
+            # pushed first: a takeover that finds no entries knows the node reported
+            if level or self._read_entries:
+                self.channel.delete("clean-up", directory)
+            if pushed != 1:
+                return None
+            level, arrival, wait = level + 1, 1, True
+
+    def _clean_root(self, item: Compile) -> None:
+        """After the verdict: the root's entries, and the ordinal ``KEEP`` compiles back."""
+        self.channel.delete("clean-up", self._entries(item, self.tree.depth - 1))
+        if item.count > KEEP:
+            self.channel.delete("clean-up", ordinal_directory(
+                item.function_dir, item.count - KEEP).rstrip("/"))
+
+    def _gather(self, item: Compile, level: int, arrival: int, wait: bool,
+                ) -> Generator[Wait, str | None, Summary | None]:
+        """Wait for the node's entries (or its deadline), and read them once."""
+        node, _ = self.path[level]
+        directory = self._entries(item, level)
+        children = self.tree.children(level, node)
+        lo, hi = self.tree.ranks(level, node)
+        everyone = wait and arrival >= children
+        if wait and not everyone:
+            every = yield Wait(f"{directory}/{W.NODE_ALL}",
+                               item.arrived_at + self.wait_s(level), Read.OWN)
+            if every == W.AGREE:
+                # every child arrived, all with this rank's program: no entry to read
+                return {item.program: [(lo, hi)]}, []
+            everyone = every is not None
+        found = self.channel.dir_get("read", f"{directory}/")
+        if found is None:
+            return None
+        entries: dict[int, str] = {}
+        for key, value in found:
+            name = key.rpartition("/")[2]
+            if name == W.SUMMARIES:
+                self._name(item, value)
+                continue
+            try:
+                child = int(name)
+            except ValueError:
+                continue
+            if 0 <= child < children:
+                entries[child] = value
+        if not wait and not entries and (level > 1 or self._arrivals(directory) != 0):
+            # Taken over after its comparer reported it (or the service failed): nothing
+            # to do. A level-1 node no child ever reached, its groups' comparers dead, is
+            # this rank's to report.
+            return None
+        parts: list[Summary] = []
+        for child, raw in entries.items():
+            clo, chi = self.tree.ranks(level - 1, node * self.tree.fan_in + child)
+            part = parse_summary(raw, clo, chi)
+            if part is not None:
+                parts.append(part)
+                named = (loads(raw) or {}).get(W.DIFF)
+                if isinstance(named, list):
+                    item.named.extend(n for n in named
+                                      if isinstance(n, list) and len(n) == 3)
+        if level == 1 and not everyone:
+            # A group that has not reported by now lost its comparer: that comparer's
+            # deadline, and the moment a rank there could have taken over, are past
+            # (``wait_s``). This node's comparer reports the group in its place (one
+            # rank, not one per group: no rank takes a group over).
+            for child in range(children):
+                if child not in entries:
+                    group = node * self.tree.fan_in + child
+                    part = yield from self._gather_group(item, group, 0, wait=False)
+                    self.channel.delete("clean-up", f"{item.directory}{W.ENTRIES}{group}")
+                    if part is not None:
+                        parts.append(part)
+        # a few pairs of signatures named are enough: the verdict names one
+        del item.named[MAX_NAMED:]
+        programs, missed = merge(parts, lo, hi)
+        return resolved(programs, (item.program,)), missed
+
+    def _arrivals(self, directory: str) -> int | None:
+        """How many children reached a node above level 0 (``None``: unknown)."""
+        value = self.channel.increment("takeover", directory + W.ARRIVED, 0)
+        return None if value is None else node_value(value)[0]
+
+    def _push(self, item: Compile, level: int, found: Summary) -> int | None:
+        """The node's summary, into its parent (``level``): the parent's arrival count
+        after it (1: this rank compares the parent), or ``None`` when the node had
+        reported already or the call failed."""
+        node, slot = self.path[level]
+        directory = self._entries(item, level)
+        text = summary_text(found, item.named)
+        if not self.channel.create("publish", f"{directory}/{slot}", text):
+            return None
+        programs, missed = found
+        # a node of one program, every rank there, counts as that program; any other
+        # summary as itself, which no program's digest matches
+        uniform = len(programs) == 1 and not missed
+        digest = program_hash(next(iter(programs)) if uniform else ("", text))
+        return self._arrive(item, directory, self.tree.children(level, node), digest)
+
+    def _name(self, item: Compile, raw: str) -> None:
+        """The changes between this rank's signature and the summary sent unasked."""
+        named = named_from_sent(item.signature, item.program[0], raw)
+        if named is not None:
+            item.named.append(named)

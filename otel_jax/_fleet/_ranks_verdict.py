@@ -1,0 +1,461 @@
+"""The cross-rank check's third stage, the verdict: what the comparer decides from what it
+gathered, the verdict's wire format, the takeover of a comparer that never answered, and
+what each rank reports from the verdict it reads.
+
+The verdict (``v``) groups the ranks by program (``_vocab.RankWire``); a rank's memory of
+earlier verdicts (``_ordinals``) tells a shifted ordinal from a divergence. In a tree the
+verdict is as short as each rank can make the whole one from (``TreeVerdict._wire_verdict``);
+the whole one is set beside it (``f``) for the ranks that need it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Callable, Generator
+from typing import Any
+
+from .._core._vocab import CauseKind, DiffKey, DivergenceKind
+from .._core._vocab import RankWire as W
+from .._pipeline._record import Divergence
+from ._ordinals import Ordinals
+from ._ranks_arrive import VERDICT_MARGIN_S, Compile
+from ._ranks_gather import Gather, Summary, TreeGather
+from ._ranks_name import (
+    DIFF_FIELDS,
+    MAX_NAMED_DIFF,
+    Group,
+    Program,
+    decode_ranks,
+    differ,
+    encode_ranks,
+    kind_of,
+    known_diff,
+    leaf_texts,
+    loads,
+    missing,
+    missing_runs,
+    named_text,
+    pair_of,
+    program_text,
+    ranks_of,
+    ranks_text,
+    runs_text,
+    runs_within,
+    summary,
+    summary_diff,
+    worded,
+)
+from ._ranks_transport import Read, Wait
+
+Reporter = Callable[[Divergence], None]
+Steps = Generator[Wait, "str | None", "Divergence | None"]
+Outcome = Generator[Wait, "str | None", "tuple[dict[str, Any] | None, dict[str, Any] | None]"]
+
+
+class Verdict(Gather):
+    """The verdict of a job of ``FAN_IN`` ranks or fewer, and what this rank reports."""
+
+    _report: Reporter
+    #: The verdicts seen of each function, to tell a shifted ordinal (``_ordinals``).
+    _ordinals: Ordinals
+    unresolved: int
+
+    def _judge(self, item: Compile, wait: bool) -> Outcome:
+        """Compare (``Gather._compare``), then decide and publish the verdict."""
+        compared = yield from self._compare(item, wait)
+        if compared is None:
+            return None, None
+        return (yield from self._decide(item, *compared))
+
+    def _decide(self, item: Compile, groups: list[Group], absent: list[int],
+                entries: dict[int, Program],
+                ) -> Generator[Wait, str | None, tuple[dict[str, Any] | None,
+                                                         dict[str, Any] | None]]:
+        """The verdict of the compared ranks (``groups``: every rank that arrived, by
+        program; ``absent``: the others), published for every rank to read, and the
+        divergence named from the two sides' summaries. ``entries``: the programs of at
+        least this rank, the ranks of the groups that differ from it and ``absent``."""
+        if absent:
+            shifted = self._ordinals.shifted(item.function_dir, item.count, absent,
+                                             entries)
+            absent = [r for r in absent if r not in shifted]
+        verdict: dict[str, Any] = {
+            W.GROUPS: [[g.program[0], g.program[1], encode_ranks(g.ranks)] for g in groups],
+            W.COMPARER: self.rank}
+        if absent:
+            verdict[W.MISSING] = encode_ranks(absent)
+        pair = pair_of(groups, item.program)
+        if pair is not None:
+            others = [r for g in groups if g.program != item.program for r in g.ranks]
+            if len(self._ordinals.shifted(item.function_dir, item.count, others,
+                                          entries)) == len(others):
+                pair = None  # the same programs as the other ranks, one ordinal off
+        signature = item.signature
+        mine = summary(signature) if signature is not None and (
+            absent or pair is not None) else {}
+        if pair is not None:
+            kind = kind_of(*pair)
+            verdict[W.KIND] = kind.value
+            known = (self._known_diff(item, *pair) if kind is DivergenceKind.SIGNATURE
+                     else None)
+            if known is not None:
+                # named already, from two summaries the ranks sent unasked: in the verdict
+                verdict[W.TEXT] = named_text(known, pair[0].ranks, pair[1].ranks)
+                verdict[W.DIFF] = known[:MAX_NAMED_DIFF]
+            elif kind is DivergenceKind.SIGNATURE:
+                verdict[W.WANTED] = [g.ranks[0] for g in pair if self.rank not in g.ranks]
+        if absent and mine:
+            # A rank that arrives later compares itself with this summary.
+            self._set(f"{item.directory}{W.SUMMARIES}/{self.rank}", mine)
+        if not self._publish_shared(item.directory + W.VERDICT,
+                                    self._wire_verdict(item, verdict)):
+            return None, None
+        named: dict[str, Any] | None = None
+        if W.TEXT in verdict:
+            named = {W.TEXT: verdict[W.TEXT], W.DIFF: verdict[W.DIFF]}
+        elif pair is not None and verdict[W.KIND] == DivergenceKind.SIGNATURE.value:
+            sides: list[dict[str, Any] | None] = []
+            for group in pair:
+                if self.rank in group.ranks:
+                    sides.append(mine)
+                    continue
+                # only the comparer reads a summary it asked for
+                raw = yield Wait(f"{item.directory}{W.SUMMARIES}/{group.ranks[0]}",
+                                 self.clock() + self.timeout_s, Read.OWN)
+                sides.append(loads(raw) if raw is not None else None)
+            first, second = pair
+            if sides[0] is not None and sides[1] is not None:
+                diff = summary_diff(sides[0], sides[1])
+                text = named_text(diff, first.ranks, second.ranks)
+            else:
+                diff = []
+                text = (f"different signatures ({ranks_text(first.ranks)} vs "
+                        f"{ranks_text(second.ranks)}); the summary of one side did not "
+                        f"arrive within {self.timeout_s:g} s")
+            named = {W.TEXT: text, W.DIFF: diff}
+            self._publish_shared(item.directory + W.NAMED,
+                                 {W.TEXT: text, W.DIFF: diff[:MAX_NAMED_DIFF]})
+        return verdict, named
+
+    def _conclude(self, item: Compile, verdict: dict[str, Any],
+                  named: dict[str, Any] | None) -> Steps:
+        """Report what the verdict says, from this rank's side."""
+        groups = self._groups(item, verdict)
+        self._ordinals.remember(item.function_dir, item.count, groups, item.program)
+        absent = decode_ranks(verdict.get(W.MISSING) or "", self.count)
+        if not any(self.rank in g.ranks for g in groups):
+            return (yield from self._late(item, verdict, groups))
+        if self.rank in (verdict.get(W.WANTED) or ()) and item.signature is not None:
+            self._set(f"{item.directory}{W.SUMMARIES}/{self.rank}", summary(item.signature))
+        reported: Divergence | None = None
+        kind = verdict.get(W.KIND)
+        pair = pair_of(groups, item.program) if kind else None
+        if pair is not None:
+            first, second = pair
+            sides = tuple(g.ranks for g in groups)
+            if kind == DivergenceKind.SIGNATURE.value:
+                if named is None and W.TEXT in verdict:
+                    named = {W.TEXT: verdict[W.TEXT], W.DIFF: verdict.get(W.DIFF)}
+                if named is None:
+                    raw = yield Wait(item.directory + W.NAMED,
+                                     self.clock() + self.timeout_s + VERDICT_MARGIN_S,
+                                     Read.SHARED)
+                    named = loads(raw) if raw is not None else None
+                text = str((named or {}).get(W.TEXT) or (
+                    f"different signatures ({ranks_text(first.ranks)} vs "
+                    f"{ranks_text(second.ranks)}); the comparing rank named no paths"))
+                diff = tuple(d for d in (named or {}).get(W.DIFF) or ()
+                             if isinstance(d, dict))
+                div = Divergence(item.function, item.count, DivergenceKind.SIGNATURE, text,
+                                 sides, (), diff, self.rank, time.time())
+            else:
+                div = Divergence(item.function, item.count, DivergenceKind.PROGRAM,
+                                 program_text(first, second), sides, (), (),
+                                 self.rank, time.time())
+            reported = self._emit(item, div)
+        if absent:
+            present = (groups[0].ranks if len(groups) == 1
+                       else tuple(sorted(itertools.chain.from_iterable(g.ranks for g in groups))))
+            gone = self._emit(item, missing(item.function, item.count, present, absent,
+                                            self.rank, self.timeout_s))
+            reported = reported or gone
+        return reported
+
+    def _groups(self, item: Compile, verdict: dict[str, Any]) -> list[Group]:
+        """The verdict's groups: the ranks of each program."""
+        groups: list[Group] = []
+        for g in verdict.get(W.GROUPS) or ():
+            try:
+                groups.append(Group((str(g[0]), str(g[1])), decode_ranks(g[2], self.count),
+                                    str(g[2])))
+            except (IndexError, TypeError):
+                continue
+        return [g for g in groups if g.ranks]
+
+    def _known_diff(self, item: Compile, first: Group, second: Group,
+                    ) -> list[dict[str, str]] | None:
+        """The changes from ``first``'s signature to ``second``'s, when this rank has
+        both sides' summaries without asking (the tree's); ``None`` to ask for them."""
+        return None
+
+    def _wire_verdict(self, item: Compile, verdict: dict[str, Any],
+                      ) -> dict[str, Any] | str:
+        """The verdict as every rank reads it (JSON, or text already in its wire form)."""
+        return verdict
+
+    def _late(self, item: Compile, verdict: dict[str, Any], groups: list[Group]) -> Steps:
+        """This rank arrived after the verdict: it was reported missing. Its entry goes;
+        it names a difference with the others itself, from the comparer's summary."""
+        # The comparer deleted the entries before this one came (and the others as late).
+        late_entries = self._late_entries(item)
+        if late_entries:
+            self.channel.delete("clean-up", late_entries)
+        if not groups or any(not differ(g.program, item.program) for g in groups):
+            return None  # the others' program: late, and reported missing, only
+        comparer = verdict.get(W.COMPARER)
+        theirs = next((g for g in groups if comparer in g.ranks), groups[0])
+        me = (self.rank,)
+        ours = Group(item.program, me)
+        if kind_of(theirs, ours) is DivergenceKind.PROGRAM:
+            div = Divergence(item.function, item.count, DivergenceKind.PROGRAM,
+                             program_text(theirs, ours), (theirs.ranks, me), (), (),
+                             self.rank, time.time())
+            return self._emit(item, div)
+        raw = yield Wait(f"{item.directory}{W.SUMMARIES}/{comparer}",
+                         self.clock() + min(self.timeout_s, VERDICT_MARGIN_S))
+        other = loads(raw) if raw is not None else None
+        mine = summary(item.signature) if item.signature is not None else {}
+        diff = summary_diff(other, mine) if other is not None else []
+        div = Divergence(item.function, item.count, DivergenceKind.SIGNATURE,
+                         named_text(diff, theirs.ranks, me), (theirs.ranks, me), (),
+                         tuple(diff), self.rank, time.time())
+        return self._emit(item, div)
+
+    def _late_entries(self, item: Compile) -> str:
+        """The key a late rank deletes: its entry, written after the comparer read them."""
+        return f"{item.directory}{W.ENTRIES}"
+
+    # --- reports -----------------------------------------------------------------------
+
+    def _emit(self, item: Compile, div: Divergence) -> Divergence:
+        self._ordinals.diverged(item.function_dir, item.count)
+        div = Divergence(div.function, div.count, div.kind, div.text, div.ranks,
+                         div.missing_ranks, div.diff, div.process_index, div.detected,
+                         item.link)
+        with self._failopen.guard("divergence report"):
+            self._report(div)
+        return div
+
+    def _publish_shared(self, key: str, value: dict[str, Any] | str) -> bool:
+        """Writes a key every rank reads (``Read.SHARED``): the first writer wins, so every
+        rank reads one verdict (``Channel.publish_shared``)."""
+        return self.channel.publish_shared(key, _json(value))
+
+    def _set(self, key: str, value: dict[str, Any]) -> bool:
+        return self.channel.set("publish", key, _json(value))
+
+
+
+class TreeVerdict(TreeGather, Verdict):
+    """The verdict of a tree's root, worded short for every rank, and the takeover of the
+    nodes whose comparer never answered."""
+
+    def _judge_tree(self, item: Compile, level: int, arrival: int, wait: bool) -> Outcome:
+        """Climb from the node of ``level`` (``TreeGather._climb``); at the root, decide
+        the verdict, then clean the root's keys."""
+        found = yield from self._climb(item, level, arrival, wait)
+        if found is None:
+            return None, None
+        outcome = yield from self._verdict(item, found)
+        self._clean_root(item)
+        return outcome
+
+    def _known_diff(self, item: Compile, first: Group, second: Group,
+                    ) -> list[dict[str, str]] | None:
+        return known_diff(item.named, first, second)
+
+    def _named(self, item: Compile, verdict: dict[str, Any]) -> dict[str, Any] | None:
+        """A divergence the verdict names by its changes only: the text, in each rank's
+        words (the same as the comparer's), from the changes and the verdict's sides."""
+        pair = pair_of(self._groups(item, verdict), item.program)
+        if pair is None:
+            return None
+        diff = [dict(zip(DIFF_FIELDS, map(str, d))) for d in verdict[W.DIFF]
+                if isinstance(d, list) and len(d) == len(DIFF_FIELDS)]
+        return {W.TEXT: named_text(diff, pair[0].ranks, pair[1].ranks), W.DIFF: diff}
+
+    def _relative(self, item: Compile, wire: list[Any]) -> Outcome:
+        """A verdict worded against the larger side's own signature (``_relative_wire``):
+        a rank of that side makes the whole one from its leaves; a rank of the other
+        side, or a missing one, reads the whole one (``f``)."""
+        last = self.count - 1
+        whole = len(wire) >= 3 and all(isinstance(v, str) for v in wire[:3])
+        others = runs_within(wire[0], 0, last) if whole else []
+        missed = runs_within(wire[1], 0, last) if whole else []
+        diff = worded(item.signature, wire[3:]) if whole else None
+        if diff is None or any(a <= self.rank <= b for a, b in [*others, *missed]):
+            raw = yield Wait(item.directory + W.FULL, self.clock() + VERDICT_MARGIN_S)
+            return (loads(raw) if raw is not None else None), None
+        mine = missing_runs([*others, *missed], 0, last)
+        ours = Group(item.program, ranks_of(mine), runs_text(mine))
+        theirs = Group((str(wire[2]), ""), ranks_of(others), runs_text(others))
+        first, second = sorted((ours, theirs), key=lambda g: g.ranks[0])
+        if first is theirs:  # the changes are from the first side's values to the second's
+            diff = [{**d, DiffKey.BEFORE: d[DiffKey.AFTER], DiffKey.AFTER: d[DiffKey.BEFORE]}
+                    for d in diff]
+        named = {W.TEXT: named_text(diff, first.ranks, second.ranks), W.DIFF: diff}
+        verdict: dict[str, Any] = {
+            W.GROUPS: [[g.program[0], g.program[1], g.text] for g in (first, second)],
+            W.KIND: DivergenceKind.SIGNATURE.value, **named}
+        if missed:
+            verdict[W.MISSING] = runs_text(missed)
+        return verdict, named
+
+    def _await(self, item: Compile) -> Outcome:
+        """Wait for the verdict, taking over the nodes of this rank's path whose comparer
+        never answered, one level at a time."""
+        shared = item.directory + W.VERDICT
+        extra = 0.0 if item.arrival <= 2 else VERDICT_MARGIN_S
+        # a group (level 0) is taken over by its parent's comparer (``_gather``)
+        for level in range(max(1, item.stage), self.tree.depth):
+            raw = yield Wait(shared, item.arrived_at + self.stage_s(level) + extra,
+                             Read.SHARED)
+            if raw is not None:
+                return _verdict_of(raw), None
+            if self.channel.off:
+                return None, None
+            took = self.channel.increment("takeover", self._takeover(item, level))
+            if took == 1:
+                verdict, named = yield from self._judge_tree(item, level, 0, wait=False)
+                if verdict is not None:
+                    return verdict, named
+        raw = yield Wait(shared, self.clock() + self.timeout_s + VERDICT_MARGIN_S,
+                         Read.SHARED)
+        return (_verdict_of(raw) if raw is not None else None), None
+
+    def _verdict(self, item: Compile, found: Summary) -> Outcome:
+        """The root's summary as the flat protocol's verdict."""
+        programs, missed = found
+        groups = sorted((Group(p, ranks_of(runs), runs_text(runs))
+                         for p, runs in programs.items()), key=lambda g: g.ranks[0])
+        absent = list(ranks_of(missed))
+        # the programs of the ranks the ordinal memory is asked about, not of them all
+        lookup: dict[int, Program] = {self.rank: item.program}
+        for g in groups:
+            if g.program != item.program:
+                lookup.update((r, g.program) for r in g.ranks)
+        return (yield from self._decide(item, groups, absent, lookup))
+
+    def _wire_verdict(self, item: Compile, verdict: dict[str, Any],
+                      ) -> dict[str, Any] | str:
+        """The verdict every rank reads, as short as each rank can make the whole one
+        from: when every rank that arrived compiled one program, which ranks are missing
+        (each knows its program); when two signatures differ in the type of a few leaves,
+        those changes against the larger side's own leaves (``_relative_wire``). The whole
+        verdict is set first, for the ranks that need it."""
+        groups = verdict.get(W.GROUPS) or ()
+        if W.TEXT in verdict and len(groups) == 2:
+            self._set(item.directory + W.FULL, verdict)
+            relative = self._relative_wire(item, verdict)
+            if relative is not None:
+                return relative_text(relative)
+            # every rank words the text itself from the changes (as lists) and the two
+            # sides (with more, a rank's pair of sides might not be the comparer's)
+            wire = {k: v for k, v in verdict.items() if k != W.TEXT}
+            wire[W.DIFF] = [[d.get(f, "") for f in DIFF_FIELDS] for d in verdict[W.DIFF]]
+            return wire
+        if len(groups) != 1 or verdict.get(W.KIND):
+            return verdict
+        wire = {k: verdict[k] for k in (W.MISSING,) if verdict.get(k)}
+        if wire:
+            self._set(item.directory + W.FULL, verdict)
+        return wire
+
+    def _relative_wire(self, item: Compile, verdict: dict[str, Any]) -> list[Any] | None:
+        """``[the other side's ranks, the missing ones, its signature fp, leaf, its type,
+        ...]``: each change as the index of a leaf of this rank's signature and the other
+        side's type there, when this rank is on the larger side and every change is a
+        leaf's shape, dtype or weak type (what a rank of this side can word the same
+        way, from its own signature). ``None`` otherwise."""
+        groups = super()._groups(item, verdict)
+        signature = item.signature
+        ours = next((g for g in groups if self.rank in g.ranks), None)
+        if (ours is None or len(groups) != 2 or signature is None
+                or not signature.captured):
+            return None
+        theirs = groups[1] if groups[0] is ours else groups[0]
+        if len(ours.ranks) < len(theirs.ranks):
+            return None
+        index = {path: i for i, (path, _) in enumerate(leaf_texts(signature))}
+        mine = dict(leaf_texts(signature))
+        wire: list[Any] = [theirs.text, verdict.get(W.MISSING) or "", theirs.program[0]]
+        for d in verdict.get(W.DIFF) or ():
+            path, kind = d.get(DiffKey.PATH), d.get(DiffKey.KIND)
+            own, other = ((d.get(DiffKey.BEFORE), d.get(DiffKey.AFTER)) if groups[0] is ours
+                          else (d.get(DiffKey.AFTER), d.get(DiffKey.BEFORE)))
+            if kind not in _LEAF_KINDS or path not in index or mine[path] != own:
+                return None
+            wire += [index[path], other]
+        return wire
+
+    def _groups(self, item: Compile, verdict: dict[str, Any]) -> list[Group]:
+        if W.GROUPS in verdict:
+            return super()._groups(item, verdict)
+        last = self.count - 1
+        missed = runs_within(verdict.get(W.MISSING) or "", 0, last)
+        if any(a <= self.rank <= b for a, b in missed):
+            return []  # late: what the others compiled is in the whole verdict (``_late``)
+        present = missing_runs(missed, 0, last)
+        ranks = ranks_of(present)
+        return [Group(item.program, ranks, runs_text(present))] if ranks else []
+
+    def _late(self, item: Compile, verdict: dict[str, Any], groups: list[Group]) -> Steps:
+        if W.GROUPS not in verdict:  # a short verdict: the whole one says what they compiled
+            raw = yield Wait(item.directory + W.FULL, self.clock() + VERDICT_MARGIN_S)
+            verdict = (loads(raw) if raw is not None else None) or {}
+            groups = super()._groups(item, verdict)
+        return (yield from super()._late(item, verdict, groups))
+
+    def _late_entries(self, item: Compile) -> str:
+        return ""  # a late rank wrote no entry (its increment said it was late)
+
+
+#: Starts each field of a relative verdict (``relative_text``).
+RELATIVE_MARK = "|"
+#: Wrapped around a verdict that came as a list (``TreeVerdict._relative_wire``).
+_RELATIVE = "relative"
+_LEAF_KINDS = frozenset(k.value for k in (CauseKind.SHAPE, CauseKind.DTYPE,
+                                          CauseKind.WEAK_TYPE))
+
+
+def relative_text(wire: list[Any]) -> str:
+    """A relative verdict (``_relative_wire``) as every rank reads it: its fields after a
+    ``RELATIVE_MARK`` each (no JSON quotes: each byte is read by every rank), or as a
+    JSON list when a field holds the mark."""
+    fields = [str(f) for f in wire]
+    if any(RELATIVE_MARK in f for f in fields):
+        return json.dumps(wire, ensure_ascii=False, separators=(",", ":"))
+    return "".join(RELATIVE_MARK + f for f in fields)
+
+
+def _verdict_of(raw: str) -> dict[str, Any] | None:
+    if raw.startswith(RELATIVE_MARK):
+        # [the other side's ranks, the missing ones, its signature fp, leaf, type, ...]
+        fields: list[Any] = raw[len(RELATIVE_MARK):].split(RELATIVE_MARK)
+        fields[3::2] = [int(f) if f.isdigit() else f for f in fields[3::2]]
+        return {_RELATIVE: fields}
+    try:
+        value = json.loads(raw)
+    except (ValueError, TypeError):
+        return None
+    if isinstance(value, list):
+        return {_RELATIVE: value}
+    return value if isinstance(value, dict) else None
+
+
+def _json(value: dict[str, Any] | str) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
