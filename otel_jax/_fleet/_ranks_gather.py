@@ -3,66 +3,24 @@ entries, and the summaries it makes of them (the flat protocol's, and the tree's
 
 A job of ``FAN_IN`` ranks or fewer is one group, compared as ``_ranks_protocol`` says
 (one comparer reads every entry, ``Gather._compare``). Past that, no rank reads every
-entry: the ranks compare in groups of at most ``GROUP`` (the nodes of level 0: ranks
-``0-7``, ``8-15``, ...), each group sends one summary to its parent (level 1: nodes of
-``FAN_IN`` groups), and so on up to the root, whose summary is the verdict.
+entry: the ranks compare in groups of at most ``GROUP`` (level 0), each group sends one
+summary to its parent (nodes of ``FAN_IN`` groups), and so on up to the root, whose
+summary is the verdict (docs/fleet.md draws the tree and lists its keys).
 
-**A group (level 0) costs each rank two calls**: one increment of the group's counter
-(``<ordinal>/<node>``), which carries the rank's presence (bit ``slot``) and a digest of
-what it compiled (summed above ``SUM_SHIFT``), and one read of the verdict. From the
-value the increment returns, each rank knows whether every arrival so far compiled its
-program (the sum is its digest times the arrivals): only a rank that sees otherwise
-writes an entry, ``e<node>/<arrival number>`` (``"<slot> <signature fp> <program fp>
-<sum of the digests before it>"``). The last to arrive (all presence bits set) sets
-``e<node>/a``: ``a`` when the sum says one program, else the counter's value. The
-group's comparer, the first to arrive, waits for ``a`` or its deadline (then it closes
-the group, ``GROUP_CLOSED``: a later arrival is late, is reported missing and checks
-itself against the verdict). When it must read entries, the counter tells it who
-arrived: the ranks without an entry compiled its own program (each was alike with
-every arrival before it, the comparer among them), and an entry not written yet (its
-increment came first) is waited for by its key; the first unlike rank's sum of the
-digests before it says whether one before it is still being written.
-
-**Above level 0** each node is what the flat protocol is for the whole job, with keys
-under ``<ordinal>/<level>.<node>``: ``/<slot>`` (a child's summary), ``n`` (the arrival
-counter: arrivals and the sum of their digests), ``/a``, ``t`` (takeover). A summary is
-the node's ranks grouped by program, as ranges, and the ones missing::
-
-    {"g": [[signature fp, program fp, "0-16382"], ...], "m": "16383"}
-
-or, when every rank of the node compiled one program, its two fingerprints alone
-(``"<signature fp> <program fp>"``), so it stays a few hundred bytes whatever the node's
-size, and merging ``FAN_IN`` of them costs the parent no more than reading ``FAN_IN``
-entries. The verdict (``v``), the named divergence (``d``), the summaries a comparer
-asks for (``s/<rank>``) are the flat protocol's, at the ordinal's directory: every rank
-reads the verdict in one read.
-
-Who compares a node: the first to arrive there (a rank at level 0; above, the rank
-that pushed the first child summary); it waits for ``a`` or its deadline, reads what it
-must, pushes the summary up (created, never overwritten: the first summary of a node
-stands), and only then deletes the node's entries. A group (level 0) is closed first
-(``GROUP_CLOSED``: an arrival after that is late); above, an arrival after the comparer
-read the node is late, and the verdict tells it so (those counters carry no closed mark:
-their 32 bits hold the digests). Deadlines,
-from the comparer's own arrival at level 0 (``wait_s``): ``timeout_s`` at level 0 (the
-flat protocol's), and at level ``L`` the moment a node below whose ranks arrived up to
-``timeout_s`` later could have been taken over (``stage_s(L - 1)``), plus margins.
-
-A group whose comparer died is reported by its parent's comparer, once that one's
-deadline passed (``wait_s(1)``: past the group's own deadline and the margins): it
-closes the group and reads its counter (and its entries, when the counter says some
-rank compiled another program than its own), one rank for every such group of its node.
-A rank that reads no entry of a group's first arrival, and compiled another program,
-names that program by its digest (``placeholder``), and a parent that knows a program
-with that digest puts it back. A comparer above level 0 that dies is replaced as in the
-flat protocol, one level at a time: a rank waits for the verdict until ``stage_s(1)``
-after it arrived (the first two arrivals of its group; the others ``VERDICT_MARGIN_S``
-longer, so that a late verdict costs one call per node, not per rank), then takes over
-its level-1 node if it is first on the node's takeover counter (a node already reported
-has no entries left: nothing to do; one no group reached, their comparers dead, it
-reports as that node's comparer would), and waits again until ``stage_s(2)`` before trying
-level 2, and so on: each stage is past the latest moment that level's comparer could
-still be waiting.
+A node's comparer is the first to arrive there (a rank at level 0; above, the rank that
+pushed the first child summary). It waits for ``a`` (set by the last arrival) or its
+deadline (``wait_s``), reads only what it must: in a group, the counter says who arrived
+and the ranks without an entry compiled its own program; an entry counted but not yet
+written is waited for by its key. It pushes the node's summary up (created, never
+overwritten: the first summary of a node stands), and only then deletes the node's
+entries. A summary is the node's ranks grouped by program, as ranges, and the ones
+missing (``{"g": [[signature fp, program fp, "0-16382"], ...], "m": "16383"}``), or the
+two fingerprints alone when every rank compiled one program: a few hundred bytes
+whatever the node's size. A group whose comparer died is reported by its parent's
+comparer once that one's deadline passed, one rank for every such group of its node; a
+program known there only by its digest (``placeholder``) is put back by a parent that
+knows a program with that digest. A comparer above level 0 that dies is taken over one
+level at a time (``_ranks_verdict.TreeVerdict._await``, at ``stage_s``).
 """
 
 from __future__ import annotations
@@ -72,6 +30,7 @@ from collections.abc import Generator, Iterable
 from typing import Any
 
 from .._core._vocab import RankWire as W
+from . import _ranks_name as words
 from ._ranks_arrive import (
     CLOSED,
     GROUP_CLOSED,
@@ -88,17 +47,7 @@ from ._ranks_arrive import (
     parse_entry,
     program_hash,
 )
-from ._ranks_name import (
-    Group,
-    Program,
-    Runs,
-    loads,
-    missing_runs,
-    named_from_sent,
-    normalized,
-    runs_text,
-    runs_within,
-)
+from ._ranks_name import Group, Program, Runs
 from ._ranks_transport import Read, Wait
 
 #: Ordinals of a function whose keys stay on the service (late ranks read the verdict).
@@ -123,9 +72,9 @@ def merge(summaries: Iterable[Summary], lo: int, hi: int) -> Summary:
         for program, runs in groups.items():
             programs.setdefault(program, []).extend(runs)
         missed.extend(missing)
-    merged = {p: normalized(r) for p, r in programs.items()}
+    merged = {p: words.normalized(r) for p, r in programs.items()}
     reported = [run for runs in merged.values() for run in runs]
-    return merged, normalized([*missed, *missing_runs([*reported, *missed], lo, hi)])
+    return merged, words.normalized([*missed, *words.missing_runs([*reported, *missed], lo, hi)])
 
 
 def summary_text(summary: Summary, named: list[list[Any]] | None = None) -> str:
@@ -135,10 +84,10 @@ def summary_text(summary: Summary, named: list[list[Any]] | None = None) -> str:
     if len(groups) == 1 and not missing and not named:
         [(fp, pf)] = groups  # every rank of the node, one program: its fingerprints
         return f"{fp} {pf}"
-    value: dict[str, Any] = {W.GROUPS: [[p[0], p[1], runs_text(r)] for p, r in
+    value: dict[str, Any] = {W.GROUPS: [[p[0], p[1], words.runs_text(r)] for p, r in
                                         sorted(groups.items(), key=lambda i: i[1][0])]}
     if missing:
-        value[W.MISSING] = runs_text(missing)
+        value[W.MISSING] = words.runs_text(missing)
     if named:
         value[W.DIFF] = named[:MAX_NAMED]
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -151,19 +100,19 @@ def parse_summary(raw: str, lo: int, hi: int) -> Summary | None:
         if not space or not fp or " " in pf:
             return None
         return {(fp, pf): [(lo, hi)]}, []
-    value = loads(raw)
+    value = words.loads(raw)
     if value is None:
         return None
     groups: dict[Program, Runs] = {}
     for g in value.get(W.GROUPS) or ():
         try:
             program = (str(g[0]), str(g[1]))
-            runs = runs_within(g[2], lo, hi)
+            runs = words.runs_within(g[2], lo, hi)
         except (IndexError, TypeError):
             continue
         if runs:
             groups.setdefault(program, []).extend(runs)
-    return groups, runs_within(value.get(W.MISSING) or "", lo, hi)
+    return groups, words.runs_within(value.get(W.MISSING) or "", lo, hi)
 
 
 def lacking_entry(entries: dict[int, GroupEntry], count: int, first_digest: int | None,
@@ -231,7 +180,7 @@ def resolved(programs: dict[Program, Runs], known: Iterable[Program]) -> dict[Pr
                 program = by_digest.get(int(program[1][len(PLACEHOLDER):]), program)
             except ValueError:
                 pass
-        out[program] = normalized([*out.get(program, []), *runs])
+        out[program] = words.normalized([*out.get(program, []), *runs])
     return out
 
 
@@ -455,7 +404,7 @@ class TreeGather(TreeArrive, Gather):
             part = parse_summary(raw, clo, chi)
             if part is not None:
                 parts.append(part)
-                named = (loads(raw) or {}).get(W.DIFF)
+                named = (words.loads(raw) or {}).get(W.DIFF)
                 if isinstance(named, list):
                     item.named.extend(n for n in named
                                       if isinstance(n, list) and len(n) == 3)
@@ -499,6 +448,6 @@ class TreeGather(TreeArrive, Gather):
 
     def _name(self, item: Compile, raw: str) -> None:
         """The changes between this rank's signature and the summary sent unasked."""
-        named = named_from_sent(item.signature, item.program[0], raw)
+        named = words.named_from_sent(item.signature, item.program[0], raw)
         if named is not None:
             item.named.append(named)

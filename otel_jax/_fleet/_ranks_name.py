@@ -312,7 +312,7 @@ def named_from_sent(signature: Signature | None, mine: str, raw: str) -> list[An
 def known_diff(named: list[list[Any]], first: Group, second: Group,
                ) -> list[dict[str, str]] | None:
     """The changes from ``first``'s signature to ``second``'s among the pairs named on
-    the way up (``named``), or ``None``."""
+    the tree's way up (``named``), or ``None`` (the comparer asks for both summaries)."""
     a, b = first.program[0], second.program[0]
     for x, y, diff in named:
         if (x, y) == (a, b):

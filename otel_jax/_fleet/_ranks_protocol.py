@@ -8,14 +8,8 @@ dependency). The service runs inside rank 0's process and also carries the job's
 heartbeats and barriers, so what each compile costs it is linear in the rank count
 and small: keys live under ``otel_jax/compiles/<function digest>/<ordinal>/``
 (the digest of ``_portable.function_identity`` and the line, the same on every
-host; the ordinal is ``record.count``), with the names of ``_vocab.RankWire``::
-
-    e/<rank>  "<signature fingerprint> <program fingerprint>"  (about 100 bytes)
-    n         the arrival counter (key_value_increment; ``CLOSED`` added once compared)
-    e/all     set by the rank whose arrival makes the count complete
-    v         the verdict: the ranks grouped by program, the missing ones, the kind
-    d         a signature divergence named with paths and both values
-    s/<rank>  a signature summary, published only when a comparer asks for it
+host; the ordinal is ``record.count``), with the names of ``_vocab.RankWire`` (which
+says what each key holds).
 
 Per compile, each rank sets its entry, increments the counter and makes one blocking
 read of the verdict, however long it waits (a straggler, a dead rank): three calls,
@@ -40,30 +34,21 @@ ranks were missing). A comparer that never answers (it ended, or died after it
 arrived) is replaced: the first rank whose wait for the verdict ran out
 (``key_value_increment`` of ``t`` returned 1) compares in its place.
 
-A rank that compiles one program more than the others (a partial batch on one
-rank) is reported where it happened and at the next ordinal; once two ordinals in a
-row show the same programs one ordinal apart, the following ones are not reported
-again (``_ordinals``: each rank keeps the verdicts' groups of the last few ordinals of
-each function, as ranges of ranks).
+A rank that compiles one program more than the others is reported where it happened
+and at the next ordinal only (``_ranks_verdict.Ordinals``). The comparer deletes the
+entries it read, and the keys of the ordinal ``KEEP`` compiles back (the verdict and the
+counters: a few hundred bytes per ordinal whatever the rank count, and the summaries
+asked for); what stays at exit goes with the job's coordination service.
 
-The comparer deletes the entries it read, and the keys of the ordinal ``KEEP``
-compiles back (the verdict and the counters: a few hundred bytes per ordinal whatever
-the rank count, and the summaries asked for); what stays at exit goes with the job's
-coordination service.
-
-The protocol runs in four stages, one module each, each building on the one before
-and never calling back into it: arriving (``_ranks_arrive``: the compile, its entry and
-counters), gathering (``_ranks_gather``: the comparer's waits and reads, the tree's
-summaries), the verdict (``_ranks_verdict``: its wire format, the takeover, what each
-rank reports) and naming (``_ranks_name``: signature summaries and the words of a
-divergence). This module puts them together, and past ``FAN_IN`` ranks the tree
-(``_ranks_gather`` says how it works).
-
-The protocol's steps are generators that yield the key they wait for and its
-deadline (a ``_ranks_transport.Wait``); every other call goes through the
-``_ranks_transport.Channel`` over a ``Store``. The checker's threads (``_ranks``)
-drive them with the client's blocking reads, and ``benchmarks/fleet_scale.py`` drives
-the same code for 1,024 simulated ranks, over its in-process store.
+Four stages, one module each, each building on the one before and never calling back
+into it: arriving (``_ranks_arrive``), gathering (``_ranks_gather``, which says how the
+tree past ``FAN_IN`` ranks works), the verdict (``_ranks_verdict``) and naming
+(``_ranks_name``); this module drives them in that order. The steps are generators that
+yield the key they wait for and its deadline (a ``_ranks_transport.Wait``); every other
+call goes through the ``_ranks_transport.Channel`` over a ``Store``. The checker's
+threads (``_ranks``) drive them with the client's blocking reads, and
+``benchmarks/fleet_scale.py`` drives the same code for simulated ranks, over its
+in-process store.
 """
 
 from __future__ import annotations
@@ -72,11 +57,10 @@ from typing import Any
 
 from .._core._failopen import FailOpen
 from .._core._vocab import RankWire as W
-from ._ordinals import Ordinals
 from ._ranks_arrive import FAN_IN, VERDICT_MARGIN_S, Compile, Tree
 from ._ranks_name import loads
 from ._ranks_transport import Channel, Read, Wait
-from ._ranks_verdict import _RELATIVE, Reporter, Steps, TreeVerdict, Verdict
+from ._ranks_verdict import _RELATIVE, Ordinals, Reporter, Steps, TreeVerdict, Verdict
 
 
 class RankProtocol(Verdict):

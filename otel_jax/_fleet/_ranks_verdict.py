@@ -3,50 +3,36 @@ gathered, the verdict's wire format, the takeover of a comparer that never answe
 what each rank reports from the verdict it reads.
 
 The verdict (``v``) groups the ranks by program (``_vocab.RankWire``); a rank's memory of
-earlier verdicts (``_ordinals``) tells a shifted ordinal from a divergence. In a tree the
+earlier verdicts (``Ordinals``) tells a shifted ordinal from a divergence. In a tree the
 verdict is as short as each rank can make the whole one from (``TreeVerdict._wire_verdict``);
 the whole one is set beside it (``f``) for the ranks that need it.
+
+A rank that compiles one program more than the others (a partial batch on one rank)
+is reported where it happened and at the next ordinal; after that, its ordinal ``k``
+holds the others' ordinal ``k - 1``. Once two ordinals in a row show the same
+programs one ordinal apart, the following ones are not reported again. Each rank
+keeps, per function, the verdicts' groups of the last ``MAX_ORDINALS`` ordinals, as
+ranges of ranks (a verdict of 1,024 agreeing ranks is one range), and the first
+ordinal reported divergent; ``MAX_FUNCTIONS`` functions at most, the least recently
+seen forgotten first (``Ordinals``).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import threading
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from .._core._vocab import CauseKind, DiffKey, DivergenceKind
 from .._core._vocab import RankWire as W
 from .._pipeline._record import Divergence
-from ._ordinals import Ordinals
+from . import _ranks_name as words
 from ._ranks_arrive import VERDICT_MARGIN_S, Compile
 from ._ranks_gather import Gather, Summary, TreeGather
-from ._ranks_name import (
-    DIFF_FIELDS,
-    MAX_NAMED_DIFF,
-    Group,
-    Program,
-    decode_ranks,
-    differ,
-    encode_ranks,
-    kind_of,
-    known_diff,
-    leaf_texts,
-    loads,
-    missing,
-    missing_runs,
-    named_text,
-    pair_of,
-    program_text,
-    ranks_of,
-    ranks_text,
-    runs_text,
-    runs_within,
-    summary,
-    summary_diff,
-    worded,
-)
+from ._ranks_name import DIFF_FIELDS, MAX_NAMED_DIFF, Group, Program
 from ._ranks_transport import Read, Wait
 
 Reporter = Callable[[Divergence], None]
@@ -54,11 +40,102 @@ Steps = Generator[Wait, "str | None", "Divergence | None"]
 Outcome = Generator[Wait, "str | None", "tuple[dict[str, Any] | None, dict[str, Any] | None]"]
 
 
+# --- what one rank remembers of each function's verdicts --------------------------------
+
+#: Ordinals remembered per function, and functions remembered.
+MAX_ORDINALS = 64
+MAX_FUNCTIONS = 1024
+
+
+class _Seen:
+    __slots__ = ("groups", "diverged")
+
+    def __init__(self) -> None:
+        self.groups: dict[int, list[tuple[Program, str]]] = {}
+        self.diverged: int | None = None
+
+
+class Ordinals:
+    """One rank's memory of the verdicts of each function (keyed by its directory on the
+    coordination service); safe to use from several threads."""
+
+    def __init__(self, rank: int, count: int) -> None:
+        self.rank = rank
+        self.count = count
+        self._lock = threading.RLock()
+        self._functions: dict[str, _Seen] = {}
+
+    def _seen(self, function: str) -> _Seen:
+        """Under ``_lock``: what was seen of a function, made the most recent one."""
+        seen = self._functions.pop(function, None) or _Seen()
+        self._functions[function] = seen
+        while len(self._functions) > MAX_FUNCTIONS:
+            del self._functions[next(iter(self._functions))]
+        return seen
+
+    def remember(self, function: str, count: int, groups: Sequence[Group],
+                 mine: Program) -> None:
+        """The groups of the verdict of ``function``'s ordinal ``count`` (with this rank's
+        own program when it is in none: it came late)."""
+        kept = [(g.program, g.text or words.encode_ranks(g.ranks)) for g in groups]
+        if not any(self.rank in g.ranks for g in groups):
+            kept.append((mine, str(self.rank)))
+        with self._lock:
+            seen = self._seen(function)
+            seen.groups[count] = kept
+            while len(seen.groups) > MAX_ORDINALS:
+                del seen.groups[min(seen.groups)]
+
+    def diverged(self, function: str, count: int) -> None:
+        """A divergence of ``function`` was reported at ordinal ``count``."""
+        with self._lock:
+            seen = self._seen(function)
+            if seen.diverged is None or count < seen.diverged:
+                seen.diverged = count
+
+    def _programs_at(self, seen: _Seen, count: int) -> dict[int, Program]:
+        out: dict[int, Program] = {}
+        for program, ranks in seen.groups.get(count, ()):
+            for r in words.decode_ranks(ranks, self.count):
+                out[r] = program
+        return out
+
+    def shifted(self, function: str, count: int, ranks: Sequence[int],
+                current: dict[int, Program]) -> set[int]:
+        """Those of ``ranks`` that have been compiling this rank's programs one ordinal
+        apart, at ``count`` (``current``: the entries there) and at the ordinal before,
+        after a divergence of the function was reported: one rank compiled one program
+        more (reported where it happened), and the ordinals are off by one since. Two
+        ordinals in a row, both known: a program only one rank compiled breaks the
+        pattern and is reported."""
+        m = count
+        with self._lock:
+            seen = self._seen(function)
+            if not ranks or seen.diverged is None or seen.diverged >= m:
+                return set()  # no earlier divergence put the ordinals off
+            known = {k: self._programs_at(seen, k) for k in (m - 1, m - 2)}
+        known[m] = current
+        mine = {k: known[k].get(self.rank) for k in known}
+        shifted = set()
+        for rank in ranks:
+            # Their ordinal k is my ordinal k - d: the last two pairs known now. They
+            # are ahead (d = 1) only if they have an entry here.
+            shifts = [(-1, (m - 1, m - 2))]
+            if rank in current:
+                shifts.append((1, (m, m - 1)))
+            if any(all(words.same_program(known[k].get(rank), mine.get(k - d)) for k in pairs)
+                   for d, pairs in shifts):
+                shifted.add(rank)
+        return shifted
+
+
+# --- the verdict ------------------------------------------------------------------------
+
 class Verdict(Gather):
     """The verdict of a job of ``FAN_IN`` ranks or fewer, and what this rank reports."""
 
     _report: Reporter
-    #: The verdicts seen of each function, to tell a shifted ordinal (``_ordinals``).
+    #: The verdicts seen of each function, to tell a shifted ordinal (``Ordinals``).
     _ordinals: Ordinals
     unresolved: int
 
@@ -82,27 +159,27 @@ class Verdict(Gather):
                                              entries)
             absent = [r for r in absent if r not in shifted]
         verdict: dict[str, Any] = {
-            W.GROUPS: [[g.program[0], g.program[1], encode_ranks(g.ranks)] for g in groups],
+            W.GROUPS: [[g.program[0], g.program[1], words.encode_ranks(g.ranks)] for g in groups],
             W.COMPARER: self.rank}
         if absent:
-            verdict[W.MISSING] = encode_ranks(absent)
-        pair = pair_of(groups, item.program)
+            verdict[W.MISSING] = words.encode_ranks(absent)
+        pair = words.pair_of(groups, item.program)
         if pair is not None:
             others = [r for g in groups if g.program != item.program for r in g.ranks]
             if len(self._ordinals.shifted(item.function_dir, item.count, others,
                                           entries)) == len(others):
                 pair = None  # the same programs as the other ranks, one ordinal off
         signature = item.signature
-        mine = summary(signature) if signature is not None and (
+        mine = words.summary(signature) if signature is not None and (
             absent or pair is not None) else {}
         if pair is not None:
-            kind = kind_of(*pair)
+            kind = words.kind_of(*pair)
             verdict[W.KIND] = kind.value
-            known = (self._known_diff(item, *pair) if kind is DivergenceKind.SIGNATURE
+            known = (words.known_diff(item.named, *pair) if kind is DivergenceKind.SIGNATURE
                      else None)
             if known is not None:
                 # named already, from two summaries the ranks sent unasked: in the verdict
-                verdict[W.TEXT] = named_text(known, pair[0].ranks, pair[1].ranks)
+                verdict[W.TEXT] = words.named_text(known, pair[0].ranks, pair[1].ranks)
                 verdict[W.DIFF] = known[:MAX_NAMED_DIFF]
             elif kind is DivergenceKind.SIGNATURE:
                 verdict[W.WANTED] = [g.ranks[0] for g in pair if self.rank not in g.ranks]
@@ -124,15 +201,15 @@ class Verdict(Gather):
                 # only the comparer reads a summary it asked for
                 raw = yield Wait(f"{item.directory}{W.SUMMARIES}/{group.ranks[0]}",
                                  self.clock() + self.timeout_s, Read.OWN)
-                sides.append(loads(raw) if raw is not None else None)
+                sides.append(words.loads(raw) if raw is not None else None)
             first, second = pair
             if sides[0] is not None and sides[1] is not None:
-                diff = summary_diff(sides[0], sides[1])
-                text = named_text(diff, first.ranks, second.ranks)
+                diff = words.summary_diff(sides[0], sides[1])
+                text = words.named_text(diff, first.ranks, second.ranks)
             else:
                 diff = []
-                text = (f"different signatures ({ranks_text(first.ranks)} vs "
-                        f"{ranks_text(second.ranks)}); the summary of one side did not "
+                text = (f"different signatures ({words.ranks_text(first.ranks)} vs "
+                        f"{words.ranks_text(second.ranks)}); the summary of one side did not "
                         f"arrive within {self.timeout_s:g} s")
             named = {W.TEXT: text, W.DIFF: diff}
             self._publish_shared(item.directory + W.NAMED,
@@ -144,14 +221,14 @@ class Verdict(Gather):
         """Report what the verdict says, from this rank's side."""
         groups = self._groups(item, verdict)
         self._ordinals.remember(item.function_dir, item.count, groups, item.program)
-        absent = decode_ranks(verdict.get(W.MISSING) or "", self.count)
+        absent = words.decode_ranks(verdict.get(W.MISSING) or "", self.count)
         if not any(self.rank in g.ranks for g in groups):
             return (yield from self._late(item, verdict, groups))
         if self.rank in (verdict.get(W.WANTED) or ()) and item.signature is not None:
-            self._set(f"{item.directory}{W.SUMMARIES}/{self.rank}", summary(item.signature))
+            self._set(f"{item.directory}{W.SUMMARIES}/{self.rank}", words.summary(item.signature))
         reported: Divergence | None = None
         kind = verdict.get(W.KIND)
-        pair = pair_of(groups, item.program) if kind else None
+        pair = words.pair_of(groups, item.program) if kind else None
         if pair is not None:
             first, second = pair
             sides = tuple(g.ranks for g in groups)
@@ -162,23 +239,23 @@ class Verdict(Gather):
                     raw = yield Wait(item.directory + W.NAMED,
                                      self.clock() + self.timeout_s + VERDICT_MARGIN_S,
                                      Read.SHARED)
-                    named = loads(raw) if raw is not None else None
+                    named = words.loads(raw) if raw is not None else None
                 text = str((named or {}).get(W.TEXT) or (
-                    f"different signatures ({ranks_text(first.ranks)} vs "
-                    f"{ranks_text(second.ranks)}); the comparing rank named no paths"))
+                    f"different signatures ({words.ranks_text(first.ranks)} vs "
+                    f"{words.ranks_text(second.ranks)}); the comparing rank named no paths"))
                 diff = tuple(d for d in (named or {}).get(W.DIFF) or ()
                              if isinstance(d, dict))
                 div = Divergence(item.function, item.count, DivergenceKind.SIGNATURE, text,
                                  sides, (), diff, self.rank, time.time())
             else:
                 div = Divergence(item.function, item.count, DivergenceKind.PROGRAM,
-                                 program_text(first, second), sides, (), (),
+                                 words.program_text(first, second), sides, (), (),
                                  self.rank, time.time())
             reported = self._emit(item, div)
         if absent:
             present = (groups[0].ranks if len(groups) == 1
                        else tuple(sorted(itertools.chain.from_iterable(g.ranks for g in groups))))
-            gone = self._emit(item, missing(item.function, item.count, present, absent,
+            gone = self._emit(item, words.missing(item.function, item.count, present, absent,
                                             self.rank, self.timeout_s))
             reported = reported or gone
         return reported
@@ -188,17 +265,11 @@ class Verdict(Gather):
         groups: list[Group] = []
         for g in verdict.get(W.GROUPS) or ():
             try:
-                groups.append(Group((str(g[0]), str(g[1])), decode_ranks(g[2], self.count),
+                groups.append(Group((str(g[0]), str(g[1])), words.decode_ranks(g[2], self.count),
                                     str(g[2])))
             except (IndexError, TypeError):
                 continue
         return [g for g in groups if g.ranks]
-
-    def _known_diff(self, item: Compile, first: Group, second: Group,
-                    ) -> list[dict[str, str]] | None:
-        """The changes from ``first``'s signature to ``second``'s, when this rank has
-        both sides' summaries without asking (the tree's); ``None`` to ask for them."""
-        return None
 
     def _wire_verdict(self, item: Compile, verdict: dict[str, Any],
                       ) -> dict[str, Any] | str:
@@ -212,24 +283,24 @@ class Verdict(Gather):
         late_entries = self._late_entries(item)
         if late_entries:
             self.channel.delete("clean-up", late_entries)
-        if not groups or any(not differ(g.program, item.program) for g in groups):
+        if not groups or any(not words.differ(g.program, item.program) for g in groups):
             return None  # the others' program: late, and reported missing, only
         comparer = verdict.get(W.COMPARER)
         theirs = next((g for g in groups if comparer in g.ranks), groups[0])
         me = (self.rank,)
         ours = Group(item.program, me)
-        if kind_of(theirs, ours) is DivergenceKind.PROGRAM:
+        if words.kind_of(theirs, ours) is DivergenceKind.PROGRAM:
             div = Divergence(item.function, item.count, DivergenceKind.PROGRAM,
-                             program_text(theirs, ours), (theirs.ranks, me), (), (),
+                             words.program_text(theirs, ours), (theirs.ranks, me), (), (),
                              self.rank, time.time())
             return self._emit(item, div)
         raw = yield Wait(f"{item.directory}{W.SUMMARIES}/{comparer}",
                          self.clock() + min(self.timeout_s, VERDICT_MARGIN_S))
-        other = loads(raw) if raw is not None else None
-        mine = summary(item.signature) if item.signature is not None else {}
-        diff = summary_diff(other, mine) if other is not None else []
+        other = words.loads(raw) if raw is not None else None
+        mine = words.summary(item.signature) if item.signature is not None else {}
+        diff = words.summary_diff(other, mine) if other is not None else []
         div = Divergence(item.function, item.count, DivergenceKind.SIGNATURE,
-                         named_text(diff, theirs.ranks, me), (theirs.ranks, me), (),
+                         words.named_text(diff, theirs.ranks, me), (theirs.ranks, me), (),
                          tuple(diff), self.rank, time.time())
         return self._emit(item, div)
 
@@ -272,19 +343,15 @@ class TreeVerdict(TreeGather, Verdict):
         self._clean_root(item)
         return outcome
 
-    def _known_diff(self, item: Compile, first: Group, second: Group,
-                    ) -> list[dict[str, str]] | None:
-        return known_diff(item.named, first, second)
-
     def _named(self, item: Compile, verdict: dict[str, Any]) -> dict[str, Any] | None:
         """A divergence the verdict names by its changes only: the text, in each rank's
         words (the same as the comparer's), from the changes and the verdict's sides."""
-        pair = pair_of(self._groups(item, verdict), item.program)
+        pair = words.pair_of(self._groups(item, verdict), item.program)
         if pair is None:
             return None
         diff = [dict(zip(DIFF_FIELDS, map(str, d))) for d in verdict[W.DIFF]
                 if isinstance(d, list) and len(d) == len(DIFF_FIELDS)]
-        return {W.TEXT: named_text(diff, pair[0].ranks, pair[1].ranks), W.DIFF: diff}
+        return {W.TEXT: words.named_text(diff, pair[0].ranks, pair[1].ranks), W.DIFF: diff}
 
     def _relative(self, item: Compile, wire: list[Any]) -> Outcome:
         """A verdict worded against the larger side's own signature (``_relative_wire``):
@@ -292,25 +359,25 @@ class TreeVerdict(TreeGather, Verdict):
         side, or a missing one, reads the whole one (``f``)."""
         last = self.count - 1
         whole = len(wire) >= 3 and all(isinstance(v, str) for v in wire[:3])
-        others = runs_within(wire[0], 0, last) if whole else []
-        missed = runs_within(wire[1], 0, last) if whole else []
-        diff = worded(item.signature, wire[3:]) if whole else None
+        others = words.runs_within(wire[0], 0, last) if whole else []
+        missed = words.runs_within(wire[1], 0, last) if whole else []
+        diff = words.worded(item.signature, wire[3:]) if whole else None
         if diff is None or any(a <= self.rank <= b for a, b in [*others, *missed]):
             raw = yield Wait(item.directory + W.FULL, self.clock() + VERDICT_MARGIN_S)
-            return (loads(raw) if raw is not None else None), None
-        mine = missing_runs([*others, *missed], 0, last)
-        ours = Group(item.program, ranks_of(mine), runs_text(mine))
-        theirs = Group((str(wire[2]), ""), ranks_of(others), runs_text(others))
+            return (words.loads(raw) if raw is not None else None), None
+        mine = words.missing_runs([*others, *missed], 0, last)
+        ours = Group(item.program, words.ranks_of(mine), words.runs_text(mine))
+        theirs = Group((str(wire[2]), ""), words.ranks_of(others), words.runs_text(others))
         first, second = sorted((ours, theirs), key=lambda g: g.ranks[0])
         if first is theirs:  # the changes are from the first side's values to the second's
             diff = [{**d, DiffKey.BEFORE: d[DiffKey.AFTER], DiffKey.AFTER: d[DiffKey.BEFORE]}
                     for d in diff]
-        named = {W.TEXT: named_text(diff, first.ranks, second.ranks), W.DIFF: diff}
+        named = {W.TEXT: words.named_text(diff, first.ranks, second.ranks), W.DIFF: diff}
         verdict: dict[str, Any] = {
             W.GROUPS: [[g.program[0], g.program[1], g.text] for g in (first, second)],
             W.KIND: DivergenceKind.SIGNATURE.value, **named}
         if missed:
-            verdict[W.MISSING] = runs_text(missed)
+            verdict[W.MISSING] = words.runs_text(missed)
         return verdict, named
 
     def _await(self, item: Compile) -> Outcome:
@@ -338,9 +405,9 @@ class TreeVerdict(TreeGather, Verdict):
     def _verdict(self, item: Compile, found: Summary) -> Outcome:
         """The root's summary as the flat protocol's verdict."""
         programs, missed = found
-        groups = sorted((Group(p, ranks_of(runs), runs_text(runs))
+        groups = sorted((Group(p, words.ranks_of(runs), words.runs_text(runs))
                          for p, runs in programs.items()), key=lambda g: g.ranks[0])
-        absent = list(ranks_of(missed))
+        absent = list(words.ranks_of(missed))
         # the programs of the ranks the ordinal memory is asked about, not of them all
         lookup: dict[int, Program] = {self.rank: item.program}
         for g in groups:
@@ -388,8 +455,8 @@ class TreeVerdict(TreeGather, Verdict):
         theirs = groups[1] if groups[0] is ours else groups[0]
         if len(ours.ranks) < len(theirs.ranks):
             return None
-        index = {path: i for i, (path, _) in enumerate(leaf_texts(signature))}
-        mine = dict(leaf_texts(signature))
+        index = {path: i for i, (path, _) in enumerate(words.leaf_texts(signature))}
+        mine = dict(words.leaf_texts(signature))
         wire: list[Any] = [theirs.text, verdict.get(W.MISSING) or "", theirs.program[0]]
         for d in verdict.get(W.DIFF) or ():
             path, kind = d.get(DiffKey.PATH), d.get(DiffKey.KIND)
@@ -404,17 +471,17 @@ class TreeVerdict(TreeGather, Verdict):
         if W.GROUPS in verdict:
             return super()._groups(item, verdict)
         last = self.count - 1
-        missed = runs_within(verdict.get(W.MISSING) or "", 0, last)
+        missed = words.runs_within(verdict.get(W.MISSING) or "", 0, last)
         if any(a <= self.rank <= b for a, b in missed):
             return []  # late: what the others compiled is in the whole verdict (``_late``)
-        present = missing_runs(missed, 0, last)
-        ranks = ranks_of(present)
-        return [Group(item.program, ranks, runs_text(present))] if ranks else []
+        present = words.missing_runs(missed, 0, last)
+        ranks = words.ranks_of(present)
+        return [Group(item.program, ranks, words.runs_text(present))] if ranks else []
 
     def _late(self, item: Compile, verdict: dict[str, Any], groups: list[Group]) -> Steps:
         if W.GROUPS not in verdict:  # a short verdict: the whole one says what they compiled
             raw = yield Wait(item.directory + W.FULL, self.clock() + VERDICT_MARGIN_S)
-            verdict = (loads(raw) if raw is not None else None) or {}
+            verdict = (words.loads(raw) if raw is not None else None) or {}
             groups = super()._groups(item, verdict)
         return (yield from super()._late(item, verdict, groups))
 

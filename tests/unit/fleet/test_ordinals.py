@@ -1,11 +1,11 @@
-"""``_fleet._ordinals``: one rank's memory of verdicts, telling a shifted ordinal from a
-divergence."""
+"""``_fleet._ranks_verdict.Ordinals``: one rank's memory of verdicts, telling a shifted
+ordinal from a divergence."""
 
 from __future__ import annotations
 
-from otel_jax._fleet import _ordinals
-from otel_jax._fleet._ordinals import Ordinals
+from otel_jax._fleet import _ranks_verdict as _ordinals
 from otel_jax._fleet._ranks_name import Group
+from otel_jax._fleet._ranks_verdict import Ordinals
 
 F = "otel_jax/compiles/abc/"
 
