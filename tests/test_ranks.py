@@ -31,6 +31,7 @@ from otel_jax._fleet import (
     _ranks_name,
     _ranks_protocol,
     _ranks_transport,
+    _ranks_verdict,
 )
 from otel_jax._pipeline._engine import ENGINE
 from otel_jax._pipeline._record import Divergence, SpanLink
@@ -254,6 +255,73 @@ def _dead_job(plans: dict[int, list], fan_in: int) -> Fleet:
         fleet.compile(rank, dataclasses.replace(plan[0], count=1), 100.0 + 0.01 * rank)
     fleet.run()
     return fleet
+
+
+def _builds_on() -> dict[str, set[str]]:
+    """Each cross-rank module's name, and the names of those it imports, directly or not."""
+    import ast
+    from pathlib import Path
+
+    here = Path(_ranks.__file__).parent
+    direct = {}
+    for path in here.glob("_ranks*.py"):
+        tree = ast.parse(path.read_text())
+        direct[path.stem] = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                             and n.level == 1 and n.module and n.module.startswith("_ranks")}
+    closure = {}
+    for name in direct:
+        seen, todo = set(), list(direct[name])
+        while todo:
+            dep = todo.pop()
+            if dep not in seen:
+                seen.add(dep)
+                todo.extend(direct.get(dep, ()))
+        closure[name] = seen
+    return closure
+
+
+def _climbs(run) -> set[tuple[str, str, str]]:
+    """(caller, callee, calling function) of each call made while ``run`` runs from one
+    cross-rank module into another that builds on it (imports it)."""
+    import sys
+
+    builds_on = _builds_on()
+    found = set()
+
+    def profile(frame, event, arg):
+        if event != "call" or frame.f_back is None:
+            return
+        callee = frame.f_globals.get("__name__", "").rpartition(".")[2]
+        caller = frame.f_back.f_globals.get("__name__", "").rpartition(".")[2]
+        # the transport drives the steps: it resumes them, and calls into nothing else
+        if caller in builds_on.get(callee, ()) and frame.f_back.f_code.co_name != "drive":
+            found.add((caller, callee, frame.f_back.f_code.co_name))
+
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return found
+
+
+def test_a_compiles_walk_through_the_stages_never_climbs_back(records):
+    """Each stage of the check calls only into the modules it builds on: no module calls
+    back into one above it, flat or as a tree, whoever compares, dies or comes late."""
+    divergent = {r: [records[5 if r == 63 else 4]] for r in range(64)}
+    dead = {r: [records[4]] for r in range(63)}
+
+    def jobs() -> None:
+        _job({r: [records[5 if r == 7 else 4]] for r in range(8)}, late={5: 31.0})
+        _job(divergent, fan_in=4)
+        _job(divergent, late={63: 31.0}, fan_in=4)
+        _dead_job(dead, 4)
+
+    assert _climbs(jobs) == set()
+    # the walk sees a climb: code of the naming stage calling into the verdict's
+    below = {"__name__": _ranks_name.__name__, "call": _ranks_verdict.relative_text}
+    assert _climbs(lambda: exec("call(['a'])", below)) == {
+        ("_ranks_name", "_ranks_verdict", "<module>")}
 
 
 def test_a_late_rank_of_a_tree_that_differs_names_the_difference_itself(records):
