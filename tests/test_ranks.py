@@ -133,8 +133,8 @@ def test_identical_entries_and_unmeasured_ones_are_no_divergence(records):
 
 
 def test_ranks_as_ranges():
-    assert _ranks_name.encode_ranks([0, 1, 2, 3, 5, 7, 8]) == "0-3,5,7-8"
-    assert _ranks_name.decode_ranks("0-3,5,7-8", 8) == (0, 1, 2, 3, 5, 7)
+    assert _ranks_verdict.encode_ranks([0, 1, 2, 3, 5, 7, 8]) == "0-3,5,7-8"
+    assert _ranks_verdict.decode_ranks("0-3,5,7-8", 8) == (0, 1, 2, 3, 5, 7)
     assert _ranks_name.ranks_text([0, 1, 2, 4, 5]) == "ranks 0-2,4,5"
     assert _ranks_name.ranks_text([3]) == "rank 3"
 

@@ -194,9 +194,8 @@ class Checker:
 class CrossRank:
     """The engine's handle: off for single-process programs (one attribute read per compile).
 
-    ``flush_first``: at exit, hands the compiles still on their way (otel_jax's emitting
-    thread's, bounded by the seconds given) to the check before it closes: the peers
-    wait for their entries."""
+    ``flush_first(seconds)``: at exit, hands the compiles still on otel_jax's emitting
+    thread to the check before it closes (the peers wait for their entries)."""
 
     def __init__(self, failopen: FailOpen,
                  flush_first: Callable[[float], object] = lambda seconds: None) -> None:

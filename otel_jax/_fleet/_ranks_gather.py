@@ -47,7 +47,7 @@ from ._ranks_arrive import (
     parse_entry,
     program_hash,
 )
-from ._ranks_name import Group, Program, Runs
+from ._ranks_name import Group, Program, Run, Runs
 from ._ranks_transport import Read, Wait
 
 #: Ordinals of a function whose keys stay on the service (late ranks read the verdict).
@@ -63,6 +63,39 @@ Summary = tuple[dict[Program, Runs], Runs]
 Compared = tuple[list[Group], list[int], dict[int, Program]]
 
 
+# --- ranks as runs: merged without listing them -------------------------------------------
+
+def normalized(runs: Iterable[Run]) -> Runs:
+    out: Runs = []
+    for a, b in sorted(runs):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def runs_within(text: str, lo: int, hi: int) -> Runs:
+    """The runs of ``0-6,8`` within ``lo..hi``, merged (a tree's summary names only its
+    node's ranks)."""
+    return normalized(words.parse_runs(text, lo, hi))
+
+
+def missing_runs(covered: Iterable[Run], lo: int, hi: int) -> Runs:
+    """The ranks of ``lo..hi`` in none of ``covered``."""
+    out: Runs = []
+    at = lo
+    for a, b in normalized(covered):
+        if a > at:
+            out.append((at, min(a - 1, hi)))
+        at = max(at, b + 1)
+        if at > hi:
+            break
+    if at <= hi:
+        out.append((at, hi))
+    return out
+
+
 def merge(summaries: Iterable[Summary], lo: int, hi: int) -> Summary:
     """One summary of several nodes' (a parent's): the ranks of each program together,
     and the ranks of ``lo..hi`` that no child reported or that a child missed."""
@@ -72,9 +105,9 @@ def merge(summaries: Iterable[Summary], lo: int, hi: int) -> Summary:
         for program, runs in groups.items():
             programs.setdefault(program, []).extend(runs)
         missed.extend(missing)
-    merged = {p: words.normalized(r) for p, r in programs.items()}
+    merged = {p: normalized(r) for p, r in programs.items()}
     reported = [run for runs in merged.values() for run in runs]
-    return merged, words.normalized([*missed, *words.missing_runs([*reported, *missed], lo, hi)])
+    return merged, normalized([*missed, *missing_runs([*reported, *missed], lo, hi)])
 
 
 def summary_text(summary: Summary, named: list[list[Any]] | None = None) -> str:
@@ -107,12 +140,12 @@ def parse_summary(raw: str, lo: int, hi: int) -> Summary | None:
     for g in value.get(W.GROUPS) or ():
         try:
             program = (str(g[0]), str(g[1]))
-            runs = words.runs_within(g[2], lo, hi)
+            runs = runs_within(g[2], lo, hi)
         except (IndexError, TypeError):
             continue
         if runs:
             groups.setdefault(program, []).extend(runs)
-    return groups, words.runs_within(value.get(W.MISSING) or "", lo, hi)
+    return groups, runs_within(value.get(W.MISSING) or "", lo, hi)
 
 
 def lacking_entry(entries: dict[int, GroupEntry], count: int, first_digest: int | None,
@@ -180,7 +213,7 @@ def resolved(programs: dict[Program, Runs], known: Iterable[Program]) -> dict[Pr
                 program = by_digest.get(int(program[1][len(PLACEHOLDER):]), program)
             except ValueError:
                 pass
-        out[program] = words.normalized([*out.get(program, []), *runs])
+        out[program] = normalized([*out.get(program, []), *runs])
     return out
 
 

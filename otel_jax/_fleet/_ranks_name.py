@@ -11,7 +11,6 @@ named in ``_vocab.RankWire``. Nothing here calls the service: the stages before
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -124,9 +123,10 @@ def summary_diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, str]]:
 # --- ranks as text and as ranges ----------------------------------------------------------
 
 Run = tuple[int, int]  # ranks a..b, both included
+Runs = list[Run]
 
 
-def _runs(ranks: Iterable[int]) -> list[Run]:
+def as_runs(ranks: Iterable[int]) -> list[Run]:
     if isinstance(ranks, tuple) and ranks and ranks == tuple(range(ranks[0], ranks[-1] + 1)):
         return [(ranks[0], ranks[-1])]  # one range (the usual verdict): no sort
     runs: list[Run] = []
@@ -159,70 +159,11 @@ def parse_runs(text: str, lo: int, hi: int) -> list[Run]:
     return runs
 
 
-Runs = list[Run]
-
-
-def normalized(runs: Iterable[Run]) -> Runs:
-    out: Runs = []
-    for a, b in sorted(runs):
-        if out and a <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def runs_within(text: str, lo: int, hi: int) -> Runs:
-    """The runs of ``0-6,8`` within ``lo..hi``, merged (a tree's summary names only its
-    node's ranks)."""
-    return normalized(parse_runs(text, lo, hi))
-
-
-def missing_runs(covered: Iterable[Run], lo: int, hi: int) -> Runs:
-    """The ranks of ``lo..hi`` in none of ``covered``."""
-    out: Runs = []
-    at = lo
-    for a, b in normalized(covered):
-        if a > at:
-            out.append((at, min(a - 1, hi)))
-        at = max(at, b + 1)
-        if at > hi:
-            break
-    if at <= hi:
-        out.append((at, hi))
-    return out
-
-
-def ranks_of(runs: Iterable[Run]) -> tuple[int, ...]:
-    return tuple(itertools.chain.from_iterable(range(a, b + 1) for a, b in runs))
-
-
-def encode_ranks(ranks: Iterable[int]) -> str:
-    """``0-6,8``: ranks as ranges (a job's 1,024 ranks in 6 bytes when they agree)."""
-    return runs_text(_runs(ranks))
-
-
-def decode_ranks(text: str, limit: int) -> tuple[int, ...]:
-    """The ranks ``encode_ranks`` wrote, those below ``limit`` (the job's rank count)."""
-    return ranks_of(parse_runs(text, 0, limit - 1))
-
-
 def ranks_text(ranks: Sequence[int]) -> str:
     if len(ranks) == 1:
         return f"rank {ranks[0]}"
     return "ranks " + ",".join(str(a) if a == b else f"{a},{b}" if b == a + 1 else f"{a}-{b}"
-                               for a, b in _runs(ranks))
-
-
-def same_program(a: Program | None, b: Program | None) -> bool:
-    """Two compiles known to be of one program (signature fingerprints set and equal)."""
-    return a is not None and b is not None and bool(a[0]) and a[0] == b[0] and not differ(a, b)
-
-
-def differ(a: Program, b: Program) -> bool:
-    if a[0] and b[0] and a[0] != b[0]:
-        return True
-    return bool(a[1] and b[1] and a[1] != b[1])
+                               for a, b in as_runs(ranks))
 
 
 def missing(function: str, count: int, present: Sequence[int], absent: Sequence[int],
@@ -259,28 +200,6 @@ class Group(NamedTuple):
     program: Program
     ranks: tuple[int, ...]
     text: str = ""  # the ranks as ranges, as the verdict carried them
-
-
-def pair_of(groups: Sequence[Group], mine: Program) -> tuple[Group, Group] | None:
-    """The two groups a divergence names, lowest rank first: the largest group and the
-    first one that differs from it (by lowest rank), if this rank's program differs
-    from some group. Entries that cannot be told apart (a fingerprint left empty on one
-    side) are not a divergence: only a difference both sides measured is."""
-    if not any(differ(mine, g.program) for g in groups):
-        return None
-    ref = max(groups, key=lambda g: (len(g.ranks), -g.ranks[0]))
-    other = next((g for g in groups if g is not ref and differ(ref.program, g.program)),
-                 None)
-    if other is None:  # this rank's group differs from a group that does not differ from ref
-        mine_group = next(g for g in groups if g.program == mine)
-        ref, other = mine_group, next(g for g in groups if differ(mine, g.program))
-    first, second = sorted((ref, other), key=lambda g: g.ranks[0])
-    return first, second
-
-
-def kind_of(first: Group, second: Group) -> DivergenceKind:
-    a, b = first.program[0], second.program[0]
-    return DivergenceKind.SIGNATURE if a and b and a != b else DivergenceKind.PROGRAM
 
 
 def loads(raw: str) -> dict[str, Any] | None:

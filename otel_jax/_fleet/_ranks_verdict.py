@@ -23,7 +23,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any
 
 from .._core._vocab import CauseKind, DiffKey, DivergenceKind
@@ -31,13 +31,63 @@ from .._core._vocab import RankWire as W
 from .._pipeline._record import Divergence
 from . import _ranks_name as words
 from ._ranks_arrive import VERDICT_MARGIN_S, Compile
-from ._ranks_gather import Gather, Summary, TreeGather
-from ._ranks_name import DIFF_FIELDS, MAX_NAMED_DIFF, Group, Program
+from ._ranks_gather import Gather, Summary, TreeGather, missing_runs, runs_within
+from ._ranks_name import DIFF_FIELDS, MAX_NAMED_DIFF, Group, Program, Run
 from ._ranks_transport import Read, Wait
 
 Reporter = Callable[[Divergence], None]
 Steps = Generator[Wait, "str | None", "Divergence | None"]
 Outcome = Generator[Wait, "str | None", "tuple[dict[str, Any] | None, dict[str, Any] | None]"]
+
+
+# --- ranks as ranges, programs told apart, the two sides a divergence names ---------------
+
+def ranks_of(runs: Iterable[Run]) -> tuple[int, ...]:
+    return tuple(itertools.chain.from_iterable(range(a, b + 1) for a, b in runs))
+
+
+def encode_ranks(ranks: Iterable[int]) -> str:
+    """``0-6,8``: ranks as ranges (a job's 1,024 ranks in 6 bytes when they agree)."""
+    return words.runs_text(words.as_runs(ranks))
+
+
+def decode_ranks(text: str, limit: int) -> tuple[int, ...]:
+    """The ranks ``encode_ranks`` wrote, those below ``limit`` (the job's rank count)."""
+    return ranks_of(words.parse_runs(text, 0, limit - 1))
+
+
+def same_program(a: Program | None, b: Program | None) -> bool:
+    """Two compiles known to be of one program (signature fingerprints set and equal)."""
+    return a is not None and b is not None and bool(a[0]) and a[0] == b[0] and not differ(a, b)
+
+
+def differ(a: Program, b: Program) -> bool:
+    if a[0] and b[0] and a[0] != b[0]:
+        return True
+    return bool(a[1] and b[1] and a[1] != b[1])
+
+
+def pair_of(groups: Sequence[Group], mine: Program) -> tuple[Group, Group] | None:
+    """The two groups a divergence names, lowest rank first: the largest group and the
+    first one that differs from it (by lowest rank), if this rank's program differs
+    from some group. Entries that cannot be told apart (a fingerprint left empty on one
+    side) are not a divergence: only a difference both sides measured is."""
+    if not any(differ(mine, g.program) for g in groups):
+        return None
+    ref = max(groups, key=lambda g: (len(g.ranks), -g.ranks[0]))
+    other = next((g for g in groups if g is not ref and differ(ref.program, g.program)),
+                 None)
+    if other is None:  # this rank's group differs from a group that does not differ from ref
+        mine_group = next(g for g in groups if g.program == mine)
+        ref, other = mine_group, next(g for g in groups if differ(mine, g.program))
+    first, second = sorted((ref, other), key=lambda g: g.ranks[0])
+    return first, second
+
+
+def kind_of(first: Group, second: Group) -> DivergenceKind:
+    a, b = first.program[0], second.program[0]
+    return DivergenceKind.SIGNATURE if a and b and a != b else DivergenceKind.PROGRAM
+
 
 
 # --- what one rank remembers of each function's verdicts --------------------------------
@@ -77,7 +127,7 @@ class Ordinals:
                  mine: Program) -> None:
         """The groups of the verdict of ``function``'s ordinal ``count`` (with this rank's
         own program when it is in none: it came late)."""
-        kept = [(g.program, g.text or words.encode_ranks(g.ranks)) for g in groups]
+        kept = [(g.program, g.text or encode_ranks(g.ranks)) for g in groups]
         if not any(self.rank in g.ranks for g in groups):
             kept.append((mine, str(self.rank)))
         with self._lock:
@@ -96,7 +146,7 @@ class Ordinals:
     def _programs_at(self, seen: _Seen, count: int) -> dict[int, Program]:
         out: dict[int, Program] = {}
         for program, ranks in seen.groups.get(count, ()):
-            for r in words.decode_ranks(ranks, self.count):
+            for r in decode_ranks(ranks, self.count):
                 out[r] = program
         return out
 
@@ -123,7 +173,7 @@ class Ordinals:
             shifts = [(-1, (m - 1, m - 2))]
             if rank in current:
                 shifts.append((1, (m, m - 1)))
-            if any(all(words.same_program(known[k].get(rank), mine.get(k - d)) for k in pairs)
+            if any(all(same_program(known[k].get(rank), mine.get(k - d)) for k in pairs)
                    for d, pairs in shifts):
                 shifted.add(rank)
         return shifted
@@ -159,11 +209,11 @@ class Verdict(Gather):
                                              entries)
             absent = [r for r in absent if r not in shifted]
         verdict: dict[str, Any] = {
-            W.GROUPS: [[g.program[0], g.program[1], words.encode_ranks(g.ranks)] for g in groups],
+            W.GROUPS: [[g.program[0], g.program[1], encode_ranks(g.ranks)] for g in groups],
             W.COMPARER: self.rank}
         if absent:
-            verdict[W.MISSING] = words.encode_ranks(absent)
-        pair = words.pair_of(groups, item.program)
+            verdict[W.MISSING] = encode_ranks(absent)
+        pair = pair_of(groups, item.program)
         if pair is not None:
             others = [r for g in groups if g.program != item.program for r in g.ranks]
             if len(self._ordinals.shifted(item.function_dir, item.count, others,
@@ -173,7 +223,7 @@ class Verdict(Gather):
         mine = words.summary(signature) if signature is not None and (
             absent or pair is not None) else {}
         if pair is not None:
-            kind = words.kind_of(*pair)
+            kind = kind_of(*pair)
             verdict[W.KIND] = kind.value
             known = (words.known_diff(item.named, *pair) if kind is DivergenceKind.SIGNATURE
                      else None)
@@ -221,14 +271,14 @@ class Verdict(Gather):
         """Report what the verdict says, from this rank's side."""
         groups = self._groups(item, verdict)
         self._ordinals.remember(item.function_dir, item.count, groups, item.program)
-        absent = words.decode_ranks(verdict.get(W.MISSING) or "", self.count)
+        absent = decode_ranks(verdict.get(W.MISSING) or "", self.count)
         if not any(self.rank in g.ranks for g in groups):
             return (yield from self._late(item, verdict, groups))
         if self.rank in (verdict.get(W.WANTED) or ()) and item.signature is not None:
             self._set(f"{item.directory}{W.SUMMARIES}/{self.rank}", words.summary(item.signature))
         reported: Divergence | None = None
         kind = verdict.get(W.KIND)
-        pair = words.pair_of(groups, item.program) if kind else None
+        pair = pair_of(groups, item.program) if kind else None
         if pair is not None:
             first, second = pair
             sides = tuple(g.ranks for g in groups)
@@ -265,7 +315,7 @@ class Verdict(Gather):
         groups: list[Group] = []
         for g in verdict.get(W.GROUPS) or ():
             try:
-                groups.append(Group((str(g[0]), str(g[1])), words.decode_ranks(g[2], self.count),
+                groups.append(Group((str(g[0]), str(g[1])), decode_ranks(g[2], self.count),
                                     str(g[2])))
             except (IndexError, TypeError):
                 continue
@@ -283,13 +333,13 @@ class Verdict(Gather):
         late_entries = self._late_entries(item)
         if late_entries:
             self.channel.delete("clean-up", late_entries)
-        if not groups or any(not words.differ(g.program, item.program) for g in groups):
+        if not groups or any(not differ(g.program, item.program) for g in groups):
             return None  # the others' program: late, and reported missing, only
         comparer = verdict.get(W.COMPARER)
         theirs = next((g for g in groups if comparer in g.ranks), groups[0])
         me = (self.rank,)
         ours = Group(item.program, me)
-        if words.kind_of(theirs, ours) is DivergenceKind.PROGRAM:
+        if kind_of(theirs, ours) is DivergenceKind.PROGRAM:
             div = Divergence(item.function, item.count, DivergenceKind.PROGRAM,
                              words.program_text(theirs, ours), (theirs.ranks, me), (), (),
                              self.rank, time.time())
@@ -346,7 +396,7 @@ class TreeVerdict(TreeGather, Verdict):
     def _named(self, item: Compile, verdict: dict[str, Any]) -> dict[str, Any] | None:
         """A divergence the verdict names by its changes only: the text, in each rank's
         words (the same as the comparer's), from the changes and the verdict's sides."""
-        pair = words.pair_of(self._groups(item, verdict), item.program)
+        pair = pair_of(self._groups(item, verdict), item.program)
         if pair is None:
             return None
         diff = [dict(zip(DIFF_FIELDS, map(str, d))) for d in verdict[W.DIFF]
@@ -359,15 +409,15 @@ class TreeVerdict(TreeGather, Verdict):
         side, or a missing one, reads the whole one (``f``)."""
         last = self.count - 1
         whole = len(wire) >= 3 and all(isinstance(v, str) for v in wire[:3])
-        others = words.runs_within(wire[0], 0, last) if whole else []
-        missed = words.runs_within(wire[1], 0, last) if whole else []
+        others = runs_within(wire[0], 0, last) if whole else []
+        missed = runs_within(wire[1], 0, last) if whole else []
         diff = words.worded(item.signature, wire[3:]) if whole else None
         if diff is None or any(a <= self.rank <= b for a, b in [*others, *missed]):
             raw = yield Wait(item.directory + W.FULL, self.clock() + VERDICT_MARGIN_S)
             return (words.loads(raw) if raw is not None else None), None
-        mine = words.missing_runs([*others, *missed], 0, last)
-        ours = Group(item.program, words.ranks_of(mine), words.runs_text(mine))
-        theirs = Group((str(wire[2]), ""), words.ranks_of(others), words.runs_text(others))
+        mine = missing_runs([*others, *missed], 0, last)
+        ours = Group(item.program, ranks_of(mine), words.runs_text(mine))
+        theirs = Group((str(wire[2]), ""), ranks_of(others), words.runs_text(others))
         first, second = sorted((ours, theirs), key=lambda g: g.ranks[0])
         if first is theirs:  # the changes are from the first side's values to the second's
             diff = [{**d, DiffKey.BEFORE: d[DiffKey.AFTER], DiffKey.AFTER: d[DiffKey.BEFORE]}
@@ -405,9 +455,9 @@ class TreeVerdict(TreeGather, Verdict):
     def _verdict(self, item: Compile, found: Summary) -> Outcome:
         """The root's summary as the flat protocol's verdict."""
         programs, missed = found
-        groups = sorted((Group(p, words.ranks_of(runs), words.runs_text(runs))
+        groups = sorted((Group(p, ranks_of(runs), words.runs_text(runs))
                          for p, runs in programs.items()), key=lambda g: g.ranks[0])
-        absent = list(words.ranks_of(missed))
+        absent = list(ranks_of(missed))
         # the programs of the ranks the ordinal memory is asked about, not of them all
         lookup: dict[int, Program] = {self.rank: item.program}
         for g in groups:
@@ -471,11 +521,11 @@ class TreeVerdict(TreeGather, Verdict):
         if W.GROUPS in verdict:
             return super()._groups(item, verdict)
         last = self.count - 1
-        missed = words.runs_within(verdict.get(W.MISSING) or "", 0, last)
+        missed = runs_within(verdict.get(W.MISSING) or "", 0, last)
         if any(a <= self.rank <= b for a, b in missed):
             return []  # late: what the others compiled is in the whole verdict (``_late``)
-        present = words.missing_runs(missed, 0, last)
-        ranks = words.ranks_of(present)
+        present = missing_runs(missed, 0, last)
+        ranks = ranks_of(present)
         return [Group(item.program, ranks, words.runs_text(present))] if ranks else []
 
     def _late(self, item: Compile, verdict: dict[str, Any], groups: list[Group]) -> Steps:

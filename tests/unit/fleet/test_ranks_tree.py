@@ -17,9 +17,14 @@ from otel_jax._fleet import (
     _ranks_verdict,
 )
 from otel_jax._fleet._ranks_arrive import Compile, Tree
-from otel_jax._fleet._ranks_gather import merge, parse_summary, summary_text
-from otel_jax._fleet._ranks_name import missing_runs, normalized
-from otel_jax._fleet._ranks_name import runs_within as parse_runs
+from otel_jax._fleet._ranks_gather import (
+    merge,
+    missing_runs,
+    normalized,
+    parse_summary,
+    summary_text,
+)
+from otel_jax._fleet._ranks_gather import runs_within as parse_runs
 from otel_jax._fleet._ranks_protocol import RankProtocol, TreeProtocol
 from otel_jax._fleet._ranks_transport import Channel
 
