@@ -498,6 +498,29 @@ def test_the_thread_ends_at_exit_within_its_bound_and_drops_what_keeps_coming():
     assert ran == [threading.get_ident()]  # later jobs run on the caller's thread
 
 
+def test_a_chain_of_jobs_run_on_the_exiting_thread_ends_within_its_bound(monkeypatch):
+    # Once the thread has ended, a compile's job runs on the exiting thread, and so do the
+    # jobs its emission hands over: a processor that compiles at every span makes one at
+    # every job. Past the bound the chain drops the rest, and the exit goes on.
+    monkeypatch.setattr(_background, "EXIT_CHAIN_S", 0.2, raising=False)
+    worker = _background.Worker()
+    worker.stop(0)  # as at exit, with no thread started
+    emitted: list[int] = []
+
+    def job(n: int) -> None:
+        emitted.append(n)
+        time.sleep(0.01)
+        if worker.overdue() or n >= 1000:  # the cap only ends the test when nothing would
+            worker.dropped += 1
+            return
+        worker.submit(functools.partial(job, n + 1))  # from the job: runs after it, here
+
+    assert worker.submit(functools.partial(job, 0)) is False  # run here, not queued
+    assert worker.dropped == 1 and 5 < len(emitted) < 1000, len(emitted)
+    assert not worker.overdue()  # the next compile's own job runs, with a bound of its own
+    assert worker.submit(lambda: emitted.append(-1)) is False and emitted[-1] == -1
+
+
 def test_a_thread_that_does_not_come_back_at_exit_is_named(monkeypatch):
     entered, release = threading.Event(), threading.Event()
 

@@ -80,6 +80,12 @@ EXIT_JAX_S = 4.0
 #: compiles such code makes, and never for good (a chain of them, or one that never returns,
 #: would hold the process; the interpreter then tears down under it, said in one line).
 EXIT_THEIRS_S = 60.0
+#: Once otel_jax's thread has ended, how long a compile's job run on the exiting thread may
+#: go on running what its own emission handed over (the compile of a span processor's that
+#: compiles at every span, the compile its span makes, and so on): past it that chain's
+#: records are dropped and counted, as on the thread past its bound. The job itself (the
+#: caller's own compile) always runs.
+EXIT_CHAIN_S = 1.0
 
 
 class Ends(Protocol):
@@ -347,10 +353,16 @@ class Worker:
             return True
         self._inline.jobs = later = collections.deque([job])
         try:
+            self._run_job(later.popleft())
+            # What its emission compiled, and theirs, runs within a bound: a processor that
+            # compiles at every span would hand over a job at every job, and the caller
+            # (the exiting thread) would never come back (:meth:`overdue`).
+            self._inline.chain_deadline = time.monotonic() + EXIT_CHAIN_S
             while later:
                 self._run_job(later.popleft())
         finally:
             self._inline.jobs = None
+            self._inline.chain_deadline = None
         return False
 
     def _reset_locked(self) -> None:
@@ -424,10 +436,16 @@ class Worker:
                         self._cond.notify_all()
 
     def overdue(self) -> bool:
-        """On the thread, at the process's exit: the bound it had to end by has passed (a
-        job then drops what it still had to emit: :meth:`drop_at_end`)."""
-        return (self._stopped and threading.current_thread() is self._thread
-                and time.monotonic() >= self._end_deadline)
+        """At the process's exit, on the thread: the bound it had to end by has passed; on
+        a thread that runs jobs itself once the thread stopped (:meth:`_run_inline`): the
+        jobs handed over by its own have run ``EXIT_CHAIN_S``. A job then drops what it
+        still had to emit (:meth:`drop_at_end`)."""
+        if not self._stopped:
+            return False
+        if threading.current_thread() is self._thread:
+            return time.monotonic() >= self._end_deadline
+        chain_deadline = getattr(self._inline, "chain_deadline", None)
+        return chain_deadline is not None and time.monotonic() >= chain_deadline
 
     def drop_at_end(self, lost: int) -> None:
         """``lost`` compiles not emitted because the exit's bound passed: counted, said once."""
