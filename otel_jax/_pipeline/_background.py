@@ -454,9 +454,9 @@ class Worker:
         with at_site(None):
             self.failopen.warn_once(Topic.EMIT_DROPPED, (
                 f"otel_jax: exit dropped {lost} compile(s) still waiting to be emitted "
-                "(their spans, metrics and log lines): otel_jax's emitting thread was still "
-                "busy when the exit's bound passed (a span processor, exporter or log "
-                "handler that blocks, or that compiles at every span?)."))
+                "(their spans, metrics and log lines): emitting was still busy when the "
+                "exit's bound passed (a span processor, exporter or log handler that "
+                "blocks, or that compiles at every span?)."))
 
     def _idle(self, timeout: float | None) -> None:
         """Wait, with ``_cond`` held (once), until woken or ``timeout``."""
