@@ -22,9 +22,13 @@ import warnings
 import jax
 import jax.numpy as jnp
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_jax
 from otel_jax import OtelJaxWarning
+from otel_jax._core._vocab import Attr
 from otel_jax._emit import _logs
 from otel_jax._pipeline._background import WORKER
 
@@ -137,6 +141,68 @@ def test_a_blocked_stream_drops_and_counts_and_warns_once(monkeypatch):
     finally:
         gate.open.set()
         otel_jax.uninstall()
+
+
+def test_a_blocked_stream_costs_log_lines_only_never_a_compiles_spans(monkeypatch):
+    # The writer falls behind the emitting thread by more than the bound of what waits for
+    # that thread: every compile is still emitted and exported, none counted in
+    # jax.compile.dropped; only the log lines that did not fit are dropped, counted apart.
+    monkeypatch.setattr(_logs, "QUEUE_SIZE", 4)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    gate = _Gate()
+    otel_jax.uninstall()
+    dropped_before = WORKER.dropped
+    otel_jax.install(tracer_provider=provider, log_output=gate, storm_threshold=1000)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", OtelJaxWarning)
+            _compile_n(12, "outpaced")
+            assert WORKER.flush(HANG)
+        emitter = next(s for s in otel_jax.installation().sinks
+                       if isinstance(s, _logs.JsonLogEmitter))
+        counts = [s.attributes[Attr.COUNT] for s in exporter.get_finished_spans()
+                  if str(s.attributes.get(Attr.FUNCTION, "")).endswith("outpaced")]
+        assert sorted(counts) == list(range(1, 13))
+        assert WORKER.dropped == dropped_before
+        assert emitter.dropped >= 12 - 4 - 4
+    finally:
+        gate.open.set()
+        otel_jax.uninstall()
+
+
+SLOW_AT_EXIT = textwrap.dedent("""
+    import atexit, os, threading, time
+    written = []
+    # registered before otel_jax's own exit handlers: runs after all of them
+    atexit.register(lambda: os.write(1, f"WRITTEN {len(written)}\\n".encode()))
+    from otel_jax._emit import _logs
+
+    class Slow:  # a stream that keeps up with a line now and then, never with 200
+        def write(self, text):
+            time.sleep(0.4)
+            written.extend(text.splitlines())
+
+        def flush(self):
+            pass
+
+    emitter = _logs.JsonLogEmitter(Slow())
+    for number in range(200):
+        emitter.step({"step_name": "train", "step_number": number})
+""")
+
+
+def test_lines_left_when_the_exits_bound_passes_are_said_with_why():
+    done = subprocess.run([sys.executable, "-c", SLOW_AT_EXIT], capture_output=True,
+                          text=True, timeout=HANG)
+    assert done.returncode == 0, done.stderr[-2000:]
+    [said] = [line for line in done.stderr.splitlines() if "were dropped" in line]
+    assert "the exit's bound passed before they were written" in said, said
+    dropped = int(said.split("dropped in this process: ")[1].split()[0])
+    written = int(done.stdout.split("WRITTEN ")[1])
+    # the words count every line that was not written, but a batch in the writer's hands
+    assert dropped > 0 and 200 - 64 <= dropped + written <= 200, (said, written)
 
 
 def test_uninstall_is_bounded_when_the_stream_never_returns():

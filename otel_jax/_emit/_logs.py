@@ -17,9 +17,11 @@ Logging never blocks the user's call. The compiling thread only hands each
 line's level and fields to a bounded queue; one daemon thread renders and
 writes them. A stream that does not keep up (stderr piped to a process that
 stopped reading) fills the queue, and further lines are dropped and counted:
-one warning says so, and the count is repeated at exit. Exit waits for the
-queue at most ``EXIT_FLUSH_S`` and ``uninstall()`` at most ``UNINSTALL_FLUSH_S``,
-never for the stream itself.
+one warning says so, and the count is repeated at exit. The queue has the bound of
+the compiles waiting for the emitting thread, its own count: a stream that blocks costs
+log lines, never a compile's spans or metrics. At exit the writers end by one deadline,
+``EXIT_FLUSH_S`` away, what is left then said with the rest; ``uninstall()`` waits at
+most ``UNINSTALL_FLUSH_S``, never for the stream itself.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from .._core._vocab import (
     LOGGER_NAME,
     Field,
 )
-from .._pipeline._background import Waker, ends_at_exit, start_thread
+from .._pipeline._background import QUEUE_CAPACITY, Waker, ends_at_exit, start_thread
 from .._pipeline._record import (
     CompileRecord,
     Divergence,
@@ -77,10 +79,10 @@ STRUCTLOG: Final = "structlog"
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 _LEVEL_NAMES = {v: k for k, v in _LEVELS.items()}
 #: Lines waiting for the writer thread; past this, lines are dropped and counted.
-QUEUE_SIZE = 1024
+QUEUE_SIZE = QUEUE_CAPACITY
 #: How often the writer thread looks for queued lines (it is not woken per line).
 _WRITER_POLL_S = 0.05
-#: How long the process's exit waits, at most, for queued lines to be written.
+#: How long the process's exit lets the writers write queued lines, at most.
 EXIT_FLUSH_S = 1.0
 #: How long ``uninstall()`` waits, at most.
 UNINSTALL_FLUSH_S = 2.0
@@ -92,6 +94,7 @@ _CLOSED = "they came after uninstall() closed the log output"
 _WRITER_ENDED = "the writer thread ended with them"
 _NO_WRITER = "no thread could be started to write them"
 _UNREAD = "at exit, the output took nothing more within the exit's bound"
+_LATE = "at exit, the exit's bound passed before they were written"
 #: Compiles whose ``contextvars`` context is kept for a later divergence report of the
 #: same compile (reported within ``divergence_timeout_s``, from another thread).
 _KEPT_CONTEXTS = 1024
@@ -362,47 +365,35 @@ class LogEmitter:
         return True
 
     def _serve(self) -> None:
-        """The writer thread."""
+        """The writer thread. Ended by an error as well as by close(): no writer any more,
+        which a flush or the next line sees (``_writer_locked``)."""
         try:
-            self._serve_queue()
+            while True:
+                with self._cond:
+                    while not self._queue and not self._closed and self._end_deadline is None:
+                        self._waker.wait(_WRITER_POLL_S, self._cond)
+                    if self._queue and self._end_deadline is not None \
+                            and time.monotonic() >= self._end_deadline:
+                        # The exit's bound passed: what is left is dropped, counted (an output
+                        # that blocks, or lines that keep coming).
+                        self._drop_queued_locked()
+                    if not self._queue:
+                        return  # closed or ending, and everything written
+                    batch = [self._queue.popleft() for _ in range(min(len(self._queue), 64))]
+                written = False
+                try:
+                    self._write(batch)
+                    written = True
+                finally:
+                    with self._cond:
+                        self._pending -= len(batch)
+                        if not written:  # the writer ends with them (below)
+                            self._drop_locked(batch, _WRITER_ENDED)
+                        self._cond.notify_all()
         finally:
-            # Ended by an error as well as by close(): no writer any more, which a
-            # flush or the next line sees (``_writer_locked``).
             with self._cond:
                 if self._thread is threading.current_thread():
                     self._thread = None
-
-    def _serve_queue(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._closed and self._end_deadline is None:
-                    self._cond.release()
-                    try:
-                        self._waker.wait(_WRITER_POLL_S)
-                    finally:
-                        self._cond.acquire()
-                if self._queue and self._end_deadline is not None \
-                        and time.monotonic() >= self._end_deadline:
-                    # The exit's bound passed: what is left is dropped, counted (an output
-                    # that blocks, or lines that keep coming).
-                    lost = len(self._queue)
-                    self._queue.clear()
-                    self._pending -= lost
-                    self.dropped += lost
-                    self._cond.notify_all()
-                if not self._queue:
-                    return  # closed or ending, and everything written
-                batch = [self._queue.popleft() for _ in range(min(len(self._queue), 64))]
-            written = False
-            try:
-                self._write(batch)
-                written = True
-            finally:
-                with self._cond:
-                    self._pending -= len(batch)
-                    if not written:  # the writer ends with them (see _serve)
-                        self._drop_locked(batch, _WRITER_ENDED)
-                    self._cond.notify_all()
 
     def _write(self, batch: list[_Line]) -> None:
         raise NotImplementedError
@@ -422,6 +413,13 @@ class LogEmitter:
         self.dropped += len(lines)
         for line in lines:
             self.drops[_WHAT.get(line[2], "warning"), why] += 1
+
+    def _drop_queued_locked(self) -> None:
+        """The exit's bound passed: the lines still queued are dropped, counted."""
+        self._pending -= len(self._queue)
+        self._drop_locked(list(self._queue), _LATE)
+        self._queue.clear()
+        self._cond.notify_all()
 
     # --- flushing ------------------------------------------------------------------------
 
@@ -455,11 +453,14 @@ class LogEmitter:
 
     def end_by(self, deadline: float) -> threading.Thread | None:
         """At the process's exit (``_background.Ends``): the writer writes what is queued
-        until ``deadline`` and ends; no new one starts. The writer to wait for."""
+        until ``deadline`` and ends; no new one starts after this one, which is started
+        when none serves the lines queued. The writer to wait for."""
         with self._cond:
             if self._pid != os.getpid():
                 return None
             if self._end_deadline is None:
+                if self._pending:
+                    self._writer_locked()
                 self._end_deadline = deadline
             self._waker.wake()
             thread = self._thread
@@ -561,14 +562,22 @@ def flush_all(timeout: float = UNINSTALL_FLUSH_S) -> bool:
 
 
 def _at_exit() -> None:
-    """Bounded: wait a moment for queued lines, then say how many were dropped."""
+    """Bounded: the writers write what is queued until one deadline and end (what is left
+    then is dropped), then the words say what was dropped and why."""
     try:
-        flush_all(EXIT_FLUSH_S)
+        deadline = time.monotonic() + EXIT_FLUSH_S
+        writers = [writer for emitter in list(_live)
+                   if (writer := emitter.end_by(deadline)) is not None]
+        for writer in writers:
+            writer.join(max(0.0, deadline - time.monotonic()))
         drops: Counter[tuple[str, str]] = Counter()
         for emitter in list(_live):
             if emitter._pid == os.getpid():
-                drops.update(emitter.drops)
-                drops["log", _NO_WRITER] += emitter.unwritable()
+                with emitter._cond:
+                    if not (unwritable := emitter.unwritable()):
+                        emitter._drop_queued_locked()  # a writer past the bound, in a write
+                    drops.update(emitter.drops)
+                drops["log", _NO_WRITER] += unwritable
         said = dropped_words(drops)
         if said:  # bounded: stderr may be a pipe nobody reads any more
             write_within(sys.stderr, f"otel_jax: log lines were dropped in this process: "

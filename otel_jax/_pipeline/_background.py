@@ -267,8 +267,15 @@ class Waker:
         self._lock = threading.Lock()
         self._lock.acquire()  # released by a wake, taken back by the wait
 
-    def wait(self, timeout: float | None) -> None:
-        self._lock.acquire(True, -1 if timeout is None else max(0.0, timeout))
+    def wait(self, timeout: float | None, held: threading.Condition | None = None) -> None:
+        """Wait; with ``held`` (taken once by this thread) let go meanwhile."""
+        if held is not None:
+            held.release()
+        try:
+            self._lock.acquire(True, -1 if timeout is None else max(0.0, timeout))
+        finally:
+            if held is not None:
+                held.acquire()
 
     def wake(self) -> None:
         try:
@@ -299,15 +306,9 @@ class Worker:
     def _reset(self) -> None:
         self._cond = threading.Condition(threading.RLock())
         self._jobs: collections.deque[Job] = collections.deque()
-        self._unfinished = 0  # queued or running
-        self._thread: threading.Thread | None = None
-        self._sleeping = False  # waiting without a timeout: a submit must wake it
-        self._waker = Waker()  # the thread's wait
-        self._stopped = False  # the process is exiting: jobs run on the caller's thread
-        self._inline = threading.local()  # jobs run on the caller's thread, one after another
         #: Once stopped: when the thread ends, whatever is still queued then.
         self._end_deadline = 0.0
-        self._pid = os.getpid()
+        self._reset_locked()
         ends_at_exit(self)
 
     def submit(self, job: Job, *, counted: bool = True) -> bool:
@@ -319,21 +320,17 @@ class Worker:
         with self._cond:
             if self._pid != os.getpid():  # a forked child: the parent's thread is not here
                 self._reset_locked()
-            if self._unfinished >= self.capacity:
-                if not counted:
-                    return False
-                self.dropped += 1
-                dropped = self.dropped
-            else:
-                dropped = 0
+            dropped = self._unfinished >= self.capacity
+            if not dropped:
                 started = self._start_locked()
                 if started:
                     self._jobs.append(job)
                     self._unfinished += 1
                     if self._sleeping:
-                        self._wake_locked()
+                        self._waker.wake()
         if dropped:
-            self._warn_dropped(dropped)
+            if counted:
+                self.count_dropped()
             return False
         if not started:
             return self._run_inline(job, counted)
@@ -359,20 +356,21 @@ class Worker:
             # (the exiting thread) would never come back (:meth:`overdue`).
             self._inline.chain_deadline = time.monotonic() + EXIT_CHAIN_S
             while later:
-                self._run_job(later.popleft())
+                self._emit(later.popleft())
         finally:
             self._inline.jobs = None
             self._inline.chain_deadline = None
         return False
 
     def _reset_locked(self) -> None:
+        """A fresh start (a forked child's: the parent's thread is not here), ``_cond`` kept."""
         self._jobs.clear()
-        self._unfinished = 0
-        self._thread = None
-        self._sleeping = False
-        self._waker = Waker()
-        self._stopped = False
-        self._inline = threading.local()
+        self._unfinished = 0  # queued or running
+        self._thread: threading.Thread | None = None
+        self._sleeping = False  # waiting without a timeout: a submit must wake it
+        self._waker = Waker()  # the thread's wait
+        self._stopped = False  # the process is exiting: jobs run on the caller's thread
+        self._inline = threading.local()  # jobs run on the caller's thread, one after another
         self._pid = os.getpid()
 
     def _start_locked(self) -> bool:
@@ -405,10 +403,6 @@ class Worker:
             "spans, metrics and log lines are dropped while the queue is full (counted "
             "in jax.compile.dropped); the jit calls are unaffected."))
 
-    def _wake_locked(self) -> None:
-        """End the thread's wait (with ``_cond`` held)."""
-        self._waker.wake()
-
     def _serve(self) -> None:
         idle_since = time.monotonic()
         while True:
@@ -420,14 +414,14 @@ class Worker:
                         return
                     if time.monotonic() - idle_since >= IDLE_S:
                         self._sleeping = True
-                        self._idle(None)
+                        self._waker.wait(None, self._cond)
                         self._sleeping = False
                         idle_since = time.monotonic()
                     else:
-                        self._idle(POLL_S)
+                        self._waker.wait(POLL_S, self._cond)
                 job = self._jobs.popleft()
             try:
-                self._run_job(job)
+                self._emit(job)
             finally:
                 idle_since = time.monotonic()
                 with self._cond:
@@ -458,14 +452,6 @@ class Worker:
                 "exit's bound passed (a span processor, exporter or log handler that "
                 "blocks, or that compiles at every span?)."))
 
-    def _idle(self, timeout: float | None) -> None:
-        """Wait, with ``_cond`` held (once), until woken or ``timeout``."""
-        self._cond.release()
-        try:
-            self._waker.wait(timeout)
-        finally:
-            self._cond.acquire()
-
     def stop(self, timeout: float) -> bool:
         """At the process's exit: end the thread once the jobs handed over so far ran; past
         ``timeout`` seconds from now a job drops what it still has to emit (:meth:`overdue`).
@@ -488,7 +474,7 @@ class Worker:
         the recompile they predict)."""
         with self._cond:
             if self._thread is not None and self._unfinished:
-                self._wake_locked()
+                self._waker.wake()
 
     def end_by(self, deadline: float) -> threading.Thread | None:
         """:class:`Ends`: stop (once; a later call keeps the first deadline) and return the
@@ -502,11 +488,8 @@ class Worker:
             thread = self._thread
             if thread is None or not thread.is_alive():
                 return None
-            self._wake_locked()
+            self._waker.wake()
             return thread
-
-    def _run_job(self, job: Job) -> None:
-        self._emit(job)
 
     def _emit(self, job: Job) -> None:
         # A warning given here with no site of its own points at no line: this thread's
@@ -525,7 +508,7 @@ class Worker:
                 return not self._unfinished
             deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
             if self._unfinished:
-                self._wake_locked()  # the thread need not wait for its next poll
+                self._waker.wake()  # the thread need not wait for its next poll
             while self._unfinished:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
