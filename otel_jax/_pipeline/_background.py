@@ -350,7 +350,7 @@ class Worker:
             return True
         self._inline.jobs = later = collections.deque([job])
         try:
-            self._run_job(later.popleft())
+            self._emit(later.popleft())
             # What its emission compiled, and theirs, runs within a bound: a processor that
             # compiles at every span would hand over a job at every job, and the caller
             # (the exiting thread) would never come back (:meth:`overdue`).
