@@ -1165,3 +1165,39 @@ def test_the_applications_work_inside_jax_at_exit_is_waited_for_to_its_end(tmp_p
     assert out.exists() and out.read_text() == "PROCESSOR-DONE", done.stderr[-3000:]
     said = [line for line in done.stderr.splitlines() if "waiting for the application" in line]
     assert len(said) == 1 and "otel_jax-emit" in said[0], done.stderr[-3000:]
+
+
+MAIN_RETURNS_FIRST = """
+import threading, time, warnings
+import jax, numpy as np
+import otel_jax
+
+def showwarning(message, category, filename, lineno, file=None, line=None):
+    print(f"SHOWN {category.__name__} {filename}:{lineno} ", flush=True)
+warnings.showwarning = showwarning  # the program's own way of showing warnings
+otel_jax.install(log_output=None)
+
+def train():  # the program's own thread, still training once the main thread returned
+    time.sleep(0.5)
+    for n in range(4):
+        jax.jit(lambda x: x * 2)(np.ones(2, np.float32))  # a new jit at every step
+    otel_jax.flush(60)
+
+threading.Thread(target=train).start()
+"""
+
+
+@pytest.mark.hazards
+def test_a_warning_after_the_main_thread_returned_while_the_programs_threads_run_is_its_own(
+        tmp_path):
+    # Python joins the program's own threads before its exit begins: a hazard warning said
+    # then is shown the program's way (its warnings.showwarning, its filters), at the jit
+    # call, not in the bounded form kept for the exit itself.
+    program = tmp_path / "train.py"  # a file: the hazard reads the loop around the call
+    program.write_text(textwrap.dedent(MAIN_RETURNS_FIRST))
+    done = _run(f"import runpy; runpy.run_path({str(program)!r}, run_name='__main__')",
+                timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    shown = [line for line in done.stdout.splitlines() if line.startswith("SHOWN")]
+    assert len(shown) == 1 and "OtelJaxWarning" in shown[0], (done.stdout, done.stderr[-2000:])
+    assert "OtelJaxWarning" not in done.stderr, done.stderr[-2000:]

@@ -42,10 +42,16 @@ _RETRY_S = 0.005
 
 def exiting() -> bool:
     """Whether the process is exiting: the main thread ended (``threading`` marks it so
-    before the ``atexit`` handlers run, on every Python supported), so a write now may be
-    the last thing between the process and its end."""
+    before the ``atexit`` handlers run, on every Python supported) and no thread of the
+    program's own still runs, so a write now may be the last thing between the process
+    and its end. While Python joins the program's threads (its main thread returned
+    first) the program goes on as before: warnings are still shown its way."""
     try:
-        return not threading.main_thread().is_alive()
+        main = threading.main_thread()
+        if main.is_alive():
+            return False
+        return not any(not thread.daemon and thread is not main and thread.is_alive()
+                       for thread in threading.enumerate())
     except Exception:
         return True
 
