@@ -324,6 +324,79 @@ def test_a_compiles_walk_through_the_stages_never_climbs_back(records):
         ("_ranks_name", "_ranks_verdict", "<module>")}
 
 
+#: Modules that are no stage: the checker's threads and the channel (every stage calls it).
+_NO_STAGE = ("_ranks", "_ranks_transport")
+#: The only re-entries of a flat compare's walk, each once at most: the comparer groups
+#: what the arriving stage parsed in one call; the verdict publishes what the naming stage
+#: named and reports it; a summary made before a wait (the comparer's, for ranks that come
+#: late; a rank's, asked for) comes before the naming after it.
+_RETURNS_MADE = {("_ranks_arrive", "_ranks_gather"), ("_ranks_name", "_ranks_verdict"),
+                 ("_ranks_verdict", "_ranks_name")}
+
+
+def _walks(run) -> dict[tuple[int, int, str], list[str]]:
+    """The stages each rank's steps enter while ``run`` runs simulated jobs, one entry per
+    stay, by (job, rank, ``_publish`` or ``_step``: the fleet's call that drives them)."""
+    import sys
+
+    walks: dict[tuple[int, int, str], list[str]] = {}
+    fleets: dict[int, Fleet] = {}
+    seen = set()  # a frame resumed (a step's generator) is no new entry
+
+    def profile(frame, event, arg):
+        if event != "call" or frame in seen:
+            return
+        seen.add(frame)
+        module = frame.f_globals.get("__name__", "")
+        stage = module.rpartition(".")[2]
+        if not module.startswith("otel_jax._fleet._ranks") or stage in _NO_STAGE:
+            return
+        up = frame.f_back
+        while up is not None and up.f_code.co_name not in ("_publish", "_step"):
+            up = up.f_back
+        if up is not None and "r" in up.f_locals:
+            fleets.setdefault(id(up.f_locals["self"]), up.f_locals["self"])  # ids stay apart
+            key = (len(fleets) - 1, up.f_locals["r"].rank, up.f_code.co_name)
+            walk = walks.setdefault(key, [])
+            if not walk or walk[-1] != stage:
+                walk.append(stage)
+
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return walks
+
+
+def test_a_flat_compares_walk_enters_each_stage_once(records):
+    """Data flows one way through a flat compare: the verdict decides on plain values and
+    hands them to the naming stage, which names both sides in one call. Whoever compares,
+    reads, comes late, takes over or is missing, no stage is entered twice but for the
+    hand-backs of ``_RETURNS_MADE``, each once."""
+    walks = _walks(lambda: _job({0: [records[4]], 1: [records[5]]}))
+    assert walks[0, 0, "_step"] == ["_ranks_protocol", "_ranks_gather", "_ranks_arrive",
+                                    "_ranks_gather", "_ranks_verdict", "_ranks_name",
+                                    "_ranks_verdict"]
+    # the other side: its summary, asked for, then the divergence the comparer named
+    assert walks[0, 1, "_step"] == ["_ranks_protocol", "_ranks_name", "_ranks_verdict",
+                                    "_ranks_name", "_ranks_verdict"]
+
+    def jobs() -> None:
+        _job({r: [records[5 if r == 7 else 4]] for r in range(8)}, late={5: 31.0})
+        _job({0: [records[4]], 1: [records[4]], 2: [records[5]]}, late={2: 31.0})
+        _job({r: [records[4]] for r in range(7)}, late={6: 31.0})
+        fleet = Fleet(3, 10.0)
+        fleet.ranks[0].dies_after_arrival = True
+        for rank, n, when in ((0, 4, 0.0), (1, 4, 0.5), (2, 5, 0.6)):
+            fleet.compile(rank, dataclasses.replace(records[n], count=1), when)
+        fleet.run()
+
+    for key, walk in [*walks.items(), *_walks(jobs).items()]:
+        returns = [(walk[i - 1], m) for i, m in enumerate(walk) if m in walk[:i]]
+        assert set(returns) <= _RETURNS_MADE and len(returns) == len(set(returns)), (key, walk)
+
+
 def test_a_late_rank_of_a_tree_that_differs_names_the_difference_itself(records):
     plans = {r: [records[4]] for r in range(64)}
     plans[63] = [records[5]]

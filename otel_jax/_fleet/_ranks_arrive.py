@@ -23,8 +23,8 @@ from .._core._failopen import FailOpen
 from .._core._portable import function_identity
 from .._core._vocab import RankWire as W
 from .._pipeline._record import CompileRecord, SpanLink
-from ._ranks_name import Program, Run, summary
-from ._ranks_transport import Channel
+from ._ranks_name import Program, summary
+from ._ranks_transport import Channel, Run
 
 PREFIX = W.PREFIX
 #: Beyond the comparer's own deadline, how long a rank waits for the verdict before
@@ -93,9 +93,19 @@ def function_key(identity: str) -> str:
                            digest_size=8).hexdigest()
 
 
-def parse_entry(value: str) -> Program:
-    fp, _, rest = str(value).partition(" ")
-    return fp, rest.partition(" ")[0]
+def parse_entries(found: list[tuple[str, str]], count: int) -> dict[int, Program]:
+    """The programs of the entries a directory read found, by rank (those below ``count``;
+    a key that names no rank is skipped), all in one call."""
+    entries: dict[int, Program] = {}
+    for key, value in found:
+        try:
+            rank = int(key.rpartition("/")[2])
+        except ValueError:
+            continue
+        if 0 <= rank < count:
+            fp, _, rest = str(value).partition(" ")
+            entries[rank] = fp, rest.partition(" ")[0]
+    return entries
 
 
 def ordinal_directory(function_dir: str, count: int) -> str:

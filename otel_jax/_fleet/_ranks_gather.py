@@ -44,11 +44,11 @@ from ._ranks_arrive import (
     group_value,
     node_value,
     ordinal_directory,
-    parse_entry,
+    parse_entries,
     program_hash,
 )
-from ._ranks_name import Group, Program, Run, Runs
-from ._ranks_transport import Read, Wait
+from ._ranks_name import Group, Program
+from ._ranks_transport import Read, Run, Runs, Wait, loads, parse_runs, runs_text
 
 #: Ordinals of a function whose keys stay on the service (late ranks read the verdict).
 KEEP = 64
@@ -78,7 +78,7 @@ def normalized(runs: Iterable[Run]) -> Runs:
 def runs_within(text: str, lo: int, hi: int) -> Runs:
     """The runs of ``0-6,8`` within ``lo..hi``, merged (a tree's summary names only its
     node's ranks)."""
-    return normalized(words.parse_runs(text, lo, hi))
+    return normalized(parse_runs(text, lo, hi))
 
 
 def missing_runs(covered: Iterable[Run], lo: int, hi: int) -> Runs:
@@ -117,10 +117,10 @@ def summary_text(summary: Summary, named: list[list[Any]] | None = None) -> str:
     if len(groups) == 1 and not missing and not named:
         [(fp, pf)] = groups  # every rank of the node, one program: its fingerprints
         return f"{fp} {pf}"
-    value: dict[str, Any] = {W.GROUPS: [[p[0], p[1], words.runs_text(r)] for p, r in
+    value: dict[str, Any] = {W.GROUPS: [[p[0], p[1], runs_text(r)] for p, r in
                                         sorted(groups.items(), key=lambda i: i[1][0])]}
     if missing:
-        value[W.MISSING] = words.runs_text(missing)
+        value[W.MISSING] = runs_text(missing)
     if named:
         value[W.DIFF] = named[:MAX_NAMED]
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -133,7 +133,7 @@ def parse_summary(raw: str, lo: int, hi: int) -> Summary | None:
         if not space or not fp or " " in pf:
             return None
         return {(fp, pf): [(lo, hi)]}, []
-    value = words.loads(raw)
+    value = loads(raw)
     if value is None:
         return None
     groups: dict[Program, Runs] = {}
@@ -239,14 +239,7 @@ class Gather(Arrive):
         found = self.channel.dir_get("read", f"{item.directory}{W.ENTRIES}/")
         if found is None:
             return None
-        entries: dict[int, Program] = {}
-        for key, value in found:
-            try:
-                rank = int(key.rpartition("/")[2])
-            except ValueError:
-                continue
-            if 0 <= rank < self.count:
-                entries[rank] = parse_entry(value)
+        entries = parse_entries(found, self.count)
         entries[self.rank] = item.program
         # Read once: the entries are not needed any more; the keys of an ordinal long
         # past go too (late ranks read the verdict of the recent ones).
@@ -437,7 +430,7 @@ class TreeGather(TreeArrive, Gather):
             part = parse_summary(raw, clo, chi)
             if part is not None:
                 parts.append(part)
-                named = (words.loads(raw) or {}).get(W.DIFF)
+                named = (loads(raw) or {}).get(W.DIFF)
                 if isinstance(named, list):
                     item.named.extend(n for n in named
                                       if isinstance(n, list) and len(n) == 3)

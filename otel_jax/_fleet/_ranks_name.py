@@ -3,17 +3,17 @@ shared words every stage reads ranks and programs in.
 
 A signature summary (bounded, JSON) is published only when a comparer asks for one, and
 the difference between two summaries is named here, from their text (a summary is what
-a peer process could send: no avals, no pytrees). Ranks travel as ranges (``0-1022``)
-so that a verdict's size does not grow with the rank count. The keys and fields are
-named in ``_vocab.RankWire``. Nothing here calls the service: the stages before
-(``_ranks_arrive``, ``_ranks_gather``, ``_ranks_verdict``) hand it what they read.
+a peer process could send: no avals, no pytrees), in one call (``named_pair``). The
+keys and fields are named in ``_vocab.RankWire``. Nothing here calls the service: the
+stages before (``_ranks_arrive``, ``_ranks_gather``, ``_ranks_verdict``) hand it what
+they read.
 """
 
 from __future__ import annotations
 
-import json
+import itertools
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .._capture._signature import Signature
@@ -23,6 +23,7 @@ from .._core._text import safe_repr
 from .._core._vocab import ABSENT, CauseKind, DiffKey, DivergenceKind
 from .._core._vocab import RankWire as W
 from .._pipeline._record import Divergence
+from ._ranks_transport import as_runs, loads
 
 #: Bounds of the signature summary a rank publishes when asked.
 MAX_LEAVES = 256
@@ -120,44 +121,7 @@ def summary_diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, str]]:
     return changes
 
 
-# --- ranks as text and as ranges ----------------------------------------------------------
-
-Run = tuple[int, int]  # ranks a..b, both included
-Runs = list[Run]
-
-
-def as_runs(ranks: Iterable[int]) -> list[Run]:
-    if isinstance(ranks, tuple) and ranks and ranks == tuple(range(ranks[0], ranks[-1] + 1)):
-        return [(ranks[0], ranks[-1])]  # one range (the usual verdict): no sort
-    runs: list[Run] = []
-    for r in sorted(set(ranks)):
-        if runs and r == runs[-1][1] + 1:
-            runs[-1] = (runs[-1][0], r)
-        else:
-            runs.append((r, r))
-    return runs
-
-
-def runs_text(runs: Iterable[Run]) -> str:
-    """``0-6,8``: runs of ranks as the wire carries them."""
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
-
-
-def parse_runs(text: str, lo: int, hi: int) -> list[Run]:
-    """The runs of ``runs_text``, those parts within ``lo..hi`` (a job's ranks, or a
-    tree node's), in the text's order; a part that is no run is skipped."""
-    runs: list[Run] = []
-    for part in str(text).split(","):
-        a, _, b = part.partition("-")
-        try:
-            first, last = int(a), int(b or a)
-        except ValueError:
-            continue
-        first, last = max(first, lo), min(last, hi)
-        if first <= last:
-            runs.append((first, last))
-    return runs
-
+# --- ranks as text ------------------------------------------------------------------------
 
 def ranks_text(ranks: Sequence[int]) -> str:
     if len(ranks) == 1:
@@ -185,6 +149,75 @@ def program_text(first: Group, second: Group) -> str:
             "order of a set or dict, a host-dependent value, another checkout)")
 
 
+#: One side of a divergence as the comparer holds it: its own signature (or the summary
+#: made of it), or what a peer published (``None``: nothing came).
+Side = Signature | dict[str, Any] | str | None
+#: A signature divergence as the verdict stage hands it on: named already (text and
+#: changes), or the comparer's two sides, to name (``named_pair``).
+Named = dict[str, Any] | list[Side] | None
+
+
+class Said(NamedTuple):
+    """What the verdict stage decided, from this rank's side, as plain values: the groups
+    of the verdict, the two a divergence names (``pair``, of a ``DivergenceKind`` value
+    ``kind``), and the ranks absent."""
+
+    function: str
+    ordinal: int
+    rank: int
+    timeout_s: float
+    groups: list[Group]
+    pair: tuple[Group, Group] | None
+    kind: Any
+    named: Named
+    absent: Sequence[int]
+
+
+def say(what: Said) -> tuple[dict[str, Any] | None, list[Divergence]]:
+    """Every divergence of ``what`` in words, in the order they are reported, named in
+    one call; and the signature divergence this rank named (``None``: it named none)."""
+    said: list[Divergence] = []
+    named, groups = what.named, what.groups
+    sides = tuple(g.ranks for g in groups)
+    if isinstance(named, list) and what.pair is not None:
+        named = named_pair(named, *what.pair, what.timeout_s)
+    mine = named if isinstance(what.named, list) and isinstance(named, dict) else None
+    if what.pair is not None:
+        first, second = what.pair
+        if what.kind == DivergenceKind.SIGNATURE.value:
+            found = named if isinstance(named, dict) else {}
+            diff = tuple(d for d in found.get(W.DIFF) or () if isinstance(d, dict))
+            text = str(found.get(W.TEXT) or (
+                f"different signatures ({ranks_text(first.ranks)} vs "
+                f"{ranks_text(second.ranks)}); the comparing rank named no paths"))
+            said.append(Divergence(what.function, what.ordinal, DivergenceKind.SIGNATURE,
+                                   text, sides, (), diff, what.rank, time.time()))
+        else:
+            said.append(Divergence(what.function, what.ordinal, DivergenceKind.PROGRAM,
+                                   program_text(first, second), sides, (), (),
+                                   what.rank, time.time()))
+    if what.absent:
+        present = (groups[0].ranks if len(groups) == 1
+                   else tuple(sorted(itertools.chain.from_iterable(sides))))
+        said.append(missing(what.function, what.ordinal, present, what.absent, what.rank,
+                            what.timeout_s))
+    return mine, said
+
+
+def named_pair(sides: Sequence[Side], first: Group, second: Group,
+               timeout_s: float) -> dict[str, Any]:
+    """The divergence between two sides (``first``'s and ``second``'s), named in one call:
+    its text and its changes (``W.TEXT``, ``W.DIFF``)."""
+    a, b = (summary(s) if isinstance(s, Signature) else loads(s) if isinstance(s, str)
+            else s for s in sides)
+    if a is None or b is None:
+        return {W.TEXT: (f"different signatures ({ranks_text(first.ranks)} vs "
+                         f"{ranks_text(second.ranks)}); the summary of one side did not "
+                         f"arrive within {timeout_s:g} s"), W.DIFF: []}
+    diff = summary_diff(a, b)
+    return {W.TEXT: named_text(diff, first.ranks, second.ranks), W.DIFF: diff}
+
+
 def named_text(diff: Sequence[dict[str, str]], first: Sequence[int],
                 second: Sequence[int]) -> str:
     if not diff:
@@ -200,14 +233,6 @@ class Group(NamedTuple):
     program: Program
     ranks: tuple[int, ...]
     text: str = ""  # the ranks as ranges, as the verdict carried them
-
-
-def loads(raw: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(raw)
-    except (ValueError, TypeError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 # --- differences named on the way, and in each rank's words --------------------------------

@@ -58,9 +58,9 @@ from typing import Any
 from .._core._failopen import FailOpen
 from .._core._vocab import RankWire as W
 from ._ranks_arrive import FAN_IN, VERDICT_MARGIN_S, Compile, Tree
-from ._ranks_name import loads
-from ._ranks_transport import Channel, Read, Wait
-from ._ranks_verdict import _RELATIVE, Ordinals, Reporter, Steps, TreeVerdict, Verdict
+from ._ranks_name import Named, summary
+from ._ranks_transport import Channel, Read, Wait, dumps, loads
+from ._ranks_verdict import _RELATIVE, Ordinals, Outcome, Reporter, Steps, TreeVerdict, Verdict
 
 
 class RankProtocol(Verdict):
@@ -82,7 +82,7 @@ class RankProtocol(Verdict):
     def settle(self, item: Compile) -> Steps:
         """The verdict of a published compile: compare (the first to arrive) or read it,
         then report what this rank sees. Returns the first divergence reported."""
-        named: dict[str, Any] | None = None
+        named: Named = None
         verdict: dict[str, Any] | None = None
         if item.arrival == 1:
             verdict, named = yield from self._judge(item, wait=True)
@@ -104,11 +104,28 @@ class RankProtocol(Verdict):
                     raw = yield Wait(shared, again, Read.SHARED)
             if verdict is None and raw is not None:
                 verdict = loads(raw)
+                self._answer(item, verdict)
         if verdict is None:
             if not self.channel.off:
                 self.unresolved += 1
             return None
         return (yield from self._conclude(item, verdict, named))
+
+    def _answer(self, item: Compile, verdict: dict[str, Any] | None) -> None:
+        """The summary the comparer asked this rank for (``W.WANTED``), published first."""
+        if (verdict is not None and self.rank in (verdict.get(W.WANTED) or ())
+                and item.signature is not None):
+            self.channel.set("publish", f"{item.directory}{W.SUMMARIES}/{self.rank}",
+                             dumps(summary(item.signature)))
+
+    def _judge(self, item: Compile, wait: bool) -> Outcome:
+        """Compare (``Gather._compare``), then decide and publish the verdict."""
+        compared = yield from self._compare(item, wait)
+        if compared is None:
+            return None, None
+        own = item.signature  # this rank's side (``Verdict._decide``)
+        mine = (own if not compared[1] else summary(own)) if own is not None else {}
+        return (yield from self._decide(item, *compared, mine))
 
 
 class TreeProtocol(TreeVerdict, RankProtocol):
@@ -123,7 +140,7 @@ class TreeProtocol(TreeVerdict, RankProtocol):
 
     def settle(self, item: Compile) -> Steps:
         verdict: dict[str, Any] | None = None
-        named: dict[str, Any] | None = None
+        named: Named = None
         item.stage = 0
         if item.arrival == 1:
             verdict, named = yield from self._judge_tree(item, 0, item.arrival, wait=True)
@@ -137,6 +154,7 @@ class TreeProtocol(TreeVerdict, RankProtocol):
             return None
         if named is None and W.TEXT not in verdict and isinstance(verdict.get(W.DIFF), list):
             named = self._named(item, verdict)
+        self._answer(item, verdict)
         return (yield from self._conclude(item, verdict, named))
 
 

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import enum
 import functools
+import json
 import math
 import threading
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from .._capture._jax import _coordination
@@ -327,3 +328,56 @@ class Channel:
                     self.store.create(key, WAKE)
             except Exception:
                 pass  # the read ends at its deadline, or with the service
+
+
+# --- the forms every stage writes and reads (none calls back into another for them) -------
+# Ranks travel as ranges (``0-1022``): a verdict's size does not grow with the rank count.
+
+Run = tuple[int, int]  # ranks a..b, both included
+Runs = list[Run]
+
+
+def as_runs(ranks: Iterable[int]) -> list[Run]:
+    if isinstance(ranks, tuple) and ranks and ranks == tuple(range(ranks[0], ranks[-1] + 1)):
+        return [(ranks[0], ranks[-1])]  # one range (the usual verdict): no sort
+    runs: list[Run] = []
+    for r in sorted(set(ranks)):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], r)
+        else:
+            runs.append((r, r))
+    return runs
+
+
+def runs_text(runs: Iterable[Run]) -> str:
+    """``0-6,8``: runs of ranks as the wire carries them."""
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def parse_runs(text: str, lo: int, hi: int) -> list[Run]:
+    """The runs of ``runs_text``, those parts within ``lo..hi`` (a job's ranks, or a
+    tree node's), in the text's order; a part that is no run is skipped."""
+    runs: list[Run] = []
+    for part in str(text).split(","):
+        a, _, b = part.partition("-")
+        try:
+            first, last = int(a), int(b or a)
+        except ValueError:
+            continue
+        first, last = max(first, lo), min(last, hi)
+        if first <= last:
+            runs.append((first, last))
+    return runs
+
+
+def loads(raw: str | None) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw) if raw is not None else None
+    except (ValueError, TypeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def dumps(value: dict[str, Any] | str) -> str:
+    return value if isinstance(value, str) else json.dumps(
+        value, ensure_ascii=False, separators=(",", ":"))

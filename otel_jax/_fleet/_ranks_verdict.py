@@ -32,12 +32,12 @@ from .._pipeline._record import Divergence
 from . import _ranks_name as words
 from ._ranks_arrive import VERDICT_MARGIN_S, Compile
 from ._ranks_gather import Gather, Summary, TreeGather, missing_runs, runs_within
-from ._ranks_name import DIFF_FIELDS, MAX_NAMED_DIFF, Group, Program, Run
-from ._ranks_transport import Read, Wait
+from ._ranks_name import DIFF_FIELDS, MAX_NAMED_DIFF, Group, Program
+from ._ranks_transport import Read, Run, Wait, as_runs, dumps, loads, parse_runs, runs_text
 
 Reporter = Callable[[Divergence], None]
 Steps = Generator[Wait, "str | None", "Divergence | None"]
-Outcome = Generator[Wait, "str | None", "tuple[dict[str, Any] | None, dict[str, Any] | None]"]
+Outcome = Generator[Wait, "str | None", "tuple[dict[str, Any] | None, words.Named]"]
 
 
 # --- ranks as ranges, programs told apart, the two sides a divergence names ---------------
@@ -48,12 +48,12 @@ def ranks_of(runs: Iterable[Run]) -> tuple[int, ...]:
 
 def encode_ranks(ranks: Iterable[int]) -> str:
     """``0-6,8``: ranks as ranges (a job's 1,024 ranks in 6 bytes when they agree)."""
-    return words.runs_text(words.as_runs(ranks))
+    return runs_text(as_runs(ranks))
 
 
 def decode_ranks(text: str, limit: int) -> tuple[int, ...]:
     """The ranks ``encode_ranks`` wrote, those below ``limit`` (the job's rank count)."""
-    return ranks_of(words.parse_runs(text, 0, limit - 1))
+    return ranks_of(parse_runs(text, 0, limit - 1))
 
 
 def same_program(a: Program | None, b: Program | None) -> bool:
@@ -189,21 +189,14 @@ class Verdict(Gather):
     _ordinals: Ordinals
     unresolved: int
 
-    def _judge(self, item: Compile, wait: bool) -> Outcome:
-        """Compare (``Gather._compare``), then decide and publish the verdict."""
-        compared = yield from self._compare(item, wait)
-        if compared is None:
-            return None, None
-        return (yield from self._decide(item, *compared))
-
     def _decide(self, item: Compile, groups: list[Group], absent: list[int],
-                entries: dict[int, Program],
-                ) -> Generator[Wait, str | None, tuple[dict[str, Any] | None,
-                                                         dict[str, Any] | None]]:
+                entries: dict[int, Program], mine: words.Side) -> Outcome:
         """The verdict of the compared ranks (``groups``: every rank that arrived, by
-        program; ``absent``: the others), published for every rank to read, and the
-        divergence named from the two sides' summaries. ``entries``: the programs of at
-        least this rank, the ranks of the groups that differ from it and ``absent``."""
+        program; ``absent``: the others), published for every rank to read, and the two
+        sides of a divergence to name (``mine``: this rank's signature, summarised already
+        when ranks are absent, who compare themselves with it once they come).
+        ``entries``: the programs of at least this rank, the ranks of the groups that
+        differ from it and ``absent``."""
         if absent:
             shifted = self._ordinals.shifted(item.function_dir, item.count, absent,
                                              entries)
@@ -219,95 +212,58 @@ class Verdict(Gather):
             if len(self._ordinals.shifted(item.function_dir, item.count, others,
                                           entries)) == len(others):
                 pair = None  # the same programs as the other ranks, one ordinal off
-        signature = item.signature
-        mine = words.summary(signature) if signature is not None and (
-            absent or pair is not None) else {}
         if pair is not None:
             kind = kind_of(*pair)
             verdict[W.KIND] = kind.value
-            known = (words.known_diff(item.named, *pair) if kind is DivergenceKind.SIGNATURE
-                     else None)
+            known = (words.known_diff(item.named, *pair)
+                     if kind is DivergenceKind.SIGNATURE and item.named else None)
             if known is not None:
                 # named already, from two summaries the ranks sent unasked: in the verdict
                 verdict[W.TEXT] = words.named_text(known, pair[0].ranks, pair[1].ranks)
                 verdict[W.DIFF] = known[:MAX_NAMED_DIFF]
             elif kind is DivergenceKind.SIGNATURE:
                 verdict[W.WANTED] = [g.ranks[0] for g in pair if self.rank not in g.ranks]
-        if absent and mine:
-            # A rank that arrives later compares itself with this summary.
+        if absent and isinstance(mine, dict) and mine:
             self._set(f"{item.directory}{W.SUMMARIES}/{self.rank}", mine)
         if not self._publish_shared(item.directory + W.VERDICT,
                                     self._wire_verdict(item, verdict)):
             return None, None
-        named: dict[str, Any] | None = None
         if W.TEXT in verdict:
-            named = {W.TEXT: verdict[W.TEXT], W.DIFF: verdict[W.DIFF]}
-        elif pair is not None and verdict[W.KIND] == DivergenceKind.SIGNATURE.value:
-            sides: list[dict[str, Any] | None] = []
+            return verdict, {W.TEXT: verdict[W.TEXT], W.DIFF: verdict[W.DIFF]}
+        sides: list[words.Side] = []
+        if pair is not None and verdict[W.KIND] == DivergenceKind.SIGNATURE.value:
             for group in pair:
-                if self.rank in group.ranks:
-                    sides.append(mine)
-                    continue
                 # only the comparer reads a summary it asked for
-                raw = yield Wait(f"{item.directory}{W.SUMMARIES}/{group.ranks[0]}",
-                                 self.clock() + self.timeout_s, Read.OWN)
-                sides.append(words.loads(raw) if raw is not None else None)
-            first, second = pair
-            if sides[0] is not None and sides[1] is not None:
-                diff = words.summary_diff(sides[0], sides[1])
-                text = words.named_text(diff, first.ranks, second.ranks)
-            else:
-                diff = []
-                text = (f"different signatures ({words.ranks_text(first.ranks)} vs "
-                        f"{words.ranks_text(second.ranks)}); the summary of one side did not "
-                        f"arrive within {self.timeout_s:g} s")
-            named = {W.TEXT: text, W.DIFF: diff}
-            self._publish_shared(item.directory + W.NAMED,
-                                 {W.TEXT: text, W.DIFF: diff[:MAX_NAMED_DIFF]})
-        return verdict, named
+                sides.append(mine if self.rank in group.ranks else (yield Wait(
+                    f"{item.directory}{W.SUMMARIES}/{group.ranks[0]}",
+                    self.clock() + self.timeout_s, Read.OWN)))
+        return verdict, sides or None
 
-    def _conclude(self, item: Compile, verdict: dict[str, Any],
-                  named: dict[str, Any] | None) -> Steps:
-        """Report what the verdict says, from this rank's side."""
+    def _conclude(self, item: Compile, verdict: dict[str, Any], named: words.Named) -> Steps:
+        """Report what the verdict says, from this rank's side, named in one call."""
         groups = self._groups(item, verdict)
         self._ordinals.remember(item.function_dir, item.count, groups, item.program)
         absent = decode_ranks(verdict.get(W.MISSING) or "", self.count)
         if not any(self.rank in g.ranks for g in groups):
             return (yield from self._late(item, verdict, groups))
-        if self.rank in (verdict.get(W.WANTED) or ()) and item.signature is not None:
-            self._set(f"{item.directory}{W.SUMMARIES}/{self.rank}", words.summary(item.signature))
-        reported: Divergence | None = None
         kind = verdict.get(W.KIND)
         pair = pair_of(groups, item.program) if kind else None
-        if pair is not None:
-            first, second = pair
-            sides = tuple(g.ranks for g in groups)
-            if kind == DivergenceKind.SIGNATURE.value:
-                if named is None and W.TEXT in verdict:
-                    named = {W.TEXT: verdict[W.TEXT], W.DIFF: verdict.get(W.DIFF)}
-                if named is None:
-                    raw = yield Wait(item.directory + W.NAMED,
-                                     self.clock() + self.timeout_s + VERDICT_MARGIN_S,
-                                     Read.SHARED)
-                    named = words.loads(raw) if raw is not None else None
-                text = str((named or {}).get(W.TEXT) or (
-                    f"different signatures ({words.ranks_text(first.ranks)} vs "
-                    f"{words.ranks_text(second.ranks)}); the comparing rank named no paths"))
-                diff = tuple(d for d in (named or {}).get(W.DIFF) or ()
-                             if isinstance(d, dict))
-                div = Divergence(item.function, item.count, DivergenceKind.SIGNATURE, text,
-                                 sides, (), diff, self.rank, time.time())
-            else:
-                div = Divergence(item.function, item.count, DivergenceKind.PROGRAM,
-                                 words.program_text(first, second), sides, (), (),
-                                 self.rank, time.time())
-            reported = self._emit(item, div)
-        if absent:
-            present = (groups[0].ranks if len(groups) == 1
-                       else tuple(sorted(itertools.chain.from_iterable(g.ranks for g in groups))))
-            gone = self._emit(item, words.missing(item.function, item.count, present, absent,
-                                            self.rank, self.timeout_s))
-            reported = reported or gone
+        if pair is not None and kind == DivergenceKind.SIGNATURE.value:
+            if named is None and W.TEXT in verdict:
+                named = {W.TEXT: verdict[W.TEXT], W.DIFF: verdict.get(W.DIFF)}
+            if named is None:
+                named = loads((yield Wait(item.directory + W.NAMED,
+                                          self.clock() + self.timeout_s + VERDICT_MARGIN_S,
+                                          Read.SHARED)))
+        mine, said = words.say(words.Said(item.function, item.count, self.rank,
+                                          self.timeout_s, groups, pair, kind, named, absent))
+        if mine is not None:  # the comparer named the two sides: every rank reads it
+            self._publish_shared(item.directory + W.NAMED,
+                                 {W.TEXT: mine[W.TEXT], W.DIFF: mine[W.DIFF][:MAX_NAMED_DIFF]})
+        reported: Divergence | None = None
+        for div in said:
+            div = self._emit(item, div)
+            reported = reported or div
         return reported
 
     def _groups(self, item: Compile, verdict: dict[str, Any]) -> list[Group]:
@@ -346,7 +302,7 @@ class Verdict(Gather):
             return self._emit(item, div)
         raw = yield Wait(f"{item.directory}{W.SUMMARIES}/{comparer}",
                          self.clock() + min(self.timeout_s, VERDICT_MARGIN_S))
-        other = words.loads(raw) if raw is not None else None
+        other = loads(raw)
         mine = words.summary(item.signature) if item.signature is not None else {}
         diff = words.summary_diff(other, mine) if other is not None else []
         div = Divergence(item.function, item.count, DivergenceKind.SIGNATURE,
@@ -372,10 +328,10 @@ class Verdict(Gather):
     def _publish_shared(self, key: str, value: dict[str, Any] | str) -> bool:
         """Writes a key every rank reads (``Read.SHARED``): the first writer wins, so every
         rank reads one verdict (``Channel.publish_shared``)."""
-        return self.channel.publish_shared(key, _json(value))
+        return self.channel.publish_shared(key, dumps(value))
 
     def _set(self, key: str, value: dict[str, Any]) -> bool:
-        return self.channel.set("publish", key, _json(value))
+        return self.channel.set("publish", key, dumps(value))
 
 
 
@@ -414,10 +370,10 @@ class TreeVerdict(TreeGather, Verdict):
         diff = words.worded(item.signature, wire[3:]) if whole else None
         if diff is None or any(a <= self.rank <= b for a, b in [*others, *missed]):
             raw = yield Wait(item.directory + W.FULL, self.clock() + VERDICT_MARGIN_S)
-            return (words.loads(raw) if raw is not None else None), None
+            return loads(raw), None
         mine = missing_runs([*others, *missed], 0, last)
-        ours = Group(item.program, ranks_of(mine), words.runs_text(mine))
-        theirs = Group((str(wire[2]), ""), ranks_of(others), words.runs_text(others))
+        ours = Group(item.program, ranks_of(mine), runs_text(mine))
+        theirs = Group((str(wire[2]), ""), ranks_of(others), runs_text(others))
         first, second = sorted((ours, theirs), key=lambda g: g.ranks[0])
         if first is theirs:  # the changes are from the first side's values to the second's
             diff = [{**d, DiffKey.BEFORE: d[DiffKey.AFTER], DiffKey.AFTER: d[DiffKey.BEFORE]}
@@ -427,7 +383,7 @@ class TreeVerdict(TreeGather, Verdict):
             W.GROUPS: [[g.program[0], g.program[1], g.text] for g in (first, second)],
             W.KIND: DivergenceKind.SIGNATURE.value, **named}
         if missed:
-            verdict[W.MISSING] = words.runs_text(missed)
+            verdict[W.MISSING] = runs_text(missed)
         return verdict, named
 
     def _await(self, item: Compile) -> Outcome:
@@ -455,7 +411,7 @@ class TreeVerdict(TreeGather, Verdict):
     def _verdict(self, item: Compile, found: Summary) -> Outcome:
         """The root's summary as the flat protocol's verdict."""
         programs, missed = found
-        groups = sorted((Group(p, ranks_of(runs), words.runs_text(runs))
+        groups = sorted((Group(p, ranks_of(runs), runs_text(runs))
                          for p, runs in programs.items()), key=lambda g: g.ranks[0])
         absent = list(ranks_of(missed))
         # the programs of the ranks the ordinal memory is asked about, not of them all
@@ -463,7 +419,9 @@ class TreeVerdict(TreeGather, Verdict):
         for g in groups:
             if g.program != item.program:
                 lookup.update((r, g.program) for r in g.ranks)
-        return (yield from self._decide(item, groups, absent, lookup))
+        own = item.signature  # this rank's side (``_decide``)
+        mine = (own if not absent else words.summary(own)) if own is not None else {}
+        return (yield from self._decide(item, groups, absent, lookup, mine))
 
     def _wire_verdict(self, item: Compile, verdict: dict[str, Any],
                       ) -> dict[str, Any] | str:
@@ -526,12 +484,12 @@ class TreeVerdict(TreeGather, Verdict):
             return []  # late: what the others compiled is in the whole verdict (``_late``)
         present = missing_runs(missed, 0, last)
         ranks = ranks_of(present)
-        return [Group(item.program, ranks, words.runs_text(present))] if ranks else []
+        return [Group(item.program, ranks, runs_text(present))] if ranks else []
 
     def _late(self, item: Compile, verdict: dict[str, Any], groups: list[Group]) -> Steps:
         if W.GROUPS not in verdict:  # a short verdict: the whole one says what they compiled
             raw = yield Wait(item.directory + W.FULL, self.clock() + VERDICT_MARGIN_S)
-            verdict = (words.loads(raw) if raw is not None else None) or {}
+            verdict = loads(raw) or {}
             groups = super()._groups(item, verdict)
         return (yield from super()._late(item, verdict, groups))
 
@@ -570,9 +528,3 @@ def _verdict_of(raw: str) -> dict[str, Any] | None:
     if isinstance(value, list):
         return {_RELATIVE: value}
     return value if isinstance(value, dict) else None
-
-
-def _json(value: dict[str, Any] | str) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
