@@ -1,26 +1,12 @@
 """The cross-rank check's second stage, gathering: the comparer's waits, its reads of the
 entries, and the summaries it makes of them (the flat protocol's, and the tree's).
 
-A job of ``FAN_IN`` ranks or fewer is one group, compared as ``_ranks_protocol`` says
-(one comparer reads every entry, ``Gather._compare``). Past that, no rank reads every
-entry: the ranks compare in groups of at most ``GROUP`` (level 0), each group sends one
-summary to its parent (nodes of ``FAN_IN`` groups), and so on up to the root, whose
-summary is the verdict (docs/fleet.md draws the tree and lists its keys).
-
-A node's comparer is the first to arrive there (a rank at level 0; above, the rank that
-pushed the first child summary). It waits for ``a`` (set by the last arrival) or its
-deadline (``wait_s``), reads only what it must: in a group, the counter says who arrived
-and the ranks without an entry compiled its own program; an entry counted but not yet
-written is waited for by its key. It pushes the node's summary up (created, never
-overwritten: the first summary of a node stands), and only then deletes the node's
-entries. A summary is the node's ranks grouped by program, as ranges, and the ones
-missing (``{"g": [[signature fp, program fp, "0-16382"], ...], "m": "16383"}``), or the
-two fingerprints alone when every rank compiled one program: a few hundred bytes
-whatever the node's size. A group whose comparer died is reported by its parent's
-comparer once that one's deadline passed, one rank for every such group of its node; a
-program known there only by its digest (``placeholder``) is put back by a parent that
-knows a program with that digest. A comparer above level 0 that dies is taken over one
-level at a time (``_ranks_verdict.TreeVerdict._await``, at ``stage_s``).
+A job of ``FAN_IN`` ranks or fewer is one group, compared by one comparer that reads
+every entry (``Gather._compare``). Past that, the ranks compare in groups of at most
+``GROUP``, each group's comparer pushes one summary (its ranks by program, as ranges,
+and the missing ones) to its parent, and so on up to the root, whose summary is the
+verdict: docs/fleet.md draws the tree, lists its keys and says who reports a node
+whose comparer died.
 """
 
 from __future__ import annotations

@@ -1,31 +1,6 @@
 """The cross-rank check's protocol: who compares, what a verdict is, and what each rank
-reports from it.
-
-Each compile of a user function in a job of several processes is compared across
-ranks over JAX's own coordination service (the key-value store of the distributed
-runtime client ``jax.distributed.initialize`` started; no new server, no new
-dependency). The service runs inside rank 0's process and also carries the job's
-heartbeats and barriers, so what each compile costs it is linear in the rank count
-and small: keys live under ``otel_jax/compiles/<function digest>/<ordinal>/``
-(the digest of ``_portable.function_identity`` and the line, the same on every
-host; the ordinal is ``record.count``), with the names of ``_vocab.RankWire`` (which
-says what each key holds).
-
-Per compile, each rank sets its entry, increments the counter and makes one blocking
-read of the verdict, however long it waits (a straggler, a dead rank): three calls,
-about 300 bytes, whatever the wait. The service answers every rank's read when the
-verdict is set, so nobody polls and no one delivers to each rank. The rank whose
-increment returned 1, the first to arrive (alive, and compiled this ordinal by
-definition), is the comparer: one blocking read of ``all`` (or until ``timeout_s``
-after it arrived), one directory read of the N entries, one verdict. A comparer that
-stops waiting before every rank arrived first adds ``CLOSED`` to the counter, before
-it reads the entries: a rank whose increment returns more is late (it has no entry in
-the verdict) and reads the verdict as the others do. When the fingerprints differ in
-signature, the verdict asks one rank of each side for its summary (bounded:
-``MAX_LEAVES`` leaves), and the comparer publishes the difference, named from the two
-summaries, for every rank to read (a fourth call each):
-``batch['x']: f32[12,8] (ranks 0-6) vs f32[112,8] (rank 7)``. No rank reads N entries
-more than once.
+reports from it, over JAX's own coordination service (docs/fleet.md: the keys, the calls
+each rank makes, the tree past ``FAN_IN`` ranks, and what happens when a rank dies).
 
 A rank that arrives after the verdict was written (later than ``timeout_s``) finds
 itself among the missing ranks; it compares its own fingerprints with the groups
@@ -36,19 +11,15 @@ arrived) is replaced: the first rank whose wait for the verdict ran out
 
 A rank that compiles one program more than the others is reported where it happened
 and at the next ordinal only (``_ranks_verdict.Ordinals``). The comparer deletes the
-entries it read, and the keys of the ordinal ``KEEP`` compiles back (the verdict and the
-counters: a few hundred bytes per ordinal whatever the rank count, and the summaries
-asked for); what stays at exit goes with the job's coordination service.
+entries it read, and the keys of the ordinal ``KEEP`` compiles back.
 
 Four stages, one module each, each building on the one before and never calling back
-into it: arriving (``_ranks_arrive``), gathering (``_ranks_gather``, which says how the
-tree past ``FAN_IN`` ranks works), the verdict (``_ranks_verdict``) and naming
-(``_ranks_name``); this module drives them in that order. The steps are generators that
-yield the key they wait for and its deadline (a ``_ranks_transport.Wait``); every other
-call goes through the ``_ranks_transport.Channel`` over a ``Store``. The checker's
-threads (``_ranks``) drive them with the client's blocking reads, and
-``benchmarks/fleet_scale.py`` drives the same code for simulated ranks, over its
-in-process store.
+into it: arriving (``_ranks_arrive``), gathering (``_ranks_gather``), the verdict
+(``_ranks_verdict``) and naming (``_ranks_name``); this module drives them in that
+order. The steps are generators that yield the key they wait for and its deadline (a
+``_ranks_transport.Wait``); every other call goes through the
+``_ranks_transport.Channel`` over a ``Store``. The checker's threads (``_ranks``) and
+``benchmarks/fleet_scale.py`` (simulated ranks, over its in-process store) drive them.
 """
 
 from __future__ import annotations
