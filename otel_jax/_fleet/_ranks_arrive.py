@@ -167,6 +167,22 @@ class Tree:
         return node * span, min((node + 1) * span, self.count) - 1
 
 
+class Node(NamedTuple):
+    """A node of the tree: where its entries are, how many it waits for, its ranks, and
+    how many ranks each child holds."""
+
+    directory: str
+    children: int
+    lo: int
+    hi: int
+    span: int
+    number: int
+
+    def child_ranks(self, child: int) -> Run:
+        lo = self.lo + child * self.span
+        return lo, min(lo + self.span - 1, self.hi)
+
+
 class GroupEntry(NamedTuple):
     """A group's entry ``<arrival>``: a rank unlike an arrival before it."""
 
@@ -177,16 +193,31 @@ class GroupEntry(NamedTuple):
     before: int
 
 
-def group_entry(name: str, raw: str, children: int) -> GroupEntry | None:
-    try:
-        arrival = int(name)
-        slot_text, fp, pf, before = str(raw).split(" ")
-        entry = GroupEntry(arrival, int(slot_text), (fp, pf), int(before))
-    except ValueError:
-        return None
-    if arrival < 2 or not 0 <= entry.slot < children:
-        return None
-    return entry
+def parse_node(found: list[tuple[str, str]], children: int, arrivals: int | None,
+               ) -> tuple[dict[int, GroupEntry], dict[int, str], str | None]:
+    """A node's entries as a directory read found them, all in one call: at level 0
+    (``arrivals``: how many its counter says) each unlike rank's entry by its arrival;
+    above, each child's summary by its slot; and the signature summary sent unasked."""
+    groups: dict[int, GroupEntry] = {}
+    summaries: dict[int, str] = {}
+    sent: str | None = None
+    for key, raw in found:
+        name = key.rpartition("/")[2]
+        if name == W.SUMMARIES:
+            sent = raw
+            continue
+        try:
+            if arrivals is None:
+                if 0 <= int(name) < children:
+                    summaries[int(name)] = raw
+                continue
+            slot, fp, pf, before = str(raw).split(" ")
+            entry = GroupEntry(int(name), int(slot), (fp, pf), int(before))
+        except ValueError:
+            continue
+        if 2 <= entry.arrival <= arrivals and 0 <= entry.slot < children:
+            groups[entry.arrival] = entry
+    return groups, summaries, sent
 
 
 def group_value(value: int) -> tuple[int, int, int]:
@@ -262,12 +293,20 @@ class TreeArrive(Arrive):
 
     # --- the keys of a node ---------------------------------------------------------------
 
-    def _entries(self, item: Compile, level: int) -> str:
+    def _entries(self, item: Compile, level: int, node: int | None = None) -> str:
         """The directory of the node's entries (and of its ``a`` and ``s``)."""
-        node, _ = self.path[level]
+        node = self.path[level][0] if node is None else node
         if level == 0:
             return f"{item.directory}{W.ENTRIES}{node}"
         return f"{item.directory}{level}.{node}"
+
+    def _node(self, item: Compile, level: int, node: int | None = None) -> Node:
+        """This rank's node of ``level`` (or ``node``), as its comparer reads it."""
+        node = self.path[level][0] if node is None else node
+        tree = self.tree
+        lo, hi = tree.ranks(level, node)
+        return Node(self._entries(item, level, node), tree.children(level, node), lo, hi,
+                    tree.group * tree.fan_in ** (level - 1) if level else 1, node)
 
     def _counter(self, item: Compile, level: int) -> str:
         """The node's counter: outside its entries' directory, which goes once read."""
@@ -315,12 +354,17 @@ class TreeArrive(Arrive):
                              W.AGREE if total == arrival * digest else str(value))
         return True
 
-    def _arrive(self, item: Compile, directory: str, children: int,
-                program_hash_: int) -> int | None:
-        """Count an arrival at a node above level 0 (carrying a digest of what it
-        summarises); the last one says whether all were one program. The arrival's
-        number (whether it came late, after the node's comparer read it, the verdict
-        says)."""
+    def _arrive(self, item: Compile, level: int, text: str, program: Program) -> int | None:
+        """Push a node's summary (``text``) into its parent (``level``) and count its
+        arrival there, with a digest of ``program``; the last one says whether all were
+        one program. The parent's arrival count after it (1: this rank compares there;
+        whether it came late, after the parent's comparer read it, the verdict says), or
+        ``None`` when the node had reported already or the call failed."""
+        node, slot = self.path[level]
+        directory = self._entries(item, level)
+        if not self.channel.create("publish", f"{directory}/{slot}", text):
+            return None
+        children, program_hash_ = self.tree.children(level, node), program_hash(program)
         value = self.channel.increment("publish", directory + W.ARRIVED,
                                        1 + (program_hash_ << COUNT_BITS))
         if value is None:

@@ -25,12 +25,13 @@ from ._ranks_arrive import (
     Arrive,
     Compile,
     GroupEntry,
+    Node,
     TreeArrive,
-    group_entry,
     group_value,
     node_value,
     ordinal_directory,
     parse_entries,
+    parse_node,
     program_hash,
 )
 from ._ranks_name import Group, Program
@@ -274,15 +275,13 @@ class TreeGather(TreeArrive, Gather):
             pushed = stage + VERDICT_MARGIN_S
         return stage
 
-    def _gather_group(self, item: Compile, group: int, arrival: int, wait: bool,
+    def _gather_group(self, item: Compile, at: Node, arrival: int, wait: bool,
                       ) -> Generator[Wait, str | None, Summary | None]:
         """A group's summary, by its comparer (the first to arrive, ``wait``), or by its
         parent's comparer in the place of one that died: from the counter alone when
         every rank that arrived compiled this rank's program, else from the entries of
         those that did not."""
-        directory = f"{item.directory}{W.ENTRIES}{group}"
-        children = self.tree.children(0, group)
-        lo, hi = self.tree.ranks(0, group)
+        directory, children, lo, hi, _, group = at
         value: int | None = None
         if wait:
             self._read_entries = False
@@ -312,15 +311,8 @@ class TreeGather(TreeArrive, Gather):
             found = self.channel.dir_get("read", f"{directory}/")
             if found is None:
                 return None
-            entries: dict[int, GroupEntry] = {}
-            for key, raw in found:
-                name = key.rpartition("/")[2]
-                if name == W.SUMMARIES:
-                    self._name(item, raw)
-                    continue
-                entry = group_entry(name, raw, children)
-                if entry is not None and entry.arrival <= count:
-                    entries[entry.arrival] = entry
+            entries, _, sent = parse_node(found, children, count)
+            self._name(item, sent)
             if wait:
                 self._read_entries = True
             deadline = self.clock() + VERDICT_MARGIN_S
@@ -332,7 +324,7 @@ class TreeGather(TreeArrive, Gather):
                     break
                 # counted before it was written: written at once after its increment
                 written = yield Wait(f"{directory}/{lacking}", deadline, Read.OWN)
-                entry = (group_entry(str(lacking), written, children)
+                entry = (parse_node([(str(lacking), written)], children, count)[0].get(lacking)
                          if written is not None else None)
                 if entry is None:
                     break  # its rank died in between: counted with the first one's
@@ -352,9 +344,9 @@ class TreeGather(TreeArrive, Gather):
         summary, for the verdict (``None``: another rank compares there, or a call
         failed); its entries go once the verdict is out (``_clean_root``)."""
         while True:
-            directory = self._entries(item, level)
-            found = yield from (self._gather_group(item, self.path[0][0], arrival, wait)
-                                if level == 0 else self._gather(item, level, arrival, wait))
+            at = self._node(item, level)
+            found = yield from (self._gather_group(item, at, arrival, wait) if level == 0
+                                else self._gather(item, level, at, arrival, wait))
             if found is None:
                 return None
             item.stage = level + 1
@@ -363,7 +355,7 @@ class TreeGather(TreeArrive, Gather):
             pushed = self._push(item, level + 1, found)
             # pushed first: a takeover that finds no entries knows the node reported
             if level or self._read_entries:
-                self.channel.delete("clean-up", directory)
+                self.channel.delete("clean-up", at.directory)
             if pushed != 1:
                 return None
             level, arrival, wait = level + 1, 1, True
@@ -375,13 +367,10 @@ class TreeGather(TreeArrive, Gather):
             self.channel.delete("clean-up", ordinal_directory(
                 item.function_dir, item.count - KEEP).rstrip("/"))
 
-    def _gather(self, item: Compile, level: int, arrival: int, wait: bool,
+    def _gather(self, item: Compile, level: int, at: Node, arrival: int, wait: bool,
                 ) -> Generator[Wait, str | None, Summary | None]:
         """Wait for the node's entries (or its deadline), and read them once."""
-        node, _ = self.path[level]
-        directory = self._entries(item, level)
-        children = self.tree.children(level, node)
-        lo, hi = self.tree.ranks(level, node)
+        directory, children, lo, hi, _, node = at
         everyone = wait and arrival >= children
         if wait and not everyone:
             every = yield Wait(f"{directory}/{W.NODE_ALL}",
@@ -393,18 +382,8 @@ class TreeGather(TreeArrive, Gather):
         found = self.channel.dir_get("read", f"{directory}/")
         if found is None:
             return None
-        entries: dict[int, str] = {}
-        for key, value in found:
-            name = key.rpartition("/")[2]
-            if name == W.SUMMARIES:
-                self._name(item, value)
-                continue
-            try:
-                child = int(name)
-            except ValueError:
-                continue
-            if 0 <= child < children:
-                entries[child] = value
+        _, entries, sent = parse_node(found, children, None)
+        self._name(item, sent)
         if not wait and not entries and (level > 1 or self._arrivals(directory) != 0):
             # Taken over after its comparer reported it (or the service failed): nothing
             # to do. A level-1 node no child ever reached, its groups' comparers dead, is
@@ -412,8 +391,7 @@ class TreeGather(TreeArrive, Gather):
             return None
         parts: list[Summary] = []
         for child, raw in entries.items():
-            clo, chi = self.tree.ranks(level - 1, node * self.tree.fan_in + child)
-            part = parse_summary(raw, clo, chi)
+            part = parse_summary(raw, *at.child_ranks(child))
             if part is not None:
                 parts.append(part)
                 named = (loads(raw) or {}).get(W.DIFF)
@@ -427,9 +405,9 @@ class TreeGather(TreeArrive, Gather):
             # rank, not one per group: no rank takes a group over).
             for child in range(children):
                 if child not in entries:
-                    group = node * self.tree.fan_in + child
+                    group = self._node(item, 0, node * self.tree.fan_in + child)
                     part = yield from self._gather_group(item, group, 0, wait=False)
-                    self.channel.delete("clean-up", f"{item.directory}{W.ENTRIES}{group}")
+                    self.channel.delete("clean-up", group.directory)
                     if part is not None:
                         parts.append(part)
         # a few pairs of signatures named are enough: the verdict names one
@@ -443,23 +421,18 @@ class TreeGather(TreeArrive, Gather):
         return None if value is None else node_value(value)[0]
 
     def _push(self, item: Compile, level: int, found: Summary) -> int | None:
-        """The node's summary, into its parent (``level``): the parent's arrival count
-        after it (1: this rank compares the parent), or ``None`` when the node had
-        reported already or the call failed."""
-        node, slot = self.path[level]
-        directory = self._entries(item, level)
+        """The node's summary, into its parent (``level``, ``TreeArrive._arrive``)."""
         text = summary_text(found, item.named)
-        if not self.channel.create("publish", f"{directory}/{slot}", text):
-            return None
         programs, missed = found
         # a node of one program, every rank there, counts as that program; any other
         # summary as itself, which no program's digest matches
         uniform = len(programs) == 1 and not missed
-        digest = program_hash(next(iter(programs)) if uniform else ("", text))
-        return self._arrive(item, directory, self.tree.children(level, node), digest)
+        return self._arrive(item, level, text, next(iter(programs)) if uniform else ("", text))
 
-    def _name(self, item: Compile, raw: str) -> None:
+    def _name(self, item: Compile, raw: str | None) -> None:
         """The changes between this rank's signature and the summary sent unasked."""
+        if raw is None:
+            return
         named = words.named_from_sent(item.signature, item.program[0], raw)
         if named is not None:
             item.named.append(named)

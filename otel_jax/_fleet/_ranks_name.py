@@ -181,6 +181,11 @@ def say(what: Said) -> tuple[dict[str, Any] | None, list[Divergence]]:
     sides = tuple(g.ranks for g in groups)
     if isinstance(named, list) and what.pair is not None:
         named = named_pair(named, *what.pair, what.timeout_s)
+    elif isinstance(named, dict) and W.TEXT not in named and what.pair is not None:
+        # a tree's verdict names the changes only, as lists: each rank words them
+        rows = [dict(zip(DIFF_FIELDS, map(str, d))) for d in named.get(W.DIFF) or ()
+                if isinstance(d, list) and len(d) == len(DIFF_FIELDS)]
+        named = {W.TEXT: named_text(rows, *(g.ranks for g in what.pair)), W.DIFF: rows}
     mine = named if isinstance(what.named, list) and isinstance(named, dict) else None
     if what.pair is not None:
         first, second = what.pair

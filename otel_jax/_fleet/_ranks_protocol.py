@@ -123,8 +123,6 @@ class TreeProtocol(TreeVerdict, RankProtocol):
             if not self.channel.off:
                 self.unresolved += 1
             return None
-        if named is None and W.TEXT not in verdict and isinstance(verdict.get(W.DIFF), list):
-            named = self._named(item, verdict)
         self._answer(item, verdict)
         return (yield from self._conclude(item, verdict, named))
 

@@ -249,8 +249,9 @@ class Verdict(Gather):
         kind = verdict.get(W.KIND)
         pair = pair_of(groups, item.program) if kind else None
         if pair is not None and kind == DivergenceKind.SIGNATURE.value:
-            if named is None and W.TEXT in verdict:
-                named = {W.TEXT: verdict[W.TEXT], W.DIFF: verdict.get(W.DIFF)}
+            if named is None and (W.TEXT in verdict or isinstance(verdict.get(W.DIFF), list)):
+                # named in the verdict: by its changes only in a tree's (``say`` words them)
+                named = {k: verdict.get(k) for k in (W.TEXT, W.DIFF) if k in verdict}
             if named is None:
                 named = loads((yield Wait(item.directory + W.NAMED,
                                           self.clock() + self.timeout_s + VERDICT_MARGIN_S,
@@ -348,16 +349,6 @@ class TreeVerdict(TreeGather, Verdict):
         outcome = yield from self._verdict(item, found)
         self._clean_root(item)
         return outcome
-
-    def _named(self, item: Compile, verdict: dict[str, Any]) -> dict[str, Any] | None:
-        """A divergence the verdict names by its changes only: the text, in each rank's
-        words (the same as the comparer's), from the changes and the verdict's sides."""
-        pair = pair_of(self._groups(item, verdict), item.program)
-        if pair is None:
-            return None
-        diff = [dict(zip(DIFF_FIELDS, map(str, d))) for d in verdict[W.DIFF]
-                if isinstance(d, list) and len(d) == len(DIFF_FIELDS)]
-        return {W.TEXT: words.named_text(diff, pair[0].ranks, pair[1].ranks), W.DIFF: diff}
 
     def _relative(self, item: Compile, wire: list[Any]) -> Outcome:
         """A verdict worded against the larger side's own signature (``_relative_wire``):

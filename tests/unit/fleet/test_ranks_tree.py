@@ -157,7 +157,9 @@ def test_only_a_rank_unlike_one_before_it_writes_an_entry():
                                "oj/x/e0/4": f"3 sigA progA {2 * hash_a + hash_b}",
                                "oj/x/e0/a": store.data["oj/x/0"]}
         # the first to arrive compares the group: from "a", or from the entries
-        found = _run(_tree_rank(store, 0)._gather_group(items[0], 0, 1, wait=True), store)
+        comparer = _tree_rank(store, 0)
+        found = _run(comparer._gather_group(items[0], comparer._node(items[0], 0), 1,
+                                            wait=True), store)
         if programs[2] == A:
             assert found == ({A: [(0, 3)]}, [])
         else:
