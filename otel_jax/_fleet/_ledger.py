@@ -122,7 +122,6 @@ def resolve(setting: Any, cache_dir: str | None) -> str | None:
     return default_path(cache_dir)
 
 
-
 def read_tail(path: str, limit: int | None = None) -> tuple[list[bytes], bool]:
     """The lines of the last ``limit`` bytes of ``path`` (the first, cut, dropped), and
     whether the file was missing."""
@@ -140,7 +139,6 @@ def read_tail(path: str, limit: int | None = None) -> tuple[list[bytes], bool]:
     if cut:
         lines = lines[1:]
     return lines, False
-
 
 
 class Ledger:
@@ -387,7 +385,6 @@ def _process_index() -> int | None:
         return _devices.process_index()
     except Exception:
         return None
-
 
 
 def rotate(path: str) -> bool:

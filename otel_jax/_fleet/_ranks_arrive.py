@@ -1,13 +1,8 @@
 """The cross-rank check's first stage, arriving: a compile of this rank, its entry and its
 arrival on the counters, and where its keys are.
 
-Flat (``_ranks_protocol``'s job of ``FAN_IN`` ranks or fewer): an entry ``e/<rank>``
-(``"<signature fp> <program fp>"``) and one increment of the ordinal's counter ``n``, whose
-value says who compares (1) and, past ``CLOSED``, who came late. The tree: one increment of
-the rank's group counter (its presence bit and a digest of its program), an entry only for
-a rank unlike an arrival before it; above level 0 an arrival is a child summary pushed
-into its parent (``TreeArrive._arrive``). The counters' layouts stay within the 32 bits the
-coordination service parses a counter as (``_ranks_transport.COUNTER_MAX``).
+docs/fleet.md lists the keys and the counters' layouts, flat and in a tree; the layouts
+stay within the 32 bits the service parses a counter as (``_ranks_transport.COUNTER_MAX``).
 """
 
 from __future__ import annotations

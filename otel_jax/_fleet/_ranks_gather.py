@@ -204,7 +204,6 @@ def resolved(programs: dict[Program, Runs], known: Iterable[Program]) -> dict[Pr
     return out
 
 
-
 # --- the comparer ------------------------------------------------------------------------
 
 class Gather(Arrive):
@@ -240,7 +239,6 @@ class Gather(Arrive):
                         key=lambda g: g.ranks[0])
         absent = [r for r in range(self.count) if r not in entries]
         return groups, absent, entries
-
 
 
 class TreeGather(TreeArrive, Gather):
@@ -352,7 +350,12 @@ class TreeGather(TreeArrive, Gather):
             item.stage = level + 1
             if level == self.tree.depth - 1:
                 return found
-            pushed = self._push(item, level + 1, found)
+            # into the parent: a node of one program, every rank there, counts as that
+            # program; any other summary as itself, which no program's digest matches
+            programs, missed = found
+            text = summary_text(found, item.named)
+            pushed = self._arrive(item, level + 1, text, next(iter(programs))
+                                  if len(programs) == 1 and not missed else ("", text))
             # pushed first: a takeover that finds no entries knows the node reported
             if level or self._read_entries:
                 self.channel.delete("clean-up", at.directory)
@@ -419,15 +422,6 @@ class TreeGather(TreeArrive, Gather):
         """How many children reached a node above level 0 (``None``: unknown)."""
         value = self.channel.increment("takeover", directory + W.ARRIVED, 0)
         return None if value is None else node_value(value)[0]
-
-    def _push(self, item: Compile, level: int, found: Summary) -> int | None:
-        """The node's summary, into its parent (``level``, ``TreeArrive._arrive``)."""
-        text = summary_text(found, item.named)
-        programs, missed = found
-        # a node of one program, every rank there, counts as that program; any other
-        # summary as itself, which no program's digest matches
-        uniform = len(programs) == 1 and not missed
-        return self._arrive(item, level, text, next(iter(programs)) if uniform else ("", text))
 
     def _name(self, item: Compile, raw: str | None) -> None:
         """The changes between this rank's signature and the summary sent unasked."""

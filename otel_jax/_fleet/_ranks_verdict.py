@@ -5,16 +5,8 @@ what each rank reports from the verdict it reads.
 The verdict (``v``) groups the ranks by program (``_vocab.RankWire``); a rank's memory of
 earlier verdicts (``Ordinals``) tells a shifted ordinal from a divergence. In a tree the
 verdict is as short as each rank can make the whole one from (``TreeVerdict._wire_verdict``);
-the whole one is set beside it (``f``) for the ranks that need it.
-
-A rank that compiles one program more than the others (a partial batch on one rank)
-is reported where it happened and at the next ordinal; after that, its ordinal ``k``
-holds the others' ordinal ``k - 1``. Once two ordinals in a row show the same
-programs one ordinal apart, the following ones are not reported again. Each rank
-keeps, per function, the verdicts' groups of the last ``MAX_ORDINALS`` ordinals, as
-ranges of ranks (a verdict of 1,024 agreeing ranks is one range), and the first
-ordinal reported divergent; ``MAX_FUNCTIONS`` functions at most, the least recently
-seen forgotten first (``Ordinals``).
+the whole one is set beside it (``f``) for the ranks that need it. How a rank one compile
+ahead is told apart: docs/fleet.md.
 """
 
 from __future__ import annotations
@@ -87,7 +79,6 @@ def pair_of(groups: Sequence[Group], mine: Program) -> tuple[Group, Group] | Non
 def kind_of(first: Group, second: Group) -> DivergenceKind:
     a, b = first.program[0], second.program[0]
     return DivergenceKind.SIGNATURE if a and b and a != b else DivergenceKind.PROGRAM
-
 
 
 # --- what one rank remembers of each function's verdicts --------------------------------
@@ -333,7 +324,6 @@ class Verdict(Gather):
 
     def _set(self, key: str, value: dict[str, Any]) -> bool:
         return self.channel.set("publish", key, dumps(value))
-
 
 
 class TreeVerdict(TreeGather, Verdict):
