@@ -397,6 +397,25 @@ def test_a_flat_compares_walk_enters_each_stage_once(records):
         assert set(returns) <= _RETURNS_MADE and len(returns) == len(set(returns)), (key, walk)
 
 
+def test_a_trees_comparer_enters_the_arriving_stage_once_per_read(records):
+    """A tree's comparer reads a node's keys, its entries and its push through the
+    arriving stage in one call each (``TreeArrive._node``, ``parse_node``,
+    ``TreeArrive._arrive``), and the naming stage words a tree's verdict (``say``): its
+    walk through two levels stays within a bound, whichever rank differs."""
+    def jobs() -> None:
+        for other in (7, 1):
+            _job({r: [records[5 if r == other else 4]] for r in range(16)}, fan_in=8)
+        _job({0: [records[4]], 1: [records[4]], 2: [records[5]]}, fan_in=2)
+
+    walks = _walks(jobs)
+    comparers = [walks[job, 0, "_step"] for job in range(3)]
+    assert [len(w) for w in comparers] == [35, 35, 27], comparers
+    assert [w.count("_ranks_arrive") for w in comparers] == [10, 10, 7], comparers
+    # the ranks that only wait: their walk is the flat reader's, once per level
+    assert max(len(walks[job, r, "_step"]) for job in range(3) for r in (1, 7)
+               if (job, r, "_step") in walks) <= 15
+
+
 def test_a_late_rank_of_a_tree_that_differs_names_the_difference_itself(records):
     plans = {r: [records[4]] for r in range(64)}
     plans[63] = [records[5]]

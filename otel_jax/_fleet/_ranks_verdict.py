@@ -444,8 +444,9 @@ class TreeVerdict(TreeGather, Verdict):
         theirs = groups[1] if groups[0] is ours else groups[0]
         if len(ours.ranks) < len(theirs.ranks):
             return None
-        index = {path: i for i, (path, _) in enumerate(words.leaf_texts(signature))}
-        mine = dict(words.leaf_texts(signature))
+        leaves = words.leaf_texts(signature)
+        index = {path: i for i, (path, _) in enumerate(leaves)}
+        mine = dict(leaves)
         wire: list[Any] = [theirs.text, verdict.get(W.MISSING) or "", theirs.program[0]]
         for d in verdict.get(W.DIFF) or ():
             path, kind = d.get(DiffKey.PATH), d.get(DiffKey.KIND)
