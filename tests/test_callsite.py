@@ -94,8 +94,9 @@ def test_absl_parameterized_test_reaches_the_users_line(telemetry, installed):
         def test_fit(self, n):
             trainer.fit(step, jnp.zeros(()), [jnp.ones(n)])  # absl-fit-line
 
-    result = unittest.TextTestRunner(stream=open(os.devnull, "w")).run(
-        unittest.defaultTestLoader.loadTestsFromTestCase(Case))
+    with open(os.devnull, "w") as quiet:
+        result = unittest.TextTestRunner(stream=quiet).run(
+            unittest.defaultTestLoader.loadTestsFromTestCase(Case))
     assert result.wasSuccessful(), result.errors + result.failures
     spans = telemetry.compiles(
         "test_absl_parameterized_test_reaches_the_users_line.<locals>.step")
