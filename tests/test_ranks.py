@@ -397,11 +397,13 @@ def test_a_flat_compares_walk_enters_each_stage_once(records):
         assert set(returns) <= _RETURNS_MADE and len(returns) == len(set(returns)), (key, walk)
 
 
-def test_a_trees_comparer_enters_the_arriving_stage_once_per_read(records):
-    """A tree's comparer reads a node's keys, its entries and its push through the
-    arriving stage in one call each (``TreeArrive._node``, ``parse_node``,
-    ``TreeArrive._arrive``), and the naming stage words a tree's verdict (``say``): its
-    walk through two levels stays within a bound, whichever rank differs."""
+def test_a_trees_comparer_enters_each_stage_once_per_level(records):
+    """Per level of the tree, a comparer goes gather -> arrive -> name: the gathering
+    stage calls into the arriving one once (the push into the node, its wait and its
+    read, ``TreeArrive._read_node``; at level 0 the group's counter and entries,
+    ``_read_group``), which returns the node's counter, entries and the summary sent
+    unasked, named by the naming stage on the way (no summary sent: no naming); then
+    the verdict, worded by the naming stage (``say``), whichever rank differs."""
     def jobs() -> None:
         for other in (7, 1):
             _job({r: [records[5 if r == other else 4]] for r in range(16)}, fan_in=8)
@@ -409,8 +411,14 @@ def test_a_trees_comparer_enters_the_arriving_stage_once_per_read(records):
 
     walks = _walks(jobs)
     comparers = [walks[job, 0, "_step"] for job in range(3)]
-    assert [len(w) for w in comparers] == [35, 35, 27], comparers
-    assert [w.count("_ranks_arrive") for w in comparers] == [10, 10, 7], comparers
+    level = ["_ranks_gather", "_ranks_arrive", "_ranks_name"]
+    climbs = [[*level, *level], [*level, *level], [*level[:2], *level]]  # job 2: agreed
+    for walk, climb in zip(comparers, climbs):
+        assert walk[:len(climb) + 4] == ["_ranks_protocol", "_ranks_verdict", *climb,
+                                         "_ranks_gather", "_ranks_verdict"], walk
+    assert [len(w) for w in comparers] == [20, 20, 19], comparers
+    # the verdict's root clean-up is the one other call into arriving
+    assert [w.count("_ranks_arrive") for w in comparers] == [3, 3, 3], comparers
     # the ranks that only wait: a few stays each, whichever rank differs
     assert max(len(walks[job, r, "_step"]) for job in range(3) for r in (1, 7)
                if (job, r, "_step") in walks) <= 15

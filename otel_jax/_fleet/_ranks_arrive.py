@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any, NamedTuple
 
 from .._capture._signature import Signature
@@ -18,8 +18,8 @@ from .._core._failopen import FailOpen
 from .._core._portable import function_identity
 from .._core._vocab import RankWire as W
 from .._pipeline._record import CompileRecord, SpanLink
-from ._ranks_name import Program, summary
-from ._ranks_transport import Channel, Run
+from ._ranks_name import Program, named_from_sent, summary
+from ._ranks_transport import Channel, Read, Run, Wait
 
 PREFIX = W.PREFIX
 #: Beyond the comparer's own deadline, how long a rank waits for the verdict before
@@ -34,24 +34,16 @@ CLOSED = 1 << 24
 FAN_IN = 128
 #: The most ranks of a group (level 0): one presence bit each in the group's counter.
 GROUP = 8
-#: A group's counter, within the 32 bits the service parses a counter as
-#: (``_ranks_transport.COUNTER_MAX``): presence bits below ``SUM_SHIFT``; above them the
-#: sum of the arrivals' program digests, signed ``GROUP_HASH_BITS``-bit integers (eight
-#: of them within +-2**20, so +-2**28 once shifted); and ``GROUP_CLOSED`` added once the
-#: group was closed: by its comparer, by its parent's comparer in a dead one's place,
-#: and by a rank that takes the parent over (three times stays below 2**31). A group
-#: that differs passes for one program only when its digests happen to sum alike:
-#: about one in 2**18.
+#: A group's counter (docs/fleet.md): presence bits below ``SUM_SHIFT``, the sum of the
+#: arrivals' signed ``GROUP_HASH_BITS``-bit digests above them, and ``GROUP_CLOSED`` once
+#: per close (three stay below the 2**31 of ``_ranks_transport.COUNTER_MAX``).
 SUM_SHIFT = GROUP
 GROUP_HASH_BITS = 18
 GROUP_CLOSED = 1 << (SUM_SHIFT + GROUP_HASH_BITS + 3)
 PRESENCE = (1 << SUM_SHIFT) - 1
-#: A node's arrival counter above level 0: the arrivals in its low ``COUNT_BITS`` bits,
-#: above them the sum of the arrivals' program digests, signed ``HASH_BITS``-bit
-#: integers (the last to arrive tells the comparer whether they all compiled one
-#: program, so that it reads no entry when they did). ``MAX_FAN_IN`` arrivals of the
-#: largest digests, either sign, stay within the service's 32 bits; no closed mark fits
-#: beside them: an arrival after the comparer read the node learns it from the verdict.
+#: A node's arrival counter above level 0 (docs/fleet.md): the arrivals in its low
+#: ``COUNT_BITS`` bits, the sum of their signed ``HASH_BITS``-bit digests above them
+#: (``MAX_FAN_IN`` of the largest, either sign, stay within 32 bits).
 COUNT_BITS = 8
 HASH_BITS = 17
 MAX_FAN_IN = 128
@@ -173,9 +165,9 @@ class Node(NamedTuple):
     span: int
     number: int
 
-    def child_ranks(self, child: int) -> Run:
-        lo = self.lo + child * self.span
-        return lo, min(lo + self.span - 1, self.hi)
+
+#: A node as read: it, whether every child pushed, its children's summaries (``None``: agreed).
+NodeRead = tuple[Node, bool, dict[int, str] | None]
 
 
 class GroupEntry(NamedTuple):
@@ -186,6 +178,8 @@ class GroupEntry(NamedTuple):
     program: Program
     #: the sum of the digests of the arrivals before it
     before: int
+    #: its program's digest (``GROUP_HASH_BITS``), made as it is read
+    digest: int
 
 
 def parse_node(found: list[tuple[str, str]], children: int, arrivals: int | None,
@@ -207,7 +201,8 @@ def parse_node(found: list[tuple[str, str]], children: int, arrivals: int | None
                     summaries[int(name)] = raw
                 continue
             slot, fp, pf, before = str(raw).split(" ")
-            entry = GroupEntry(int(name), int(slot), (fp, pf), int(before))
+            entry = GroupEntry(int(name), int(slot), (fp, pf), int(before),
+                               program_hash((fp, pf), GROUP_HASH_BITS))
         except ValueError:
             continue
         if 2 <= entry.arrival <= arrivals and 0 <= entry.slot < children:
@@ -330,10 +325,8 @@ class TreeArrive(Arrive):
             return True
         item.arrival = arrival
         if total != arrival * digest:
-            # Unlike an arrival before it: its entry, so that whoever reports the group
-            # knows its program (a rank without one compiled the first's), with the sum
-            # of the digests before it (which tells the reader whether an entry before
-            # this one is still being written).
+            # Unlike an arrival before it: its entry, with the sum of the digests before
+            # it (docs/fleet.md: a rank without one compiled the first's program).
             entries = self._entries(item, 0)
             before = total - digest
             self.channel.set("publish", f"{entries}/{arrival}", f"{slot} {fp} {pf} {before}")
@@ -350,11 +343,9 @@ class TreeArrive(Arrive):
         return True
 
     def _arrive(self, item: Compile, level: int, text: str, program: Program) -> int | None:
-        """Push a node's summary (``text``) into its parent (``level``) and count its
-        arrival there, with a digest of ``program``; the last one says whether all were
-        one program. The parent's arrival count after it (1: this rank compares there;
-        whether it came late, after the parent's comparer read it, the verdict says), or
-        ``None`` when the node had reported already or the call failed."""
+        """Push a node's summary (``text``) into its parent (``level``), counted with a
+        digest of ``program``: the parent's arrivals after it (1: this rank compares
+        there), or ``None`` when the node had reported already or the call failed."""
         node, slot = self.path[level]
         directory = self._entries(item, level)
         if not self.channel.create("publish", f"{directory}/{slot}", text):
@@ -367,15 +358,56 @@ class TreeArrive(Arrive):
         arrival, digests = node_value(value)
         before, total = arrival - 1, digests - program_hash_
         if before and total % before == 0 and total // before != program_hash_:
-            # Every arrival before this one compiled one program, and this one another:
-            # its signature's summary goes beside the entries, so that the comparer
-            # (the first, on the other side) names the difference without asking.
+            # Every arrival before compiled one program, this one another: its summary
+            # goes beside the entries, for the comparer to name the difference unasked.
             self._send_summary(item, directory)
         if arrival == children:
             agree = digests == children * program_hash_
             self.channel.set("publish", f"{directory}/{W.NODE_ALL}",
                              W.AGREE if agree else W.DISAGREE)
         return arrival
+
+    def _read(self, item: Compile, at: Node, arrivals: int | None,
+              ) -> tuple[dict[int, GroupEntry], dict[int, str]] | None:
+        """The node's entries, read once; what differs from the summary sent unasked goes
+        into ``item.named``."""
+        found = self.channel.dir_get("read", f"{at.directory}/")
+        if found is None:
+            return None
+        groups, summaries, sent = parse_node(found, at.children, arrivals)
+        named = None if sent is None else named_from_sent(item.signature, item.program[0], sent)
+        if named is not None:
+            item.named.append(named)
+        return groups, summaries
+
+    def _read_group(self, item: Compile, at: Node, value: int | None,
+                    ) -> tuple[int, int, int, dict[int, GroupEntry] | None] | None:
+        """(presence bits, sum of digests, own digest, the entries when one differs) of a
+        group's counter (``value``, else closed now: a later arrival is late)."""
+        if value is None:
+            value = self.channel.increment("close", f"{item.directory}{at.number}", GROUP_CLOSED)
+        if value is None:
+            return None
+        _, present, total = group_value(value)
+        own = program_hash(item.program, GROUP_HASH_BITS)
+        if total == present.bit_count() * own:
+            return present, total, own, None
+        read = self._read(item, at, present.bit_count())
+        return None if read is None else (present, total, own, read[0])
+
+    def _read_node(self, item: Compile, level: int, arrival: int, wait: bool, deadline: float,
+                   ) -> Generator[Wait, str | None, NodeRead | None]:
+        """A node above level 0, read by its comparer (``wait``: once every child pushed, or
+        at ``deadline``) or in the place of one."""
+        at = self._node(item, level)
+        everyone = wait and arrival >= at.children
+        if wait and not everyone:
+            every = yield Wait(f"{at.directory}/{W.NODE_ALL}", deadline, Read.OWN)
+            if every == W.AGREE:
+                return at, True, None  # no entry to read
+            everyone = every is not None
+        read = self._read(item, at, None)
+        return None if read is None else (at, everyone, read[1])
 
     def _send_summary(self, item: Compile, directory: str) -> None:
         """This rank's signature fingerprint (``x``) and summary (``l``), beside the node's

@@ -16,18 +16,16 @@ from collections.abc import Generator, Iterable
 from typing import Any
 
 from .._core._vocab import RankWire as W
-from . import _ranks_name as words
 from ._ranks_arrive import (
     CLOSED,
-    GROUP_CLOSED,
     GROUP_HASH_BITS,
     VERDICT_MARGIN_S,
     Arrive,
     Compile,
     GroupEntry,
     Node,
+    NodeRead,
     TreeArrive,
-    group_value,
     node_value,
     ordinal_directory,
     parse_entries,
@@ -164,8 +162,8 @@ def lacking_entry(entries: dict[int, GroupEntry], count: int, first_digest: int 
     return None
 
 
-def group_base(entries: dict[int, GroupEntry], own: Program, first_digest: int | None,
-          total: int, count: int) -> Program:
+def group_base(entries: dict[int, GroupEntry], own: Program, own_digest: int,
+               first_digest: int | None, total: int, count: int) -> Program:
     """The program of a group's ranks without an entry (the first arrival's): the one
     of these whose digest is the first arrival's (known to the comparer; else the first
     unlike rank's sum of those before it divided by their number, or without one, the
@@ -177,8 +175,8 @@ def group_base(entries: dict[int, GroupEntry], own: Program, first_digest: int |
             first_digest = first.before // max(1, first.arrival - 1)
         else:
             first_digest = total // max(1, count)
-    for program in (own, *(e.program for e in entries.values())):
-        if program_hash(program, GROUP_HASH_BITS) == first_digest:
+    for program, digest in ((own, own_digest), *((e.program, e.digest) for e in entries.values())):
+        if digest == first_digest:
             return program
     return placeholder(first_digest)
 
@@ -191,11 +189,12 @@ def placeholder(digest: int) -> Program:
 def resolved(programs: dict[Program, Runs], known: Iterable[Program]) -> dict[Program, Runs]:
     """The programs of a summary with those known by their digest only replaced by the
     program of ``known`` (or of the summary) that has that digest."""
-    by_digest = {program_hash(p, GROUP_HASH_BITS): p
-                 for p in (*known, *programs) if not p[1].startswith(PLACEHOLDER)}
+    by_digest: dict[int, Program] | None = None  # made for a placeholder only
     out: dict[Program, Runs] = {}
     for program, runs in programs.items():
         if program[1].startswith(PLACEHOLDER):
+            by_digest = by_digest or {program_hash(p, GROUP_HASH_BITS): p for p in
+                                      (*known, *programs) if not p[1].startswith(PLACEHOLDER)}
             try:
                 program = by_digest.get(int(program[1][len(PLACEHOLDER):]), program)
             except ValueError:
@@ -249,23 +248,18 @@ class TreeGather(TreeArrive, Gather):
     _read_entries: bool
 
     def wait_s(self, level: int) -> float:
-        """How long, from its own arrival, a node's comparer waits for every child: at
-        level 0 the flat protocol's ``timeout_s``; above, until a child whose ranks
-        arrived up to ``timeout_s`` after it and whose comparer died could have been
-        taken over (``stage_s(level - 1)``, a rank's extra margin, and one more)."""
+        """How long, from its own arrival, a node's comparer waits for every child:
+        ``wait(L)`` of docs/fleet.md (above level 0, until a child whose comparer died
+        could have been taken over)."""
         if level == 0:
             return self.timeout_s
         return self.timeout_s + self.stage_s(level - 1) + 2 * VERDICT_MARGIN_S
 
     def stage_s(self, level: int) -> float:
         """After its arrival, how long a rank waits for the verdict before it takes over
-        the node of ``level`` on its path: at level 0 the flat protocol's wait; above,
-        past the moment that node's comparer, whoever it is, stops waiting. That
-        comparer pushed first into the node, so no later than this rank's own node of
-        the level below pushed (``pushed``: its comparer's deadline, or this rank's
-        taking it over), and it waits ``wait_s(level)`` from there at most. A takeover
-        earlier than that would close a node its living comparer still waits for, and
-        name ranks missing that compiled on time."""
+        the node of ``level`` on its path: ``stage(L)`` of docs/fleet.md, past the latest
+        moment that node's comparer can still be waiting (sooner, it would close a node
+        its living comparer waits for, and name ranks missing that compiled on time)."""
         stage = 2 * self.timeout_s + VERDICT_MARGIN_S
         pushed = stage + VERDICT_MARGIN_S
         for up in range(1, level + 1):
@@ -273,44 +267,33 @@ class TreeGather(TreeArrive, Gather):
             pushed = stage + VERDICT_MARGIN_S
         return stage
 
-    def _gather_group(self, item: Compile, at: Node, arrival: int, wait: bool,
+    def _gather_group(self, item: Compile, at: Node | None, arrival: int, wait: bool,
                       ) -> Generator[Wait, str | None, Summary | None]:
-        """A group's summary, by its comparer (the first to arrive, ``wait``), or by its
-        parent's comparer in the place of one that died: from the counter alone when
-        every rank that arrived compiled this rank's program, else from the entries of
-        those that did not."""
-        directory, children, lo, hi, _, group = at
+        """A group's summary (``at``, else this rank's), by its comparer (the first to
+        arrive, ``wait``), or by its parent's comparer in the place of one that died: from
+        the counter alone when every rank that arrived compiled this rank's program, else
+        from the entries of those that did not."""
+        deadline = item.arrived_at + self.wait_s(0)
+        directory, children, lo, hi, _, _ = at = at or self._node(item, 0)
         value: int | None = None
         if wait:
             self._read_entries = False
             if arrival >= children:
                 return {item.program: [(lo, hi)]}, []
-            every = yield Wait(f"{directory}/{W.NODE_ALL}",
-                               item.arrived_at + self.wait_s(0), Read.OWN)
+            every = yield Wait(f"{directory}/{W.NODE_ALL}", deadline, Read.OWN)
             self._read_entries = every is not None  # its directory goes once reported
             if every == W.AGREE:
                 return {item.program: [(lo, hi)]}, []
             if every is not None and every.lstrip("-").isdigit():
                 value = int(every)
-        if value is None:
-            # closed first: an arrival after this is late and checks itself
-            value = self.channel.increment("close", f"{item.directory}{group}",
-                                           GROUP_CLOSED)
-            if value is None:
-                return None
-        _, present, total = group_value(value)
+        read = self._read_group(item, at, value)
+        if read is None or not read[0]:
+            return None  # a call failed, or none of its ranks arrived
+        present, total, own, entries = read
         count = present.bit_count()
-        if not count:
-            return None  # none of its ranks arrived
-        own = program_hash(item.program, GROUP_HASH_BITS)
         by_slot: dict[int, Program] = {}
         base = item.program
-        if total != count * own:
-            found = self.channel.dir_get("read", f"{directory}/")
-            if found is None:
-                return None
-            entries, _, sent = parse_node(found, children, count)
-            self._name(item, sent)
+        if entries is not None:
             if wait:
                 self._read_entries = True
             deadline = self.clock() + VERDICT_MARGIN_S
@@ -328,7 +311,7 @@ class TreeGather(TreeArrive, Gather):
                     break  # its rank died in between: counted with the first one's
                 entries[lacking] = entry
             by_slot = {e.slot: e.program for e in entries.values()}
-            base = group_base(entries, item.program, first_digest, total, count)
+            base = group_base(entries, item.program, own, first_digest, total, count)
         programs: dict[Program, Runs] = {}
         for s in range(children):
             if present >> s & 1:
@@ -341,10 +324,13 @@ class TreeGather(TreeArrive, Gather):
         on as the parent's comparer when this rank is the first there. At the root: its
         summary, for the verdict (``None``: another rank compares there, or a call
         failed); its entries go once the verdict is out (``_clean_root``)."""
+        deadline = item.arrived_at + self.wait_s(level)
         while True:
-            at = self._node(item, level)
-            found = yield from (self._gather_group(item, at, arrival, wait) if level == 0
-                                else self._gather(item, level, at, arrival, wait))
+            if level == 0:
+                found = yield from self._gather_group(item, None, arrival, wait)
+            else:  # the push below, its wait and this read: no gathering call between
+                read = yield from self._read_node(item, level, arrival, wait, deadline)
+                found = None if read is None else (yield from self._gather(item, level, read, wait))
             if found is None:
                 return None
             item.stage = level + 1
@@ -354,11 +340,12 @@ class TreeGather(TreeArrive, Gather):
             # program; any other summary as itself, which no program's digest matches
             programs, missed = found
             text = summary_text(found, item.named)
+            deadline = item.arrived_at + self.wait_s(level + 1)
             pushed = self._arrive(item, level + 1, text, next(iter(programs))
                                   if len(programs) == 1 and not missed else ("", text))
             # pushed first: a takeover that finds no entries knows the node reported
             if level or self._read_entries:
-                self.channel.delete("clean-up", at.directory)
+                self.channel.delete("clean-up", self._entries(item, level))
             if pushed != 1:
                 return None
             level, arrival, wait = level + 1, 1, True
@@ -370,31 +357,22 @@ class TreeGather(TreeArrive, Gather):
             self.channel.delete("clean-up", ordinal_directory(
                 item.function_dir, item.count - KEEP).rstrip("/"))
 
-    def _gather(self, item: Compile, level: int, at: Node, arrival: int, wait: bool,
+    def _gather(self, item: Compile, level: int, read: NodeRead, wait: bool,
                 ) -> Generator[Wait, str | None, Summary | None]:
-        """Wait for the node's entries (or its deadline), and read them once."""
-        directory, children, lo, hi, _, node = at
-        everyone = wait and arrival >= children
-        if wait and not everyone:
-            every = yield Wait(f"{directory}/{W.NODE_ALL}",
-                               item.arrived_at + self.wait_s(level), Read.OWN)
-            if every == W.AGREE:
-                # every child arrived, all with this rank's program: no entry to read
-                return {item.program: [(lo, hi)]}, []
-            everyone = every is not None
-        found = self.channel.dir_get("read", f"{directory}/")
-        if found is None:
-            return None
-        _, entries, sent = parse_node(found, children, None)
-        self._name(item, sent)
-        if not wait and not entries and (level > 1 or self._arrivals(directory) != 0):
-            # Taken over after its comparer reported it (or the service failed): nothing
-            # to do. A level-1 node no child ever reached, its groups' comparers dead, is
-            # this rank's to report.
+        """The node's summary from what its read found (``_read_node``)."""
+        at, everyone, entries = read
+        _, children, lo, hi, span, node = at
+        if entries is None:
+            # every child arrived, all with this rank's program: no entry was read
+            return {item.program: [(lo, hi)]}, []
+        if not wait and not entries and (level > 1 or self._arrivals(at.directory) != 0):
+            # Taken over after its comparer reported it (or the service failed); a level-1
+            # node no child reached, its groups' comparers dead, is this rank's to report.
             return None
         parts: list[Summary] = []
         for child, raw in entries.items():
-            part = parse_summary(raw, *at.child_ranks(child))
+            first = lo + child * span
+            part = parse_summary(raw, first, min(first + span - 1, hi))
             if part is not None:
                 parts.append(part)
                 named = (loads(raw) or {}).get(W.DIFF)
@@ -402,10 +380,8 @@ class TreeGather(TreeArrive, Gather):
                     item.named.extend(n for n in named
                                       if isinstance(n, list) and len(n) == 3)
         if level == 1 and not everyone:
-            # A group that has not reported by now lost its comparer: that comparer's
-            # deadline, and the moment a rank there could have taken over, are past
-            # (``wait_s``). This node's comparer reports the group in its place (one
-            # rank, not one per group: no rank takes a group over).
+            # A group that has not reported by now lost its comparer (``wait_s``): this
+            # node's comparer reports it in its place (no rank takes a group over).
             for child in range(children):
                 if child not in entries:
                     group = self._node(item, 0, node * self.tree.fan_in + child)
@@ -422,11 +398,3 @@ class TreeGather(TreeArrive, Gather):
         """How many children reached a node above level 0 (``None``: unknown)."""
         value = self.channel.increment("takeover", directory + W.ARRIVED, 0)
         return None if value is None else node_value(value)[0]
-
-    def _name(self, item: Compile, raw: str | None) -> None:
-        """The changes between this rank's signature and the summary sent unasked."""
-        if raw is None:
-            return
-        named = words.named_from_sent(item.signature, item.program[0], raw)
-        if named is not None:
-            item.named.append(named)

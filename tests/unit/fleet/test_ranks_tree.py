@@ -212,7 +212,7 @@ def test_an_entry_counted_before_it_was_written_is_waited_for():
     lacking, base = _ranks_gather.lacking_entry, _ranks_gather.group_base
     entry = _ranks_arrive.GroupEntry
     # arrivals A, A, B, A: entries 3 and 4 (the first two were alike)
-    third, fourth = entry(3, 2, B, 2 * hash_a), entry(4, 3, A, 2 * hash_a + hash_b)
+    third, fourth = entry(3, 2, B, 2 * hash_a, hash_b), entry(4, 3, A, 2 * hash_a + hash_b, hash_a)
     total = 3 * hash_a + hash_b
     for first_digest in (hash_a, None):  # known to the first arrival, or not
         assert lacking({3: third, 4: fourth}, 4, first_digest, total) is None
@@ -229,13 +229,13 @@ def test_an_entry_counted_before_it_was_written_is_waited_for():
     if (2 * hash_a + hash_b) % 3:  # without it, a sum that does not divide by 3 says so
         assert lacking({4: fourth}, 4, None, total) == 3
     # the program of the ranks without an entry: the digest the first unlike one saw
-    assert base({3: third, 4: fourth}, B, None, total, 4) == A
-    assert base({3: third}, B, hash_a, total, 4) == _ranks_gather.placeholder(hash_a)
+    assert base({3: third, 4: fourth}, B, hash_b, None, total, 4) == A
+    assert base({3: third}, B, hash_b, hash_a, total, 4) == _ranks_gather.placeholder(hash_a)
     # a rank of the other side that knows no program with that digest names the digest,
     # and a parent that knows one replaces it
-    assert base({3: third}, B, None, total, 4) == _ranks_gather.placeholder(hash_a)
+    assert base({3: third}, B, hash_b, None, total, 4) == _ranks_gather.placeholder(hash_a)
     # a group of one program without entries: the sum says which
-    assert base({}, B, None, 4 * hash_a, 4) == _ranks_gather.placeholder(hash_a)
+    assert base({}, B, hash_b, None, 4 * hash_a, 4) == _ranks_gather.placeholder(hash_a)
     assert _ranks_gather.resolved({_ranks_gather.placeholder(hash_a): [(0, 1)], B: [(2, 2)]},
                                 (A,)) == {A: [(0, 1)], B: [(2, 2)]}
 
