@@ -337,7 +337,7 @@ def configure_application_sdk() -> None:
 
 def install_with_application_sdk() -> None:
     _app_spans.clear()  # untimed: what the previous pair exported is dropped here
-    otel_jax.install(log_output=overhead._devnull)
+    otel_jax.install(log_output=overhead.devnull())
 
 
 # --- the breakdown: timers around otel_jax's listeners and hooks ----------------------------

@@ -30,6 +30,7 @@ which reports the median over many short back-to-back pairs.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import os
@@ -40,6 +41,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable
+from typing import IO
 
 import jax
 import jax.numpy as jnp
@@ -58,7 +60,13 @@ class _Discard(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
-_devnull = open(os.devnull, "w")  # noqa: SIM115 - lives for the whole run
+@functools.cache
+def devnull() -> IO[str]:
+    """Where the runs' JSON lines go: opened at the first run, kept for the rest of it
+    (a test that imports this module for its helpers opens nothing)."""
+    return open(os.devnull, "w")  # kept open: lives for the whole run
+
+
 _tracer_provider = TracerProvider()
 _tracer_provider.add_span_processor(BatchSpanProcessor(_Discard()))
 _meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
@@ -67,7 +75,7 @@ _meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
 def install() -> None:
     """The full pipeline a user gets: spans through a batch processor, metrics, JSON logs."""
     otel_jax.install(tracer_provider=_tracer_provider, meter_provider=_meter_provider,
-                     log_output=_devnull)
+                     log_output=devnull())
 
 
 def alternate(off: Callable[[], float], on: Callable[[], float], rounds: int,
@@ -609,7 +617,7 @@ def bench_ledger(compiles: int, rounds: int) -> tuple[float, float, float, int, 
         for r in range(rounds):  # alternating sides; each round compiles new programs
             for side in (("off", "on") if r % 2 == 0 else ("on", "off")):
                 otel_jax.install(tracer_provider=_tracer_provider,
-                                 meter_provider=_meter_provider, log_output=_devnull,
+                                 meter_provider=_meter_provider, log_output=devnull(),
                                  ledger_path=None if side == "on" else False)
 
                 def body(x, scale=2.0 + 2 * r + (side == "on")):  # type: ignore[no-untyped-def]
