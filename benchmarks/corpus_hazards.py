@@ -186,7 +186,7 @@ def run_program(program: Path, python: str = sys.executable,
                 "text": line.get("hazard", ""), "level": line["level"]})
     warned = [m.groupdict() for m in map(_WARNING.match, done.stderr.splitlines()) if m]
     return {"records": records, "warnings": warned, "returncode": done.returncode,
-            "stderr": done.stderr[-2000:] if done.returncode else ""}
+            "stderr": done.stderr[-4000:]}
 
 
 def recall(runs: dict[str, dict[str, Any]],

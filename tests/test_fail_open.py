@@ -714,6 +714,18 @@ def test_a_warning_with_no_user_frame_prints_no_otel_jax_location():
                      f"{AT_NOTHING}otel_jax: at exit"], done.stderr
 
 
+def test_a_warning_from_code_whose_globals_have_no_name_is_said_at_its_line(tmp_path):
+    # exec() of a file's code with globals of its own (a notebook cell, a config
+    # language): no ``__name__``, which Python must not be handed as module None
+    path = tmp_path / "cell.py"
+    code = compile("emit('otel_jax: from a cell')\n", str(path), "exec")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exec(code, {"emit": _failopen.emit})
+    assert [(w.filename, w.lineno) for w in caught
+            if issubclass(w.category, OtelJaxWarning)] == [(str(path), 1)]
+
+
 @pytest.mark.slow
 def test_prometheus_port_ignored_with_the_applications_meter_provider_is_said():
     script = textwrap.dedent("""

@@ -65,7 +65,7 @@ def test_a_recompile_the_program_shows_is_warned_before_it_at_the_call_line(name
     assert recall["due"] and recall["warned"] == recall["due"], recall["missed"]
     assert not run["precision"]["unfollowed"] or all(
         h["level"] == "info" for h in run["precision"]["unfollowed"])
-    assert run["warnings"], "no OtelJaxWarning said"
+    assert run["warnings"], f"no OtelJaxWarning said; stderr: {run['stderr']}"
     assert not recall["mislocated"], recall["mislocated"]
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import runpy
+import sys
 import warnings
 from pathlib import Path
 
@@ -504,6 +506,32 @@ def test_a_warning_made_at_flush_is_located_at_the_call_line(telemetry, monkeypa
     assert len(said) == 1 and said[0].filename == __file__
     source = Path(__file__).read_text().splitlines()
     assert source[said[0].lineno - 1].strip().endswith("# the call line")
+
+
+def test_a_warning_made_after_its_script_returned_is_still_said(telemetry, monkeypatch,
+                                                                tmp_path):
+    # A script run with runpy (a runner, a launcher) whose records are made once it
+    # returned (a loaded machine): no loaded module has its file any more. The warning
+    # is said at its line all the same (Python drops one given with module None).
+    script = tmp_path / "train_script.py"
+    script.write_text("import jax, jax.numpy as jnp\n"
+                      "@jax.jit\n"
+                      "def step(params, lr):\n"
+                      "    return params - lr * params, lr * jnp.float32(0.999)\n"
+                      "params, lr = jnp.ones(3), 0.1\n"
+                      "for _ in range(1):\n"
+                      "    params, lr = step(params, lr)\n")
+    _held(monkeypatch)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runpy.run_path(str(script), run_name="__main__")
+        assert not [m for m in list(sys.modules.values())
+                    if getattr(m, "__file__", None) == str(script)]
+        ENGINE.settle()  # made here, after the script returned, as flush() makes it
+    monkeypatch.undo()
+    otel_jax.flush()
+    said = [w for w in caught if issubclass(w.category, OtelJaxWarning)]
+    assert [(w.filename, w.lineno) for w in said] == [(str(script), 7)]
 
 
 def test_a_hazard_whose_record_is_made_after_its_recompile_is_still_a_warning(

@@ -311,6 +311,20 @@ def _module_named(filename: str) -> tuple[str | None, dict[Any, Any] | None]:
     return None, None
 
 
+def _warn_explicit(message: str, filename: str, lineno: int, module: str | None = None,
+                   registry: dict[Any, Any] | None = None) -> None:
+    """``warnings.warn_explicit`` of an ``OtelJaxWarning``, never with ``module=None``:
+    CPython drops such a warning without a word (its mark of a module torn down at
+    shutdown), and a line whose module is gone (a script ``runpy`` ran and that returned
+    before its compile's record was made) or whose globals have no ``__name__`` still
+    gets it; left out, Python names the module from the file, as it does itself."""
+    if module is None:
+        warnings.warn_explicit(message, OtelJaxWarning, filename, lineno, registry=registry)
+    else:
+        warnings.warn_explicit(message, OtelJaxWarning, filename, lineno, module=module,
+                               registry=registry)
+
+
 def shown(message: str) -> str:
     """A warning's text as it reaches a terminal: one line (control characters escaped: a
     function ``__name__`` or a dict key from user code can neither drive the terminal nor
@@ -334,8 +348,7 @@ def emit_at(message: str, callsite: str | None) -> None:
     try:
         module, where = _module_named(location[0])
         registry = where.setdefault("__warningregistry__", {}) if where is not None else None
-        warnings.warn_explicit(message, OtelJaxWarning, location[0], location[1],
-                               module=module, registry=registry)
+        _warn_explicit(message, location[0], location[1], module, registry)
     except Exception:  # warnings turned into errors must not reach JAX or the user
         _logger.warning(message)
 
@@ -367,16 +380,14 @@ def emit(message: str, at: str | None = None) -> None:
         theirs = _site_location(at) if at else None
         if theirs is not None and not isinstance(site, str) and (
                 found is None or _installed(found[0].f_code.co_filename)):
-            warnings.warn_explicit(message, OtelJaxWarning, theirs[0], theirs[1],
-                                   module="__main__")
+            _warn_explicit(message, theirs[0], theirs[1], "__main__")
             return
         if found is None and site is not False:
             location = _site_location(site) if isinstance(site, str) else None
             if location is None:
                 _logger.warning(message)  # no line of the user's is known: none is given
             else:
-                warnings.warn_explicit(message, OtelJaxWarning, location[0], location[1],
-                                       module="__main__")
+                _warn_explicit(message, location[0], location[1], "__main__")
             return
         if found is None or _installed(found[0].f_code.co_filename):
             # Installed code past ours is another library's thread or callback (the
@@ -388,9 +399,8 @@ def emit(message: str, at: str | None = None) -> None:
             # with no second count of the frames between.
             frame = found[0]
             where = frame.f_globals
-            warnings.warn_explicit(message, OtelJaxWarning, frame.f_code.co_filename,
-                                   frame.f_lineno, module=where.get("__name__"),
-                                   registry=where.setdefault("__warningregistry__", {}))
+            _warn_explicit(message, frame.f_code.co_filename, frame.f_lineno,
+                           where.get("__name__"), where.setdefault("__warningregistry__", {}))
     except Exception:  # warnings turned into errors must not reach JAX or the user
         _logger.warning(message)
 
