@@ -26,6 +26,11 @@ warning must be located at the call line the compile recorded.
 
     python benchmarks/corpus_hazards.py --programs            # every program
     python benchmarks/corpus_hazards.py --programs --python .venv-latest/bin/python
+
+A program says the same warnings and hazards however late its compiles' telemetry is
+made (each span 0.3 s to export: most records are then made after the program returned):
+
+    python benchmarks/corpus_hazards.py --programs --late     # every program, twice
 """
 
 from __future__ import annotations
@@ -140,6 +145,28 @@ runpy.run_path(sys.argv[1], run_name="__main__")
 otel_jax.flush()
 otel_jax.uninstall()
 """
+#: The same, with each compile's telemetry made late, as behind a slow exporter or on a
+#: loaded machine: every span takes ``argv[3]`` seconds to export, on otel_jax's emitting
+#: thread, so the compiles after the first are made once the program returned (at
+#: ``flush()``). A program must say the same warnings, at the same lines, either way.
+_LATE_RUNNER = """
+import runpy, sys, time, otel_jax
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+class SlowExporter(SpanExporter):
+    def export(self, spans):
+        time.sleep(float(sys.argv[3]))
+        return SpanExportResult.SUCCESS
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(SlowExporter()))
+log = open(sys.argv[2], "w")
+otel_jax.install(log_output=log, tracer_provider=provider)
+runpy.run_path(sys.argv[1], run_name="__main__")
+otel_jax.flush(None)
+otel_jax.uninstall()
+"""
+#: How long each span takes to export in a late run.
+LATE_SPAN_S = 0.3
 _WARNING = re.compile(r"^(?P<file>.+?):(?P<line>\d+): OtelJaxWarning: otel_jax: (?P<fn>\S+) "
                       r"will compile again \((?P<kind>\w+)\)")
 
@@ -154,13 +181,17 @@ def expected(program: Path) -> list[tuple[str, str, int]]:
 
 
 def run_program(program: Path, python: str = sys.executable,
-                timeout: float = 300.0) -> dict[str, Any]:
+                timeout: float = 300.0, late: bool = False) -> dict[str, Any]:
     """One program run with otel_jax: its compile records (with their hazards, as the
-    corpus keeps them) and where each Python warning was located."""
+    corpus keeps them) and where each Python warning was located. ``late``: each
+    compile's telemetry made late (``_LATE_RUNNER``)."""
+    runner = [_LATE_RUNNER, str(program), "", str(LATE_SPAN_S)] if late else \
+        [_RUNNER, str(program), ""]
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "otel.jsonl"
+        runner[2] = str(log)
         # From this checkout's root: the otel_jax measured is the one beside this file.
-        done = subprocess.run([python, "-c", _RUNNER, str(program), str(log)],
+        done = subprocess.run([python, "-c", *runner],
                               capture_output=True, text=True, timeout=timeout, cwd=ROOT,
                               env={**os.environ, "JAX_PLATFORMS": "cpu",
                                    "OTEL_JAX_HAZARDS": "on"})
@@ -233,6 +264,29 @@ def run_programs(python: str = sys.executable, only: list[str] | None = None,
             "failed": failed, "programs": len(programs)}
 
 
+def said(run: dict[str, Any]) -> dict[str, list[tuple[Any, ...]]]:
+    """What a program run said: its Python warnings (file, line, function, kind) and its
+    hazards (function, compile, kind, level), each sorted."""
+    return {"warnings": sorted((w["file"], int(w["line"]), w["fn"], w["kind"])
+                               for w in run["warnings"]),
+            "hazards": sorted((r["qualname"], r["count"], h["kind"], h["level"])
+                              for r in run["records"] for h in r["hazards"])}
+
+
+def compare_late(python: str = sys.executable, only: list[str] | None = None,
+                 ) -> dict[str, dict[str, Any]]:
+    """Each program run as it comes and with its telemetry made late: what each said, for
+    the programs where the two differ (or either run failed)."""
+    differ: dict[str, dict[str, Any]] = {}
+    for program in sorted(p for p in PROGRAMS.glob("*.py") if not only or p.stem in only):
+        now, late = run_program(program, python), run_program(program, python, late=True)
+        if now["returncode"] or late["returncode"] or said(now) != said(late):
+            differ[program.stem] = {"now": said(now), "late": said(late),
+                                    "failed": [r["stderr"][-300:] for r in (now, late)
+                                               if r["returncode"]]}
+    return differ
+
+
 def warning_precision(result: dict[str, Any]) -> tuple[int, int, float | None]:
     """Warnings said, followed, and their precision over every kind."""
     rows = [v for k, v in result["kinds"].items() if k.endswith("/warning")]
@@ -260,6 +314,17 @@ def main(argv: list[str] | None = None) -> int:
         python = sys.executable
         if len(rest) >= 2 and rest[0] == "--python":
             python, rest = rest[1], rest[2:]
+        if rest and rest[0] == "--late":
+            only = rest[1:] or None
+            differ = compare_late(python, only)
+            count = len(only) if only else len(list(PROGRAMS.glob("*.py")))
+            for name, runs in differ.items():
+                print(f"{name}: as it comes {runs['now']}\n  made late {runs['late']}"
+                      + "".join(f"\n  failed: {f}" for f in runs["failed"]))
+            print(f"programs {count}, each run as it comes and with every span "
+                  f"{LATE_SPAN_S} s late: {count - len(differ)} said the same, "
+                  f"{len(differ)} differ")
+            return 1 if differ else 0
         print(render_programs(run_programs(python, rest or None)))
         return 0
     # One or more runs (a suite run in shards side by side): their tests, together.

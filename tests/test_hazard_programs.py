@@ -98,3 +98,19 @@ def test_a_local_function_a_wrapper_passes_as_its_static_is_no_note():
     run = _run("eqx_local")
     assert [r["count"] for r in run["records"]] == [1]
     assert not [h for r in run["records"] for h in r["hazards"]]
+
+
+@pytest.mark.parametrize("name", [
+    "jit_in_handler_thread",  # warned at the second compile: made after the program returned
+    "static_step_counter",    # a static step number, warned from its second value on
+    "jit_in_call_nnx_queue",  # requests from a queue, on the program's own thread
+    "eval_splits",            # nothing to warn about, late or not
+])
+def test_a_program_says_the_same_however_late_its_telemetry_is_made(name):
+    # every span 0.3 s to export (a slow exporter, a loaded machine): the records after
+    # the first are made once the program returned, at flush()
+    program = corpus_hazards.PROGRAMS / f"{name}.py"
+    now = corpus_hazards.run_program(program, sys.executable)
+    late = corpus_hazards.run_program(program, sys.executable, late=True)
+    assert now["returncode"] == 0 and late["returncode"] == 0, late["stderr"]
+    assert corpus_hazards.said(late) == corpus_hazards.said(now), late["stderr"]
