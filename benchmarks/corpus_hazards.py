@@ -136,33 +136,27 @@ def render(result: dict[str, Any], limit: int = 20) -> str:
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = Path(__file__).with_name("hazard_programs")
 #: What runs one program: otel_jax installed, its JSON log lines to a file, the program as
-#: ``__main__``, then everything emitted before the process ends.
+#: ``__main__``, then everything emitted before the process ends. With a third argument,
+#: each compile's telemetry is made late, as behind a slow exporter or on a loaded
+#: machine: every span takes that many seconds to export, on otel_jax's emitting thread,
+#: so the compiles after the first are made once the program returned (at ``flush()``).
 _RUNNER = """
-import runpy, sys, otel_jax
-log = open(sys.argv[2], "w")
-otel_jax.install(log_output=log)
-runpy.run_path(sys.argv[1], run_name="__main__")
-otel_jax.flush()
-otel_jax.uninstall()
-"""
-#: The same, with each compile's telemetry made late, as behind a slow exporter or on a
-#: loaded machine: every span takes ``argv[3]`` seconds to export, on otel_jax's emitting
-#: thread, so the compiles after the first are made once the program returned (at
-#: ``flush()``). A program must say the same warnings, at the same lines, either way.
-_LATE_RUNNER = """
 import runpy, sys, time, otel_jax
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
-class SlowExporter(SpanExporter):
-    def export(self, spans):
-        time.sleep(float(sys.argv[3]))
-        return SpanExportResult.SUCCESS
-provider = TracerProvider()
-provider.add_span_processor(SimpleSpanProcessor(SlowExporter()))
+provider = None
+if len(sys.argv) > 3:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (SimpleSpanProcessor, SpanExporter,
+                                                SpanExportResult)
+    class SlowExporter(SpanExporter):
+        def export(self, spans):
+            time.sleep(float(sys.argv[3]))
+            return SpanExportResult.SUCCESS
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(SlowExporter()))
 log = open(sys.argv[2], "w")
 otel_jax.install(log_output=log, tracer_provider=provider)
 runpy.run_path(sys.argv[1], run_name="__main__")
-otel_jax.flush(None)
+otel_jax.flush(None if provider is not None else 10.0)
 otel_jax.uninstall()
 """
 #: How long each span takes to export in a late run.
@@ -184,14 +178,12 @@ def run_program(program: Path, python: str = sys.executable,
                 timeout: float = 300.0, late: bool = False) -> dict[str, Any]:
     """One program run with otel_jax: its compile records (with their hazards, as the
     corpus keeps them) and where each Python warning was located. ``late``: each
-    compile's telemetry made late (``_LATE_RUNNER``)."""
-    runner = [_LATE_RUNNER, str(program), "", str(LATE_SPAN_S)] if late else \
-        [_RUNNER, str(program), ""]
+    compile's telemetry made late (each span ``LATE_SPAN_S`` to export)."""
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "otel.jsonl"
-        runner[2] = str(log)
+        argv = [_RUNNER, str(program), str(log), *([str(LATE_SPAN_S)] if late else [])]
         # From this checkout's root: the otel_jax measured is the one beside this file.
-        done = subprocess.run([python, "-c", *runner],
+        done = subprocess.run([python, "-c", *argv],
                               capture_output=True, text=True, timeout=timeout, cwd=ROOT,
                               env={**os.environ, "JAX_PLATFORMS": "cpu",
                                    "OTEL_JAX_HAZARDS": "on"})
