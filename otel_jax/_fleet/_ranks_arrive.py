@@ -1,5 +1,6 @@
 """The cross-rank check's first stage, arriving: a compile of this rank, its entry and its
-arrival on the counters, and where its keys are.
+arrival on the counters, where its keys are, and the reads of a tree node's counter,
+entries and summaries (gathering drives them).
 
 docs/fleet.md lists the keys and the counters' layouts, flat and in a tree; the layouts
 stay within the 32 bits the service parses a counter as (``_ranks_transport.COUNTER_MAX``).
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from collections.abc import Callable, Generator
 from typing import Any, NamedTuple
 
@@ -19,7 +19,7 @@ from .._core._portable import function_identity
 from .._core._vocab import RankWire as W
 from .._pipeline._record import CompileRecord, SpanLink
 from ._ranks_name import Program, named_from_sent, summary
-from ._ranks_transport import Channel, Read, Run, Wait
+from ._ranks_transport import Channel, Read, Run, Wait, dumps
 
 PREFIX = W.PREFIX
 #: Beyond the comparer's own deadline, how long a rank waits for the verdict before
@@ -414,6 +414,5 @@ class TreeArrive(Arrive):
         entries; the first one sent stands."""
         if item.signature is None or not item.signature.captured:
             return
-        self.channel.create("publish", f"{directory}/{W.SUMMARIES}", json.dumps(
-            {W.TEXT: item.program[0], W.LEAVES: summary(item.signature)},
-            ensure_ascii=False, separators=(",", ":")))
+        self.channel.create("publish", f"{directory}/{W.SUMMARIES}", dumps(
+            {W.TEXT: item.program[0], W.LEAVES: summary(item.signature)}))

@@ -1,5 +1,6 @@
-"""The cross-rank check's second stage, gathering: the comparer's waits, its reads of the
-entries, and the summaries it makes of them (the flat protocol's, and the tree's).
+"""The cross-rank check's second stage, gathering: the comparer's waits, the reads it
+drives (a tree node's are arriving's, ``TreeArrive._read_node``), and the summaries it
+makes of the entries (the flat protocol's, and the tree's).
 
 A job of ``FAN_IN`` ranks or fewer is one group, compared by one comparer that reads
 every entry (``Gather._compare``). Past that, the ranks compare in groups of at most
@@ -11,7 +12,6 @@ whose comparer died.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Generator, Iterable
 from typing import Any
 
@@ -33,7 +33,7 @@ from ._ranks_arrive import (
     program_hash,
 )
 from ._ranks_name import Group, Program
-from ._ranks_transport import Read, Run, Runs, Wait, loads, parse_runs, runs_text
+from ._ranks_transport import Read, Run, Runs, Wait, dumps, loads, parse_runs, runs_text
 
 #: Ordinals of a function whose keys stay on the service (late ranks read the verdict).
 KEEP = 64
@@ -108,7 +108,7 @@ def summary_text(summary: Summary, named: list[list[Any]] | None = None) -> str:
         value[W.MISSING] = runs_text(missing)
     if named:
         value[W.DIFF] = named[:MAX_NAMED]
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return dumps(value)
 
 
 def parse_summary(raw: str, lo: int, hi: int) -> Summary | None:
@@ -241,8 +241,8 @@ class Gather(Arrive):
 
 
 class TreeGather(TreeArrive, Gather):
-    """The comparers' waits and reads at each node of the tree, and the summaries they push
-    up (``_climb``)."""
+    """The comparers' waits at each node of the tree (the reads are ``TreeArrive``'s), and
+    the summaries they push up (``_climb``)."""
 
     #: whether the group's summary came from its entries (their directory then goes)
     _read_entries: bool

@@ -1,5 +1,5 @@
-"""The cross-rank check's last stage, naming: what a rank says of a divergence, and the
-shared words every stage reads ranks and programs in.
+"""The cross-rank check's last stage, naming: what a rank says of a divergence (ranks as
+ranges and JSON values, the forms every stage shares, are ``_ranks_transport``'s).
 
 A signature summary (bounded, JSON) is published only when a comparer asks for one, and
 the difference between two summaries is named here, from their text (a summary is what

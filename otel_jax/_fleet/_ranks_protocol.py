@@ -30,7 +30,7 @@ from .._core._failopen import FailOpen
 from .._core._vocab import RankWire as W
 from ._ranks_arrive import FAN_IN, VERDICT_MARGIN_S, Compile, Tree
 from ._ranks_name import Named, summary
-from ._ranks_transport import Channel, Read, Wait, dumps, loads
+from ._ranks_transport import Channel, Read, Wait, loads
 from ._ranks_verdict import _RELATIVE, Ordinals, Outcome, Reporter, Steps, TreeVerdict, Verdict
 
 
@@ -86,8 +86,7 @@ class RankProtocol(Verdict):
         """The summary the comparer asked this rank for (``W.WANTED``), published first."""
         if (verdict is not None and self.rank in (verdict.get(W.WANTED) or ())
                 and item.signature is not None):
-            self.channel.set("publish", f"{item.directory}{W.SUMMARIES}/{self.rank}",
-                             dumps(summary(item.signature)))
+            self._set(f"{item.directory}{W.SUMMARIES}/{self.rank}", summary(item.signature))
 
     def _judge(self, item: Compile, wait: bool) -> Outcome:
         """Compare (``Gather._compare``), then decide and publish the verdict."""
