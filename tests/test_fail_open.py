@@ -530,21 +530,32 @@ def test_clean_text_makes_any_repr_encodable():
 
 # --- exporter noise: one warning, whoever configured the exporter ---------------------------------
 
-def test_grpc_fallback_is_said_once(monkeypatch):
+def test_grpc_fallback_never_sends_http_to_a_grpc_port(monkeypatch):
     for name in ("opentelemetry.exporter.otlp.proto.grpc",
                  "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
                  "opentelemetry.exporter.otlp.proto.grpc.metric_exporter",
                  "opentelemetry.exporter.otlp.proto.grpc._log_exporter"):
         monkeypatch.setitem(sys.modules, name, None)  # as if the extra were not installed
-    _failopen.reset_warnings()
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    signals = ("traces", "metrics", "logs")
+    # At a port that is not the default gRPC port: no exporter, nothing said here (the one
+    # line is resolve()'s, for every signal at once).
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    build = _providers._Build()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        exporters = [_providers._exporter(s) for s in ("traces", "metrics", "logs")]
-    assert len(exporters) == 3
-    ours = [str(w.message) for w in caught if issubclass(w.category, OtelJaxWarning)]
-    assert len(ours) == 1 and "gRPC exporter is not installed" in ours[0]
+        assert [_providers._exporter(s, build) for s in signals] == [None] * 3
+    assert not caught
+    assert build.fallen == dict.fromkeys(signals)
+    # At the default gRPC port: OTLP/HTTP at the collector's HTTP port, each signal's path.
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
+    build = _providers._Build()
+    exporters = [_providers._exporter(s, build) for s in signals]
+    assert all(e is not None for e in exporters)
+    assert [e._inner._endpoint for e in exporters] == [
+        f"http://127.0.0.1:4318/v1/{s}" for s in signals]
+    for exporter in exporters:
+        exporter.shutdown()
 
 
 

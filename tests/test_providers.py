@@ -100,7 +100,8 @@ class OtlpHttpEndpoint:
     without an answer. Records every request and the spans it was sent."""
 
     def __init__(self, statuses: dict[str, int] | None = None,
-                 retry_after: str | None = None, close: tuple[str, ...] = ()) -> None:
+                 retry_after: str | None = None, close: tuple[str, ...] = (),
+                 address: tuple[str, int] = ("127.0.0.1", 0)) -> None:
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -140,9 +141,9 @@ class OtlpHttpEndpoint:
                 pass
 
         needs_loopback()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(address, Handler)
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.url = f"http://{address[0]}:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -273,7 +274,7 @@ class OtlpGrpcTracesOnly:
     """A real gRPC server with the OTLP trace service only (what Jaeger v2 serves with its
     defaults): the metrics and logs services answer UNIMPLEMENTED."""
 
-    def __init__(self) -> None:
+    def __init__(self, address: str = "127.0.0.1:0") -> None:
         from concurrent import futures
 
         import grpc
@@ -291,9 +292,11 @@ class OtlpGrpcTracesOnly:
         needs_loopback()
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         rpc.add_TraceServiceServicer_to_server(Traces(), self.server)
-        port = self.server.add_insecure_port("127.0.0.1:0")
+        port = self.server.add_insecure_port(address)
+        if not port:
+            raise OSError(f"cannot listen on {address}")
         self.server.start()
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"http://{address.rsplit(':', 1)[0]}:{port}"
 
     def close(self) -> None:
         self.server.stop(grace=None)
@@ -313,3 +316,106 @@ def test_grpc_unimplemented_turns_the_signal_off():
         assert any(f"does not accept {signal} (gRPC UNIMPLEMENTED): {signal} off" in w
                    for w in said), said
     assert not any("unreachable" in w for w in said)
+
+
+# --- gRPC asked for, its exporter not installed: never HTTP to the gRPC port ----------------
+
+# The program as run where the gRPC exporter is not installed (an import of it fails).
+NO_GRPC = ("import sys\n"
+           "for name in ('opentelemetry.exporter.otlp.proto.grpc',\n"
+           "             'opentelemetry.exporter.otlp.proto.grpc.trace_exporter',\n"
+           "             'opentelemetry.exporter.otlp.proto.grpc.metric_exporter',\n"
+           "             'opentelemetry.exporter.otlp.proto.grpc._log_exporter'):\n"
+           "    sys.modules[name] = None\n")
+
+
+def run_without_grpc(endpoint: str, **env: str) -> list[str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", NO_GRPC + HEALTH_SCRIPT, "3", "0.6"],
+        env=clean_env(**{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+                         "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                         "OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_BLRP_SCHEDULE_DELAY": "100",
+                         "OTEL_METRIC_EXPORT_INTERVAL": "200", **env}),
+        capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert not [ln for ln in lines if "OtelJaxWarning" not in ln], lines  # no traceback
+    return lines
+
+
+def a_collector_address() -> str:
+    """A loopback address (127.x.y.z, x > 0) where the default OTLP ports 4317 and 4318 are
+    both free: a collector at its default ports that no other program on this machine
+    shares, or a skip."""
+    import random
+
+    needs_loopback()
+    for _ in range(20):
+        host = f"127.{random.randint(1, 254)}.{random.randint(0, 255)}.{random.randint(1, 254)}"
+        try:
+            for port in (4317, 4318):
+                with socket.socket() as s:
+                    s.bind((host, port))
+        except OSError:
+            continue
+        return host
+    pytest.skip("no loopback address with ports 4317 and 4318 free")
+
+
+@pytest.mark.slow
+def test_grpc_missing_at_the_default_grpc_port_sends_http_to_the_collectors_http_port():
+    # A collector at its default ports (gRPC 4317, HTTP 4318), the endpoint at its gRPC
+    # port, no gRPC exporter: every signal arrives at its HTTP port, none at the gRPC one.
+    host = a_collector_address()
+    grpc_port = OtlpGrpcTracesOnly(f"{host}:4317")
+    http_port = OtlpHttpEndpoint(address=(host, 4318))
+    try:
+        said = run_without_grpc(f"http://{host}:4317")
+    finally:
+        grpc_port.close()
+        http_port.close()
+    assert user_spans(http_port.span_names) == spans_of_health_script()
+    assert set(http_port.requests) == set(PATHS.values()), http_port.requests
+    assert grpc_port.span_names == []
+    assert len(said) == 1, said
+    assert (f"traces, metrics, logs go by OTLP/HTTP to http://{host}:4318 instead"
+            in said[0]), said
+    assert "pip install opentelemetry-exporter-otlp-proto-grpc" in said[0], said
+    assert "otel_jax[grpc]" not in said[0] and "using http/protobuf" not in said[0], said
+
+
+@pytest.mark.slow
+def test_grpc_missing_at_another_port_exports_nothing_and_says_so_at_start():
+    # A real gRPC receiver at a port that is not the default: its HTTP port is not known,
+    # so nothing is sent (no HTTP to the gRPC port, no "dropped" at exit), and one line
+    # at start says so.
+    receiver = OtlpGrpcTracesOnly()
+    try:
+        said = run_without_grpc(receiver.url)
+    finally:
+        receiver.close()
+    assert receiver.span_names == []
+    assert len(said) == 1, said
+    assert "OTEL_EXPORTER_OTLP_PROTOCOL=grpc" in said[0]
+    assert (f"traces, metrics, logs are not exported at all: {receiver.url} is not at the "
+            "default gRPC port 4317" in said[0]), said
+    assert "pip install opentelemetry-exporter-otlp-proto-grpc" in said[0], said
+    assert "using http/protobuf" not in said[0], said
+
+
+@pytest.mark.slow
+def test_grpc_missing_for_one_signal_leaves_the_others_on_http():
+    # Per-signal variables, as the specification reads them: traces by gRPC to their own
+    # endpoint at a non-default port (not exported), the other signals by HTTP.
+    http = OtlpHttpEndpoint()
+    try:
+        said = run_without_grpc(http.url, OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+                                OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="grpc",
+                                OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http.url)
+    finally:
+        http.close()
+    assert len(said) == 1, said
+    assert "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=grpc" in said[0], said
+    assert "traces are not exported at all" in said[0], said
+    assert PATHS["traces"] not in http.requests
+    assert http.requests[PATHS["metrics"]] and http.requests[PATHS["logs"]], http.requests

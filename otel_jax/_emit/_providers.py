@@ -28,7 +28,7 @@ from typing import Any
 from opentelemetry import _logs as otel_logs
 from opentelemetry import metrics, trace
 
-from .._core._failopen import Topic, WarnKey, emit, once, warn_once
+from .._core._failopen import Topic, WarnKey, warn_once
 
 
 @dataclass
@@ -100,11 +100,6 @@ def sdk_disabled() -> bool:
     return os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
 
 
-def _protocol(signal: str) -> str:
-    return (os.environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL")
-            or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip()
-
-
 _DEFAULT_TIMEOUT_S = 10.0
 
 
@@ -133,10 +128,12 @@ def export_timeout(signal: str) -> float:
     return _DEFAULT_TIMEOUT_S
 
 
-def _exporter(signal: str) -> Any:
+def _exporter(signal: str, build: _Build | None = None) -> Any | None:
     """The OTLP exporter for ``signal`` (gRPC when asked for and installed, else HTTP),
-    wrapped so that an unreachable collector costs one warning, not the user's time."""
-    from . import _export, _health, _observe
+    wrapped so that an unreachable collector costs one warning, not the user's time.
+    None where gRPC was asked for without its exporter and no HTTP port is known
+    (:mod:`._protocol`); ``build`` records that, for the one line said at start."""
+    from . import _export, _health, _observe, _protocol
 
     names = {"traces": "trace_exporter.OTLPSpanExporter",
              "metrics": "metric_exporter.OTLPMetricExporter",
@@ -148,15 +145,22 @@ def _exporter(signal: str) -> Any:
     timeout = export_timeout(signal)
     inner = None
     observed = False
-    if _protocol(signal) == "grpc":
+    endpoint = otlp_endpoint(signal) or "the OTLP endpoint"
+    kwargs: dict[str, Any] = {"timeout": timeout}
+    if _protocol.protocol(signal) == "grpc":
         try:
             mod = __import__(f"opentelemetry.exporter.otlp.proto.grpc.{module}",
                              fromlist=[cls])
         except ImportError:
-            if once(Topic.GRPC_MISSING):  # once, not once per signal
-                emit("otel_jax: OTEL_EXPORTER_OTLP_PROTOCOL=grpc but the gRPC exporter "
-                             "is not installed (pip install 'otel_jax[grpc]'); using "
-                             "http/protobuf")
+            # Never HTTP to the gRPC port: the HTTP port beside the default gRPC one, or
+            # nothing (said once at start, for every signal, by resolve()).
+            instead = _protocol.http_instead(signal, endpoint)
+            if build is not None:
+                build.fallen[signal] = instead
+                build.grpc_endpoints[signal] = endpoint
+            if instead is None:
+                return None
+            kwargs["endpoint"] = endpoint = instead
         else:
             inner = getattr(mod, cls)(timeout=timeout)
             observed = _observe.observe_grpc(inner)
@@ -168,13 +172,12 @@ def _exporter(signal: str) -> Any:
         # its own session: then failures are told apart less finely.
         if not _credential_provider(signal):
             try:
-                inner = getattr(mod, cls)(timeout=timeout, session=_observe.observing_session())
+                inner = getattr(mod, cls)(**kwargs, session=_observe.observing_session())
                 observed = True
             except (ImportError, TypeError):  # no requests, or an exporter without session=
                 inner = None
         if inner is None:
-            inner = getattr(mod, cls)(timeout=timeout)
-    endpoint = otlp_endpoint(signal) or "the OTLP endpoint"
+            inner = getattr(mod, cls)(**kwargs)
     _observe.quiet_exporter_logs()
     return wrappers[signal](inner, _health.breaker_for(endpoint, signal), timeout, observed)
 
@@ -199,6 +202,9 @@ class _Build:
         self.make_global: list[Any] = []
         self.server: Any = None
         self.prometheus_address: tuple[str, int] | None = None
+        #: signals whose gRPC exporter is missing: their OTLP/HTTP endpoint, or None
+        self.fallen: dict[str, str | None] = {}
+        self.grpc_endpoints: dict[str, str] = {}
 
 
 def _default_tracer_provider(build: _Build) -> Any:
@@ -208,8 +214,8 @@ def _default_tracer_provider(build: _Build) -> Any:
     # Shut down by otel_jax at exit, within a bound (see shutdown_at_exit).
     provider = TracerProvider(resource=_resource(), shutdown_on_exit=False)
     build.owned.append(provider)
-    if _wants_otlp("traces"):
-        provider.add_span_processor(BatchSpanProcessor(_exporter("traces")))
+    if _wants_otlp("traces") and (exporter := _exporter("traces", build)) is not None:
+        provider.add_span_processor(BatchSpanProcessor(exporter))
     if _wants_console("traces"):
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
@@ -270,10 +276,10 @@ def _start_prometheus(build: _Build, host: str, port: int) -> None:
 
 def _default_meter_provider(build: _Build, prometheus: tuple[str, int | None] | None) -> Any:
     readers: list[Any] = []
-    if _wants_otlp("metrics"):
+    if _wants_otlp("metrics") and (exporter := _exporter("metrics", build)) is not None:
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-        readers.append(PeriodicExportingMetricReader(_exporter("metrics")))
+        readers.append(PeriodicExportingMetricReader(exporter))
     if _wants_console("metrics"):
         from opentelemetry.sdk.metrics.export import (
             ConsoleMetricExporter,
@@ -306,8 +312,8 @@ def _default_logger_provider(build: _Build) -> Any | None:
 
     provider = LoggerProvider(resource=_resource(), shutdown_on_exit=False)
     build.owned.append(provider)
-    if _wants_otlp("logs"):
-        provider.add_log_record_processor(BatchLogRecordProcessor(_exporter("logs")))
+    if _wants_otlp("logs") and (exporter := _exporter("logs", build)) is not None:
+        provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
     if _wants_console("logs"):
         from opentelemetry.sdk._logs.export import ConsoleLogExporter
 
@@ -341,6 +347,10 @@ def resolve(tracer_provider: Any = None, meter_provider: Any = None,
         return Providers(tracer_provider or trace.get_tracer_provider(),
                          meter_provider or metrics.get_meter_provider(),
                          logger_provider if logger_provider is not None else None)
+    if build.fallen:
+        from ._protocol import fallback_line
+
+        warn_once(Topic.GRPC_MISSING, fallback_line(build.fallen, build.grpc_endpoints))
     for make_global in build.make_global:
         make_global()
     _exit_owned.extend(build.owned)
