@@ -75,3 +75,39 @@ def test_the_event_name_is_an_attribute_where_the_api_has_no_field_for_it():
     assert dict(without.attributes) == {Attr.EVENT_NAME: EVENT_COMPILE, Attr.FUNCTION: "f"}
     # The API installed here has the field, and it is what otel_jax uses.
     assert EVENT_NAME_FIELD is True
+
+
+@pytest.mark.parametrize("log_level", ["info", "debug"])
+def test_eager_op_records_are_sent_only_when_asked_for(log_level):
+    """JAX's eager op compiles (DEBUG) reach the log store only with ``log_level="debug"``,
+    as the JSON and console lines: the program's own compiles are sent either way."""
+    otel_jax.uninstall()
+    t = Telemetry()
+    exporter = InMemoryLogExporter()
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    otel_jax.install(tracer_provider=t.tracer_provider, meter_provider=t.meter_provider,
+                     logger_provider=logger_provider, log_output=None, log_level=log_level,
+                     eager_op_spans="always")
+    try:
+        @jax.jit
+        def own(x):
+            return x * 2
+
+        # eager ops (a shape no other test uses): JAX compiles them one at a time
+        x = jnp.arange(1237.0 + (log_level == "debug")) + 1.5
+        own(x)
+        assert otel_jax.flush(60)
+    finally:
+        otel_jax.uninstall()
+    compiles = [d.log_record for d in exporter.get_finished_logs()
+                if d.log_record.event_name == EVENT_COMPILE]
+    eager = [r for r in compiles if r.attributes.get(Attr.EAGER_OP) is True]
+    assert [str(r.attributes[Attr.FUNCTION]).rsplit(".", 1)[-1]
+            for r in compiles if r not in eager] == ["own"]
+    # the eager ops did compile, and are spans as ever
+    assert [s for s in t.spans() if s.attributes.get(Attr.EAGER_OP)]
+    if log_level == "debug":
+        assert eager and all(r.severity_text == "DEBUG" for r in eager)
+    else:
+        assert eager == []

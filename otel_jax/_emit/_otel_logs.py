@@ -50,13 +50,20 @@ class OtelLogEmitter:
     #: The user's code this emitter calls: its exceptions are named as theirs.
     reaches = "log record processor"
 
-    def __init__(self, logger: OtelLogger, *, event_name_field: bool = EVENT_NAME_FIELD) -> None:
+    def __init__(self, logger: OtelLogger, *, event_name_field: bool = EVENT_NAME_FIELD,
+                 eager_ops: bool = False) -> None:
         self._logger = logger
+        #: JAX's eager op-by-op compiles (DEBUG) are sent only when asked for
+        #: (``log_level="debug"``), as the JSON and console lines: else they would crowd
+        #: the program's own compiles out of a log store's default view.
+        self._eager_ops = eager_ops
         #: The event's name in the record's own field, else (an API that lacks it) in
         #: the ``event.name`` attribute. A parameter so that a test can take either path.
         self._event_name_field = event_name_field
 
     def compile(self, record: CompileRecord, link: SpanLink | None) -> None:
+        if record.eager_op and not self._eager_ops:
+            return
         context = link_context(link)
         name = record.function.qualname
         self._record(record.end, context,

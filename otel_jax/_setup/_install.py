@@ -281,7 +281,8 @@ def install(
                  for stream in EXTRA_JSON_STREAMS]
         sinks += extra
         if providers.logger_provider is not None:
-            sinks.append(OtelLogEmitter(providers.logger_provider.get_logger(scope, __version__)))
+            sinks.append(OtelLogEmitter(providers.logger_provider.get_logger(scope, __version__),
+                                        eager_ops=log_level == "debug"))
         ENGINE.storm_threshold = storm_threshold
         ENGINE.on_recompile = on_recompile
         ENGINE.configure_warmup(warmup_steps)
