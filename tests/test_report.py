@@ -197,6 +197,7 @@ def test_json_exact_numbers(log_file: Path, capsys: pytest.CaptureFixture[str]) 
         "recompiles", "recompiles_after_warmup", "persistent_cache_hits",
         "total_s", "recompile_s", "p50_s", "p95_s", "max_s", "trace_s", "lower_s",
         "backend_compile_s", "causes", "cause_paths", "hazards", "largest_program", "callsites",
+        "ops", "ops_more",
     ]
     # the keys ``otel-jax diff`` compares on: the median, and each recompile's cause kind
     # with the paths its diff changed (no values), the first example and call site kept
@@ -249,7 +250,11 @@ def test_the_eager_ops_row_names_the_lines_that_ran_them_not_causes(
     log.write_text("\n".join(lines) + "\n")
     [row] = json_report(capsys, str(log))
     assert row["function"] == "(eager ops)" and row["compiles"] == 9
-    assert row["recompiles"] == 8 and row["causes"] == [] and row["cause_paths"] == []
+    # each op compiles apart: none is a recompile; counted by op instead
+    assert row["recompiles"] == 0 and row["causes"] == [] and row["cause_paths"] == []
+    assert row["ops"] == [{"op": "broadcast_in_dim", "compiles": 8, "seconds": 4.0},
+                          {"op": "add", "compiles": 1, "seconds": 4.0}]
+    assert row["ops_more"] == 0
     assert row["callsites"] == [
         {"callsite": "/src/main.py:30", "count": 1, "seconds": 4.0},
         {"callsite": "/src/main.py:7", "count": 3, "seconds": 1.5},
@@ -299,6 +304,29 @@ def test_function_cap_merges_into_other(tmp_path: Path,
     assert other["p95_s"] == pytest.approx(5.0)
 
 
+def test_eager_ops_call_sites_are_relative_to_the_current_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # The program's own lines, as run from its folder: relative; a line elsewhere: whole.
+    job = tmp_path / "job"
+    lines = [compile_line("sin", 0.25, eager_op=True, callsite=f"{job / 'train.py'}:41"),
+             compile_line("mul", 0.5, eager_op=True, callsite=f"{job / 'data' / 'io.py'}:7"),
+             compile_line("add", 0.125, eager_op=True, callsite="/elsewhere/lib.py:3")]
+    log = tmp_path / "eager.log"
+    log.write_text("\n".join(lines) + "\n")
+    job.mkdir()
+    monkeypatch.chdir(job)
+    rc, out, _ = run_main(capsys, "report", str(log))
+    assert rc == 0
+    assert out.splitlines() == [
+        "no compiles of the program's functions",
+        "JAX's eager ops (one primitive at a time, outside jit): 3 compiles, 0.875 s",
+        "  by op: mul x1, sin x1, add x1",
+        f"  - at {os.path.join('data', 'io.py')}:7: 1 compile (0.500 s)",
+        "  - at train.py:41: 1 compile (0.250 s)",
+        "  - at /elsewhere/lib.py:3: 1 compile (0.125 s)"]
+
+
 # -- rendering ---------------------------------------------------------------
 
 
@@ -309,12 +337,16 @@ def test_table_output(log_file: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert lines[0].split() == ["FUNCTION", "LOCATION", "COMPILES", "RECOMPILES",
                                 "TOTAL_S", "P95_S", "RECOMPILE_S"]
     rows = [ln for ln in lines[1:] if not ln.startswith(" ")]
-    assert [r.split()[0] for r in rows] == ["train_step", "eval_step", "(eager"]
+    # JAX's eager ops are no row: their one summary follows the table
+    assert [r.split()[0] for r in rows[:2]] == ["train_step", "eval_step"]
+    assert lines[-3:] == ["JAX's eager ops (one primitive at a time, outside jit): 1 compile, "
+                          "10.000 s", "  by op: add x1",
+                          "  - at /src/main.py:120: 1 compile (10.000 s)"]
+    rows = rows[:2]
     assert rows[0].split() == ["train_step", "train_step.py:10", "6", "5", "7.250",
                                "2.500", "4.750"]
     assert rows[1].split() == ["eval_step", "eval_step.py:10", "1", "0", "0.250",
                                "0.250", "0.000"]
-    assert rows[2].split() == ["(eager", "ops)", "1", "0", "10.000", "10.000", "0.000"]
     # numbers are right-aligned: every row has the same length as the header
     # up to its last column
     assert len({len(r) for r in rows} | {len(lines[0])}) == 1
@@ -338,8 +370,11 @@ def test_markdown_output(log_file: Path, capsys: pytest.CaptureFixture[str]) -> 
     rc, out, _ = run_main(capsys, "report", "--format", "markdown", str(log_file))
     assert rc == 0
     lines = out.splitlines()
-    assert len(lines) == 2 + 3
-    header, separator, *body = lines
+    assert len(lines) == 2 + 2 + 5
+    header, separator, *body = lines[:4]
+    assert lines[4:] == ["", "**JAX's eager ops (one primitive at a time, outside jit): 1 "
+                         "compile, 10.000 s**", "", "- by op: add x1",
+                         "- at /src/main.py:120: 1 compile (10.000 s)"]
     n_cols = header.count("|") - 1
     assert n_cols == 9
     assert header.startswith("| Function | Location | Compiles |")
@@ -353,7 +388,6 @@ def test_markdown_output(log_file: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "**shape** ×3 (3.500 s): `batch['x']: f32[32,8] -> f32[17,8]`" in body[0]
     assert SHAPE_HINT in body[0] and "<br>" in body[0]
     assert body[1].startswith("| eval_step |")
-    assert body[2].startswith("| (eager ops) |")
 
 
 def test_markdown_escapes_pipes() -> None:

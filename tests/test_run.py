@@ -302,6 +302,55 @@ def test_the_summary_counts_jax_eager_op_compiles(tmp_path: Path) -> None:
             "in 1 process") in proc.stderr
 
 
+def eager_summary(text: str) -> list[str]:
+    """The eager ops' summary in a text: its first line and the indented lines under it."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("JAX's eager ops"))
+    out = [lines[start]]
+    for line in lines[start + 1:]:
+        if not line.startswith("  "):
+            break
+        out.append(line)
+    return out
+
+
+def test_the_exit_summary_and_the_report_give_one_summary_of_eager_ops(tmp_path: Path) -> None:
+    """JAX's eager ops are no row of the per-function table at exit (their compiles are
+    no recompiles of anything): one summary, by op, at the program's lines relative to its
+    folder, the same as ``otel-jax report`` gives on the run's log."""
+    script = write(tmp_path / "job" / "eager.py", """
+        import jax, jax.numpy as jnp
+
+        @jax.jit
+        def update(x):
+            return x * 2
+
+        update(jnp.ones(3))
+        update(jnp.ones(4))
+        x = jnp.arange(6.0).reshape(2, 3)
+        print(float((jnp.sin(x) * 2 + 1).sum()), flush=True)
+    """)
+    proc = run("--summary", "always", "--log-level", "debug", str(script), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    at_exit = eager_summary(proc.stderr)
+    assert at_exit[0].startswith("JAX's eager ops (one primitive at a time, outside jit): ")
+    assert at_exit[1].startswith("  by op: ") and " x" in at_exit[1]
+    sites = [line for line in at_exit if line.startswith("  - at ")]
+    assert sites and all(line.startswith(f"  - at {os.path.join('job', 'eager.py')}:")
+                         for line in sites), at_exit
+    table = proc.stderr.split("Per function, and why:", 1)[1].split("JAX's eager ops")[0]
+    assert "(eager ops)" not in table and "update" in table
+
+    log = tmp_path / "run.jsonl"  # the run's own JSON lines, DEBUG ones too
+    log.write_text("".join(line + "\n" for line in proc.stderr.splitlines()
+                           if line.startswith('{"')))
+    report = subprocess.run([sys.executable, "-m", "otel_jax", "report", str(log)],
+                            capture_output=True, text=True, timeout=TIMEOUT_S, cwd=tmp_path,
+                            env=env())
+    assert report.returncode == 0, report.stderr
+    assert eager_summary(report.stdout) == at_exit
+
+
 def test_opentelemetry_configuration_still_applies(tmp_path: Path) -> None:
     """A program that sets up its own provider after importing JAX gets the compile spans
     in it; OTEL_TRACES_EXPORTER=console still prints them; a sitecustomize of the

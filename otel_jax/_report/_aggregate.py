@@ -55,6 +55,10 @@ MAX_SIGNATURE_PATHS = 8
 #: how many of them a row lists (``callsites``), most seconds first.
 MAX_EAGER_CALLSITES = 256
 TOP_CALLSITES = 5
+#: The (eager ops) row's ops (JAX's primitives) counted apart, and how many it lists
+#: (``ops``), most compiles first; the rest are counted in ``ops_more``.
+MAX_EAGER_OPS = 256
+TOP_OPS = 8
 
 
 class _Cause:
@@ -143,6 +147,7 @@ class _Row:
         "function", "file", "line", "row_kind", "compiles", "recompiles",
         "after_warmup", "cache_hits", "total_s", "recompile_s", "trace_s",
         "lower_s", "backend_s", "times", "causes", "signatures", "largest", "callsites",
+        "ops",
     )
 
     def __init__(self, function: str, file: str | None, line: int | None,
@@ -169,14 +174,25 @@ class _Row:
         self.largest: dict[str, Any] | None = None
         #: the (eager ops) row's: callsite -> [compiles, [seconds]] (``callsites``)
         self.callsites = _Tally(MAX_EAGER_CALLSITES)
+        #: the (eager ops) row's: op -> [compiles, [seconds]] (``ops``)
+        self.ops = _Tally(MAX_EAGER_OPS)
 
-    def called_at(self, callsite: str | None, seconds: float | None) -> None:
-        """One eager op compiled at the user's line ``callsite``."""
-        key = callsite or ReportName.UNKNOWN_FUNCTION
-        self.callsites.add(key, [0.0])
-        entry = self.callsites.items.get(key)
-        if entry is not None and seconds is not None:
-            entry[1][0] += seconds
+    def called_at(self, callsite: str | None, seconds: float | None, op: str) -> None:
+        """One eager op, ``op``, compiled at the user's line ``callsite``."""
+        for tally, key in ((self.callsites, callsite or ReportName.UNKNOWN_FUNCTION),
+                           (self.ops, op)):
+            tally.add(key, [0.0])
+            entry = tally.items.get(key)
+            if entry is not None and seconds is not None:
+                entry[1][0] += seconds
+
+    def top_ops(self) -> tuple[list[dict[str, Any]], int]:
+        """The ops that compiled most, at most TOP_OPS (``{op, compiles, seconds}``), and
+        how many more ops compiled."""
+        ranked = sorted((-n, -s, op) for op, (n, [s]) in self.ops.items.items())
+        more = len(ranked) - TOP_OPS + (1 if self.ops.overflow else 0)
+        return ([{"op": op, "compiles": -n, "seconds": _round(-s)}
+                 for n, s, op in ranked[:TOP_OPS]], max(0, more))
 
     def top_callsites(self) -> list[dict[str, Any]]:
         """The lines whose eager ops cost the most compile seconds, at most TOP_CALLSITES."""
@@ -257,6 +273,7 @@ class _Row:
              for (kind, paths), (count, (example, callsite))
              in self.signatures.items.items()),
             key=lambda d: (-d["count"], d["cause"], d["paths"]))
+        ops, ops_more = self.top_ops()
         return {
             "function": self.function,
             "file": self.file,
@@ -281,6 +298,8 @@ class _Row:
             "hazards": None,
             "largest_program": dict(self.largest) if self.largest is not None else None,
             "callsites": self.top_callsites(),
+            "ops": ops,
+            "ops_more": ops_more,
         }
 
 
@@ -443,7 +462,10 @@ class Report:
         # not their causes (a primitive's params, compared across different ops).
         aggregate_of_ops = row.row_kind == RowKind.EAGER_OPS.value
         if aggregate_of_ops:
-            row.called_at(_text(ev.get(Field.CALLSITE), _MAX_FILE), secs)
+            row.called_at(_text(ev.get(Field.CALLSITE), _MAX_FILE), secs, function)
+            # Each op compiles apart: one op's compile after another's is no recompile
+            # of anything, and a primitive's own recompiles are not the program's.
+            rec = False
         program_total = row.program(ev)
         if secs is not None:
             row.total_s += secs
@@ -636,7 +658,8 @@ def summarize(stream: IO[bytes], **kwargs: Any) -> tuple[list[dict[str, Any]], R
     ``largest_program`` (``None`` when no line gave XLA's memory analysis) is the compile
     whose program needed the most device memory: ``count, total_bytes, argument_bytes,
     output_bytes, temp_bytes, generated_code_bytes, device_memory_limit_bytes`` (a size no
-    line gave is ``None``).  ``kwargs`` go to
+    line gave is ``None``); ``callsites``, ``ops`` and ``ops_more``: the ``(eager ops)``
+    row's lines that ran them and its compiles by op (``[]``, 0 on other rows).  ``kwargs`` go to
     :class:`Report` except ``top``, which goes to :meth:`Report.rows`.
     """
     top = kwargs.pop("top", None)

@@ -16,6 +16,7 @@ from typing import Any
 
 from .._core._terminal import printable as printable  # the report modules name it here
 from .._core._units import human_bytes
+from .._core._vocab import RowKind
 from ._aggregate import Report
 
 _COLUMNS = ("FUNCTION", "LOCATION", "COMPILES", "RECOMPILES", "TOTAL_S",
@@ -81,13 +82,26 @@ def _clip(s: str, width: int | None) -> str:
     return s[: max(0, width - 3)] + "..."
 
 
+def _eager_ops_row(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]],
+                                                              dict[str, Any] | None]:
+    """``rows`` without the ``(eager ops)`` row, and that row (None without one)."""
+    eager = next((r for r in rows if r.get("row_kind") == RowKind.EAGER_OPS.value), None)
+    return [r for r in rows if r is not eager], eager
+
+
 def render_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> str:
     """Aligned plain-text table; each recompile cause is listed under its
     function with its most frequent diff and hint.  ``width`` (terminal
     columns) shortens long function names and clips the cause/hint lines;
-    ``None`` keeps everything whole (pipes, files)."""
+    ``None`` keeps everything whole (pipes, files). JAX's eager ops are no row of it:
+    their summary (:func:`eager_ops_lines`) follows it."""
     if not rows:
         return "no jax.compile events\n"
+    rows, eager = _eager_ops_row(rows)
+    eager_text = "".join(_clip(printable(text), width) + "\n"
+                         for text in eager_ops_lines(eager))
+    if not rows:
+        return "no compiles of the program's functions\n" + eager_text
     rows = [_printable_row(r) for r in rows]
     table = [list(_COLUMNS)] + [_cells(r) for r in rows]
     if width is not None:  # keep names from pushing the numbers off-screen
@@ -125,14 +139,50 @@ def render_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> st
             out.append(_clip(printable(text), width))
             if hint:
                 out.append(_clip(printable(f"      fix: {hint}"), width))
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n" + ("\n" + eager_text if eager_text else "")
+
+
+def relative_site(callsite: str) -> str:
+    """``file:line`` with the file relative to the current folder (the program's, at its
+    exit) where it lies under it; any other path as it is."""
+    path, sep, line = callsite.rpartition(":")
+    if not sep or not line.isdigit():
+        path, line = callsite, ""
+    if not os.path.isabs(path):
+        return callsite
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive
+        return callsite
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        return callsite
+    return f"{rel}:{line}" if line else rel
 
 
 def callsite_lines(callsites: Any) -> list[str]:
     """The (eager ops) row's lines: where the program ran the ops that compiled, most
-    seconds first (``  - at train.py:41: 12 compiles (0.812 s)``)."""
-    return [f"  - at {c['callsite']}: {c['count']} compile{'' if c['count'] == 1 else 's'} "
-            f"({_fmt_s(c['seconds'])} s)" for c in callsites or ()]
+    seconds first (``  - at train.py:41: 12 compiles (0.812 s)``), each file relative to
+    the current folder."""
+    return [f"  - at {relative_site(c['callsite'])}: {c['count']} "
+            f"compile{'' if c['count'] == 1 else 's'} ({_fmt_s(c['seconds'])} s)"
+            for c in callsites or ()]
+
+
+def eager_ops_lines(row: dict[str, Any] | None) -> list[str]:
+    """The one summary of JAX's eager ops, which ``otel-jax report`` and ``otel-jax run``'s
+    summary at exit both give: their compiles and seconds, the compiles of each op (JAX
+    compiles each primitive apart: none of them is a recompile of the program), and the
+    program's lines that ran them. Raw text from the log: the caller escapes it."""
+    if not row or not row.get("compiles"):
+        return []
+    compiles = row["compiles"]
+    out = [f"JAX's eager ops (one primitive at a time, outside jit): {compiles} "
+           f"compile{'' if compiles == 1 else 's'}, {_fmt_s(row['total_s'])} s"]
+    ops = [f"{o['op']} x{o['compiles']}" for o in row.get("ops") or ()]
+    if ops:
+        more = row.get("ops_more") or 0
+        out.append("  by op: " + ", ".join(ops) + (f", and {more} more" if more else ""))
+    return out + callsite_lines(row.get("callsites"))
 
 
 def hazard_lines(hazards: dict[str, Any] | None) -> list[tuple[str, str | None]]:
@@ -183,6 +233,7 @@ def render_markdown(rows: Sequence[dict[str, Any]]) -> str:
               "p95 s", "Recompile s", "Largest program", "Recompile causes"]
     out = ["| " + " | ".join(header) + " |",
            "| " + " | ".join(["---", "---"] + ["---:"] * 5 + ["---", "---"]) + " |"]
+    rows, eager = _eager_ops_row(rows)
     for row in rows:
         causes = []
         for c in row["causes"]:
@@ -194,12 +245,15 @@ def render_markdown(rows: Sequence[dict[str, Any]]) -> str:
             if c["hint"]:
                 text += f" — {_md(c['hint'])}"
             causes.append(text)
-        causes += [_md(line.strip()) for line in callsite_lines(row.get("callsites"))]
         for line, hint in hazard_lines(row.get("hazards")):
             causes.append(_md(line.strip()) + (f" — fix: {_md(hint)}" if hint else ""))
         cells = ([_md(x) for x in _cells(row)]
                  + [_md(program_text(row.get("largest_program"))), "<br>".join(causes)])
         out.append("| " + " | ".join(cells) + " |")
+    summary = eager_ops_lines(eager)
+    if summary:
+        out += ["", f"**{_md(summary[0])}**", ""] + [
+            "- " + _md(line.strip().removeprefix("- ")) for line in summary[1:]]
     return "\n".join(out) + "\n"
 
 
