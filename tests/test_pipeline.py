@@ -586,6 +586,52 @@ def check_demo_lines_in_victorialogs(pipeline: Pipeline, demo: Demo) -> None:
                   if int(c["trace_id"], 16) == trace}
 
 
+EAGER_LOGS_SCRIPT = """
+import jax, jax.numpy as jnp, otel_jax
+otel_jax.install(log_output=None)
+
+@jax.jit
+def own_step(x):
+    return x * 2
+
+x = jnp.arange(6.0) + 1.5  # JAX's eager ops: iota, add, each compiled apart
+own_step(x)
+"""
+
+
+def test_the_logs_panel_leaves_eager_ops_out_on_all(victorialogs_binary, tmp_path):
+    """Eager-op records sent (``OTEL_JAX_LOG_LEVEL=debug``) straight to a real
+    VictoriaLogs: the dashboard's logs panel on "All" answers the program's own compile
+    only, where the same query without its eager-op filter has the eager ops too."""
+    logs = start_victorialogs(victorialogs_binary, free_port(), tmp_path)
+    try:
+        env = clean_env(
+            OTEL_SERVICE_NAME="eagerjob", OTEL_JAX_LOG_LEVEL="debug",
+            OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none",
+            OTEL_EXPORTER_OTLP_LOGS_ENDPOINT=f"{logs.base}/insert/opentelemetry/v1/logs",
+            # the collector's stream fields (deploy/otel-collector/config.yaml)
+            OTEL_EXPORTER_OTLP_LOGS_HEADERS="VL-Stream-Fields=service.name%2Cevent_name")
+        result = subprocess.run([sys.executable, "-c", EAGER_LOGS_SCRIPT], env=env,
+                                capture_output=True, text=True, timeout=180)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "OtelJaxWarning" not in result.stderr, result.stderr[-3000:]
+        dashboard = json.loads(DASHBOARD_FILE.read_text(encoding="utf-8"))
+        panel = next(p for p in all_panels(dashboard["panels"]) if p["title"] == LOGS_PANEL)
+        expr = panel["targets"][0]["expr"]
+        unfiltered = expr.replace(' -"jax.compile.eager_op":true', "")
+        assert unfiltered != expr
+        everything = wait_until(
+            lambda: logs.query(grafana_logsql(unfiltered, "eagerjob", None)),
+            lambda got: (any(ln.get("jax.compile.eager_op") == "true" for ln in got)
+                         and any(ln.get("code.function.name") == "own_step" for ln in got)),
+            60, "the eager ops' and own_step's compile lines in VictoriaLogs")
+        shown = logs.query(grafana_logsql(expr, "eagerjob", None))
+        assert [ln["code.function.name"] for ln in shown] == ["own_step"], shown
+        assert len(everything) > len(shown)
+    finally:
+        logs.server.stop()
+
+
 # ------------------------------------------------------------------------ Prometheus
 
 
