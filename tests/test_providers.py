@@ -366,9 +366,10 @@ def a_collector_address() -> str:
 def test_grpc_missing_at_the_default_grpc_port_sends_http_to_the_collectors_http_port():
     # A collector at its default ports (gRPC 4317, HTTP 4318), the endpoint at its gRPC
     # port, no gRPC exporter: every signal arrives at its HTTP port, none at the gRPC one.
+    # That HTTP port does not take logs: said as of any endpoint, naming what still flows.
     host = a_collector_address()
     grpc_port = OtlpGrpcTracesOnly(f"{host}:4317")
-    http_port = OtlpHttpEndpoint(address=(host, 4318))
+    http_port = OtlpHttpEndpoint(address=(host, 4318), statuses={PATHS["logs"]: 404})
     try:
         said = run_without_grpc(f"http://{host}:4317")
     finally:
@@ -377,7 +378,9 @@ def test_grpc_missing_at_the_default_grpc_port_sends_http_to_the_collectors_http
     assert user_spans(http_port.span_names) == spans_of_health_script()
     assert set(http_port.requests) == set(PATHS.values()), http_port.requests
     assert grpc_port.span_names == []
-    assert len(said) == 1, said
+    assert len(said) == 2, said
+    assert ("does not accept logs (HTTP 404): logs off, traces and metrics still sent"
+            in said[1]), said
     assert (f"traces, metrics, logs go by OTLP/HTTP to http://{host}:4318 instead"
             in said[0]), said
     assert "pip install opentelemetry-exporter-otlp-proto-grpc" in said[0], said

@@ -160,7 +160,9 @@ def _exporter(signal: str, build: _Build | None = None) -> Any | None:
                 build.grpc_endpoints[signal] = endpoint
             if instead is None:
                 return None
-            kwargs["endpoint"] = endpoint = instead
+            kwargs["endpoint"] = instead
+            # the breakers' endpoint: one for the signals sent there, as without a path
+            endpoint = instead.rsplit("/v1/", 1)[0]
         else:
             inner = getattr(mod, cls)(timeout=timeout)
             observed = _observe.observe_grpc(inner)
