@@ -989,6 +989,94 @@ def start_jaeger_as_shipped(binary: str, tmp_path: Path) -> JaegerAsShipped:
                            "defaults, ports moved")
 
 
+# The program as run where the gRPC exporter is not installed (an import of it fails).
+NO_GRPC_SCRIPT = """
+import sys
+for name in ("opentelemetry.exporter.otlp.proto.grpc",
+             "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
+             "opentelemetry.exporter.otlp.proto.grpc.metric_exporter",
+             "opentelemetry.exporter.otlp.proto.grpc._log_exporter"):
+    sys.modules[name] = None
+import jax, jax.numpy as jnp, otel_jax
+otel_jax.install(log_output=None)
+
+@jax.jit
+def step(x):
+    return x * 2
+
+step(jnp.ones(3))
+step(jnp.ones(4))
+"""
+
+
+def _listening(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex((host, port)) == 0
+
+
+def test_grpc_missing_reaches_jaeger_at_its_http_port_beside_its_grpc_port(
+        jaeger_binary, tmp_path):
+    """Jaeger v2 with its OTLP receivers at their default ports (4317 gRPC, 4318 HTTP, on
+    a loopback address of its own), the endpoint at its gRPC port, no gRPC exporter: the
+    compile spans are stored (sent OTLP/HTTP to 4318), and what was said is the fallback
+    line and Jaeger's own refusal of metrics and logs, nothing dropped."""
+    import random
+
+    host = None
+    for _ in range(20):
+        candidate = f"127.{random.randint(1, 254)}.{random.randint(0, 255)}.{random.randint(1, 254)}"
+        try:
+            for port in (4317, 4318):
+                with socket.socket() as s:
+                    s.bind((candidate, port))
+        except OSError:
+            continue
+        host = candidate
+        break
+    if host is None:
+        pytest.skip("no loopback address with ports 4317 and 4318 free")
+    ports = {key: free_port() for key in JAEGER_DEFAULT_ENDPOINTS}
+    args = [f"--set={key}=127.0.0.1:{port}" for key, port in ports.items()
+            if not key.startswith("receivers::otlp::")]
+    args += [f"--set=receivers::otlp::protocols::grpc::endpoint={host}:4317",
+             f"--set=receivers::otlp::protocols::http::endpoint={host}:4318",
+             "--set=service::telemetry::metrics::level=none"]
+    server = Server([jaeger_binary, *args], tmp_path / "jaeger-fallback.log")
+    query = f"http://127.0.0.1:{ports['extensions::jaeger_query::http::endpoint']}"
+    try:
+        wait_until(lambda: (server.check_running(), _listening(host, 4317)
+                            and _listening(host, 4318)
+                            and port_open(ports["extensions::jaeger_query::http::endpoint"]))[1],
+                   bool, 90, "Jaeger at its default OTLP ports to listen")
+        env = clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://{host}:4317",
+                        OTEL_EXPORTER_OTLP_PROTOCOL="grpc", OTEL_SERVICE_NAME="fallback",
+                        OTEL_BSP_SCHEDULE_DELAY="100")
+        result = subprocess.run([sys.executable, "-c", NO_GRPC_SCRIPT], env=env,
+                                capture_output=True, text=True, timeout=180)
+        assert result.returncode == 0, result.stderr[-3000:]
+        said = [ln for ln in result.stderr.splitlines() if "OtelJaxWarning" in ln]
+        assert len(said) == 3, said
+        assert f"go by OTLP/HTTP to http://{host}:4318 instead" in said[0], said
+        assert "pip install opentelemetry-exporter-otlp-proto-grpc" in said[0], said
+        for signal in ("logs", "metrics"):
+            assert any(f"does not accept {signal} (HTTP 404)" in w for w in said), said
+        assert not any("dropped" in w or "unreachable" in w for w in said), said
+
+        def compile_spans():
+            now_us = int(time.time() * 1e6)
+            body = get_json(f"{query}/api/traces?" + urllib.parse.urlencode({
+                "service": "fallback", "limit": 20, "lookback": "1h",
+                "start": now_us - 3600 * 10**6, "end": now_us}))
+            return [s for t in body["data"] or [] for s in t["spans"]
+                    if s["operationName"] == "jax.compile step"]
+
+        wait_until(compile_spans, lambda spans: len(spans) == 2, 60,
+                   "the 2 compile spans of step in Jaeger")
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def jaeger_as_shipped(jaeger_binary, tmp_path):
     jaeger = start_jaeger_as_shipped(jaeger_binary, tmp_path)
