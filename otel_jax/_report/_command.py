@@ -58,8 +58,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="only this function (repeatable); '(eager ops)' selects "
                           "eager-op compiles")
     rep.add_argument("--include-eager", action="store_true",
-                     help="list eager-op compiles per op instead of one "
-                          "'(eager ops)' row")
+                     help="list eager-op compiles as rows per op instead of one "
+                          "summary of them (the '(eager ops)' row in JSON)")
     rep.add_argument("--max-functions", type=_positive_int, default=DEFAULT_MAX_FUNCTIONS,
                      metavar="N",
                      help="distinct rows kept before merging the rest into '(other)' "
