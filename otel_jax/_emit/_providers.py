@@ -155,8 +155,8 @@ def _exporter(signal: str) -> Any:
         except ImportError:
             if once(Topic.GRPC_MISSING):  # once, not once per signal
                 emit("otel_jax: OTEL_EXPORTER_OTLP_PROTOCOL=grpc but the gRPC exporter "
-                             "is not installed (pip install opentelemetry-exporter-otlp-proto-grpc); using "
-                             "http/protobuf")
+                             "is not installed (pip install "
+                             "opentelemetry-exporter-otlp-proto-grpc); using http/protobuf")
         else:
             inner = getattr(mod, cls)(timeout=timeout)
             observed = _observe.observe_grpc(inner)
