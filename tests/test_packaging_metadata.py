@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -94,3 +95,44 @@ def test_mypy_reads_the_types_of_an_installed_otel_jax(how: str, wheel: Path, tm
                           cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert _SEEN in proc.stdout, proc.stdout + proc.stderr
     assert "import-not-found" not in proc.stdout and "py.typed" not in proc.stdout
+
+
+# --- the source distribution -------------------------------------------------------------------
+
+def _tracked() -> list[str]:
+    # (and the new files git does not ignore, as they will be once committed)
+    proc = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others",
+                           "--exclude-standard"], capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        pytest.skip("not a git checkout (an unpacked source distribution)")
+    return [n for n in proc.stdout.split("\0") if n and (ROOT / n).is_file()]
+
+
+@pytest.mark.slow
+def test_the_sdist_holds_what_builds_tests_and_documents_otel_jax(tmp_path: Path):
+    # A source distribution is a checkout without git: the docs the README links to, the
+    # examples it runs, the deploy stack, and the suite with its conftest.py and the scripts
+    # and benchmarks it drives (MANIFEST.in).
+    tracked = _tracked()
+    src = tmp_path / "src"
+    for name in tracked:
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, src / name)
+    backend = tmp_path / "backend"  # the build-system's requirements, as pip would use them
+    _pip("install", "--target", str(backend), "setuptools>=77", "wheel")
+    built = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+         "from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[2]))",
+         str(backend), str(tmp_path / "dist")], cwd=src, capture_output=True, text=True,
+        timeout=600, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert built.returncode == 0, built.stderr[-3000:]
+    archive = tmp_path / "dist" / built.stdout.split()[-1]
+    with tarfile.open(archive) as tar:
+        names = {m.name.split("/", 1)[1] for m in tar.getmembers()
+                 if m.isfile() and "/" in m.name}
+    missing = sorted(set(tracked) - names)
+    assert not missing, f"not in the sdist: {missing}"
+    for name in ("tests/conftest.py", "docs/tour.md", "examples/train.py",
+                 "deploy/docker-compose.yml", "Makefile"):
+        assert name in names
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
