@@ -73,6 +73,9 @@ def test_the_wheel_carries_the_licence_and_says_what_it_is(wheel: Path):
     for classifier in ("Typing :: Typed", "Framework :: Pytest", "Development Status :: "):
         assert f"Classifier: {classifier}" in meta
     assert "Project-URL" not in meta  # none until there is a public one
+    # the extras a user may want; the suite's own tools are a dependency group, not published
+    extras = set(re.findall(r"^Provides-Extra: (.+)$", meta, re.M))
+    assert extras == {"grpc", "report"}, extras
 
 
 @pytest.mark.slow
