@@ -131,8 +131,12 @@ def test_the_sdist_holds_what_builds_tests_and_documents_otel_jax(tmp_path: Path
     assert built.returncode == 0, built.stderr[-3000:]
     archive = tmp_path / "dist" / built.stdout.split()[-1]
     with tarfile.open(archive) as tar:
-        names = {m.name.split("/", 1)[1] for m in tar.getmembers()
-                 if m.isfile() and "/" in m.name}
+        members = {m.name.split("/", 1)[1]: m for m in tar.getmembers()
+                   if m.isfile() and "/" in m.name}
+    names = set(members)
+    # `make test` runs the scripts as commands: they stay executable
+    for name in ("scripts/ensure-tools", "scripts/suites", "scripts/find-python", ".ci/run"):
+        assert members[name].mode & 0o111, name
     missing = sorted(set(tracked) - names)
     assert not missing, f"not in the sdist: {missing}"
     for name in ("tests/conftest.py", "docs/tour.md", "examples/train.py",
