@@ -302,9 +302,9 @@ def fresh_clone(into: Path) -> Path:
     return into
 
 
-def installed_commands(into: Path, clone: Path) -> Path:
+def installed_commands(into: Path) -> Path:
     """``python`` and ``otel-jax`` as the README's install section leaves them: this
-    interpreter, with otel_jax from ``clone``."""
+    interpreter (its otel_jax: the one ``PYTHONPATH`` names first)."""
     into.mkdir()
     for name, run in (("python", ""), ("python3", ""), ("otel-jax", " -m otel_jax")):
         shim = into / name
@@ -322,7 +322,7 @@ def test_each_page_runs_as_written(page: Path, tmp_path: Path) -> None:
     before it) made. ``make TARGET`` is checked, not run (``make test`` runs this)."""
     script = page_script(page)
     clone = fresh_clone(tmp_path / "otel_jax")
-    bin_ = installed_commands(tmp_path / "bin", clone)
+    bin_ = installed_commands(tmp_path / "bin")
     make = ("make() { for t in \"$@\"; do grep -q \"^$t:\" Makefile || "
             "{ echo \"make: no target $t\" >&2; return 2; }; done; }\n")
     env = program_env(PATH=f"{bin_}{os.pathsep}{os.environ['PATH']}")
