@@ -43,13 +43,13 @@ $(DEMO_VENV)/.installed: pyproject.toml
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PIP_QUIET) $(PY) -m pip install -q -e '.[test]'
+	$(PIP_QUIET) $(PY) -m pip install -q -e . --group test
 	touch $@
 
 $(OLDEST_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(OLDEST_VENV)
 	$(OLDEST_VENV)/bin/python -m pip install -q --upgrade pip
-	$(PIP_QUIET) $(OLDEST_VENV)/bin/python -m pip install -q -e '.[test]' 'jax==$(JAX_OLDEST)' 'jaxlib==$(JAX_OLDEST)'
+	$(PIP_QUIET) $(OLDEST_VENV)/bin/python -m pip install -q -e . --group test 'jax==$(JAX_OLDEST)' 'jaxlib==$(JAX_OLDEST)'
 	touch $@
 
 # Built by `make test` only where scripts/find-python finds a Python >= LATEST_PYTHON_MIN.
@@ -58,7 +58,7 @@ $(LATEST_VENV)/.installed: pyproject.toml
 		echo "no Python >= $(LATEST_PYTHON_MIN) on this machine (PATH, pyenv)"; exit 1; }; \
 	echo "$$py -m venv $(LATEST_VENV)"; "$$py" -m venv $(LATEST_VENV)
 	$(LATEST_VENV)/bin/python -m pip install -q --upgrade pip
-	$(PIP_QUIET) $(LATEST_VENV)/bin/python -m pip install -q --upgrade -e '.[test]'
+	$(PIP_QUIET) $(LATEST_VENV)/bin/python -m pip install -q --upgrade -e . --group test
 	touch $@
 
 # Built by `make test` only where scripts/find-python finds a Python 3.12.
@@ -66,7 +66,7 @@ $(PY312_VENV)/.installed: pyproject.toml
 	@py="$(PY312_PYTHON)"; [ -n "$$py" ] || { echo "no Python 3.12 on this machine (PATH, pyenv)"; exit 1; }; \
 	echo "$$py -m venv $(PY312_VENV)"; "$$py" -m venv $(PY312_VENV)
 	$(PY312_VENV)/bin/python -m pip install -q --upgrade pip
-	$(PIP_QUIET) $(PY312_VENV)/bin/python -m pip install -q -e '.[test]'
+	$(PIP_QUIET) $(PY312_VENV)/bin/python -m pip install -q -e . --group test
 	touch $@
 
 # The differential corpus check (benchmarks/corpus.py) runs peer libraries' own test suites,

@@ -8,11 +8,11 @@ The loop runs into three recompiles that real training code hits every day:
 * from epoch 2 the config dict gains a key (a new pytree structure).
 
 It also re-creates a ``jax.jit(lambda ...)`` for evaluation every epoch (a new
-function object each time). With nothing else running, each compile prints one
-JSON line on stderr naming its cause; with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set,
-the same facts go to the collector as spans, metrics and logs.
+function object each time). Each compile logs its cause on stderr: a short line on a
+terminal, a JSON line in a pipe or file (a hazard: a warning too). With
+``OTEL_EXPORTER_OTLP_ENDPOINT`` set, the collector gets spans, metrics and logs.
 
-    python examples/train.py                  # JSON lines on stderr, summary on stdout
+    python examples/train.py                  # log lines on stderr, summary on stdout
     python examples/train.py --epochs 5 --linger 30   # keep the metrics endpoint up
 """
 

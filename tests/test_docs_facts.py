@@ -72,13 +72,16 @@ def test_the_readme_is_a_short_front_page_in_the_usual_order():
 
 
 def test_no_page_installs_otel_jax_from_an_index_it_is_not_on():
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    # the pages, the deploy stack's and what otel_jax itself says (a warning, the report)
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+             ROOT / "deploy" / "README.md", *sorted((ROOT / "otel_jax").rglob("*.py")),
+             *sorted((ROOT / "examples").rglob("*.py"))]
     claims = re.compile(r"pip install[^`\n]*\botel_jax\b(?!-)")
     for page in pages:
         for line in page.read_text().splitlines():
             if "Once it is published" in line:
                 continue
-            assert not claims.search(line), (page.name, line)
+            assert not claims.search(line), (str(page.relative_to(ROOT)), line)
     assert "not published on a package index yet" in (ROOT / "README.md").read_text()
 
 

@@ -56,7 +56,9 @@ def test_one_line_per_tool_with_its_time_and_go_output_in_logs(fake_go):
     run, tools = fake_go
     out = run()
     assert out.returncode == 0, out.stderr
-    lines = out.stderr.splitlines()
+    where, *lines = out.stderr.splitlines()
+    assert where.startswith(f"ensure-tools: the test servers go to {tools} (built once per "
+                            "machine: about 50 minutes"), where
     assert len(lines) == 4, out.stderr
     for line, tool in zip(lines, ("jaeger", "prometheus", "promtool", "victoria-logs")):
         assert re.fullmatch(rf"ensure-tools: building {tool} v[\d.]+ \(once per machine\) "

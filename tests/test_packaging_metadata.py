@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -72,6 +73,9 @@ def test_the_wheel_carries_the_licence_and_says_what_it_is(wheel: Path):
     for classifier in ("Typing :: Typed", "Framework :: Pytest", "Development Status :: "):
         assert f"Classifier: {classifier}" in meta
     assert "Project-URL" not in meta  # none until there is a public one
+    # the extras a user may want; the suite's own tools are a dependency group, not published
+    extras = set(re.findall(r"^Provides-Extra: (.+)$", meta, re.M))
+    assert extras == {"grpc", "report"}, extras
 
 
 @pytest.mark.slow
@@ -94,3 +98,48 @@ def test_mypy_reads_the_types_of_an_installed_otel_jax(how: str, wheel: Path, tm
                           cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert _SEEN in proc.stdout, proc.stdout + proc.stderr
     assert "import-not-found" not in proc.stdout and "py.typed" not in proc.stdout
+
+
+# --- the source distribution -------------------------------------------------------------------
+
+def _tracked() -> list[str]:
+    # (and the new files git does not ignore, as they will be once committed)
+    proc = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others",
+                           "--exclude-standard"], capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        pytest.skip("not a git checkout (an unpacked source distribution)")
+    return [n for n in proc.stdout.split("\0") if n and (ROOT / n).is_file()]
+
+
+@pytest.mark.slow
+def test_the_sdist_holds_what_builds_tests_and_documents_otel_jax(tmp_path: Path):
+    # A source distribution is a checkout without git: the docs the README links to, the
+    # examples it runs, the deploy stack, and the suite with its conftest.py and the scripts
+    # and benchmarks it drives (MANIFEST.in).
+    tracked = _tracked()
+    src = tmp_path / "src"
+    for name in tracked:
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, src / name)
+    backend = tmp_path / "backend"  # the build-system's requirements, as pip would use them
+    _pip("install", "--target", str(backend), "setuptools>=77", "wheel")
+    built = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+         "from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[2]))",
+         str(backend), str(tmp_path / "dist")], cwd=src, capture_output=True, text=True,
+        timeout=600, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert built.returncode == 0, built.stderr[-3000:]
+    archive = tmp_path / "dist" / built.stdout.split()[-1]
+    with tarfile.open(archive) as tar:
+        members = {m.name.split("/", 1)[1]: m for m in tar.getmembers()
+                   if m.isfile() and "/" in m.name}
+    names = set(members)
+    # `make test` runs the scripts as commands: they stay executable
+    for name in ("scripts/ensure-tools", "scripts/suites", "scripts/find-python", ".ci/run"):
+        assert members[name].mode & 0o111, name
+    missing = sorted(set(tracked) - names)
+    assert not missing, f"not in the sdist: {missing}"
+    for name in ("tests/conftest.py", "docs/tour.md", "examples/train.py",
+                 "deploy/docker-compose.yml", "Makefile"):
+        assert name in names
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]

@@ -461,6 +461,58 @@ def test_a_python_that_cannot_import_otel_jax_is_said_in_one_line(tmp_path: Path
                     f"install otel_jax for {bare}")
 
 
+def test_a_python_without_otel_jax_is_said_wherever_the_command_is_started(
+        tmp_path: Path) -> None:
+    # Started inside a checkout, whose otel_jax folder `python -c` would find (the current
+    # folder goes first there) but the program does not: the program's own sys.path decides.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")],
+                   check=True, timeout=TIMEOUT_S)
+    bare = str(tmp_path / "bare" / "bin" / "python")
+    elsewhere = write(tmp_path / "elsewhere" / "plain.py", "print('ran')\n")
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (clone / "otel_jax").symlink_to(ROOT / "otel_jax")
+    inside = write(clone / "prog.py", "print('ran')\n")
+    launcher = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
+                "from otel_jax._cli import main; sys.exit(main())")
+    environ = env()
+    environ.pop("PYTHONPATH")
+    said = []
+    for script in (elsewhere, inside):
+        proc = subprocess.run([sys.executable, "-c", launcher, str(ROOT), "run", bare,
+                               str(script)], capture_output=True, text=True,
+                              timeout=TIMEOUT_S, cwd=clone, env=environ)
+        assert proc.returncode == 0 and proc.stdout == "ran\n", proc.stderr
+        said.append(proc.stderr)
+    # the script elsewhere: no otel_jax where it looks, though the current folder has one
+    assert said[0].startswith(f"otel-jax run: {bare} cannot import otel_jax, so nothing"), said
+    # the script beside the checkout's otel_jax finds it, but not what it imports
+    assert said[1].startswith(f"otel-jax run: {bare} cannot import otel_jax (it has no jax, "
+                              "jaxlib, numpy, opentelemetry.sdk, structlog), so nothing is "
+                              "recorded;"), said
+
+
+def test_help_says_what_each_option_accepts_and_ends_with_what_applies_besides() -> None:
+    import dataclasses
+
+    from otel_jax._run import _launch
+    from otel_jax._setup._options import InstallOptions
+
+    with_variable = {f.name for f in dataclasses.fields(InstallOptions) if f.metadata["env"]}
+    assert set(_launch._accepts()) == with_variable  # a new option gets its line
+    proc = subprocess.run([sys.executable, "-m", "otel_jax", "run", "--help"],
+                          capture_output=True, text=True, timeout=TIMEOUT_S, env=env())
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())  # argparse wraps the lines to the terminal
+    for flag, variable, *_ in _launch._option_flags():
+        entry = text[text.index(f" {flag} "):]
+        entry = entry[:entry.index(f"[{variable}]")]
+        assert len(entry.split()) > 4, entry  # more than the flag and its metavar
+    assert "auto|json|console" in text and "stderr|structlog|none" in text
+    assert text.index("--hazards") < text.index("above sets the variable")
+    assert "below" not in text and "docs/telemetry.md" not in text
+
+
 def test_the_version() -> None:
     from otel_jax import __version__
 

@@ -169,7 +169,7 @@ def _summary(add: Any, report: HtmlReport) -> None:
 
 def _charts_missing() -> str:
     return ('<p class="note" id="charts-missing">Charts need matplotlib: '
-            "<code>pip install 'otel_jax[report]'</code>. Every table below is complete "
+            "<code>pip install matplotlib</code>. Every table below is complete "
             "without it.</p>")
 
 

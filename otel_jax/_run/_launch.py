@@ -35,6 +35,47 @@ _USED_WHERE_READ = {
 }
 
 
+def _accepts() -> dict[str, str]:
+    """What each option's flag accepts, as ``--help`` says it (the choices are the ones its
+    check holds; tests/test_run.py checks that every flag has its line)."""
+    from .._emit._console import LOG_FORMATS
+    from .._emit._logs import LOG_OUTPUTS
+    from .._emit._spans import EAGER_OP_SPANS
+    from .._fleet._ranks import DEFAULT_TIMEOUT_S, ON_DIVERGENCE
+    from .._pipeline._policy import ON_RECOMPILE, STORM_THRESHOLD
+
+    def one_of(choices: Sequence[str], default: str) -> str:
+        return f"{'|'.join(choices)} (default {default})"
+
+    return {
+        "log_output": f"where the JSON lines go: {'|'.join(LOG_OUTPUTS)}|none "
+                      "(default stderr)",
+        "log_format": "how they read: " + one_of(LOG_FORMATS, "auto: console lines on a "
+                                                              "terminal, JSON elsewhere"),
+        "log_level": one_of(("debug", "info", "warning"), "info; debug adds eager op "
+                                                          "compiles"),
+        "prometheus_port": "serve a Prometheus scrape endpoint on PORT (0: a free one)",
+        "storm_threshold": f"recompiles of one function before the storm warning, an "
+                           f"int >= 1 (default {STORM_THRESHOLD})",
+        "warmup_steps": "otel_jax.step() calls before warm-up ends, an int >= 0 "
+                        "(default none)",
+        "on_recompile": "a recompile after warm-up: " + one_of(ON_RECOMPILE, "log"),
+        "scrub": "off (no scrubbing) or hidden (no static values); default the default "
+                 "rules",
+        "on_divergence": "ranks that compiled different programs: "
+                         + one_of(ON_DIVERGENCE, "log"),
+        "divergence_timeout_s": f"seconds other ranks may take to compile the same, > 0 "
+                                f"and <= 3600 (default {DEFAULT_TIMEOUT_S:g})",
+        "rank_local": "functions compiled by some ranks only, comma-separated fnmatch "
+                      "patterns (evaluate,*.log_images)",
+        "ledger_path": "the persistent cache's compile ledger: a file, or off (default "
+                       "beside the cache)",
+        "eager_op_spans": "spans of eager op compiles: " + one_of(EAGER_OP_SPANS, "nested"),
+        "emit_in_background": "1|0: make telemetry off the compiling thread (default 1)",
+        "hazards": "1|0: name the recompiles a compile shows are coming (default 1)",
+    }
+
+
 def _option_flags() -> list[tuple[str, str, str, Any]]:
     """(flag, variable, metavar, parse-and-check or None) for each option with a variable."""
     from .._setup._options import PROMETHEUS_PORT_ENV, InstallOptions
@@ -73,17 +114,23 @@ def _parser(flags: list[tuple[str, str, str, Any]]) -> argparse.ArgumentParser:
             "exit status) and in every Python process it starts with the same environment. "
             "At exit the per-function summary of `otel-jax report` goes to stderr when "
             "something recompiled."),
-        epilog=("Each option of install() below sets its OTEL_JAX_* variable (see "
-                "docs/telemetry.md); variables already set apply as well. OpenTelemetry's "
-                "own OTEL_* configuration applies as without the command."))
+        epilog=("Each install() option above sets the variable in its brackets, which "
+                "install() reads (docs/configuration.md in otel_jax's repository); "
+                "variables already set apply as well. OpenTelemetry's own OTEL_* "
+                "configuration applies as without the command."))
     parser.add_argument("--summary", choices=SUMMARY_MODES, default="auto",
                         help="the summary at exit: auto (default: only when something "
                              "recompiled), always, never")
     parser.add_argument("--html", metavar="PATH",
                         help="also write the HTML report of the run to PATH at exit")
     group = parser.add_argument_group("install() options")
+    accepts = _accepts()
+    names = {f"--{name.replace('_', '-')}": name for name in accepts} | {
+        "--ledger": "ledger_path"}
     for flag, env, metavar, _ in flags:
-        group.add_argument(flag, metavar=metavar, dest=env, help=f"sets {env}")
+        what = accepts.get(names.get(flag, ""), "")
+        group.add_argument(flag, metavar=metavar, dest=env,
+                           help=f"{what} [{env}]" if what else f"[{env}]")
     return parser
 
 
@@ -171,27 +218,67 @@ def program_name(argv: Sequence[str]) -> str | None:
     return None
 
 
-#: Exits 3 where the Python it runs in cannot find otel_jax (finding it imports nothing).
-_FINDS_OTEL_JAX = ("import importlib.util, sys; "
-                   "sys.exit(0 if importlib.util.find_spec('otel_jax') else 3)")
+#: What the program's Python must find for the bootstrap to install otel_jax there: the
+#: package and the modules it imports at once (found, not imported: a short, light check).
+_NEEDED = ("otel_jax", "jax", "jaxlib", "numpy", "opentelemetry.sdk", "structlog")
+#: Prints what it cannot find of its arguments (after the first, the folder that goes first
+#: on the program's sys.path, or "" for none) and exits 3 if anything, in place of the
+#: folder ``-c`` puts there (where this check was started, not where the program looks).
+_FINDS = ("import importlib.util, sys\n"
+          "if sys.path and sys.path[0] == '': del sys.path[0]\n"
+          "if sys.argv[1]: sys.path.insert(0, sys.argv[1])\n"
+          "def found(name):\n"
+          "    try: return importlib.util.find_spec(name) is not None\n"
+          "    except Exception: return False\n"
+          "missing = [n for n in sys.argv[2:] if not found(n)]\n"
+          "print(' '.join(missing)); sys.exit(3 if missing else 0)")
 
 
-def _lacks_otel_jax(executable: str, argv: Sequence[str], env: dict[str, str]) -> bool:
-    """Whether the ``python`` the command line names (another than this one) cannot
-    import otel_jax: then the bootstrap could install nothing there. Asked in a short
-    process, boundedly; where it cannot be told, the program runs as asked."""
+def _first_path(argv: Sequence[str]) -> str:
+    """The folder Python puts first on the program's ``sys.path``: the script's own, or the
+    current one for ``-m``, ``-c`` and ``-`` ("" where ``-P`` or PYTHONSAFEPATH puts none)."""
+    safe = bool(os.environ.get("PYTHONSAFEPATH"))
+    words = iter(argv[1:])
+    for word in words:
+        if word.startswith("--") and word != "--":
+            if word in _WITH_VALUE:
+                next(words, None)
+            continue
+        if word.startswith("-") and word not in ("-", "--"):
+            for i, letter in enumerate(word[1:]):
+                if letter in "cm":
+                    return "" if safe else os.getcwd()
+                safe = safe or letter == "P"
+                if letter in "WX":  # its value is the rest of the word, or the next one
+                    if i == len(word) - 2:
+                        next(words, None)
+                    break
+            continue
+        if word == "--":
+            word = next(words, "-")
+        if safe:
+            return ""
+        return os.getcwd() if word == "-" else os.path.dirname(os.path.realpath(word))
+    return "" if safe else os.getcwd()
+
+
+def _lacks_otel_jax(executable: str, argv: Sequence[str], env: dict[str, str]) -> list[str]:
+    """What the ``python`` the command line names (another than this one) cannot find of
+    otel_jax and what it imports: then the bootstrap could install nothing there. Asked in
+    a short process, boundedly, with the ``sys.path`` the program will have (wherever the
+    command is started); where it cannot be told, the program runs as asked (``[]``)."""
     if not argv or not _PYTHON.match(os.path.basename(argv[0])) \
             or os.path.abspath(executable) == os.path.abspath(sys.executable):
-        return False
+        return []
     import subprocess
 
     try:
-        proc = subprocess.run([executable, "-c", _FINDS_OTEL_JAX], env=env,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return proc.returncode == 3
+        proc = subprocess.run([executable, "-c", _FINDS, _first_path(argv), *_NEEDED],
+                              env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, timeout=30, text=True)
+    except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
+        return []
+    return proc.stdout.split() if proc.returncode == 3 else []
 
 #: The run folders' names: ``otel_jax-run-<pid of the program>-<random>``.
 RUN_PREFIX = "otel_jax-run-"
@@ -275,11 +362,12 @@ def main(argv: Sequence[str]) -> int:
         print(f"otel-jax run: python {refused} ignores PYTHONPATH or sitecustomize: otel_jax "
               "cannot be installed in the program; it runs without it", file=sys.stderr)
         env = dict(os.environ)
-    elif _lacks_otel_jax(executable, program_args, dict(os.environ)):
+    elif missing := _lacks_otel_jax(executable, program_args, dict(os.environ)):
         instead = shlex.join(["otel-jax", "run", *program[1:]])
-        print(f"otel-jax run: {program[0]} cannot import otel_jax, so nothing is recorded; "
-              f"run `{instead}` (this Python, {sys.executable}), or install otel_jax for "
-              f"{program[0]}", file=sys.stderr)
+        lacks = "" if "otel_jax" in missing else f" (it has no {', '.join(missing)})"
+        print(f"otel-jax run: {program[0]} cannot import otel_jax{lacks}, so nothing is "
+              f"recorded; run `{instead}` (this Python, {sys.executable}), or install "
+              f"otel_jax for {program[0]}", file=sys.stderr)
         env = dict(os.environ)
     else:
         env["PYTHONPATH"] = os.pathsep.join(
