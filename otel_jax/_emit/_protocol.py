@@ -20,8 +20,8 @@ GRPC_PORT = 4317
 HTTP_PORT = 4318
 #: What installs the gRPC exporter today: the package on PyPI, or otel_jax's own extra
 #: from a checkout of its source (otel_jax is not on PyPI).
-GRPC_INSTALL = ("pip install opentelemetry-exporter-otlp-proto-grpc, or pip install "
-                "'.[grpc]' in an otel_jax checkout")
+GRPC_INSTALL = ("pip install opentelemetry-exporter-otlp-proto-grpc, or the grpc extra "
+                "from a source checkout: pip install '.[grpc]'")
 
 #: A signal's OTLP/HTTP endpoint where gRPC was asked for without its exporter; None:
 #: not exported.

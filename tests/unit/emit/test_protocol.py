@@ -49,8 +49,8 @@ def test_the_line_says_where_each_signal_goes_and_what_installs_grpc(monkeypatch
         {"traces": "http://c:4317", "metrics": "http://m:9000"})
     assert line.startswith("otel_jax: OTEL_EXPORTER_OTLP_PROTOCOL=grpc, but the OTLP/gRPC "
                            "exporter is not installed (pip install "
-                           "opentelemetry-exporter-otlp-proto-grpc, or pip install '.[grpc]' "
-                           "in an otel_jax checkout)")
+                           "opentelemetry-exporter-otlp-proto-grpc, or the grpc extra "
+                           "from a source checkout: pip install '.[grpc]')")
     assert "traces go by OTLP/HTTP to http://c:4318 instead" in line
     assert "metrics are not exported at all: http://m:9000 is not at the default" in line
     assert "otel_jax[grpc]" not in line
