@@ -492,6 +492,11 @@ def _flush_in_child() -> None:
     _logs.flush_all(_logs.EXIT_FLUSH_S)
 
 
+#: Just before ``os.exec*`` replaces the process (``otel-jax run`` watches for it, see
+#: ``_run._exec``): what it holds written and exported, boundedly, as at a child's exit.
+flush_before_exec = _flush_in_child
+
+
 def _flush_after_task(exports: bool) -> bool:
     """A ``multiprocessing.Pool`` worker's task compiled: its lines are written and, with
     ``exports``, its spans, points and records exported, before the parent has the result
