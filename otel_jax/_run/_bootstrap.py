@@ -172,7 +172,7 @@ def _before_exec(boot_dir: str, folder: str, path: str, argv: Any, env: Any) -> 
     if hooks.runs_bootstrap(path, argv, env, folder, boot_dir, _run_env().DIR):
         hooks.hand_over(folder, TOP_FILE)
     else:
-        _at_exit(os.getpid(), folder)
+        _at_exit(os.getpid(), folder, keep=hooks.keeps_run(env, folder, _run_env().DIR))
 
 
 def _say(text: str) -> None:
@@ -332,8 +332,9 @@ def _providers() -> dict[str, Any]:
     return out
 
 
-def _at_exit(pid: int, folder: str) -> None:
-    """The program's own process: the summary of the run, then the folder is removed."""
+def _at_exit(pid: int, folder: str, keep: bool = False) -> None:
+    """The program's own process: the summary of the run, then the folder is removed
+    (``keep``: emptied and unclaimed instead, before an exec, see ``_run._exec``)."""
     if os.getpid() != pid or not os.path.isdir(folder):
         return  # a forked child (the summary is its parent's), or said before an exec
     try:
@@ -354,4 +355,7 @@ def _at_exit(pid: int, folder: str) -> None:
     except BaseException as exc:  # exit must never fail because of otel_jax
         _say(f"otel-jax run: no summary ({type(exc).__name__}: {exc})\n")
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if keep:
+            _exec_hooks().clear_said(folder)
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
