@@ -46,7 +46,7 @@ for i in range(50, n):
 dropped = None
 if mode == "otel_jax":
     from otel_jax._pipeline import _engine
-    dropped = _engine.engine().history.dropped_functions
+    dropped = _engine.ENGINE.history.dropped_functions
 print("RESULT " + json.dumps({"marks": marks, "dropped": dropped}))
 """
 
