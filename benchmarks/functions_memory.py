@@ -4,9 +4,10 @@ A program that jits many distinct functions (a sweep, a notebook kept open for d
 generated code) must not grow without bound because otel_jax keeps something per function:
 past ``max_functions`` (``OTEL_JAX_MAX_FUNCTIONS``) the least recently compiled functions'
 detail is dropped. Each mode runs in its own process: it jits ``--functions`` distinct
-functions (one line of source each, so each is its own function to JAX and to otel_jax) on
-the CPU and prints its resident memory per function, for each slice of the run; with
-otel_jax the slices past the cap should cost what plain JAX costs.
+functions (one line of source each, so each is its own function to JAX and to otel_jax;
+each let go once it ran, as a sweep or generated code does) on the CPU and prints its
+resident memory per function, for each slice of the run; with otel_jax the slices past
+the cap should cost what plain JAX costs.
 
     PYTHONPATH=$PWD python benchmarks/functions_memory.py [--functions 20000] [--cap 4096]
 """
@@ -26,21 +27,25 @@ import jax, jax.numpy as jnp
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-source = "\n".join(f"def f{i}(x):\n    return x * {i} + 1" for i in range(n))
-space = {}
-exec(compile(source, "generated_functions.py", "exec"), space)
+def compile_one(i):
+    # A function made, jitted, called and let go, as a sweep or generated code does: what
+    # stays is what JAX and otel_jax keep of it.
+    space = {}
+    exec(compile(f"def f{i}(x):\n    return x * {i} + 1", "generated_functions.py", "exec"),
+         space)
+    jax.jit(space[f"f{i}"])(x).block_until_ready()
 x = jnp.ones(4)
 if mode == "otel_jax":
     import otel_jax
     otel_jax.install(log_output=open(os.devnull, "w"))
 for i in range(50):  # warm-up: JAX's and otel_jax's one-off costs
-    jax.jit(space[f"f{i}"])(x).block_until_ready()
+    compile_one(i)
 gc.collect()
 marks = [(50, rss())]
 step = max(1, (n - 50) // slices)
-for i in range(50, n):
-    jax.jit(space[f"f{i}"])(x).block_until_ready()
-    if (i + 1 - 50) % step == 0 or i == n - 1:
+for i in range(50, 50 + step * slices):
+    compile_one(i)
+    if (i + 1 - 50) % step == 0:
         gc.collect()
         marks.append((i + 1, rss()))
 dropped = None
