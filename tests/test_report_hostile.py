@@ -139,6 +139,29 @@ def test_a_compressed_log_is_read_to_bounds_and_says_what_it_left(
     assert rc == 0 and "stopped reading" not in err
 
 
+def test_a_compressed_line_without_end_is_cut_fast_and_said(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Two megabytes holding 2 GiB without a newline (gzip members, each 16 MiB of one
+    # byte): the bounds hold inside a line too, and the report says where it stopped.
+    events = (line(count=1) + "\n" + line(function="g") + "\n").encode()
+    member = gzip.compress(b"x" * (16 << 20), 9)
+    path = tmp_path / "line-bomb.log.gz"
+    path.write_bytes(gzip.compress(events) + member * 128)
+    assert path.stat().st_size < 3 << 20
+    rc, out, err = run(capsys, "report", "--format", "json", str(path))
+    assert rc == 1 and "Traceback" not in err
+    assert {r["function"] for r in strict_json(out)} == {"f", "g"}
+    cut = re.search(r"stopped reading \S+ inside line 3, after (\d+) bytes of it without a "
+                    r"newline \((\d+) bytes decompressed", err)
+    assert cut is not None and "that line skipped and the rest unread" in err, err
+    assert int(cut[1]) <= _read.MAX_COMPRESSED_LINE_BYTES + _read.MAX_LINE_BYTES
+    assert int(cut[2]) <= len(events) + _read.MAX_COMPRESSED_LINE_BYTES + _read.MAX_LINE_BYTES
+    # a long line that ends within the bound is read, and nothing is said
+    path.write_bytes(gzip.compress(events + b"y" * (3 << 20) + b"\n" + events))
+    rc, out, err = run(capsys, "report", "--format", "json", str(path))
+    assert rc == 0 and "stopped reading" not in err, err
+
+
 def test_interrupt_prints_the_summary_so_far(monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     lines = [(line(function="step", count=i) + "\n").encode() for i in range(1, 6)]

@@ -189,6 +189,7 @@ class Topic(enum.Enum):
     FOREIGN_EXPORTER = "foreign-exporter"       # another exporter's failure messages
     BAD_RECORDS = "bad-records"
     UNSENT_BATCH = "unsent-batch"
+    ANSWER_BODY = "answer-body"                 # detail: the endpoint
     LOG_DROPPED = "log-dropped"
     LOG_CLOSED = "log-closed"                   # a line after uninstall() closed the output
     EMIT_DROPPED = "emit-dropped"               # compiles the emitting thread could not take

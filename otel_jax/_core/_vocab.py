@@ -153,6 +153,7 @@ class Metric:
     DIVERGENCES: Final = "jax.compile.divergences"
     CACHE_LOOKUPS: Final = "jax.persistent_cache.lookups"
     DROPPED: Final = "jax.compile.dropped"
+    FUNCTIONS_DROPPED: Final = "jax.compile.functions_dropped"
     HAZARDS: Final = "jax.compile.hazards"
 
 

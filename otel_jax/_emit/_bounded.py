@@ -48,8 +48,8 @@ class _Call:
         failure)."""
         answer = self.answer
         if answer is not None and answer.http_status is not None \
-                and 200 <= answer.http_status < 400:
-            return None
+                and 200 <= answer.http_status < 400 and answer.body is None:
+            return None  # a body being read, or cut, is said even of a success
         return answer
 
     def run(self) -> None:
@@ -257,6 +257,8 @@ def close_window(window: _Window) -> None:
             seen = window.cut[endpoint]
             if seen is None:
                 why = f"no answer within {window.seconds:g} s"
+            elif seen.answered and seen.body is not None:
+                why = f"it answered {seen.describe()}"
             elif seen.answered:
                 why = f"it answered {seen.describe()}; the exporter was still retrying"
             else:

@@ -61,6 +61,8 @@ class Answer:
     grpc_code: str | None = None
     error: str | None = None
     connection: bool = False
+    #: What became of an HTTP answer's body when not read whole (:mod:`._answer_body`).
+    body: str | None = None
 
     @property
     def health(self) -> Health:
@@ -89,6 +91,8 @@ class Answer:
             text = f"HTTP {self.http_status} {self.reason}".rstrip()
             if self.retry_after:
                 text += f", Retry-After: {self.retry_after}"
+            if self.body:
+                text += f", {self.body}"
             return text
         if self.grpc_code is not None:
             return f"gRPC {self.grpc_code}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
@@ -30,7 +30,7 @@ class MetricsEmitter:
     #: The user's code this emitter calls: its exceptions are named as theirs.
     reaches = "metric reader"
 
-    def __init__(self, meter: Meter) -> None:
+    def __init__(self, meter: Meter, functions_dropped: Callable[[], int] | None = None) -> None:
         self._compilations = meter.create_counter(
             Metric.COMPILATIONS, unit="{compilation}",
             description="JAX backend (XLA) compilations, by function and cause kind")
@@ -68,6 +68,16 @@ class MetricsEmitter:
             Metric.DROPPED, callbacks=[_dropped], unit="{compilation}",
             description="Compiles whose spans, metrics and log lines otel_jax dropped: "
                         "its emitting thread's queue was full")
+        if functions_dropped is not None:
+            def _functions_dropped(options: CallbackOptions) -> Iterable[Observation]:
+                dropped = functions_dropped()
+                return [Observation(dropped)] if dropped else []
+
+            meter.create_observable_counter(
+                Metric.FUNCTIONS_DROPPED, callbacks=[_functions_dropped], unit="{function}",
+                description="Functions whose compile detail (signatures, compile history) "
+                            "otel_jax dropped, the least recently compiled first: more "
+                            "distinct functions compiled than max_functions")
         self._divergences = meter.create_counter(
             Metric.DIVERGENCES, unit="{divergence}",
             description="Compiles for which the ranks of a multi-process job compiled "

@@ -9,11 +9,13 @@ and ``grpc`` are imported only when an exporter is built), the health model does
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from typing import Any
 
 from .._core._failopen import Topic, emit, once
+from . import _answer_body
 from ._bounded import _inside_our_export
 from ._health import Answer, _bounded_text, _state_lock, answer_from_error
 
@@ -45,6 +47,11 @@ def _observing_session_class() -> type:
         status, or the exception, each request of one of otel_jax's exports met."""
 
         def request(self, method: Any, url: Any, *args: Any, **kwargs: Any) -> Any:
+            # The body is streamed and read to a cap (_answer_body), unless the caller
+            # streams it itself: a collector's 100 MB answer costs no memory.
+            bounded = len(args) < 11 and not kwargs.get("stream")
+            if bounded:
+                kwargs["stream"] = True
             try:
                 response = super().request(method, url, *args, **kwargs)
             except Exception as exc:
@@ -52,12 +59,24 @@ def _observing_session_class() -> type:
                 raise
             try:
                 retry_after = response.headers.get("Retry-After")
-                _observe(Answer(http_status=int(response.status_code),
+                answer = Answer(http_status=int(response.status_code),
                                 reason=_bounded_text(str(response.reason or ""), 60),
                                 retry_after=None if retry_after is None
-                                else _bounded_text(str(retry_after), 40)))
+                                else _bounded_text(str(retry_after), 40))
             except Exception:  # a response we cannot read: nothing recorded
-                pass
+                answer = None
+            if bounded:
+                if answer is not None:  # it answered, whatever its body does next
+                    _observe(dataclasses.replace(answer, body=_answer_body.READING))
+                note = _answer_body.read_bounded(response)
+                if answer is not None and note is not None:
+                    answer = dataclasses.replace(answer, body=note)
+                    if 200 <= int(response.status_code) < 300 \
+                            and note == _answer_body.over_note():
+                        _answer_body.say_accepted_oversized(
+                            str(url), answer.describe(short=True))
+            if answer is not None:
+                _observe(answer)
             return response
 
     return ObservingSession

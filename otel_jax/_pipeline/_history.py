@@ -14,7 +14,10 @@ from .._core._vocab import ENTRY_SIGNATURE, DiffKey, Field
 
 DEFAULT_SIGNATURES_PER_FUNCTION = 16
 DEFAULT_ENTRIES_PER_FUNCTION = 64
+#: Functions whose detail (signatures, compile entries, causes) is kept, by default
+#: (``install(max_functions=...)``, ``OTEL_JAX_MAX_FUNCTIONS``).
 DEFAULT_MAX_FUNCTIONS = 4096
+#: Functions whose compile count is kept (an int each), however few keep their detail.
 _MAX_COUNTED_FUNCTIONS = 100_000
 
 
@@ -165,6 +168,25 @@ class History:
         self._signatures_per_function = max(1, signatures_per_function)
         self._entries_per_function = max(1, entries_per_function)
         self._max_functions = max(1, max_functions)
+        #: Functions whose detail was dropped to keep within ``max_functions`` (the least
+        #: recently compiled first), for the process: ``jax.compile.functions_dropped``.
+        self.dropped_functions = 0
+
+    @property
+    def max_functions(self) -> int:
+        return self._max_functions
+
+    def set_max_functions(self, max_functions: int) -> None:
+        """Keep the detail of at most ``max_functions`` functions from now on (the least
+        recently compiled dropped at once where more are kept)."""
+        with self._lock:
+            self._max_functions = max(1, max_functions)
+            self._evict()
+
+    def _evict(self) -> None:
+        while len(self._functions) > self._max_functions:
+            self._functions.popitem(last=False)
+            self.dropped_functions += 1
 
     def after_fork(self) -> None:
         """In a forked child: a lock another thread held at the fork is made anew."""
@@ -201,8 +223,7 @@ class History:
                 fh = FunctionHistory(info, deque(maxlen=self._signatures_per_function),
                                      deque(maxlen=self._entries_per_function))
             self._functions[key] = fh
-            while len(self._functions) > self._max_functions:
-                self._functions.popitem(last=False)
+            self._evict()
             if signature.captured:
                 fh.signatures.append((count, signature))
             fh.entries.append(entry)

@@ -225,14 +225,21 @@ def read_lines(stream: IO[bytes], sink: Sink) -> int:
 #: bounds, in seconds, and the report says what it left unread.
 MAX_EXPANSION = 256
 MIN_COMPRESSED_PER_LINE = 2
+#: Longest line of a compressed log read on: past it the log reads as ended. otel_jax writes
+#: no line near it (its reprs are bounded); a line longer is a bomb (gigabytes of one byte,
+#: no newline), and reading to its end would cost seconds per gigabyte while the report
+#: could keep nothing of it (it keeps at most :data:`MAX_LINE_BYTES` of a line).
+MAX_COMPRESSED_LINE_BYTES = 16 * MAX_LINE_BYTES
 FLOOR_BYTES = 64 << 20
 FLOOR_LINES = 100_000
 
 
 class Decompressed:
     """A decompressed log read no further than its bounds (see :data:`MAX_EXPANSION`): past
-    them it reads as ended, and :attr:`stopped` says so. A line begun is read to its end
-    (``MAX_LINE_BYTES`` at most), so that no line is cut by a bound."""
+    them it reads as ended, and :attr:`stopped` says so. A line begun when a bound is
+    reached is read to its end, so that no line is cut by a bound, unless the line itself
+    is past :data:`MAX_COMPRESSED_LINE_BYTES` or the bytes bound: then the log ends inside
+    it (:attr:`cut_line`, the bytes read of it), and the reader skips it as unreadable."""
 
     def __init__(self, raw: IO[bytes], compressed_bytes: int) -> None:
         self._raw = raw
@@ -243,21 +250,40 @@ class Decompressed:
         self.lines = 0
         self.stopped = False
         self._in_line = False  # the last read ended inside a line
+        self._line_bytes = 0  # bytes read of the line the last read ended inside
+        #: Bytes read of the line the log was stopped inside; 0 when stopped between lines.
+        self.cut_line = 0
 
     def _past(self) -> bool:
-        if (not self.stopped and not self._in_line
-                and (self.bytes >= self.max_bytes or self.lines >= self.max_lines)):
+        if self.stopped:
+            return True
+        if self._in_line:
+            # Inside a line the bytes bound holds too, and a line is no longer than
+            # MAX_COMPRESSED_LINE_BYTES: gigabytes without a newline are not read to their end.
+            if (self._line_bytes >= MAX_COMPRESSED_LINE_BYTES
+                    or self.bytes >= self.max_bytes + MAX_LINE_BYTES):
+                self.stopped = bool(self._raw.peek(1))  # type: ignore[attr-defined]
+                self.cut_line = self._line_bytes if self.stopped else 0
+        elif self.bytes >= self.max_bytes or self.lines >= self.max_lines:
             self.stopped = bool(self._raw.peek(1))  # type: ignore[attr-defined]
             self._in_line = not self.stopped  # at the end: nothing is left to stop before
         return self.stopped
+
+    def _count(self, data: bytes) -> None:
+        self.bytes += len(data)
+        newlines = data.count(b"\n")
+        self.lines += newlines
+        if newlines:
+            self._line_bytes = len(data) - data.rindex(b"\n") - 1
+        else:
+            self._line_bytes += len(data)
+        self._in_line = bool(data) and not data.endswith(b"\n")
 
     def readline(self, size: int = -1) -> bytes:
         if self._past():
             return b""
         line = self._raw.readline(size)
-        self.bytes += len(line)
-        self._in_line = bool(line) and not line.endswith(b"\n")
-        self.lines += not self._in_line
+        self._count(line)
         return line
 
     def read(self, size: int = -1) -> bytes:
@@ -265,9 +291,7 @@ class Decompressed:
             return b""
         room = self.max_bytes - self.bytes
         data = self._raw.read(room if size < 0 or size > room > 0 else size)
-        self.bytes += len(data)
-        self.lines += data.count(b"\n")
-        self._in_line = bool(data) and not data.endswith(b"\n")
+        self._count(data)
         return data
 
     def peek(self, size: int = 0) -> bytes:
@@ -284,6 +308,13 @@ class Decompressed:
 
     def said(self, name: str) -> str:
         """What was left unread, in one line (``name``: the file, printable)."""
+        if self.cut_line:
+            return (f"stopped reading {name} inside line {self.lines + 1}, after "
+                    f"{self.cut_line} bytes of it without a newline ({self.bytes} bytes "
+                    f"decompressed from {self.compressed_bytes} bytes), that line skipped and "
+                    f"the rest unread: a line of a compressed log is read to "
+                    f"{MAX_COMPRESSED_LINE_BYTES >> 20} MiB at most, and the log to "
+                    f"{MAX_EXPANSION} times its size")
         return (f"stopped reading {name} after {self.lines} lines ({self.bytes} bytes) "
                 f"decompressed from {self.compressed_bytes} bytes, the rest unread: a "
                 f"compressed log is read to {MAX_EXPANSION} times its size and to a line per "

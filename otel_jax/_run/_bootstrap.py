@@ -108,6 +108,8 @@ class RunLog:
 _run_log: RunLog | None = None
 #: Whether this process prints the run's summary at its exit (it claimed the folder).
 _summarizes = False
+#: The process that claimed the folder (a forked child inherits ``_summarizes``).
+_top_pid: int | None = None
 
 
 def start(boot_dir: str) -> None:
@@ -120,8 +122,8 @@ def start(boot_dir: str) -> None:
     global _run_log
     _run_log = RunLog(folder)
     if _claim(folder):
-        global _summarizes
-        _summarizes = True
+        global _summarizes, _top_pid
+        _summarizes, _top_pid = True, os.getpid()
         # registered first, so run last: after the program's own exit handlers and
         # otel_jax's, whose lines it summarises
         atexit.register(_at_exit, os.getpid(), folder)
@@ -132,6 +134,8 @@ def start(boot_dir: str) -> None:
         _exit_hooks().watch_spawned()
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_watch_forked)
+    _exec_hooks().watch(
+        lambda path, argv, env: _before_exec(boot_dir, folder, path, argv, env))
     if "jax" in sys.modules:
         install()
     else:
@@ -148,6 +152,27 @@ def _exit_writes() -> ModuleType:
     """otel_jax's ``_core._exitwrite`` (writes bounded in time), standard library only:
     loaded from its file under its own name."""
     return _sibling("otel_jax._core._exitwrite", os.pardir, "_core", "_exitwrite.py")
+
+
+def _exec_hooks() -> ModuleType:
+    """``_run._exec`` (what is done before an ``os.exec*``), standard library only."""
+    return _sibling("otel_jax._run._exec", "_exec.py")
+
+
+def _before_exec(boot_dir: str, folder: str, path: str, argv: Any, env: Any) -> None:
+    """Just before this process execs (see ``_run._exec``): otel_jax's lines written and
+    its telemetry exported; in the program's own process, the run handed over to the new
+    image, or its summary said now."""
+    install = sys.modules.get("otel_jax._setup._install")
+    if install is not None and install.installation() is not None:
+        install.flush_before_exec()
+    if not _summarizes or os.getpid() != _top_pid:
+        return
+    hooks = _exec_hooks()
+    if hooks.runs_bootstrap(path, argv, env, folder, boot_dir, _run_env().DIR):
+        hooks.hand_over(folder, TOP_FILE)
+    else:
+        _at_exit(os.getpid(), folder, keep=hooks.keeps_run(env, folder, _run_env().DIR))
 
 
 def _say(text: str) -> None:
@@ -307,10 +332,11 @@ def _providers() -> dict[str, Any]:
     return out
 
 
-def _at_exit(pid: int, folder: str) -> None:
-    """The program's own process: the summary of the run, then the folder is removed."""
-    if os.getpid() != pid:  # a forked child: the summary is its parent's
-        return
+def _at_exit(pid: int, folder: str, keep: bool = False) -> None:
+    """The program's own process: the summary of the run, then the folder is removed
+    (``keep``: emptied and unclaimed instead, before an exec, see ``_run._exec``)."""
+    if os.getpid() != pid or not os.path.isdir(folder):
+        return  # a forked child (the summary is its parent's), or said before an exec
     try:
         otel_jax = sys.modules.get("otel_jax")
         if otel_jax is not None:
@@ -329,4 +355,7 @@ def _at_exit(pid: int, folder: str) -> None:
     except BaseException as exc:  # exit must never fail because of otel_jax
         _say(f"otel-jax run: no summary ({type(exc).__name__}: {exc})\n")
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if keep:
+            _exec_hooks().clear_said(folder)
+        else:
+            shutil.rmtree(folder, ignore_errors=True)

@@ -34,6 +34,7 @@ from .._fleet import _ledger_remote
 from .._pipeline._background import WORKER
 from .._pipeline._emitter import STDLIB_WARNINGS, Emitter, Route
 from .._pipeline._engine import ENGINE
+from .._pipeline._history import DEFAULT_MAX_FUNCTIONS
 from .._pipeline._steps import STEPS, StepTelemetry
 from .._version import __version__
 from . import _exit
@@ -104,6 +105,7 @@ def install(
     eager_op_spans: Literal["nested", "always"] = "nested",
     emit_in_background: bool = True,
     hazards: bool = True,
+    max_functions: int = 4096,
 ) -> Installation:
     """Report every JAX compilation as a span, metrics and a JSON log line, with its cause.
 
@@ -198,6 +200,12 @@ def install(
             function and kind (notes, less sure, are INFO lines only). Looked for where
             the cause is worded (off the compiling thread by default); a cache hit
             costs nothing. ``False``: none.
+        max_functions: the distinct functions whose compile detail is kept (default
+            4096): their last signatures (what a recompile is compared with), their
+            ``compile_history`` and their cause counts. Past it the least recently
+            compiled function's detail is dropped first (its next compile is compared
+            with nothing earlier, its history starts again), counted by the
+            ``jax.compile.functions_dropped`` counter; compile counts stay exact.
 
     Environment: an option left at its default takes its ``OTEL_JAX_*`` variable when
     that is set (``OTEL_JAX_STORM_THRESHOLD=4``, ``OTEL_JAX_LOG_OUTPUT=none``,
@@ -250,6 +258,7 @@ def install(
         rank_local, ledger_path, eager_op_spans = o.rank_local, o.ledger_path, o.eager_op_spans
         ENGINE.emit_in_background = o.emit_in_background
         ENGINE.hazards = o.hazards
+        ENGINE.history.set_max_functions(o.max_functions)
         _scrub.configure(scrub)
         refusal = _scrub.refusal() if scrub is None else None
         if refusal is not None:
@@ -266,7 +275,8 @@ def install(
         scope = INSTRUMENTATION_SCOPE
         tracer = trace.get_tracer(scope, __version__, tracer_provider=providers.tracer_provider)
         sinks: list[Emitter] = [
-            MetricsEmitter(providers.meter_provider.get_meter(scope, __version__))]
+            MetricsEmitter(providers.meter_provider.get_meter(scope, __version__),
+                           lambda: ENGINE.history.dropped_functions)]
         json_log: LogEmitter | None = None
         if isinstance(log_output, str) and log_output == STRUCTLOG:
             json_log = StructlogEmitter(log_level, failopen=ENGINE.failopen)
@@ -374,6 +384,7 @@ def uninstall() -> None:
         flush(UNINSTALL_FLUSH_S)
         ENGINE.emit_in_background = True
         ENGINE.hazards = True
+        ENGINE.history.set_max_functions(DEFAULT_MAX_FUNCTIONS)
         STEPS.telemetry = None
         ENGINE.on_recompile = "log"
         CROSS_RANK.configure("off", CROSS_RANK.timeout_s, None)
@@ -480,6 +491,11 @@ def _flush_in_child() -> None:
         _exit.flush_providers(current.tracer_provider, current.meter_provider,
                               current.logger_provider)
     _logs.flush_all(_logs.EXIT_FLUSH_S)
+
+
+#: Just before ``os.exec*`` replaces the process (``otel-jax run`` watches for it, see
+#: ``_run._exec``): what it holds written and exported, boundedly, as at a child's exit.
+flush_before_exec = _flush_in_child
 
 
 def _flush_after_task(exports: bool) -> bool:

@@ -22,6 +22,7 @@ from .._emit._console import LOG_FORMATS, LogFormat
 from .._emit._logs import LOG_OUTPUTS, LogOutput
 from .._emit._spans import EAGER_OP_SPANS
 from .._fleet._ranks import DEFAULT_TIMEOUT_S, ON_DIVERGENCE
+from .._pipeline._history import DEFAULT_MAX_FUNCTIONS
 from .._pipeline._policy import ON_RECOMPILE, STORM_THRESHOLD
 
 __all__ = ["InstallOptions", "OPTION_NAMES", "env_variable"]
@@ -126,6 +127,13 @@ def _hazards_flag(value: Any) -> Any:
     return value
 
 
+def _max_functions(value: Any) -> Any:
+    if not _is_int(value) or value < 1:
+        raise ValueError(f"max_functions must be an int >= 1 (functions whose compile detail "
+                         f"is kept), not {value!r}")
+    return value
+
+
 def _prometheus_port(port: Any) -> Any:
     if port is not None and (not _is_int(port) or not 0 <= port <= 65535):
         raise ValueError(f"prometheus_port must be None or an int port number 0-65535, "
@@ -227,6 +235,8 @@ class InstallOptions:
     emit_in_background: bool = _option(True, _flag, env="OTEL_JAX_EMIT_IN_BACKGROUND",
                                        parse=_bool)
     hazards: bool = _option(True, _hazards_flag, env="OTEL_JAX_HAZARDS", parse=_bool)
+    max_functions: int = _option(DEFAULT_MAX_FUNCTIONS, _max_functions,
+                                 env="OTEL_JAX_MAX_FUNCTIONS", parse=_int)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
