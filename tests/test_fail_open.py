@@ -714,6 +714,59 @@ def test_a_warning_with_no_user_frame_prints_no_otel_jax_location():
                      f"{AT_NOTHING}otel_jax: at exit"], done.stderr
 
 
+#: A warning one of otel_jax's lines on stderr says too (``told``), under each way an
+#: application or a test runner routes warnings.
+TOLD = textwrap.dedent("""
+    import json, logging, sys, warnings
+    from otel_jax._core import _failopen
+    from otel_jax import OtelJaxWarning
+
+    here = __file__ + ":4"
+    show, filters = warnings.showwarning, list(warnings.filters)
+    out = {}
+    # Python would write it to this stderr itself: left to otel_jax's line
+    _failopen.emit_at("otel_jax: by default", here, told=True)
+    with warnings.catch_warnings():  # made an error: given, and caught as ever
+        warnings.simplefilter("error", OtelJaxWarning)
+        _failopen.emit_at("otel_jax: an error", here, told=True)
+    with warnings.catch_warnings(record=True) as caught:  # a test runner's capture
+        warnings.simplefilter("always")
+        _failopen.emit_at("otel_jax: recorded", here, told=True)
+    out["recorded"] = [(str(w.message), w.category.__name__) for w in caught]
+    seen = []
+    with warnings.catch_warnings():  # the application's own showwarning
+        warnings.showwarning = lambda message, *rest, **kw: seen.append(str(message))
+        _failopen.emit_at("otel_jax: theirs", here, told=True)
+    out["theirs"] = seen
+    logged = []
+    keep = logging.Handler()
+    keep.emit = lambda record: logged.append(record.getMessage())
+    logging.getLogger("py.warnings").addHandler(keep)
+    logging.captureWarnings(True)  # warnings routed to logging
+    _failopen.emit_at("otel_jax: to logging", here, told=True)
+    logging.captureWarnings(False)
+    out["logged"] = [text.split(": ", 1)[1].splitlines()[0] for text in logged]
+    _failopen.emit_at("otel_jax: not told", here)  # said by no line of otel_jax's
+    out["unchanged"] = warnings.showwarning is show and warnings.filters == filters
+    print("RESULT " + json.dumps(out))
+""")
+
+
+def test_a_warning_a_line_on_stderr_says_is_left_to_it_only_where_python_writes_it(tmp_path):
+    script = tmp_path / "told.py"
+    script.write_text(TOLD)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, env=clean_env(PYTHONPATH=str(ROOT)))
+    result = result_of(done)
+    assert result == {"recorded": [["otel_jax: recorded", "OtelJaxWarning"]],
+                      "theirs": ["otel_jax: theirs"],
+                      "logged": ["OtelJaxWarning: otel_jax: to logging"], "unchanged": True}
+    # by default and as an error: nothing of Python's on stderr, nor on otel_jax's logger
+    said = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    assert said == [f"{script}:4: OtelJaxWarning: otel_jax: not told",
+                    '  from otel_jax import OtelJaxWarning'], done.stderr
+
+
 def test_a_warning_from_code_whose_globals_have_no_name_is_said_at_its_line(tmp_path):
     # exec() of a file's code with globals of its own (a notebook cell, a config
     # language): no ``__name__``, which Python must not be handed as module None
