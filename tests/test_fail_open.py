@@ -925,3 +925,38 @@ def test_a_window_does_not_count_what_a_signal_turned_off_dropped(fresh_warnings
         _bounded.close_window(window)
     ours = [str(w.message) for w in caught if issubclass(w.category, OtelJaxWarning)]
     assert len(ours) == 1 and "does not accept logs (HTTP 404)" in ours[0], ours
+
+
+def test_a_collector_that_is_down_is_one_warning_naming_each_signal_at_the_set_up_line(
+        fresh_warnings):
+    # No collector at all (connection refused), as the first signal's export finds it on
+    # an exporter's thread: every signal sent there is down, named so, and the warning is
+    # located at the user's line that set the export up (no line of theirs is on that
+    # thread's stack), not at Python's "sys:1".
+    import requests
+
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    for signal in _health.SIGNALS:
+        _health._breakers.pop((endpoint, signal), None)
+    _health._endpoints.pop(endpoint, None)
+    line = sys._getframe().f_lineno + 1
+    breakers = {signal: _health.breaker_for(endpoint, signal) for signal in _health.SIGNALS}
+    with pytest.raises(requests.exceptions.ConnectionError) as raised:
+        requests.post(f"{endpoint}/v1/logs", data=b"", timeout=10)
+    refused = _health.answer_from_error(raised.value)
+    assert refused.health is _health.Health.UNREACHABLE and refused.endpoint_down
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        thread = threading.Thread(target=breakers["logs"].failed,
+                                  args=(refused.health, refused.describe(), refused))
+        thread.start()
+        thread.join(30)
+    [warning] = _ours(caught)
+    assert str(warning.message).startswith(
+        f"otel_jax: cannot export traces, metrics and logs to {endpoint}: the collector is "
+        "unreachable (ConnectionError"), warning.message
+    assert (warning.filename, warning.lineno) == (__file__, line)
+    # a connection closed on one path only is that signal's: the endpoint still answers
+    closed = _health.answer_from_error(requests.exceptions.ConnectionError(
+        ConnectionResetError(104, "Connection reset by peer")))
+    assert closed.health is _health.Health.UNREACHABLE and not closed.endpoint_down
