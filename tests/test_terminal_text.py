@@ -68,6 +68,18 @@ def test_a_warning_about_a_function_with_control_characters_is_one_clean_line(in
         assert "\n" not in message and "evil\\x1b[2J\\rname\\nINJECTED\\u202e" in message
 
 
+def test_on_recompile_warn_made_an_error_by_the_filters_raises_from_the_jit_call(installed):
+    # the warning is the user's to make an error (-W error::otel_jax.OtelJaxWarning)
+    installed(on_recompile="warn")
+    f = jax.jit(_hostile(lambda x: x * 5))
+    f(jnp.ones(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OtelJaxWarning)
+        with pytest.raises(OtelJaxWarning, match="recompiled after warm-up") as raised:
+            f(jnp.ones(6))
+    _clean(str(raised.value))
+
+
 def test_recompile_error_is_one_clean_line(installed):
     installed(on_recompile="raise")
     f = jax.jit(_hostile(lambda x: x * 3))
