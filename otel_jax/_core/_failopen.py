@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 from . import _exitwrite
 from ._terminal import printable
 from ._text import clean_text, safe_repr
+from ._warnings_seen import filter_action, module_of, python_writes_warnings
 
 T = TypeVar("T")
 
@@ -335,7 +336,7 @@ def _warn_explicit(message: str, filename: str, lineno: int, module: str | None 
     finds no source line in ``linecache``, so none is shown under it. ``told``: one of
     otel_jax's lines on stderr says the same (:func:`_left_to_the_line`)."""
     filename = shown(filename)
-    if told and _left_to_the_line(message, _module_of(filename) if module is None
+    if told and _left_to_the_line(message, module_of(filename) if module is None
                                   else module, lineno):
         return
     if module is None:
@@ -343,53 +344,6 @@ def _warn_explicit(message: str, filename: str, lineno: int, module: str | None 
     else:
         warnings.warn_explicit(message, OtelJaxWarning, filename, lineno, module=module,
                                registry=registry)
-
-
-def _module_of(filename: str) -> str:
-    """The module name Python gives a warning located in ``filename`` with none given."""
-    module = filename or "<unknown>"
-    return module[:-3] if module[-3:].lower() == ".py" else module
-
-
-def _matches(pattern: Any, text: str) -> bool:
-    if pattern is None:
-        return True
-    if isinstance(pattern, str):  # CPython compares a plain string whole
-        return pattern == text
-    return bool(pattern.match(text))
-
-
-def filter_action(category: type[Warning], message: str, module: str, lineno: int) -> str:
-    """What the ``warnings`` filters do with ``message`` of ``category`` given from
-    ``module`` at ``lineno``, decided as Python decides it: the first filter that matches,
-    else the default action (``ignore``, ``error``, ``default``, ``always``...). The filters
-    are read, never changed: they are the application's."""
-    try:
-        for action, text, kind, mod, line in warnings.filters:
-            if (_matches(text, message) and issubclass(category, kind)
-                    and _matches(mod, module) and (line == 0 or line == lineno)):
-                return str(action)
-        return str(getattr(warnings, "defaultaction", "default"))
-    except Exception:
-        return "error"  # not known: the warning is given, for Python to decide
-
-
-def _of_warnings(fn: Any) -> bool:
-    return getattr(fn, "__module__", None) == "warnings"
-
-
-def python_writes_warnings() -> bool:
-    """Whether a warning shown now is written by Python's own ``warnings`` code to
-    ``sys.stderr``: neither the application (``warnings.showwarning`` replaced,
-    ``logging.captureWarnings``) nor a test runner (``catch_warnings(record=True)``,
-    pytest's capture and ``pytest.warns``) routes it elsewhere. A Python whose
-    ``warnings`` has none of these names is taken to route it elsewhere."""
-    try:
-        return (warnings.showwarning is getattr(warnings, "_showwarning_orig")
-                and _of_warnings(getattr(warnings, "_showwarnmsg"))
-                and _of_warnings(getattr(warnings, "_showwarnmsg_impl")))
-    except Exception:
-        return False
 
 
 def _left_to_the_line(message: str, module: str, lineno: int) -> bool:
@@ -430,7 +384,7 @@ def emit_at(message: str, callsite: str | None, told: bool = False) -> None:
     try:
         module, where = _module_named(location[0])
         if _exitwrite.exiting():
-            if not (told and _left_to_the_line(message, module or _module_of(
+            if not (told and _left_to_the_line(message, module or module_of(
                     location[0]), location[1])):
                 _exitwrite.warn_within(OtelJaxWarning, message,
                                        at=(shown(location[0]), location[1]))
