@@ -47,12 +47,14 @@ PROGRAM = textwrap.dedent("""
 
 
 def _on_a_terminal(argv: list[str], env: dict[str, str], timeout: float = 240.0,
-                   ) -> tuple[int, str, str]:
+                   both: bool = False) -> tuple[int, str, str]:
     """Run ``argv`` with its stderr on a pseudo-terminal: (exit status, stdout, what the
-    terminal showed). Waits for the program's end, boundedly."""
+    terminal showed). Waits for the program's end, boundedly. ``both``: stdout on the
+    terminal too, as a person runs a program (``""`` for stdout)."""
     master, slave = os.openpty()
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                stdout=slave if both else subprocess.PIPE,
                                 stderr=slave, env=env, cwd=ROOT)
     finally:
         os.close(slave)
@@ -118,8 +120,9 @@ def test_a_hazard_is_the_warning_it_is_and_a_storm_names_its_causes():
         "function": "train_step", "callsite": "train.py:110", "hazard_kind": "weak_type",
         "path": "lr", "hazard": "lr goes in weakly typed", "hint": "pass it as an array"},
         cwd="")
-    assert "[warning] train_step will compile again  weak_type lr; fix: pass it as an array  " \
-           "train.py:110" in hazard
+    # the hazard in full, as its warning words it: the one place a terminal reads it
+    assert "[warning] train_step will compile again (weak_type): lr goes in weakly typed. " \
+           "Fix: pass it as an array.  train.py:110" in hazard
     storm = render_console(0.0, "warning", EVENT_STORM, {
         "function": "f", "recompiles": 9, "threshold": 8, "causes": {"shape": 5, "weak_type": 4},
         "hint": "bucket shapes"}, cwd="")
@@ -141,6 +144,22 @@ def test_one_line_whatever_the_names_hold_and_colors_only_when_asked():
     assert other.count("\n") == 1 and "\033" not in other and "event\\x1b[2J  keys=" in other
     colored = render_console(0.0, "warning", EVENT_COMPILE, COMPILE, cwd="", colors=True)
     assert ESC in colored and colored.count("\n") == 1
+
+
+def test_format_characters_are_shown_escaped_in_console_and_json_lines():
+    # A right-to-left override in a name shows the rest of the line reversed; a C1 control
+    # or a line separator is a control of its own: none reaches a terminal raw.
+    from otel_jax._emit._logs import render
+
+    hostile = "step\u202eTSAF\x85\u2028x\u2066"
+    line = render_console(0.0, "info", EVENT_COMPILE,
+                          {**COMPILE, "function": hostile, "callsite": hostile}, cwd="")
+    assert not set("\u202e\x85\u2028\u2066") & set(line), repr(line)
+    assert "step\\u202eTSAF\\x85\\u2028x\\u2066 #2" in line
+    as_json = render(0.0, 20, EVENT_COMPILE, {"function": hostile, "note": "é ∑"})
+    assert not set("\u202e\x85\u2028\u2066") & set(as_json), repr(as_json)
+    event = json.loads(as_json)
+    assert event["function"] == hostile and event["note"] == "é ∑"  # the same values
 
 
 def test_log_format_is_checked_and_read_from_the_environment():
@@ -184,7 +203,7 @@ def test_a_terminal_gets_console_lines_with_colors_unless_no_color(tmp_path: Pat
         plain = plain.replace(code_, "")
     assert "train_step #1  first compile  " in plain
     assert "train_step #3  shape: x: f32[4] -> f32[8]" in plain
-    assert "[warning] train_step will compile again  weak_type lr; fix: " in plain
+    assert "[warning] train_step will compile again (weak_type): lr goes in " in plain
     assert "step train_step" not in plain  # a step's line repeats its compiles'
 
     code, _, uncolored = _on_a_terminal([sys.executable, script], _env(NO_COLOR="1"))
@@ -195,6 +214,49 @@ def test_a_terminal_gets_console_lines_with_colors_unless_no_color(tmp_path: Pat
     lines = [json.loads(ln) for ln in as_json.splitlines() if ln.startswith("{")]
     counts = [ln["count"] for ln in lines if ln["event"] == EVENT_COMPILE]
     assert code == 0 and counts == [1, 2, 3]
+
+
+# Each call printed after it returns: a compile's lines belong before the next print.
+ORDERED = PROGRAM.replace("        x, lr = train_step(jnp.ones(n), lr)\n",
+                          "        x, lr = train_step(jnp.ones(n), lr)\n"
+                          "    print(f'epoch {n}: loss', flush=True)\n")
+
+
+@pytest.mark.slow
+@pytest.mark.hazards
+def test_on_a_terminal_the_lines_come_in_program_order_and_a_hazard_is_said_once(tmp_path):
+    assert ORDERED != PROGRAM
+    script = tmp_path / "prog.py"
+    script.write_text(ORDERED)
+    code, _, shown = _on_a_terminal([sys.executable, str(script)], _env(NO_COLOR="1"),
+                                    both=True)
+    assert code == 0, shown
+    lines = [ln.split("] ", 1)[-1] for ln in shown.splitlines()
+             if "train_step" in ln or ln.startswith(("epoch ", "done"))]
+    # each compile's lines before the program's next output
+    expected = ["train_step #1  first compile  ",
+                "train_step will compile again (weak_type): lr goes in weakly typed ",
+                "epoch 4: loss", "train_step #2  weak_type: lr: f32[] (weak) -> f32[]  ",
+                "epoch 4: loss", "train_step #3  shape: x: f32[4] -> f32[8]  ",
+                "epoch 8: loss", "done"]
+    assert len(lines) == len(expected), shown
+    assert all(line.startswith(start) for line, start in zip(lines, expected)), shown
+    # the hazard, said once, in full: its line (the OtelJaxWarning is left to it)
+    assert ". Fix: pass it as an array" in lines[1], shown
+    assert shown.count("will compile again") == 1 and "OtelJaxWarning" not in shown, shown
+
+
+@pytest.mark.slow
+@pytest.mark.hazards
+def test_a_file_or_pipe_gets_json_lines_only_with_the_hazard_among_them(tmp_path):
+    script = _program(tmp_path)
+    proc = subprocess.run([sys.executable, script], capture_output=True, text=True,
+                          timeout=240, cwd=ROOT, env=_env())
+    assert proc.returncode == 0 and proc.stdout == "done\n", proc.stderr
+    events = [json.loads(line) for line in proc.stderr.splitlines()]  # each a JSON line
+    [hazard] = [e for e in events if e["event"] == EVENT_HAZARD]
+    assert hazard["hazard_kind"] == "weak_type" and hazard["hint"], hazard
+    assert [e["count"] for e in events if e["event"] == EVENT_COMPILE] == [1, 2, 3]
 
 
 @pytest.mark.slow

@@ -726,6 +726,19 @@ def test_grafana_victorialogs_datasource_links_each_line_to_its_trace():
     assert ds[to_logs["datasourceUid"]]["type"] == VICTORIALOGS_PLUGIN
     assert to_logs["customQuery"] is True
     assert to_logs["query"] == 'trace_id:="$${__trace.traceId}"'
+    # ...narrowed to the span's own time: a step span's compiles, not its epoch's trace
+    # (the whole trace, minutes wide, is what a shift of minutes would give); the end by
+    # 1 ms past the span, as a compile's lines are stamped at its span's end
+    assert grafana_ms(to_logs.get("spanStartTimeShift", "0")) == 0
+    assert grafana_ms(to_logs["spanEndTimeShift"]) == 1
+
+
+def grafana_ms(shift: str) -> int:
+    """A time shift as Grafana reads it (``rangeutil.intervalToMs``): ``-5m``, ``1ms``."""
+    m = re.fullmatch(r"(-?\d+)(ms|s|m|h|d)?", str(shift).strip())
+    assert m, shift
+    return int(m.group(1)) * {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000,
+                              "d": 86_400_000, None: 1000}[m.group(2)]
 
 
 def trace_to_metrics_promql(query: str) -> str:

@@ -302,8 +302,12 @@ def test_report_json_and_gz_inputs_compare_like_the_log(
         assert d["regressions"] == from_log["regressions"]
     assert d["new"]["kind"] == "log" and diff_json(capsys, base, str(report))[1]["new"][
         "kind"] == "report JSON"
-    # a report's JSON has no steps: the share is the log's only
+    # a report's JSON has no steps: the share is the log's only, and the text says why
     assert diff_json(capsys, base, str(report))[1]["summary"]["steps"]["new"] is None
+    _, text, _ = run(capsys, "diff", base, str(report))
+    [steps] = [ln for ln in text.splitlines() if ln.startswith("steps:")]
+    assert steps == ("steps: compiling 93% of step time in BASE (NEW: a report's JSON holds "
+                     "no steps)"), text
     # a report from before cause_paths and hazards: causes compare on their kinds
     old = tmp_path / "old.json"
     rows = json.loads(report.read_text())
@@ -434,7 +438,10 @@ def test_markdown_and_html_name_the_change_and_escape_the_log(
     rc, md, _ = run(capsys, "diff", "--format", "markdown", "--max-new-recompiles", "0",
                     base, new)
     assert rc == 1 and "**new cause** `dtype [batch['x']] x1 at main.py:120" in md
-    assert "<script>" not in md and "\x1b" not in md and "evil&lt;script&gt;" in md
+    assert "<script>" not in md and "\x1b" not in md and "evil&lt;script>alert" in md
+    # an arrow reads as one, in the Markdown as on the page: with every < escaped, > opens
+    # nothing
+    assert "&gt;" not in md and "| 2 -> 3 | 1 -> 2 |" in md and "compiles 3 -> 5" in md
     page = tmp_path / "diff.html"
     assert _cli.main(["diff", "--format", "html", "-o", str(page), "--max-new-recompiles",
                       "0", base, new]) == 1

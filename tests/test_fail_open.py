@@ -725,6 +725,59 @@ def test_a_warning_with_no_user_frame_prints_no_otel_jax_location():
                      f"{AT_NOTHING}otel_jax: at exit"], done.stderr
 
 
+#: A warning one of otel_jax's lines on stderr says too (``told``), under each way an
+#: application or a test runner routes warnings.
+TOLD = textwrap.dedent("""
+    import json, logging, sys, warnings
+    from otel_jax._core import _failopen
+    from otel_jax import OtelJaxWarning
+
+    here = __file__ + ":4"
+    show, filters = warnings.showwarning, list(warnings.filters)
+    out = {}
+    # Python would write it to this stderr itself: left to otel_jax's line
+    _failopen.emit_at("otel_jax: by default", here, told=True)
+    with warnings.catch_warnings():  # made an error: given, and caught as ever
+        warnings.simplefilter("error", OtelJaxWarning)
+        _failopen.emit_at("otel_jax: an error", here, told=True)
+    with warnings.catch_warnings(record=True) as caught:  # a test runner's capture
+        warnings.simplefilter("always")
+        _failopen.emit_at("otel_jax: recorded", here, told=True)
+    out["recorded"] = [(str(w.message), w.category.__name__) for w in caught]
+    seen = []
+    with warnings.catch_warnings():  # the application's own showwarning
+        warnings.showwarning = lambda message, *rest, **kw: seen.append(str(message))
+        _failopen.emit_at("otel_jax: theirs", here, told=True)
+    out["theirs"] = seen
+    logged = []
+    keep = logging.Handler()
+    keep.emit = lambda record: logged.append(record.getMessage())
+    logging.getLogger("py.warnings").addHandler(keep)
+    logging.captureWarnings(True)  # warnings routed to logging
+    _failopen.emit_at("otel_jax: to logging", here, told=True)
+    logging.captureWarnings(False)
+    out["logged"] = [text.split(": ", 1)[1].splitlines()[0] for text in logged]
+    _failopen.emit_at("otel_jax: not told", here)  # said by no line of otel_jax's
+    out["unchanged"] = warnings.showwarning is show and warnings.filters == filters
+    print("RESULT " + json.dumps(out))
+""")
+
+
+def test_a_warning_a_line_on_stderr_says_is_left_to_it_only_where_python_writes_it(tmp_path):
+    script = tmp_path / "told.py"
+    script.write_text(TOLD)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, env=clean_env(PYTHONPATH=str(ROOT)))
+    result = result_of(done)
+    assert result == {"recorded": [["otel_jax: recorded", "OtelJaxWarning"]],
+                      "theirs": ["otel_jax: theirs"],
+                      "logged": ["OtelJaxWarning: otel_jax: to logging"], "unchanged": True}
+    # by default and as an error: nothing of Python's on stderr, nor on otel_jax's logger
+    said = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    assert said == [f"{script}:4: OtelJaxWarning: otel_jax: not told",
+                    '  from otel_jax import OtelJaxWarning'], done.stderr
+
+
 def test_a_warning_from_code_whose_globals_have_no_name_is_said_at_its_line(tmp_path):
     # exec() of a file's code with globals of its own (a notebook cell, a config
     # language): no ``__name__``, which Python must not be handed as module None
@@ -883,3 +936,38 @@ def test_a_window_does_not_count_what_a_signal_turned_off_dropped(fresh_warnings
         _bounded.close_window(window)
     ours = [str(w.message) for w in caught if issubclass(w.category, OtelJaxWarning)]
     assert len(ours) == 1 and "does not accept logs (HTTP 404)" in ours[0], ours
+
+
+def test_a_collector_that_is_down_is_one_warning_naming_each_signal_at_the_set_up_line(
+        fresh_warnings):
+    # No collector at all (connection refused), as the first signal's export finds it on
+    # an exporter's thread: every signal sent there is down, named so, and the warning is
+    # located at the user's line that set the export up (no line of theirs is on that
+    # thread's stack), not at Python's "sys:1".
+    import requests
+
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    for signal in _health.SIGNALS:
+        _health._breakers.pop((endpoint, signal), None)
+    _health._endpoints.pop(endpoint, None)
+    line = sys._getframe().f_lineno + 1
+    breakers = {signal: _health.breaker_for(endpoint, signal) for signal in _health.SIGNALS}
+    with pytest.raises(requests.exceptions.ConnectionError) as raised:
+        requests.post(f"{endpoint}/v1/logs", data=b"", timeout=10)
+    refused = _health.answer_from_error(raised.value)
+    assert refused.health is _health.Health.UNREACHABLE and refused.endpoint_down
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        thread = threading.Thread(target=breakers["logs"].failed,
+                                  args=(refused.health, refused.describe(), refused))
+        thread.start()
+        thread.join(30)
+    [warning] = _ours(caught)
+    assert str(warning.message).startswith(
+        f"otel_jax: cannot export traces, metrics and logs to {endpoint}: the collector is "
+        "unreachable (ConnectionError"), warning.message
+    assert (warning.filename, warning.lineno) == (__file__, line)
+    # a connection closed on one path only is that signal's: the endpoint still answers
+    closed = _health.answer_from_error(requests.exceptions.ConnectionError(
+        ConnectionResetError(104, "Connection reset by peer")))
+    assert closed.health is _health.Health.UNREACHABLE and not closed.endpoint_down

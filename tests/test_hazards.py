@@ -479,6 +479,28 @@ def test_the_span_event_log_line_counter_and_one_warning(telemetry):
     assert said[0].filename == __file__  # at the user's call line
 
 
+def test_a_hazard_its_line_on_stderr_says_is_still_a_warning_to_pytest(capsys):
+    # The line on stderr says the hazard; the warning is still given to the warnings
+    # machinery, so pytest.warns, pytest's capture and the filters see it as ever.
+    from conftest import Telemetry
+
+    @jax.jit
+    def step(params, lr):
+        return params - lr * params, lr * jnp.float32(0.999)
+
+    otel_jax.uninstall()
+    t = Telemetry()
+    otel_jax.install(tracer_provider=t.tracer_provider, meter_provider=t.meter_provider,
+                     log_output="stderr")
+    try:
+        with pytest.warns(OtelJaxWarning, match=r"step will compile again \(weak_type\)"):
+            _feed_back(step)
+            otel_jax.flush()
+    finally:
+        otel_jax.uninstall()
+    assert '"event": "jax.compile.hazard"' in capsys.readouterr().err
+
+
 def _held(monkeypatch):
     """Records left pending until the program's own thread makes them (a loaded machine,
     a program that ends first): the background thread is neither handed them nor woken."""

@@ -273,6 +273,11 @@ def test_collector_down_costs_one_warning(protocol, tmp_path):
              if ln.strip() and '"event": "jax.compile"' not in ln]
     warnings_ = [ln for ln in other if "OtelJaxWarning" in ln]
     assert len(warnings_) == 1 and "cannot export" in warnings_[0]
+    # every signal sent there named, at the program's install() line, not at "sys:1"
+    assert "cannot export traces, metrics and logs to " in warnings_[0], warnings_[0]
+    install = next(i for i, text in enumerate(EXAMPLE.read_text().splitlines(), 1)
+                   if "otel_jax.install(" in text)
+    assert warnings_[0].startswith(f"{EXAMPLE}:{install}: OtelJaxWarning: "), warnings_[0]
     assert "Traceback" not in stderr_text
     assert not [ln for ln in other if "Transient error" in ln or "Failed to export" in ln]
     # A few export attempts of at most OTEL_EXPORTER_OTLP_TIMEOUT=3 s each, not retries

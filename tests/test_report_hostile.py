@@ -193,8 +193,8 @@ def test_markdown_escapes_html_and_emphasis() -> None:
     ]) + "\n"
     rows, _ = _aggregate.summarize(io.BytesIO(log.encode()))
     out = _text.render(rows, "markdown")
-    assert "main.&lt;locals&gt;.&lt;lambda&gt;" in out
-    assert "use &lt;b&gt;x&lt;/b&gt;" in out
+    assert "main.&lt;locals>.&lt;lambda>" in out  # every < escaped: no tag opens
+    assert "use &lt;b>x&lt;/b>" in out and "<b>" not in out
     assert "`<function>: a -> b`" in out  # inside a code span, HTML is not read
     assert "Model.\\_\\_call\\_\\_" in out  # not bold "call"
     assert "a_b.py" in out  # an underscore inside a word is left alone

@@ -64,7 +64,7 @@ def test_a_cause_shows_the_largest_program_that_grew_under_it():
     table = _text.render([step], "table")
     assert ("      memory: temp 2.0 MiB -> 40.0 MiB, arguments 1.0 MiB -> 2.0 MiB (#2)"
             in table.splitlines())
-    assert "; memory: temp 2.0 MiB -&gt; 40.0 MiB" in _text.render([step], "markdown")
+    assert "; memory: temp 2.0 MiB -> 40.0 MiB" in _text.render([step], "markdown")
 
 
 def test_the_other_row_keeps_the_largest_of_what_it_merges():

@@ -13,6 +13,14 @@ kind, :func:`emit` gives it, pointing at the user's own frame found by
 :func:`user_frame` (the one walk out of otel_jax, JAX, wrapper libraries and
 the standard library), and logs it instead when warnings are errors.
 :func:`reset_warnings` forgets what was said (tests).
+
+What Python writes of a warning is otel_jax's to keep clean: the message is :func:`shown`,
+and so is the file in Python's ``FILE:LINE: OtelJaxWarning:`` prefix (a script's path is
+the user's, and may hold control characters). A warning that one of otel_jax's own lines
+on stderr says as well (a hazard, ``told``) is still given through ``warnings``, so that
+the filters, ``-W error`` and a test runner's capture see it as ever; only where Python
+would write it to that same stderr itself is its text left to the line (said once, in
+one form, and JSON lines only where stderr is a file): see :func:`_left_to_the_line`.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from typing import Any, TypeVar
 from . import _exitwrite
 from ._terminal import printable
 from ._text import clean_text, safe_repr
+from ._warnings_seen import filter_action, module_of, python_writes_warnings
 
 T = TypeVar("T")
 
@@ -295,10 +304,12 @@ def writable_now(stream: Any) -> bool:
 _SHORT_TEXT = 2048
 
 
-def _at_nothing(message: str) -> None:
+def _at_nothing(message: str, told: bool = False) -> None:
     """``message`` as an ``OtelJaxWarning`` located at no line: Python's own form for a
     warning that has no frame (as ``warnings.warn`` past the stack, or a
     ``ResourceWarning`` at shutdown), with no source line under it."""
+    if told and _left_to_the_line(message, "sys", 1):
+        return
     warnings.warn(message, OtelJaxWarning, stacklevel=_NO_FRAME)
 
 
@@ -313,17 +324,44 @@ def _module_named(filename: str) -> tuple[str | None, dict[Any, Any] | None]:
 
 
 def _warn_explicit(message: str, filename: str, lineno: int, module: str | None = None,
-                   registry: dict[Any, Any] | None = None) -> None:
+                   registry: dict[Any, Any] | None = None, told: bool = False) -> None:
     """``warnings.warn_explicit`` of an ``OtelJaxWarning``, never with ``module=None``:
     CPython drops such a warning without a word (its mark of a module torn down at
     shutdown), and a line whose module is gone (a script ``runpy`` ran and that returned
     before its compile's record was made) or whose globals have no ``__name__`` still
-    gets it; left out, Python names the module from the file, as it does itself."""
+    gets it; left out, Python names the module from the file, as it does itself.
+
+    Python is given the file's name :func:`shown`: it writes it raw in the warning's
+    ``FILE:LINE:`` prefix, where a path with control characters would drive the terminal
+    or forge lines (a JSON line of its own among otel_jax's). A name that had to change
+    finds no source line in ``linecache``, so none is shown under it. ``told``: one of
+    otel_jax's lines on stderr says the same (:func:`_left_to_the_line`)."""
+    filename = shown(filename)
+    if told and _left_to_the_line(message, module_of(filename) if module is None
+                                  else module, lineno):
+        return
     if module is None:
         warnings.warn_explicit(message, OtelJaxWarning, filename, lineno, registry=registry)
     else:
         warnings.warn_explicit(message, OtelJaxWarning, filename, lineno, module=module,
                                registry=registry)
+
+
+def _left_to_the_line(message: str, module: str, lineno: int) -> bool:
+    """Whether a warning that one of otel_jax's lines on ``sys.stderr`` says too (a
+    hazard's console or JSON line) is left to that line, not given here.
+
+    Issued through ``warnings``, it would be said twice where Python writes it to that
+    same stderr: a two-line ``FILE:LINE: OtelJaxWarning: ...`` above the line, or plain
+    text among JSON lines in a file. So there, and only there, the line is the one form:
+    the filters are still asked first, and a warning they make an error is given (and
+    raises, as ever); one they ignore is not said by Python either way. Wherever
+    warnings go elsewhere (the application's ``showwarning``, ``logging.captureWarnings``,
+    ``catch_warnings(record=True)``, pytest's capture and ``pytest.warns``) it is given,
+    unchanged. Neither ``warnings.showwarning`` nor the filters are touched: they stay the
+    application's, and no other thread's warning is affected."""
+    return python_writes_warnings() and filter_action(
+        OtelJaxWarning, message, module, lineno) != "error"
 
 
 def shown(message: str) -> str:
@@ -333,28 +371,33 @@ def shown(message: str) -> str:
     return printable(clean_text(message))
 
 
-def emit_at(message: str, callsite: str | None) -> None:
+def emit_at(message: str, callsite: str | None, told: bool = False) -> None:
     """An ``OtelJaxWarning`` located at ``callsite`` (``file:line``, the user's jit call
     recorded at the compile), whichever thread says it and whatever is on its stack then
     (a later ``flush()`` or ``uninstall()``, the next compile); :func:`emit` where the
-    call site is not known. Never raises."""
+    call site is not known. Never raises. ``told``: one of otel_jax's lines on stderr says
+    the same (:func:`_left_to_the_line`)."""
     message = shown(message)
     location = _site_location(callsite) if callsite else None
     if location is None:
-        emit(message)
-        return
-    if _exitwrite.exiting():
-        _exitwrite.warn_within(OtelJaxWarning, message, at=location)
+        emit(message, told=told)
         return
     try:
         module, where = _module_named(location[0])
+        if _exitwrite.exiting():
+            if not (told and _left_to_the_line(message, module or module_of(
+                    location[0]), location[1])):
+                _exitwrite.warn_within(OtelJaxWarning, message,
+                                       at=(shown(location[0]), location[1]))
+            return
         registry = where.setdefault("__warningregistry__", {}) if where is not None else None
-        _warn_explicit(message, location[0], location[1], module, registry)
+        _warn_explicit(message, location[0], location[1], module, registry, told)
     except Exception:  # warnings turned into errors must not reach JAX or the user
-        _logger.warning(message)
+        if not told:  # else otel_jax's own line says it
+            _logger.warning(message)
 
 
-def emit(message: str, at: str | None = None) -> None:
+def emit(message: str, at: str | None = None, told: bool = False) -> None:
     """An ``OtelJaxWarning`` located at the user's code that caused it, or at nothing.
 
     The rule: a warning is said at the user's own line that led to it (install(), a jit
@@ -370,10 +413,12 @@ def emit(message: str, at: str | None = None) -> None:
     Never raises: warnings turned into errors are logged on the ``otel_jax`` logger
     instead. The text is :func:`shown` first. At exit, where stderr may have no reader any
     more, the warning is written in Python's form within a bound
-    (:func:`_exitwrite.warn_within`), never with a write that can block."""
+    (:func:`_exitwrite.warn_within`), never with a write that can block. ``told``: one of
+    otel_jax's lines on stderr says the same (:func:`_left_to_the_line`)."""
     message = shown(message)
     if _exitwrite.exiting():
-        _exitwrite.warn_within(OtelJaxWarning, message)
+        if not (told and _left_to_the_line(message, "sys", 1)):
+            _exitwrite.warn_within(OtelJaxWarning, message)
         return
     try:
         found = user_frame()
@@ -381,29 +426,49 @@ def emit(message: str, at: str | None = None) -> None:
         theirs = _site_location(at) if at else None
         if theirs is not None and not isinstance(site, str) and (
                 found is None or _installed(found[0].f_code.co_filename)):
-            _warn_explicit(message, theirs[0], theirs[1], "__main__")
+            _warn_explicit(message, theirs[0], theirs[1], "__main__", told=told)
             return
         if found is None and site is not False:
             location = _site_location(site) if isinstance(site, str) else None
             if location is None:
-                _logger.warning(message)  # no line of the user's is known: none is given
+                if not told:
+                    _logger.warning(message)  # no line of the user's is known: none is given
             else:
-                _warn_explicit(message, location[0], location[1], "__main__")
+                _warn_explicit(message, location[0], location[1], "__main__", told=told)
             return
         if found is None or _installed(found[0].f_code.co_filename):
             # Installed code past ours is another library's thread or callback (the
             # OpenTelemetry SDK's export thread, an event loop), or nothing is past ours
             # (exit): no line of the user's caused it.
-            _at_nothing(message)
+            _at_nothing(message, told)
         else:
             # Said at the frame found, as ``warnings.warn`` would with its stacklevel, but
             # with no second count of the frames between.
             frame = found[0]
             where = frame.f_globals
             _warn_explicit(message, frame.f_code.co_filename, frame.f_lineno,
-                           where.get("__name__"), where.setdefault("__warningregistry__", {}))
+                           where.get("__name__"), where.setdefault("__warningregistry__", {}),
+                           told)
     except Exception:  # warnings turned into errors must not reach JAX or the user
-        _logger.warning(message)
+        if not told:  # else otel_jax's own line says it
+            _logger.warning(message)
+
+
+def warn_here(message: str) -> None:
+    """An ``OtelJaxWarning`` at the user's innermost frame on this thread (at no line where
+    none is), as ``warnings.warn`` with :func:`user_stacklevel` would give it, but with the
+    message and the file's name :func:`shown`. Raises what the filters make of it: the
+    caller's warning is the user's to turn into an error (``on_recompile="warn"`` under
+    ``-W error`` raises from the jit call)."""
+    message = shown(message)
+    found = user_frame(skip=1)
+    if found is None:
+        _at_nothing(message)
+        return
+    frame = found[0]
+    where = frame.f_globals
+    _warn_explicit(message, frame.f_code.co_filename, frame.f_lineno, where.get("__name__"),
+                   where.setdefault("__warningregistry__", {}))
 
 
 def warn_once(key: Topic | WarnKey, message: str,
@@ -443,16 +508,17 @@ class FailOpen:
         self._warn = warn
 
     def warn_once(self, key: Topic | WarnKey, message: str, at: str | None = None,
-                  site: str | None = None) -> bool:
+                  site: str | None = None, told: bool = False) -> bool:
         """One clear warning per ``key``; returns whether this call warned. ``at``: the
         user's ``file:line`` that caused it (see :func:`emit`); ``site``: the line it is
-        located at whatever the stack (:func:`emit_at`)."""
+        located at whatever the stack (:func:`emit_at`); ``told``: one of otel_jax's lines
+        on stderr says the same (:func:`_left_to_the_line`)."""
         warn = self._warn
-        if site is not None and warn is emit:
-            return warn_once(key, message, lambda text: emit_at(text, site))
-        if at is not None and warn is emit:
-            return warn_once(key, message, lambda text: emit(text, at))
-        return warn_once(key, message, warn)
+        if warn is not emit:
+            return warn_once(key, message, warn)
+        if site is not None:
+            return warn_once(key, message, lambda text: emit_at(text, site, told))
+        return warn_once(key, message, lambda text: emit(text, at, told))
 
     def failed(self, where: str, exc: BaseException, reaches: str | None = None) -> None:
         """Record an internal error in step ``where``: counted, logged at DEBUG, warned once.

@@ -27,3 +27,15 @@ def printable(text: str) -> str:
     or table rows. Every message otel_jax writes to a terminal passes through here: its
     warnings, the exit summary, the command line's messages and reports."""
     return _UNPRINTABLE.sub(_escape_char, text)
+
+
+def json_printable(line: str) -> str:
+    """A JSON text with the characters :func:`printable` escapes written as JSON's own
+    ``\\uXXXX`` escapes: the same values for a machine, and a line that, shown on a
+    terminal (a log file read with ``cat``, ``log_format="json"`` on a terminal), can
+    neither drive it nor show itself reordered. JSON escapes C0 controls itself; with
+    ``ensure_ascii=False`` it leaves DEL, C1 controls, separators and bidirectional
+    overrides raw."""
+    if line.isascii() and "\x7f" not in line:
+        return line
+    return _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", line)

@@ -14,11 +14,11 @@ Colors only on a terminal, and never where ``NO_COLOR`` is set (https://no-color
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Final, Literal, get_args
 
+from .._core._terminal import printable
 from .._core._vocab import (
     EVENT_COMPILE,
     EVENT_DIVERGENCE,
@@ -86,9 +86,9 @@ def _where(callsite: Any, cwd: str) -> str:
 _SHORT = 160
 
 
-def _short(value: Any) -> str:
+def _short(value: Any, limit: int = _SHORT) -> str:
     text = str(value)
-    return text if len(text) <= _SHORT else text[:_SHORT - 1] + "…"
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _seconds(value: Any) -> str:
@@ -112,14 +112,20 @@ def _compile(f: _Fields, style: _Style, cwd: str) -> str:
                  _seconds(f.get(Field.COMPILE_S)))
 
 
+#: How much of a hazard's text or fix a line shows: the whole of what the rules say (the
+#: line is where a terminal reads it: the OtelJaxWarning at the same call is left to it).
+_HAZARD_TEXT = 600
+
+
 def _hazard(f: _Fields, style: _Style, cwd: str) -> str:
-    # What the hazard is, in full, is the OtelJaxWarning said at the same call; the line
-    # names its kind, the argument and the fix.
-    hint = f.get(Field.HINT)
-    path = f.get(Field.PATH)
-    text = f"{f.get(Field.HAZARD_KIND)}" + (f" {path}" if path else "") + (
-        f"; fix: {_short(hint)}" if hint else "")
-    return _join(style(_BRIGHT, f"{f.get(Field.FUNCTION)} will compile again"), text,
+    # The hazard in full, as its OtelJaxWarning words it: on a terminal where Python would
+    # write that warning too, this line is the one place it is said.
+    hazard, hint = f.get(Field.HAZARD), f.get(Field.HINT)
+    text = f"({f.get(Field.HAZARD_KIND)})" + (f": {_short(hazard, _HAZARD_TEXT)}" if hazard
+                                              else "")
+    if hint:
+        text += f". Fix: {_short(hint, _HAZARD_TEXT)}."
+    return _join(style(_BRIGHT, f"{f.get(Field.FUNCTION)} will compile again") + " " + text,
                  style(_DIM, _where(f.get(Field.CALLSITE), cwd)))
 
 
@@ -138,13 +144,11 @@ def _divergence(f: _Fields, style: _Style, cwd: str) -> str:
                  f"{f.get(Field.DIVERGENCE_KIND)}: {f.get(Field.DIVERGENCE)}")
 
 
-#: Control characters (a newline, a terminal's escape sequences) in what the program named.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
 def _clean(text: str) -> str:
-    """``text`` on one line, its control characters shown, not sent to the terminal."""
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+    """``text`` on one line, its control and format characters shown, not sent to the
+    terminal: a newline, an escape sequence, a right-to-left override that would show
+    the rest of the line reversed (:func:`printable`)."""
+    return printable(text)
 
 
 def _join(*parts: str) -> str:

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Protocol
 
-from .._core._failopen import emit
+from .._core._failopen import emit, is_installed_file, user_frame
 
 OPEN_SECONDS = 30.0
 
@@ -63,6 +63,9 @@ class Answer:
     connection: bool = False
     #: What became of an HTTP answer's body when not read whole (:mod:`._answer_body`).
     body: str | None = None
+    #: No connection could be made at all (refused, a name that does not resolve): the
+    #: endpoint is down for every signal sent there, not only for this request's path.
+    no_connection: bool = False
 
     @property
     def health(self) -> Health:
@@ -74,6 +77,12 @@ class Answer:
                 return Health.NOT_ACCEPTED
             return Health.UNREACHABLE if self.grpc_code in UNREACHABLE_GRPC else Health.REJECTED
         return Health.UNREACHABLE if self.connection else Health.FAILED
+
+    @property
+    def endpoint_down(self) -> bool:
+        """Whether what this request met says the whole endpoint is down (every signal sent
+        there fails alike): no connection could be made, or gRPC's ``UNAVAILABLE``."""
+        return self.no_connection or self.grpc_code == "UNAVAILABLE"
 
     @property
     def answered(self) -> bool:
@@ -101,7 +110,31 @@ class Answer:
 
 def answer_from_error(exc: BaseException) -> Answer:
     return Answer(error=_bounded_text(f"{type(exc).__name__}: {exc}"),
-                  connection=_is_connection_failure(exc))
+                  connection=_is_connection_failure(exc), no_connection=_no_connection(exc))
+
+
+def _no_connection(exc: BaseException) -> bool:
+    """Whether ``exc`` is, or wraps, a connection that could not be made at all: refused,
+    or a name that does not resolve (requests wraps urllib3's ``NewConnectionError`` in
+    its own ``ConnectionError``, through ``MaxRetryError.reason``). Decided by types,
+    looked for a few levels deep; a connection reset or closed mid-request is not one."""
+    urllib3 = sys.modules.get("urllib3")
+    new_connection: tuple[type, ...] = ()
+    if urllib3 is not None:
+        new_connection = tuple(t for t in (getattr(urllib3.exceptions, "NewConnectionError",
+                                                   None),) if isinstance(t, type))
+    seen: list[object] = [exc]
+    for _ in range(16):
+        if not seen:
+            return False
+        err = seen.pop()
+        if isinstance(err, (ConnectionRefusedError, socket.gaierror, *new_connection)):
+            return True
+        if isinstance(err, BaseException):
+            seen += [e for e in (err.__cause__, err.__context__,
+                                 getattr(err, "reason", None), *err.args[:2])
+                     if isinstance(e, BaseException)]
+    return False
 
 
 def _is_connection_failure(exc: BaseException) -> bool:
@@ -148,6 +181,30 @@ def breaker_for(endpoint: str, signal: str) -> Breaker:
         return _breakers.setdefault((endpoint, signal), Breaker(endpoint, signal))
 
 
+def _sent_there(endpoint: str) -> list[str]:
+    """The signals this process sends to ``endpoint`` that it has not turned off."""
+    with _state_lock:
+        sent = {b.signal for (url, _), b in _breakers.items() if url == endpoint
+                and b.off is None}
+    return [s for s in SIGNALS if s in sent]
+
+
+def _named(signals: list[str]) -> str:
+    """``traces, metrics and logs``."""
+    return ", ".join(signals[:-1]) + " and " + signals[-1] if len(signals) > 1 else \
+        "".join(signals)
+
+
+def _set_up_at() -> str | None:
+    """``file:line`` of the user's own line that set this export up (``install()``), or
+    ``None`` where none is theirs (``otel-jax run``'s bootstrap, an installed library)."""
+    found = user_frame()
+    if found is None:
+        return None
+    code, line = found[0].f_code, found[0].f_lineno
+    return None if is_installed_file(code.co_filename) else f"{code.co_filename}:{line}"
+
+
 def _still_sent(endpoint: str, signal: str) -> list[str]:
     """The other signals this process sends to ``endpoint`` and the endpoint still takes."""
     with _state_lock:
@@ -172,6 +229,10 @@ class Breaker:
         self._open_until = 0.0
         self._lock = threading.RLock()
         self._shared = _endpoints.setdefault(endpoint, _Endpoint())  # atomic
+        #: Where its warnings are located: the user's line that set the export up, made on
+        #: the user's thread; its failures are found on an exporter's thread, where no line
+        #: of the user's is on the stack.
+        self.site = _set_up_at()
 
     def allows(self) -> bool:
         return self.off is None and time.monotonic() >= self._open_until
@@ -196,15 +257,20 @@ class Breaker:
         retry = (f"retried every {self.open_seconds:.0f} s; the training loop is not "
                  "affected")
         if health is Health.UNREACHABLE:
-            emit(f"otel_jax: cannot export {self.signal} to {self.endpoint}: the collector "
-                 f"is unreachable ({detail}). Telemetry is dropped while it is ({retry}).")
+            # Down for every signal sent there: named all, not the one that failed first.
+            down = (_sent_there(self.endpoint) or [self.signal]) if (
+                answer is not None and answer.endpoint_down) else [self.signal]
+            emit(f"otel_jax: cannot export {_named(down)} to {self.endpoint}: the "
+                 f"collector is unreachable ({detail}). Telemetry is dropped while it is "
+                 f"({retry}).", at=self.site)
         elif health is Health.REJECTED:
             emit(f"otel_jax: cannot export {self.signal} to {self.endpoint}: the endpoint "
                  f"answered {detail}. {self.signal.capitalize()} are dropped while it does "
-                 f"({retry}).")
+                 f"({retry}).", at=self.site)
         else:
             emit(f"otel_jax: cannot export {self.signal} to {self.endpoint} ({detail}). "
-                 f"{self.signal.capitalize()} are dropped while exports fail ({retry}).")
+                 f"{self.signal.capitalize()} are dropped while exports fail ({retry}).",
+                 at=self.site)
 
     def _turn_off(self, status: str) -> None:
         with self._lock:
@@ -215,7 +281,7 @@ class Breaker:
         flows = (f"{' and '.join(others)} still sent" if others
                  else "nothing else is sent there")
         emit(f"otel_jax: the OTLP endpoint does not accept {self.signal} ({status}): "
-             f"{self.signal} off, {flows} (endpoint {self.endpoint}).")
+             f"{self.signal} off, {flows} (endpoint {self.endpoint}).", at=self.site)
 
     def succeeded(self) -> None:
         self._open_until = 0.0

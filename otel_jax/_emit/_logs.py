@@ -47,6 +47,7 @@ from opentelemetry import trace
 from .._core import _vocab
 from .._core._exitwrite import write_within
 from .._core._failopen import FailOpen, Topic, WarnKey, writable_now
+from .._core._terminal import json_printable
 from .._core._vocab import (
     EVENT_COMPILE,
     EVENT_DIVERGENCE,
@@ -66,7 +67,7 @@ from .._pipeline._record import (
     log_fields,
     storm_fields,
 )
-from ._console import LogFormat, render_console, wants_colors, wants_console
+from ._console import LogFormat, is_terminal, render_console, wants_colors, wants_console
 
 #: ``install(log_output=...)``'s named outputs (any other value is a text stream or None):
 #: ``"stderr"`` the JSON lines on the process's stderr, ``"structlog"`` the application's
@@ -162,7 +163,7 @@ def render(stamp: float, level: int, event: str, fields: dict[str, Any]) -> str:
     method = _LEVEL_NAMES.get(level, "info")
     for processor in _json_chain():
         event_dict = processor(None, method, event_dict)
-    return str(event_dict) + "\n"
+    return json_printable(str(event_dict)) + "\n"
 
 
 def _process_fd(stream: Any) -> int | None:
@@ -271,6 +272,15 @@ class LogEmitter:
         choice is ``otel_jax._pipeline._steps.StepLog``'s), written like the others."""
         if 20 >= self._min_level:
             self._emit(20, _vocab.EVENT_STEP, fields, self._step_context())
+
+    def on_stderr(self, level: int) -> bool:
+        """Whether a line of ``level`` goes to ``sys.stderr`` now (``_emitter.StderrLines``):
+        not for an output of the application's own."""
+        return False
+
+    def on_terminal(self) -> bool:
+        """Whether the lines go to a terminal (``_emitter.StderrLines``)."""
+        return False
 
     def _step_context(self) -> contextvars.Context | None:
         """The context a step line is written in (only the structlog output uses one)."""
@@ -435,6 +445,9 @@ class LogEmitter:
         with self._cond:
             if self._pid != os.getpid():
                 return not self._queue
+            if self._thread is threading.current_thread():
+                return not self._pending  # the writer cannot wait for itself (a compile
+                # in a handler it called)
             self._waker.wake()  # the writer need not wait for its next poll
             while self._pending:
                 if not self._writer_locked():
@@ -499,8 +512,16 @@ class JsonLogEmitter(LogEmitter):
         shown = stream if stream is not None else sys.stderr
         self._console = wants_console(log_format, shown)
         self._colors = self._console and wants_colors(shown)
+        self._terminal = is_terminal(shown)
         self._immediate = isinstance(stream, io.StringIO)
         super().__init__(level, failopen=failopen, queue_size=queue_size)
+
+    def on_stderr(self, level: int) -> bool:
+        return (level >= self._min_level and not self._closed
+                and (self._stream if self._stream is not None else sys.stderr) is sys.stderr)
+
+    def on_terminal(self) -> bool:
+        return self._terminal
 
     def _described(self) -> str:
         stream = self._stream if self._stream is not None else sys.stderr

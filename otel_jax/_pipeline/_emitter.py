@@ -14,7 +14,9 @@ warning and its own output, never another emitter's nor the user's call.
 
 from __future__ import annotations
 
+import functools
 import logging
+import time
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -24,7 +26,7 @@ from .._explain._hazard_parts import Hazard
 from ._record import CompileRecord, Divergence, SpanLink, Storm
 
 __all__ = ["STDLIB_WARNINGS", "Emitter", "HazardGate", "LinkEmitter", "Route",
-           "StdlibWarnings"]
+           "StderrLines", "StdlibWarnings"]
 
 
 class Emitter(Protocol):
@@ -47,6 +49,23 @@ class HazardGate(Protocol):
 
     def claims_hazard(self, record: CompileRecord, hazard: Hazard) -> bool:
         """Whether this gate reports ``hazard`` of ``record`` itself."""
+
+
+@runtime_checkable
+class StderrLines(Protocol):
+    """An emitter of lines that may go to the process's stderr, where Python writes its
+    warnings too, or to a terminal, where a person reads them among the program's own
+    output: the engine leaves a hazard's warning to such a line (said once), and, on a
+    terminal, waits for a compile's lines before the call returns (in program order)."""
+
+    def on_stderr(self, level: int) -> bool:
+        """Whether a line of ``level`` (``logging``'s numbers) goes to ``sys.stderr`` now."""
+
+    def on_terminal(self) -> bool:
+        """Whether its lines go to a terminal (decided once, at ``install()``)."""
+
+    def flush(self, timeout: float) -> bool:
+        """Wait, at most ``timeout`` seconds, until every line handed over is written."""
 
 
 class LinkEmitter(Protocol):
@@ -105,13 +124,35 @@ class Route:
     returns the link (for the cross-rank check, which names the compile span).
     """
 
-    __slots__ = ("emitters", "failopen", "link")
+    __slots__ = ("_lines", "_terminal", "emitters", "failopen", "link")
 
     def __init__(self, failopen: FailOpen, link: LinkEmitter | None = None,
                  emitters: Sequence[Emitter] = ()) -> None:
         self.failopen = failopen
         self.link = link
         self.emitters: tuple[Emitter, ...] = tuple(emitters)
+        self._lines = tuple(e for e in self.emitters if isinstance(e, StderrLines))
+        #: The emitters writing to a terminal: their lines are waited for (``written``).
+        self._terminal = tuple(e for e in self._lines if failopen.call(
+            "log output", e.on_terminal, False))
+
+    def says_on_stderr(self, level: int) -> bool:
+        """Whether one of its emitters writes a line of ``level`` to ``sys.stderr``."""
+        return any(self.failopen.call("log output", functools.partial(e.on_stderr, level),
+                                      False) for e in self._lines)
+
+    @property
+    def to_terminal(self) -> bool:
+        """Whether one of its emitters writes to a terminal."""
+        return bool(self._terminal)
+
+    def written(self, timeout: float) -> bool:
+        """Wait, at most ``timeout`` seconds in all, until the lines handed to its
+        emitters that write to a terminal are written; whether they are."""
+        deadline = time.monotonic() + timeout
+        return all([self.failopen.call(
+            "log output", functools.partial(e.flush, max(0.0, deadline - time.monotonic())),
+            False) for e in self._terminal])
 
     def joined(self, emitters: Sequence[Emitter]) -> Route:
         """This route, followed by ``emitters``."""

@@ -29,8 +29,10 @@ from __future__ import annotations
 import collections
 import contextvars
 import functools
+import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -84,6 +86,9 @@ __all__ = ["ENGINE", "ON_RECOMPILE", "SETTLE_S", "Engine", "OtelJaxWarning",
 SETTLE_S = 5.0
 #: The most function keys ``Engine._first_seen`` keeps.
 _SEEN_FUNCTIONS = 4096
+#: Where install()'s lines go to a terminal: the longest a compile's call waits for them
+#: to be written (``Engine._in_order``).
+ORDER_S = 0.5
 
 
 class Engine:
@@ -132,6 +137,8 @@ class Engine:
         self.hazards = True
         #: Functions compiled in this process (``_first_seen``), kept across installs.
         self._seen_functions: set[tuple[str, str | None, int | None]] = set()
+        #: The last wait for a compile's lines on a terminal ran out (``_in_order``).
+        self._late_for_order = False
 
     @property
     def internal_errors(self) -> int:
@@ -310,16 +317,18 @@ class Engine:
             # and emitted, on the background thread, in this thread's context.
             with self.failopen.guard("compile listener"):
                 self._defer(captured, installed)
+                if not captured.naming.eager_op:  # an eager op's line is DEBUG: not shown
+                    self._in_order(installed)
             return
         if self._pending:  # records of earlier compiles first: numbered in order
             with self.failopen.guard("compile listener"):
                 self._make_pending(SETTLE_S)
-        built = self.failopen.call("compile listener", lambda: self._build_record(captured),
-                                   None)
+        route = self._route  # one route for this compile, however install() changes it
+        built = self.failopen.call("compile listener",
+                                   lambda: self._build_record(captured, route), None)
         if built is None:
             return
         record, storm = built
-        route = self._route  # one route for this compile, however install() changes it
         if (installed is None or not self.emit_in_background
                 or self.cross_rank.on_divergence == "raise"):
             # Everything here and now (the raise policy of the cross-rank check needs the
@@ -330,7 +339,27 @@ class Engine:
             self._compare_ranks(record, link)
         else:
             self._hand_off(record, storm, installed, added)
+        if installed is not None and not record.eager_op:
+            with self.failopen.guard("compile listener"):
+                self._in_order(installed)
         self.policy.enforce(record)
+
+    def _in_order(self, route: Route) -> None:
+        """Where install()'s lines go to a terminal, this compile's lines (and its
+        hazards') are written before the call returns, so before the program's next
+        output: this thread waits for the background thread to make and emit the record
+        and for the line to be written, at most ``ORDER_S`` (a record takes milliseconds,
+        a compile far longer). A wait that runs out (an exporter that holds the background
+        thread) is not made again until the thread caught up: what holds it costs one
+        wait, not one per compile. Elsewhere (a file, a pipe, a collector) nothing waits:
+        the order of lines in a log is their timestamps'."""
+        if not route.to_terminal:
+            return
+        if self._late_for_order and WORKER.pending:
+            return
+        deadline = time.monotonic() + ORDER_S
+        done = WORKER.flush(ORDER_S) and route.written(max(0.0, deadline - time.monotonic()))
+        self._late_for_order = not done
 
     def _explains_later(self, added: tuple[Emitter, ...]) -> bool:
         """Whether a compile's record can be made after its jit call returns: nothing of
@@ -402,7 +431,8 @@ class Engine:
                 with at_site(later.captured.callsite):
                     built = self.failopen.call(
                         "background explanation",
-                        functools.partial(self._build_record, later.captured), None)
+                        functools.partial(self._build_record, later.captured, later.route),
+                        None)
                 if built is not None:
                     self._to_emit(_Made(*built, later.route, later.context))
         finally:
@@ -469,7 +499,7 @@ class Engine:
                 route.storm(storm)
             self._compare_ranks(record, link)
 
-    def _build_record(self, captured: _assemble.Captured,
+    def _build_record(self, captured: _assemble.Captured, route: Route,
                       ) -> tuple[CompileRecord, Storm | None]:
         """The record of one backend compile, and the storm warning it triggers, if any."""
         guard = self.failopen
@@ -481,21 +511,28 @@ class Engine:
             # Decided from this compile and the ones before it, which records are made
             # after, in the order they compiled: never from how far behind this thread
             # is, so a program says the same hazards at the same compiles on every run.
-            self._warn_hazards(record)
+            self._warn_hazards(record, route)
         return record, self.policy.storm(record, fh)
 
-    def _warn_hazards(self, record: CompileRecord) -> None:
+    def _warn_hazards(self, record: CompileRecord, route: Route) -> None:
         """One Python warning per function and hazard kind, located at the user's call
         recorded at the compile (whichever thread says it, whatever its stack); notes
-        (hazards not precise enough for a warning) are their log lines and events only."""
+        (hazards not precise enough for a warning) are their log lines and events only.
+        Where a WARNING line of ``route``'s goes to stderr, that line says the hazard,
+        and the warning is given for the filters and test runners only (``told``:
+        ``_failopen._left_to_the_line``)."""
         info = record.function
+        told: bool | None = None
         for hazard in record.hazards:
             if hazard.warn and not self._claimed(record, hazard):
+                if told is None:
+                    told = route.says_on_stderr(logging.WARNING)
                 self.failopen.warn_once(
                     WarnKey(Topic.HAZARD, f"{info.qualname}@{info.file}:{info.line}:"
                                           f"{hazard.kind.value}"),
                     f"otel_jax: {info.qualname} will compile again ({hazard.kind.value}): "
-                    f"{hazard.text}. Fix: {hazard.hint}.", site=record.callsite or None)
+                    f"{hazard.text}. Fix: {hazard.hint}.", site=record.callsite or None,
+                    told=told)
 
     def _claimed(self, record: CompileRecord, hazard: Hazard) -> bool:
         """Whether an active gate reports ``hazard`` itself, as a test failure: said there,

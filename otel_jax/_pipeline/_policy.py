@@ -12,10 +12,9 @@ what a recompile after warm-up does (nothing more, a warning, or
 from __future__ import annotations
 
 import threading
-import warnings
 from typing import Literal
 
-from .._core._failopen import FailOpen, OtelJaxWarning, shown, user_stacklevel
+from .._core._failopen import FailOpen, shown, warn_here
 from .._core._vocab import CauseKind
 from ._history import FunctionHistory, History
 from ._record import CompileRecord, Storm
@@ -126,6 +125,6 @@ class Policy:
                 self._history.forget(record.function, record.count)
             raise RecompileError(record)
         if self.on_recompile == "warn":
-            # Point at the user's jit call, not at this listener deep inside JAX.
-            warnings.warn(str(RecompileError(record)), OtelJaxWarning,
-                          stacklevel=user_stacklevel())
+            # Point at the user's jit call, not at this listener deep inside JAX; what
+            # the filters make of it (``-W error``) raises from that call.
+            warn_here(str(RecompileError(record)))

@@ -208,15 +208,17 @@ def hazard_lines(hazards: dict[str, Any] | None) -> list[tuple[str, str | None]]
 
 
 _MD_SPECIAL = re.compile(r"[\\|*`\[\]]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
-_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_HTML = {"&": "&amp;", "<": "&lt;"}
 
 
 def _md(s: str) -> str:
     """Escape text for a GitHub table cell: no HTML (``main.<locals>.<lambda>`` is text,
-    not tags), no emphasis or links, no cell breaks, no control characters."""
+    not tags), no emphasis or links, no cell breaks, no control characters. ``>`` is left
+    as it is: with every ``<`` escaped it opens nothing, and ``f32 -> bf16`` reads as
+    itself in the Markdown as well as on the page."""
     s = printable(s.replace("\n", " "))
     s = _MD_SPECIAL.sub(lambda m: "\\" + m.group(), s)
-    return re.sub("[&<>]", lambda m: _HTML[m.group()], s)
+    return re.sub("[&<]", lambda m: _HTML[m.group()], s)
 
 
 def _md_code(s: str) -> str:

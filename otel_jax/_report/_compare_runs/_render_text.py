@@ -92,15 +92,32 @@ def headline(diff: Comparison) -> list[str]:
         + f"; new causes: {s['new_causes']}; new hazards: {s['new_hazards']}"
         + (f" (and {s['new_notes']} notes)" if s["new_notes"] else ""),
     ]
-    steps = s["steps"]
-    if steps["base"] or steps["new"]:
-        def share(x: dict[str, Any] | None) -> str:
-            return "-" if x is None or x["share"] is None else f"{100 * x['share']:.0f}%"
-        shares = {"base": share(steps["base"]), "new": share(steps["new"])}
-        lines.append(f"steps: compiling {_arrow(shares)} of step time")
+    steps = _steps_line(diff)
+    if steps:
+        lines.append(steps)
     if not diff.changed:
         lines.append("no change in compiles, recompiles, causes, hazards or functions")
     return lines
+
+
+def _steps_line(diff: Comparison) -> str:
+    """``steps: compiling 12% -> 30% of step time``; where one run has no share, that run's
+    share is not made a ``-`` in an arrow: the line says the other's and why this one has
+    none (a report's JSON holds no steps; a log may have no ``jax.step`` lines)."""
+    steps = diff.summary["steps"]
+    shares = {side: f"{100 * x['share']:.0f}%" for side in ("base", "new")
+              if (x := steps[side]) is not None and x["share"] is not None}
+    if len(shares) == 2:
+        return f"steps: compiling {_arrow(shares)} of step time"
+    if not shares:
+        return ""
+    [(side, share)] = shares.items()
+    other = "new" if side == "base" else "base"
+    run = diff.new if other == "new" else diff.base
+    why = ("a report's JSON holds no steps" if run.kind == "report JSON"
+           else "no jax.step lines" if steps[other] is None else "no step time")
+    return (f"steps: compiling {share} of step time in {side.upper()} "
+            f"({other.upper()}: {why})")
 
 
 def verdict(diff: Comparison) -> list[str]:
