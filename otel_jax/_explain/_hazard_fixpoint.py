@@ -175,7 +175,7 @@ def _keys(keys: Sequence[Any]) -> str:
 
 
 def _structure(a: Any, b: Any, path: str, found: list[Difference], budget: list[int],
-               ) -> None:
+               out_at: int = -1, out_avals: Sequence[Any] = ()) -> None:
     """Walk the input's tree ``a`` and the output's ``b`` together; say where they part."""
     if len(found) >= _MAX_DIFFERENCES or budget[0] <= 0:
         return
@@ -207,14 +207,17 @@ def _structure(a: Any, b: Any, path: str, found: list[Difference], budget: list[
                 f"without {_keys(lost)} ({'key' if len(lost) == 1 else 'keys'} lost)",
                 f"return every key {path or 'it'} came with ({_keys(lost)} too), so that "
                 "what goes in and what comes back have one structure"))
-        by_key = dict(zip(keys_b, cb))
+        by_key = dict(zip(keys_b, zip(cb, _offsets(cb, out_at))))
         for key, child in zip(keys_a, ca):
             if key in by_key:
-                _structure(child, by_key[key], f"{path}[{key!r}]", found, budget)
+                _structure(child, by_key[key][0], f"{path}[{key!r}]", found, budget,
+                           by_key[key][1], out_avals)
         return
     if leaf_a != leaf_b or na is None or nb is None or na[0] is not nb[0] \
             or len(ca) != len(cb) or (na[0] not in (list, tuple) and not _same_data(na, nb)):
         before, after = _node_words(a, na), _node_words(b, nb)
+        if leaf_b and 0 <= out_at < len(out_avals):
+            after = aval_text(out_avals[out_at])  # the array's own type
         if before == after:  # the same type and size: its static data differs
             before, after = (f"{before} with {safe_repr(na[1] if na else None, 60)}",
                              f"{after} with {safe_repr(nb[1] if nb else None, 60)}")
@@ -230,8 +233,18 @@ def _structure(a: Any, b: Any, path: str, found: list[Difference], budget: list[
                     "goes in and what comes back have one structure")
         found.append(Difference(CauseKind.PYTREE_STRUCTURE, path, before, after, hint))
         return
-    for name, x, y in zip(_parts.child_paths(path, na, len(ca)), ca, cb):
-        _structure(x, y, name, found, budget)
+    for name, x, y, at in zip(_parts.child_paths(path, na, len(ca)), ca, cb,
+                              _offsets(cb, out_at)):
+        _structure(x, y, name, found, budget, at, out_avals)
+
+
+def _offsets(children: Sequence[Any], first: int) -> list[int]:
+    """Each child's first leaf's index, from the node's (``-1``: not followed)."""
+    out: list[int] = []
+    for child in children:
+        out.append(first)
+        first = first + child.num_leaves if first >= 0 else -1
+    return out
 
 
 def _same_data(na: tuple[Any, Any], nb: tuple[Any, Any]) -> bool:
@@ -279,7 +292,8 @@ def differences(edge: Edge, signature: Signature, outputs: Outputs) -> list[Diff
     if edge.in_tree == edge.out_tree or (_is_leaf(edge.in_tree) and _is_leaf(edge.out_tree)):
         return _leaves(edge, signature, outputs)
     found: list[Difference] = []
-    _structure(edge.in_tree, edge.out_tree, edge.name, found, [_MAX_NODES])
+    _structure(edge.in_tree, edge.out_tree, edge.name, found, [_MAX_NODES], edge.out_first,
+               outputs.avals)
     return found
 
 
