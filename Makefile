@@ -126,7 +126,8 @@ LIBRARY_TESTS := tests/test_causes.py tests/test_core.py tests/test_testing_kit.
 	tests/test_jax_versions.py \
 	tests/test_structlog.py tests/test_run.py \
 	tests/test_ledger_remote.py tests/test_background.py tests/test_delivery.py \
-	tests/test_compile_counts.py tests/test_hazards.py tests/test_callsite.py \
+	tests/test_compile_counts.py tests/test_hazards.py tests/test_hazard_fixpoint.py \
+	tests/test_callsite.py \
 	tests/test_exemplars.py tests/test_run_delivery.py tests/test_fail_open.py \
 	tests/unit
 

@@ -58,6 +58,17 @@ def _warnings(run: dict) -> list[tuple[int, str, str]]:
     "static_decode_position",  # a decoding position passed static: new at each step
     "static_step_counter",     # the step number passed static, for a warm-up schedule
     "static_policy_per_step",  # a remat policy built on each step, passed static
+    "fixpt_dtype_bf16_sgd",    # bfloat16 parameters updated in float32, fed back
+    "fixpt_dtype_ema",         # a float32 decay makes a bfloat16 average float32
+    "fixpt_struct_key_gained",  # a state dict gains a key inside the step
+    "fixpt_struct_metrics",    # metrics summed into a dict started empty
+    "fixpt_struct_optional_none",  # a NamedTuple field that starts None
+    "fixpt_struct_lazy_opt_state",  # a momentum None until the first step, on an object
+    "fixpt_struct_unpacked_history",  # the grown optimizer state taken out of a dict result
+    "fixpt_dtype_batch_stats",  # bfloat16 running statistics updated from a float32 batch
+    "fixpt_shape_grows",       # a sequence grown by concatenation, fed back
+    "fixpt_list_grows",        # a Python list of losses appended to each step
+    "fixpt_list_kv_cache",     # a decoding cache kept as a Python list
 ])
 def test_a_recompile_the_program_shows_is_warned_before_it_at_the_call_line(name):
     run = _run(name)
@@ -87,6 +98,13 @@ def test_a_recompile_the_program_shows_is_warned_before_it_at_the_call_line(name
     "weak_sum_after_step",  # a total summed before its first call: an array throughout
     "static_mode_cycle",  # a static train flag and split name, a few values each epoch
     "static_bucket_cycle",  # a static bucket size chosen from three per request
+    "fixpt_dtype_cast_back",  # the bfloat16 update cast back with .astype(p.dtype)
+    "fixpt_dtype_python_lr",  # a Python float factor: the update stays bfloat16
+    "fixpt_dtype_optax_bf16",  # optax.apply_updates casts back to each parameter's dtype
+    "fixpt_dtype_stats_cast",  # the running statistics cast back to their dtype
+    "fixpt_struct_key_from_start",  # the key in the state from the first call
+    "fixpt_shape_fixed_buffer",  # tokens written into a fixed-size buffer
+    "fixpt_list_fixed",       # a fixed-length list of layers; a few crop counts cycled
 ])
 def test_a_pattern_that_does_not_compile_again_is_no_warning(name):
     run = _run(name)

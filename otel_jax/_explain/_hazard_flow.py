@@ -1,21 +1,17 @@
-"""``weak_type`` hazards where what a call returns reaches its next call another way than
-by the calling line's own targets.
+"""What a call returns reaching its next call another way than by the calling line's
+own targets, read off the user's source:
 
-Two ways the loop around a jitted call hands it back a strongly typed value in place of
-the Python scalar (weakly typed) it was first given, each read off the user's source:
-
-- *unpacked*: the call's result is named, then taken apart on a later line of the loop,
+- *routes*: the call's result is named, then taken apart on a later line of the loop,
   through aliases, items, attributes, arithmetic and the builtins that keep an array an
   array (``out = step(params, lr)``, then ``lr = out["lr"]``; ``lr = result.lr``;
-  ``new_lr = ...``, then ``lr = max(new_lr, 1e-3)``). The runtime facts decide: the leaf
-  the route reaches among the outputs must be strongly typed where the input was weak,
-  same shape and dtype (an output computed only from weak inputs and Python scalars
-  stays weak, and feeding it back compiles nothing).
+  ``new_lr = ...``, then ``lr = max(new_lr, 1e-3)``): :func:`routes` finds them and
+  :func:`part` the output they reach; the fixed-point rule (:mod:`._hazard_fixpoint`)
+  compares that output with the input it becomes (an output computed only from weak
+  inputs and Python scalars stays weak, and feeding it back compiles nothing).
 - *accumulated*: a Python scalar the loop updates by arithmetic from what another jitted
   function of the file returns (a running mean of the loss, started at ``0.0``), passed
-  to this function before it is an array: from the next call on it is one.
-
-Each is a warning: the loop runs the call again with the strongly typed value.
+  to this function before it is an array: from the next call on it is one (a
+  ``weak_type`` warning: the loop runs the call again with the strongly typed value).
 """
 
 from __future__ import annotations
@@ -167,7 +163,7 @@ def _within(node: ast.AST, statement: ast.AST) -> bool:
     return any(n is node for n in ast.walk(statement))
 
 
-def _part(outputs: Outputs, access: tuple[Access, ...]) -> tuple[Any, list[int]] | None:
+def part(outputs: Outputs, access: tuple[Access, ...]) -> tuple[Any, list[int]] | None:
     """The tree of the outputs' part ``access`` reaches, and its leaves' indices; ``None``
     past a node other than a tuple, list, NamedTuple or dict. Read off the tree's own
     nodes (their types and keys): no user class is rebuilt, no user code runs."""
@@ -193,61 +189,9 @@ def _part(outputs: Outputs, access: tuple[Access, ...]) -> tuple[Any, list[int]]
     return tree, list(range(first, first + tree.num_leaves))
 
 
-def _accessed(access: tuple[Access, ...]) -> str:
+def accessed(access: tuple[Access, ...]) -> str:
     part = "".join(f".{k}" if kind == "attr" else f"[{k!r}]" for kind, k in access)
     return f"{part} of the result" if part else "the result"
-
-
-def unpacked(signature: Signature, outputs: Outputs | None,
-             callsite: str | None) -> list[_parts.Hazard]:
-    """A weakly typed input that the loop gives the next call back strongly typed, taken
-    out of the result on a later line (see the module's doc)."""
-    if outputs is None or not any(getattr(a, "weak_type", False) for a in signature.avals):
-        return []
-    found_routes = routes(callsite)
-    if not found_routes:
-        return []
-    fed = _src.feedback(callsite)
-    inputs = _parts.inputs(signature)
-    names = _parts.positional_names(signature)
-    if fed is None or fed.starred or not inputs or names is None:
-        return []
-    by_expression: dict[str, str] = {}
-    for parameter, text in (*zip(names, fed.args), *fed.keywords):
-        if text is not None:
-            by_expression.setdefault(text, parameter)
-    found: list[_parts.Hazard] = []
-    for route in found_routes:
-        name = by_expression.get(route.argument)
-        given = inputs.get(name) if name is not None else None
-        try:
-            part = _part(outputs, route.access) if given is not None else None
-        except Exception:  # a tree that does not tell its nodes: this route says nothing
-            part = None
-        if given is None or part is None:
-            continue
-        (in_tree, in_first), (out_tree, out_leaves) = given, part
-        if in_tree.num_leaves != len(out_leaves) or not (
-                in_tree == out_tree or len(out_leaves) == 1):
-            continue  # another structure: not the same leaves
-        for k, out_index in enumerate(out_leaves):
-            before = aval_facts(signature.avals[in_first + k])
-            after = aval_facts(outputs.avals[out_index])
-            if before is None or after is None or before[:2] != after[:2] \
-                    or not before[2] or after[2]:
-                continue
-            path = signature.paths[in_first + k]
-            found.append(_parts.Hazard(
-                CauseKind.WEAK_TYPE, path,
-                truncate(f"{path} goes in {_parts.weakness(True, signature.types[in_first + k])}"
-                         f" and comes back {_parts.weakness(False)} as "
-                         f"{_accessed(route.access)}, which the loop gives back to {name} "
-                         f"(line {route.line}: {route.source}): the next call compiles "
-                         "again", _TEXT_LIMIT),
-                "pass it as an array from the first call (jnp.asarray(x, dtype)), or make "
-                "a Python scalar of what comes back (float(...)), so that every call is "
-                "given it typed alike"))
-    return found
 
 
 # --- accumulated: a Python scalar that a loop turns into an array --------------------------

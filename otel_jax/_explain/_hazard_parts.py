@@ -43,6 +43,42 @@ def tree_children(tree: Any) -> list[Any]:
     return list(tree_util.treedef_children(tree))
 
 
+def is_leaf(tree: Any) -> bool:
+    """Whether a treedef is one leaf (not a node, nor ``None``: a node of no leaf)."""
+    return bool(tree.num_leaves == 1 and tree.num_nodes == 1)
+
+
+def child_paths(path: str, node: tuple[Any, Any] | None, count: int) -> list[str]:
+    """Each child's path under a node (its ``node_data()``), as JAX names them:
+    ``p['k']``, ``p[0]``, ``p.field``."""
+    if node is not None:
+        node_type, data = node
+        if node_type is dict and data is not None and len(data) == count:
+            return [f"{path}[{k!r}]" for k in data]
+        fields = getattr(node_type, "_fields", None)
+        if isinstance(fields, tuple) and len(fields) == count:
+            return [f"{path}.{f}" for f in fields]
+    return [f"{path}[{i}]" for i in range(count)]
+
+
+def node_at(signature: Signature, path: str, limit: int = 4096) -> Any | None:
+    """The input tree's node at ``path`` (an argument's, or below it), or ``None``."""
+    given = (inputs(signature) or {}).get(top_name(path))
+    if given is None:
+        return None
+    level: list[tuple[Any, str]] = [(given[0], top_name(path))]
+    while level and limit > 0:
+        tree, at = level.pop()
+        limit -= 1
+        if at == path:
+            return tree
+        if is_leaf(tree) or not path.startswith(at):
+            continue
+        children = tree_children(tree)
+        level.extend(zip(children, child_paths(at, tree.node_data(), len(children))))
+    return None
+
+
 def top_name(path: str) -> str:
     cut = min((i for i in (path.find("["), path.find(".")) if i >= 0), default=len(path))
     return path[:cut]

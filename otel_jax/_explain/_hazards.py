@@ -7,16 +7,16 @@ line. A hazard's kind is the cause kind of the recompile it predicts, so that th
 alike in every sink; its ``warn`` says whether it is precise enough to be a warning, or a
 note (an INFO log line and a span event, no warning).
 
-- ``weak_type``: a weakly typed input leaf (a Python scalar) that the function returns
-  strongly typed, same shape and dtype, where the call's own line assigns that output back
-  to the very name it passed (``state = step(state)``, ``params, loss, lr = step(params,
-  batch, lr)``), which nothing else in the loop around the call sets: the next call
-  compiles again. Under a wrapper library's jit (``nnx.jit``) too, its leaves keyed by
-  path: the parameters read off the ``def``, the returned tuple found among its outputs.
-  A note where nothing runs the call again with what came back: no loop of the call's
-  own scope, nor a caller (a helper's) whose loop passes back what the helper returned.
-  Through a later line of the loop (an item, an attribute, ``max``) or into a Python
-  accumulator: :mod:`._hazard_flow`. Said at the first compile.
+- the fixed-point rule (:mod:`._hazard_fixpoint`): an output the calling code feeds back
+  into an input of the same function (the calling line's targets, ``state =
+  step(state)``, an attribute or item stored back; a later line of the loop that takes a
+  part of the result: :mod:`._hazard_flow`) whose abstract type differs from the input's:
+  ``pytree_structure`` (a key gained or lost, ``None`` filled in), ``dtype`` (bfloat16
+  parameters updated in float32), ``shape`` (a sequence grown by concatenation) or
+  ``weak_type`` (a Python scalar that comes back an array), the most significant kind
+  that differs. A warning where a loop runs the call again with it (its own, or a
+  helper's caller's), else a note. Into a Python accumulator: :mod:`._hazard_flow`
+  (``weak_type``). Said at the first compile.
 - ``static_argument``: a static argument whose type hashes and compares by identity
   (``object.__hash__``: every new object compiles again); a warning for a user's class the
   calling line makes anew (``f(x, Config(2))``, a static self in ``Scaler(2).apply(x)``)
@@ -40,20 +40,28 @@ note (an INFO log line and a span event, no warning).
   or more: a warm-up over buckets, which then hit the cache): a note after ``SHAPE_RUN``
   compiles in a row (a few fixed lengths, evaluation splits, make such a run, then hit the
   cache), a warning after ``SHAPE_WARN_RUN``. Each said at the compile where it shows.
+  The same run for the length of a Python list or tuple argument (a list appended to
+  each step and passed whole): ``pytree_structure``, its next length a new structure.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from .._capture._jax._outputs import Outputs, aval_facts
 from .._capture._signature import Signature, StaticArg, StaticKind
 from .._capture._source import FunctionInfo
 from .._core._text import truncate
 from .._core._vocab import CauseKind
-from . import _hazard_flow, _hazard_repeat, _hazard_source, _hazard_sweep, _static_runs
+from . import (
+    _hazard_fixpoint,
+    _hazard_flow,
+    _hazard_repeat,
+    _hazard_source,
+    _hazard_sweep,
+    _static_runs,
+)
 from . import _hazard_parts as _parts
 from ._hazard_parts import Hazard
 from ._model import Diff
@@ -78,8 +86,7 @@ def hazards(info: FunctionInfo, count: int, signature: Signature, outputs: Outpu
         return ()
     found: list[Hazard] = []
     if count == 1:
-        found += _weak_type_fed_back(info, signature, outputs, callsite, caller)
-        found += _hazard_flow.unpacked(signature, outputs, callsite)
+        found += _hazard_fixpoint.fed_back(info, signature, outputs, callsite, caller)
         found += _hazard_flow.accumulated(signature, callsite,
                                           info.qualname.rpartition(".")[2])
         found += _identity_statics(signature, callsite)
@@ -89,181 +96,13 @@ def hazards(info: FunctionInfo, count: int, signature: Signature, outputs: Outpu
         found += _hazard_repeat.made_per_run(info, count, callsite, caller)
     elif cause_kind is CauseKind.SHAPE:
         found += _new_lengths(count, signature, earlier, diff)
+    elif cause_kind is CauseKind.PYTREE_STRUCTURE:
+        found += _new_container_lengths(count, signature, earlier, diff)
     elif cause_kind is CauseKind.STATIC_ARGUMENT:
         if count == 2:
             found += _static_functions_made_anew(signature, diff)
         found += _static_runs.new_each_call(count, signature, earlier, diff, callsite)
     return tuple(found[:MAX_HAZARDS])
-
-
-# --- weak_type: a Python scalar that comes back as an array -------------------------------
-
-def _is_tuple(tree: Any) -> bool:
-    """Whether ``tree`` is a plain tuple or list at its top (not a NamedTuple: a state)."""
-    from jax import tree_util
-
-    # Unflattened with stand-ins: the tree JAX made for the outputs may not compare equal
-    # to one built here from its children, though it is the same structure.
-    rebuilt = tree_util.tree_unflatten(tree, [None] * tree.num_leaves)
-    return type(rebuilt) in (tuple, list)
-
-
-def _python_scalars(signature: Signature) -> dict[str, StaticArg]:
-    """The statics a wrapper library holds a Python scalar in (``eqx.filter_jit`` keeps
-    every non-array static), by the parameter's name."""
-    return {s.name: s for s in signature.statics if s.kind is StaticKind.STATIC_ARGUMENT
-            and s.type in ("float", "int", "bool", "complex")}
-
-
-def _weak_type_fed_back(info: FunctionInfo, signature: Signature, outputs: Outputs | None,
-                        callsite: str | None, caller: str | None = None) -> list[Hazard]:
-    scalars = _python_scalars(signature) if outputs is not None else {}
-    if outputs is None or not scalars and not any(
-            getattr(a, "weak_type", False) for a in signature.avals):
-        return []
-    fed = _hazard_source.feedback(callsite)
-    if fed is None or fed.starred:
-        return []
-    def again(text: str) -> bool:
-        """Whether the call is made again given what it fed back to ``text``: in a loop
-        of its own, or in a helper whose caller's loop gives the helper back what it
-        returned for that parameter (``params, lr = train_one(params, lr)``)."""
-        return fed.in_loop or _hazard_source.helper_feeds_back(callsite, caller, text)
-
-    inputs = _parts.inputs(signature)
-    if inputs is None or not signature.top_names:
-        # a wrapper library's layout (``nnx.jit``, ``eqx.filter_jit``): its leaves keyed
-        # by their paths, no positional parameters
-        return _wrapped_fed_back(info, signature, outputs, fed, scalars, again)
-    names = _parts.positional_names(signature)
-    if not inputs or names is None:
-        return []
-    by_expression: dict[str, str] = {}  # the call's argument text -> the parameter's name
-    for name, text in zip(names, fed.args):
-        if text is not None:
-            by_expression.setdefault(text, name)
-    for name, text in fed.keywords:
-        if text is not None:
-            by_expression.setdefault(text, name)
-    out_children = _parts.tree_children(outputs.tree)
-    # (parameter, out tree, first out leaf, where, the name fed back)
-    pairs: list[tuple[str, Any, int, str, str]] = []
-    if fed.whole is not None:
-        if fed.whole in by_expression:
-            pairs.append((by_expression[fed.whole], outputs.tree, 0, "the result",
-                          fed.whole))
-    elif fed.targets and len(fed.targets) == len(out_children) \
-            and _is_tuple(outputs.tree):
-        offset = 0
-        for i, (target, sub) in enumerate(zip(fed.targets, out_children)):
-            if target is not None and target in by_expression:
-                pairs.append((by_expression[target], sub, offset, f"output [{i}]", target))
-            offset += sub.num_leaves
-    found: list[Hazard] = []
-    for name, out_tree, out_first, where, text in pairs:
-        looped = again(text)
-        given = inputs.get(name)
-        if given is None or given[0] != out_tree:
-            continue  # the name is fed another structure: not the same leaves
-        in_tree, in_first = given
-        for k in range(in_tree.num_leaves):
-            before = aval_facts(signature.avals[in_first + k])
-            after = aval_facts(outputs.avals[out_first + k])
-            if before is None or after is None or before[:2] != after[:2] \
-                    or before[2] == after[2]:
-                continue
-            path = signature.paths[in_first + k]
-            kind = signature.types[in_first + k]
-            found.append(Hazard(
-                CauseKind.WEAK_TYPE, path,
-                truncate(f"{path} goes in {_parts.weakness(before[2], kind)} and comes back "
-                         f"{_parts.weakness(after[2])} as {where}, which the calling line assigns "
-                         f"back to {name}: " + ("the next call compiles again" if looped
-                                                else "a call given it back compiles again"),
-                         _parts.TEXT_LIMIT),
-                "pass it as an array from the first call (jnp.asarray(x, dtype)), so that "
-                "what goes in and what comes back are typed alike" if before[2] else
-                "keep it an array the function returns as it came (no Python scalar in "
-                "its place)", warn=looped))
-    return found
-
-
-def _plain_tuples(tree: Any, arity: int, limit: int = 256) -> list[tuple[list[Any], int]]:
-    """The plain tuples (or lists) of ``arity`` children nearest the root of ``tree``,
-    each with its first leaf's index: where a wrapper library's outputs hold the user's
-    returned tuple (its own state, deeper, may hold tuples too)."""
-    found: list[tuple[list[Any], int]] = []
-    level = [(tree, 0)]
-    seen = 0
-    while level and not found and seen < limit:
-        deeper = []
-        for node, first in level:
-            seen += 1
-            if node.num_leaves == 1 and node.num_nodes == 1:
-                continue  # a leaf
-            children = _parts.tree_children(node)
-            if len(children) == arity and _is_tuple(node):
-                found.append((children, first))
-            offset = first
-            for child in children:
-                deeper.append((child, offset))
-                offset += child.num_leaves
-        level = deeper
-    return found
-
-
-def _wrapped_fed_back(info: FunctionInfo, signature: Signature, outputs: Outputs,
-                      fed: _hazard_source.Feedback, scalars: dict[str, StaticArg],
-                      again: Callable[[str], bool]) -> list[Hazard]:
-    """Feedback through a wrapper library's jit (``nnx.jit``, ``eqx.filter_jit``), whose
-    traced tree is keyed by the user's paths: the call's arguments named by the function's
-    own parameters (read off its ``def``), the user's returned tuple found among the
-    outputs as the one plain tuple of as many items as the call's targets."""
-    params = _hazard_source.parameters(info.file, info.line)
-    if params is None or not fed.targets:
-        return []
-    by_expression = {text: name for name, text in zip(params, fed.args) if text is not None}
-    by_expression.update((text, name) for name, text in fed.keywords if text is not None)
-    tuples = _plain_tuples(outputs.tree, len(fed.targets))
-    if len(tuples) != 1:
-        return []  # not one place the returned tuple can be: nothing said
-    children, first = tuples[0]
-    paths = list(signature.paths)
-    found: list[Hazard] = []
-    offset = first
-    for i, (target, sub) in enumerate(zip(fed.targets, children)):
-        at, offset = offset, offset + sub.num_leaves
-        name = by_expression.get(target) if target is not None else None
-        if name is None or sub.num_leaves != 1 or at >= len(outputs.avals):
-            continue
-        after = aval_facts(outputs.avals[at])
-        if after is None:
-            continue
-        if name in paths:
-            before = aval_facts(signature.avals[paths.index(name)])
-            if before is None or before[:2] != after[:2] or not before[2] or after[2]:
-                continue
-            kind = signature.types[paths.index(name)]
-            text = (f"{name} goes in {_parts.weakness(True, kind)} and comes back "
-                    f"{_parts.weakness(False)} as output [{i}], which the calling line assigns "
-                    f"back to {name}")
-            cause, hint = CauseKind.WEAK_TYPE, ("pass it as an array from the first call "
-                                                "(jnp.asarray(x, dtype)), so that what goes "
-                                                "in and what comes back are typed alike")
-        elif name in scalars and not after[0]:
-            text = (f"{name} goes in as a Python scalar ({scalars[name].repr}), which the "
-                    f"wrapper holds static, and comes back an array as output [{i}], which "
-                    f"the calling line assigns back to {name}")
-            cause, hint = CauseKind.STATIC_ARGUMENT, ("pass it as an array from the first "
-                                                      "call (jnp.asarray(x, dtype))")
-        else:
-            continue
-        looped = again(target) if target is not None else False
-        found.append(Hazard(cause, name, truncate(
-            text + (": the next call compiles again" if looped
-                    else ": a call given it back compiles again"), _parts.TEXT_LIMIT),
-            hint, warn=looped))
-    return found
 
 
 # --- static_argument: hashed by identity, or equal values hashed apart --------------------
@@ -457,4 +296,64 @@ def _new_lengths(count: int, signature: Signature, earlier: Sequence[tuple[int, 
                      _parts.TEXT_LIMIT),
             "bucket or pad it to a few sizes (the next power of two, a multiple of 128)",
             warn=run >= SHAPE_WARN_RUN))
+    return found
+
+
+# --- pytree_structure: a Python list or tuple passed at a new length each time -----------
+
+def _container_length(signature: Signature, path: str) -> tuple[int, ...] | None:
+    """``(length,)`` of the list or tuple at ``path`` among the inputs, or ``None``."""
+    node = _parts.node_at(signature, path)
+    data = None if node is None or _parts.is_leaf(node) else node.node_data()
+    if data is None or data[0] not in (list, tuple):
+        return None
+    return (len(_parts.tree_children(node)),)
+
+
+def _new_container_lengths(count: int, signature: Signature,
+                           earlier: Sequence[tuple[int, Signature]],
+                           diff: Diff) -> list[Hazard]:
+    """A Python list or tuple argument whose length took a new value at each of the last
+    compiles (a list appended to each step, passed whole): followed as an array's
+    dimension is (:func:`_new_lengths`), a note after ``SHAPE_RUN`` compiles in a row, a
+    warning after ``SHAPE_WARN_RUN``."""
+    row = _static_runs.consecutive(count, earlier, SHAPE_WARN_RUN)
+    if len(row) < SHAPE_RUN - 1:
+        return []
+    found: list[Hazard] = []
+    seen: set[str] = set()
+    for change in diff.changes[:MAX_HAZARDS]:
+        if change.kind is not CauseKind.PYTREE_STRUCTURE:
+            continue
+        path = change.path
+        if _container_length(signature, path) is None:
+            # an item added or dropped: the container is the path's parent
+            path = path[:path.rfind("[")] if path.endswith("]") and "[" in path else ""
+        if not path or path in seen:
+            continue
+        seen.add(path)
+        lengths = [_container_length(s, path) for s in (*row, signature)]
+        if _new_each_time(lengths[-SHAPE_RUN:]) is None:
+            continue
+        run = SHAPE_RUN
+        while run < len(lengths) and _new_each_time(lengths[-(run + 1):]) is not None:
+            run += 1
+        if run not in (SHAPE_RUN, SHAPE_WARN_RUN):
+            continue  # said at the compile where the run reached that length
+        sizes = [n[0] for n in lengths[-run:] if n is not None]
+        if _bucketed(sizes):
+            continue
+        node = _parts.node_at(signature, path)
+        kind = node.node_data()[0].__name__ if node is not None else "list"
+        found.append(Hazard(
+            CauseKind.PYTREE_STRUCTURE, path,
+            truncate(f"{path}: a Python {kind} whose length took a new value at each of the "
+                     f"last {run} compiles ({', '.join(map(str, sizes))}): each new length "
+                     "is a new pytree structure, which compiles again"
+                     + ("" if run >= SHAPE_WARN_RUN else
+                        " (a few fixed lengths, each called again, would hit the cache)"),
+                     _parts.TEXT_LIMIT),
+            f"pass {path} as one array (jnp.stack it, or keep a buffer of a fixed size "
+            "written at a position: x.at[i].set(...)), padded to a few lengths, not a "
+            f"{kind} that grows", warn=run >= SHAPE_WARN_RUN))
     return found

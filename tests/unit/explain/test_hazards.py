@@ -70,3 +70,28 @@ def test_a_hazard_as_plain_data():
     assert hazard.level == "info"
     assert hazard.as_dict() == {"kind": "shape", "path": "x", "text": "text", "hint": "pad",
                                 "level": "info"}
+
+
+def _parted(a, b):
+    from jax import tree_util
+
+    from otel_jax._explain import _hazard_fixpoint
+
+    found: list = []
+    _hazard_fixpoint._structure(tree_util.tree_structure(a), tree_util.tree_structure(b),
+                                "s", found, [100])
+    return [(d.kind.value, d.path, d.before, d.after) for d in found]
+
+
+def test_where_what_goes_in_and_what_comes_back_part():
+    # the input's tree first, the output's second; each named where the next compile's
+    # diff names it
+    assert _parted({"a": 1, "g": 2}, {"a": 1}) == [
+        ("pytree_structure", "s['g']", "a dict with 'g'", "without 'g' (key lost)")]
+    assert _parted({"a": 1}, {"a": 1, "m": 2, "v": 3})[0][1:] == (
+        "s['m']", "a dict without 'm', 'v'", "with 'm', 'v' (keys gained)")
+    assert _parted({"a": {"b": 1}}, {"a": {"b": 1, "c": 2}})[0][1] == "s['a']['c']"
+    assert _parted([1, 2], [1, 2, 3])[0][1:] == ("s", "a list of 2", "a list of 3")
+    assert _parted((1, None), (1, 2))[0][1:3] == ("s[1]", "None")
+    assert _parted((1, 2), [1, 2])[0][2:] == ("a tuple of 2", "a list of 2")
+    assert _parted({"a": 1, "b": [1]}, {"a": 1, "b": [1]}) == []

@@ -1,0 +1,191 @@
+"""The fixed-point rule, on real JAX compiles: an output fed back into an input of its own
+function is compared with that input (pytree structure, dtype, shape, weak type), and a
+difference the next call will see is named at the first compile, with the recompile's
+own cause kind and path; a Python list's length is followed as an array's dimension is.
+Each pattern beside its look-alike, which compiles once and says nothing."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import otel_jax
+
+pytestmark = [pytest.mark.hazards,
+              pytest.mark.filterwarnings("ignore::otel_jax.OtelJaxWarning")]
+
+
+def _hazards(records) -> list:
+    return [(r.count, h) for r in records for h in r.hazards]
+
+
+def _update(params, lr, cast_back=False):
+    new = jax.tree.map(lambda p: p - lr * jnp.ones_like(p), params)
+    return jax.tree.map(lambda n, p: n.astype(p.dtype), new, params) if cast_back else new
+
+
+# Each test jits a function of its own: a compile's history is kept per function (its
+# qualified name and line), and these rules speak at a function's first compile.
+
+
+def test_bfloat16_parameters_updated_in_float32_and_fed_back_are_a_dtype_warning():
+    step = jax.jit(lambda params, lr: _update(params, lr))
+    with otel_jax.testing.record_compiles(step) as rec:
+        params = {"b": jnp.zeros(2, jnp.bfloat16), "w": jnp.zeros((3, 2), jnp.bfloat16)}
+        lr = jnp.float32(0.1)  # strongly typed: bf16 - f32 * bf16 is f32
+        for _ in range(3):
+            params = step(params, lr)
+    assert [r.cause_kind.value for r in rec.records] == ["first_compile", "dtype"]
+    [(count, hazard)] = _hazards(rec.records)
+    assert (count, hazard.kind.value, hazard.path, hazard.warn) == (
+        1, "dtype", "params['b']", True)
+    assert "bf16[2]" in hazard.text and "f32[2]" in hazard.text
+    assert "1 more" in hazard.text and "astype" in hazard.hint
+    # the recompile it named is the one that came, at that path
+    assert "params['b']" in [c.path for c in rec.records[1].diff.changes]
+
+
+def test_an_update_cast_back_to_the_parameters_dtype_is_no_hazard():
+    step = jax.jit(lambda params, lr: _update(params, lr, cast_back=True))
+    with otel_jax.testing.record_compiles(step) as rec:
+        params = {"b": jnp.zeros(2, jnp.bfloat16), "w": jnp.zeros((3, 2), jnp.bfloat16)}
+        for _ in range(3):
+            params = step(params, jnp.float32(0.1))
+    assert len(rec.records) == 1 and not _hazards(rec.records)
+
+
+def test_a_python_float_factor_keeps_the_update_bfloat16_and_is_no_hazard():
+    @jax.jit
+    def step(params):
+        return jax.tree.map(lambda p: p - 0.1 * p, params)
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params = {"w": jnp.ones(3, jnp.bfloat16)}
+        for _ in range(3):
+            params = step(params)
+    assert len(rec.records) == 1 and not _hazards(rec.records)
+
+
+def _train(with_key_from_start: bool):
+    @jax.jit
+    def step(state, x):
+        new = {"params": state["params"] - 0.1 * x, "step": state["step"] + 1}
+        new["loss_avg"] = (0.9 * state["loss_avg"] if "loss_avg" in state else 0.0) \
+            + jnp.sum(x)
+        return new
+    state = {"params": jnp.zeros(3), "step": jnp.zeros((), jnp.int32)}
+    if with_key_from_start:
+        state["loss_avg"] = jnp.zeros((), jnp.float32)
+    return step, state
+
+
+def test_a_state_dict_that_gains_a_key_in_the_step_is_a_structure_warning():
+    step, state = _train(with_key_from_start=False)
+    with otel_jax.testing.record_compiles(step) as rec:
+        for _ in range(3):
+            state = step(state, jnp.ones(3))
+    assert [r.cause_kind.value for r in rec.records] == ["first_compile", "pytree_structure"]
+    [(count, hazard)] = _hazards(rec.records)
+    assert (count, hazard.kind.value, hazard.path, hazard.warn) == (
+        1, "pytree_structure", "state['loss_avg']", True)
+    assert "key gained" in hazard.text and "from the first call" in hazard.hint
+    assert [c.path for c in rec.records[1].diff.changes] == ["state['loss_avg']"]
+
+
+def test_a_state_dict_with_the_key_from_the_start_is_no_hazard():
+    step, state = _train(with_key_from_start=True)
+    with otel_jax.testing.record_compiles(step) as rec:
+        for _ in range(3):
+            state = step(state, jnp.ones(3))
+    assert len(rec.records) == 1 and not _hazards(rec.records)
+
+
+class _Momentum(NamedTuple):
+    params: jax.Array
+    velocity: jax.Array | None
+
+
+def test_a_field_that_starts_none_and_is_filled_by_the_step_is_named_by_its_path():
+    @jax.jit
+    def step(state):
+        velocity = state.params if state.velocity is None else 0.9 * state.velocity
+        return _Momentum(state.params - velocity, velocity)
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        state = _Momentum(jnp.ones(3), None)
+        for _ in range(3):
+            state = step(state)
+    assert [r.cause_kind.value for r in rec.records] == ["first_compile", "pytree_structure"]
+    [(count, hazard)] = _hazards(rec.records)
+    assert (count, hazard.kind.value, hazard.path) == (1, "pytree_structure",
+                                                       "state.velocity")
+    assert "None" in hazard.text and "not None" in hazard.hint
+
+
+def test_a_sequence_grown_by_the_step_and_fed_back_is_a_shape_warning_at_once():
+    @jax.jit
+    def extend(tokens):
+        return jnp.concatenate([tokens, tokens[-1:] + 1])
+
+    with otel_jax.testing.record_compiles(extend) as rec:
+        tokens = jnp.zeros(1, jnp.int32)
+        for _ in range(3):
+            tokens = extend(tokens)
+    assert [r.cause_kind.value for r in rec.records] == ["first_compile", "shape", "shape"]
+    (count, hazard), *_ = _hazards(rec.records)
+    assert (count, hazard.kind.value, hazard.path, hazard.warn) == (1, "shape", "tokens", True)
+    assert "i32[1]" in hazard.text and "i32[2]" in hazard.text
+
+
+def test_an_output_given_to_another_name_is_no_hazard():
+    step = jax.jit(lambda params, lr: _update(params, lr))
+    with otel_jax.testing.record_compiles(step) as rec:
+        params, lr = {"w": jnp.zeros(2, jnp.bfloat16)}, jnp.float32(0.1)
+        for _ in range(3):
+            other = step(params, lr)  # not given back: params stays bfloat16
+    assert other["w"].dtype == jnp.float32
+    assert len(rec.records) == 1 and not _hazards(rec.records)
+
+
+def test_an_output_given_back_where_no_loop_calls_again_is_a_note():
+    step = jax.jit(lambda params, lr: _update(params, lr))
+    with otel_jax.testing.record_compiles(step) as rec:
+        params = {"w": jnp.zeros(2, jnp.bfloat16)}
+        params = step(params, jnp.float32(0.1))
+    [(count, hazard)] = _hazards(rec.records)
+    assert (count, hazard.kind.value, hazard.warn) == (1, "dtype", False)
+    assert "a call given it back compiles again" in hazard.text
+
+
+def test_a_python_list_passed_longer_at_each_step_is_a_note_then_a_warning():
+    @jax.jit
+    def smoothed(losses):
+        return jnp.mean(jnp.stack(losses))
+
+    with otel_jax.testing.record_compiles(smoothed) as rec:
+        losses = []
+        for step in range(6):
+            losses.append(jnp.float32(step))
+            smoothed(losses)
+    assert [r.cause_kind.value for r in rec.records][1:] == ["pytree_structure"] * 5
+    [(count, note), (later, hazard)] = _hazards(rec.records)
+    assert (count, note.kind.value, note.path, note.warn) == (3, "pytree_structure",
+                                                              "losses", False)
+    assert (later, hazard.path, hazard.warn) == (5, "losses", True)
+    assert "(1, 2, 3, 4, 5)" in hazard.text and "list" in hazard.text
+
+
+def test_a_few_list_lengths_that_come_back_are_no_warning():
+    @jax.jit
+    def average(crops):
+        return jnp.mean(jnp.stack(crops), axis=0)
+
+    with otel_jax.testing.record_compiles(average) as rec:
+        for _epoch in range(3):
+            for n in (1, 2, 3):
+                average([jnp.ones(2)] * n)
+    assert len(rec.records) == 3
+    assert not [h for _, h in _hazards(rec.records) if h.warn]
