@@ -186,6 +186,24 @@ def _bind(out: list[tuple[str, str]], name: str, value: Any) -> None:
         out.append((name, bound_text(value, name)))
 
 
+def _bind_attributes(out: list[tuple[str, str]], owner: Any) -> None:
+    """``self.<name>`` of each instance attribute of ``owner`` that is a plain value or
+    an array (its type): the values a method reads off its object; an object of any other
+    type is left out (its text, its type's name, tells no two objects apart)."""
+    try:
+        state = object.__getattribute__(owner, "__dict__")
+    except Exception:  # slots, or no instance dict
+        return
+    if not isinstance(state, dict):
+        return
+    for name, value in list(state.items())[:4 * _MAX_BOUND]:
+        if len(out) >= _MAX_BOUND:
+            break
+        text = bound_text(value, name)
+        if isinstance(name, str) and not text.startswith("<"):
+            out.append((f"self.{name}", text))
+
+
 def bound_values(fun: Any) -> tuple[tuple[str, str], ...]:
     """``(name, text)`` of what ``fun`` binds: functools.partial arguments (named
     after the parameters they fill) and keywords, then the closure cells of the
@@ -211,6 +229,11 @@ def bound_values(fun: Any) -> tuple[tuple[str, str], ...]:
         # it binds, read without running its code.
         for field_name, v in _bound_fields(target) or ():
             out.append((f"self.{field_name}", bound_text(v, field_name)))
+    if isinstance(target, types.MethodType) and not partials:
+        # A bound method (``jax.jit(self._step)``): a new object's method is a new
+        # function, and what differs is the object's state. Its instance attributes,
+        # read from its ``__dict__`` without running its code (no properties).
+        _bind_attributes(out, target.__self__)
     cells = getattr(target, "__closure__", None) if code is not None else None
     if cells and code is not None:
         for var, cell in zip(code.co_freevars, cells):

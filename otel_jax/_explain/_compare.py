@@ -108,8 +108,8 @@ def diff(old: Signature, new: Signature) -> Diff:
                    new.transformation, Detail.TRANSFORMATION_PARAMETERS))
     if not same_function(old, new):
         add(_new_function(old, new))
-        if not is_bound_method(new):
-            _bound_changes(old.bound, new.bound, add)
+        # a closure's or partial's values; a bound method's, its object's attributes
+        _bound_changes(old.bound, new.bound, add)
     elif _other_object(old, new) and old.cache_clears == new.cache_clears:
         # The transformation was applied to another function object (a seen clear is said
         # as one): JAX traces a jitted function once per object and argument types (its

@@ -34,7 +34,8 @@ note (an INFO log line and a span event, no warning).
   called elsewhere: a note; reading a name the loop binds, one program per item
   (:mod:`._hazard_sweep`); made under an ``if`` or kept in a container (a cache,
   reused): nothing. Said at the first compile. Made in a function called again, or on
-  each pass of an outer loop: :mod:`._hazard_repeat`.
+  each pass of an outer loop: :mod:`._hazard_repeat`; a bound method jitted in
+  ``__init__`` of an object a loop makes per pass: :mod:`._hazard_object`.
 - ``shape``: an input dimension that took a new value at each of the last compiles
   (data-dependent lengths), not already bucketed (powers of two, multiples of a step of 8
   or more: a warm-up over buckets, which then hit the cache): a note after ``SHAPE_RUN``
@@ -53,7 +54,8 @@ from .._capture._signature import Signature, StaticArg, StaticKind
 from .._capture._source import FunctionInfo
 from .._core._text import truncate
 from .._core._vocab import CauseKind
-from . import _hazard_flow, _hazard_repeat, _hazard_source, _hazard_sweep, _static_runs
+from . import _hazard_flow, _hazard_object, _hazard_repeat, _hazard_source, _hazard_sweep
+from . import _static_runs
 from . import _hazard_parts as _parts
 from ._hazard_parts import Hazard
 from ._model import Diff
@@ -84,7 +86,8 @@ def hazards(info: FunctionInfo, count: int, signature: Signature, outputs: Outpu
                                           info.qualname.rpartition(".")[2])
         found += _identity_statics(signature, callsite)
         found += _made_again(info, callsite) or _hazard_repeat.made_per_run(
-            info, count, callsite, caller)
+            info, count, callsite, caller) or _hazard_object.made_per_object(
+            info, callsite, caller)
     elif cause_kind is CauseKind.FUNCTION_IDENTITY and count == 2:
         found += _hazard_repeat.made_per_run(info, count, callsite, caller)
     elif cause_kind is CauseKind.SHAPE:
@@ -251,7 +254,8 @@ def _wrapped_fed_back(info: FunctionInfo, signature: Signature, outputs: Outputs
                                                 "(jnp.asarray(x, dtype)), so that what goes "
                                                 "in and what comes back are typed alike")
         elif name in scalars and not after[0]:
-            text = (f"{name} goes in as a Python scalar ({scalars[name].repr}), which the "
+            text = (f"{name} goes in as a Python scalar ({_parts.value_text(scalars[name])}), "
+                    "which the "
                     f"wrapper holds static, and comes back an array as output [{i}], which "
                     f"the calling line assigns back to {name}")
             cause, hint = CauseKind.STATIC_ARGUMENT, ("pass it as an array from the first "
