@@ -3,7 +3,6 @@ passes its learning rate as an argument: one program serves every trainer."""
 import jax
 import jax.numpy as jnp
 
-
 EXPECT = []
 
 

@@ -19,8 +19,9 @@ and the attributes of its object that differ.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from .._capture._signature import Signature, StaticKind
 from .._capture._source import FunctionInfo
 from .._core._text import truncate
 from .._core._vocab import CauseKind
@@ -119,10 +120,22 @@ def _kept_as(made: _PerObject, call: ast.Call, item: str) -> str | None:
     return None
 
 
-def made_per_object(info: FunctionInfo, callsite: str | None,
+def made_per_object(info: FunctionInfo, signature: Signature, callsite: str | None,
                     caller: str | None) -> list[_parts.Hazard]:
     """The hazard of a method its class's ``__init__`` jits, where a loop makes an object
     of the class on each pass (see the module's doc). Said at the first compile."""
+    found = _made_per_object(info, callsite, caller)
+    # A wrapper library that passes the function as a static (``eqx.filter_jit``): the
+    # new bound method is a new value of that static, which its recompile names.
+    static = next((s for s in signature.statics if s.kind is StaticKind.STATIC_ARGUMENT
+                   and s.type.rpartition(".")[2] == "method"), None)
+    if static is None:
+        return found
+    return [replace(h, kind=CauseKind.STATIC_ARGUMENT, path=static.name) for h in found]
+
+
+def _made_per_object(info: FunctionInfo, callsite: str | None,
+                     caller: str | None) -> list[_parts.Hazard]:
     if "<locals>" in info.qualname or "." not in info.qualname:
         return []
     per_object = _per_object(info)
@@ -140,8 +153,8 @@ def made_per_object(info: FunctionInfo, callsite: str | None,
     where = f"line {loop_line}" + ("" if made.filename == info.file
                                    else f" of {made.filename.rpartition('/')[2]}")
     start = (f"{info.qualname} is jitted in {cls}.{per_object.init.name} (line "
-             f"{per_object.line}) as a bound method, a new function for each {cls}, and "
-             f"the loop at {where} makes a new {cls} on each pass")
+             f"{per_object.line}) as a bound method, new for each {cls}; the loop at {where} "
+             f"makes a {cls} on each pass")
     jitted = f"self.{per_object.attribute}"
     if not made.reads:
         return [_parts.Hazard(
@@ -155,15 +168,15 @@ def made_per_object(info: FunctionInfo, callsite: str | None,
     if sweep is None:
         return [_parts.Hazard(
             CauseKind.FUNCTION_IDENTITY, "",
-            truncate(f"{start}, from {names}, which the loop binds, so each may be meant "
+            truncate(f"{start} from {names}, which the loop binds, so each may be meant "
                      "to differ: one program per item", _TEXT_LIMIT),
             f"if it need not differ per item, jit one module-level function once and "
             f"pass what {names} sets as an argument", warn=False)]
     kept = _kept_as(per_object, made.call, sweep.item)
-    held = f" (kept as {kept})" if kept else ""
+    held = f" ({kept})" if kept else ""
     return [_parts.Hazard(
         CauseKind.FUNCTION_IDENTITY, "",
-        truncate(f"{start}, made from {sweep.item}{held}, a Python float the loop sweeps: "
+        truncate(f"{start} from {sweep.item}{held}, a Python float it sweeps: "
                  "each value is baked into a program of its own, which compiles again",
                  _TEXT_LIMIT),
         f"jit one function once, at module level, and pass {sweep.item} to it as an "

@@ -54,8 +54,14 @@ from .._capture._signature import Signature, StaticArg, StaticKind
 from .._capture._source import FunctionInfo
 from .._core._text import truncate
 from .._core._vocab import CauseKind
-from . import _hazard_flow, _hazard_object, _hazard_repeat, _hazard_source, _hazard_sweep
-from . import _static_runs
+from . import (
+    _hazard_flow,
+    _hazard_object,
+    _hazard_repeat,
+    _hazard_source,
+    _hazard_sweep,
+    _static_runs,
+)
 from . import _hazard_parts as _parts
 from ._hazard_parts import Hazard
 from ._model import Diff
@@ -87,7 +93,7 @@ def hazards(info: FunctionInfo, count: int, signature: Signature, outputs: Outpu
         found += _identity_statics(signature, callsite)
         found += _made_again(info, callsite) or _hazard_repeat.made_per_run(
             info, count, callsite, caller) or _hazard_object.made_per_object(
-            info, callsite, caller)
+            info, signature, callsite, caller)
     elif cause_kind is CauseKind.FUNCTION_IDENTITY and count == 2:
         found += _hazard_repeat.made_per_run(info, count, callsite, caller)
     elif cause_kind is CauseKind.SHAPE:
