@@ -1040,3 +1040,25 @@ def test_a_value_hashed_static_self_changed_in_place_is_said_so(telemetry):
             "hash changed)"}
         hint = spans[1].attributes["jax.compile.hint"]
         assert "changed in place" in hint and "== to one compiled before" not in hint
+
+
+class _Trainer:
+    def __init__(self, lr):
+        self.lr = lr
+        self.name = "sgd"
+        self.step = jax.jit(self._step)
+
+    def _step(self, x):
+        return x - self.lr * x
+
+
+def test_a_bound_method_of_a_new_object_names_the_attribute_that_differs(telemetry):
+    x = jnp.ones(3)
+    for lr in (1e-3, 3e-3):
+        _Trainer(lr).step(x)  # each trainer's bound method is a new function
+    span = telemetry.last("_Trainer._step")
+    assert span.attributes["jax.compile.cause.kind"] == "function_identity"
+    changes = {c["path"]: (c["before"], c["after"]) for c in diff_of(span)}
+    assert changes["<function>"][1] == "new bound method object, same method"
+    assert changes["<function>.self.lr"] == ("0.001", "0.003")
+    assert "<function>.self.name" not in changes  # the same value: not a difference

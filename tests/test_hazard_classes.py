@@ -287,3 +287,111 @@ def test_parts_are_followed_through_tuples_dicts_and_namedtuples_never_rebuildin
             params, scale = out[1], out[2]
     assert _causes(rec.records) == ["first_compile", "weak_type"]
     assert _said(rec.records, "weak_type") == [(1, "scale", True)]
+
+
+# --- function_identity: a sweep item reaching the function through an object ---------------
+
+def _make_opt_step(opt):
+    def step(params):
+        return params - opt["lr"] * params
+
+    return step
+
+
+def test_an_object_built_from_the_swept_float_per_item_is_a_warning():
+    with otel_jax.testing.record_compiles("_make_opt_step.<locals>.step") as rec:
+        for lr in (1e-3, 1e-2, 1e-1):
+            opt = dict(lr=lr)
+            step = jax.jit(_make_opt_step(opt))
+            params = jnp.ones(3)
+            for _ in range(2):
+                params = step(params)
+    assert len(rec.records) == 3
+    [(count, hazard)] = [(r.count, h) for r in rec.records for h in r.hazards]
+    assert (count, hazard.warn) == (1, True)
+    assert "opt, built there from lr" in hazard.text and "pass lr as an argument" in hazard.hint
+
+
+def _make_scaled_step(opt):
+    def step(params):
+        return params - opt["lr"] * params
+
+    return step
+
+
+def test_an_object_built_from_the_item_and_another_name_stays_a_note():
+    with otel_jax.testing.record_compiles("_make_scaled_step.<locals>.step") as rec:
+        scale = 2.0
+        for lr in (1e-3, 1e-2):
+            scale = scale * 2
+            opt = dict(lr=lr * scale)
+            step = jax.jit(_make_scaled_step(opt))
+            params = jnp.ones(3)
+            for _ in range(2):
+                params = step(params)
+    assert _said(rec.records, "function_identity") == [(1, "", False)]
+
+
+class _SweepTrainer:
+    def __init__(self, lr):
+        self.lr = lr
+        self.step = jax.jit(self._step)
+
+    def _step(self, params):
+        return params - self.lr * params
+
+    def fit(self, params):
+        for _ in range(2):
+            params = self.step(params)
+        return params
+
+
+def test_a_trainer_that_jits_its_bound_method_made_per_swept_rate_is_a_warning():
+    with otel_jax.testing.record_compiles("_SweepTrainer._step") as rec:
+        for lr in [1e-3, 1e-2, 1e-1]:
+            trainer = _SweepTrainer(lr)
+            trainer.fit(jnp.ones(3))
+    assert _causes(rec.records) == ["first_compile"] + ["function_identity"] * 2
+    [(count, hazard)] = [(r.count, h) for r in rec.records for h in r.hazards]
+    assert (count, hazard.warn) == (1, True)
+    assert "from lr (self.lr)" in hazard.text and "_SweepTrainer.__init__" in hazard.text
+
+
+class _OnceTrainer:
+    def __init__(self, lr):
+        self.lr = lr
+        self.step = jax.jit(self._step)
+
+    def _step(self, params):
+        return params - self.lr * params
+
+    def fit(self, params):
+        for _ in range(2):
+            params = self.step(params)
+        return params
+
+
+def test_a_trainer_made_once_before_the_loop_says_nothing():
+    with otel_jax.testing.record_compiles("_OnceTrainer._step") as rec:
+        trainer = _OnceTrainer(1e-3)
+        for epoch in range(3):
+            trainer.fit(jnp.ones(3) * epoch)
+    assert len(rec.records) == 1 and not rec.records[0].hazards
+
+
+class _WidthTrainer:
+    def __init__(self, width):
+        self.width = width
+        self.step = jax.jit(self._step)
+
+    def _step(self, params):
+        return jnp.tile(params, self.width)
+
+
+def test_a_trainer_made_per_width_is_a_note():
+    # one program per width is what the sweep means (the shapes differ)
+    with otel_jax.testing.record_compiles("_WidthTrainer._step") as rec:
+        for width in (2, 3):
+            trainer = _WidthTrainer(width)
+            trainer.step(jnp.ones(3))
+    assert _said(rec.records, "function_identity") == [(1, "", False)]

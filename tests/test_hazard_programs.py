@@ -58,6 +58,9 @@ def _warnings(run: dict) -> list[tuple[int, str, str]]:
     "static_decode_position",  # a decoding position passed static: new at each step
     "static_step_counter",     # the step number passed static, for a warm-up schedule
     "static_policy_per_step",  # a remat policy built on each step, passed static
+    "sweep_optax_adam_lr",  # optax.adam(lr) per rate, a step made from it jitted per rate
+    "sweep_trainer_init",   # a trainer per rate jitting its bound method in __init__
+    "sweep_trainer_eqx",    # the same under eqx.filter_jit
 ])
 def test_a_recompile_the_program_shows_is_warned_before_it_at_the_call_line(name):
     run = _run(name)
@@ -87,6 +90,8 @@ def test_a_recompile_the_program_shows_is_warned_before_it_at_the_call_line(name
     "weak_sum_after_step",  # a total summed before its first call: an array throughout
     "static_mode_cycle",  # a static train flag and split name, a few values each epoch
     "static_bucket_cycle",  # a static bucket size chosen from three per request
+    "sweep_optax_built_once",  # the optimizer and its jitted step built before the loop
+    "sweep_trainer_module_fn",  # each trainer calls one module-level jitted step
 ])
 def test_a_pattern_that_does_not_compile_again_is_no_warning(name):
     run = _run(name)
