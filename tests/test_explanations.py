@@ -1062,3 +1062,30 @@ def test_a_bound_method_of_a_new_object_names_the_attribute_that_differs(telemet
     assert changes["<function>"][1] == "new bound method object, same method"
     assert changes["<function>.self.lr"] == ("0.001", "0.003")
     assert "<function>.self.name" not in changes  # the same value: not a difference
+
+
+class _EqxTrainer:
+    def __init__(self, lr):
+        import equinox as eqx
+
+        self.lr = lr
+        self.step = eqx.filter_jit(self._step)
+
+    def _step(self, x):
+        return x - self.lr * x
+
+
+def test_a_bound_method_a_wrapper_holds_static_names_the_attribute_that_differs(telemetry):
+    pytest.importorskip("equinox")
+    x = jnp.ones(3)
+    trainers = [_EqxTrainer(lr) for lr in (1e-3, 3e-3)]  # kept: both alive for the diff
+    for trainer in trainers:
+        trainer.step(x)  # equinox passes each trainer's bound method as a static
+    span = telemetry.last("_EqxTrainer._step")
+    assert span.attributes["jax.compile.cause.kind"] == "static_argument"
+    changes = {c["path"]: c for c in diff_of(span)}
+    method = changes["<function>[0]"]  # the static equinox passes the function as
+    assert method["after"] == "the same method bound to another _EqxTrainer object"
+    lr = changes["<function>[0].self.lr"]
+    assert (lr["before"], lr["after"]) == ("0.001", "0.003")
+    assert "a new function for each object" in span.attributes["jax.compile.hint"]

@@ -4,7 +4,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-EXPECT = [("Trainer._step", "function_identity")]
+EXPECT = [("Trainer._step", "static_argument")]
 
 
 class Trainer:
