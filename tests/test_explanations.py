@@ -1089,3 +1089,23 @@ def test_a_bound_method_a_wrapper_holds_static_names_the_attribute_that_differs(
     lr = changes["<function>[0].self.lr"]
     assert (lr["before"], lr["after"]) == ("0.001", "0.003")
     assert "a new function for each object" in span.attributes["jax.compile.hint"]
+
+
+def _make_optax_step(opt):
+    def step(params):
+        updates, _ = opt.update(params, opt.init(params), params)
+        return updates
+
+    return step
+
+
+def test_a_step_closing_over_an_optimizer_built_again_names_the_value_inside(telemetry):
+    optax = pytest.importorskip("optax")
+    x = jnp.ones(3)
+    for lr in (1e-3, 3e-3):  # a step made per rate, from optax.adam(lr)
+        jax.jit(_make_optax_step(optax.adam(lr)))(x)
+    span = telemetry.last("_make_optax_step.<locals>.step")
+    assert span.attributes["jax.compile.cause.kind"] == "function_identity"
+    changes = {c["path"]: (c["before"], c["after"]) for c in diff_of(span)}
+    [size] = [p for p in changes if p.startswith("<function>.opt.")]
+    assert size.endswith(".step_size") and changes[size] == ("-0.001", "-0.003")
