@@ -395,3 +395,46 @@ def test_a_trainer_made_per_width_is_a_note():
             trainer = _WidthTrainer(width)
             trainer.step(jnp.ones(3))
     assert _said(rec.records, "function_identity") == [(1, "", False)]
+
+
+# --- words true in their case ---------------------------------------------------------------
+
+def _shift(amount, params):
+    return params + amount
+
+
+def _score_once(params):
+    score = jax.jit(functools.partial(_shift, 1.0))  # made at each run of this function
+    return score(params)
+
+
+def test_a_plain_function_jitting_per_run_is_told_module_level_not_init():
+    with otel_jax.testing.record_compiles("_shift") as rec:
+        for i in range(3):
+            _score_once(jnp.ones(3) * i)
+    [hazard] = [h for r in rec.records for h in r.hazards]
+    assert hazard.warn and "at module level" in hazard.hint and "__init__" not in hazard.hint
+
+
+def _scaled(x, lr):
+    return x * lr
+
+
+def test_a_float_an_eqx_wrapper_holds_static_reads_as_written_and_the_fix_is_an_array():
+    eqx = pytest.importorskip("equinox")
+    scaled = eqx.filter_jit(_scaled)
+    with otel_jax.testing.record_compiles("_scaled") as rec:
+        for i in range(1, 4):
+            scaled(jnp.ones(3), 0.1 * 0.243 * i)  # 0.024300000000000002, ...
+    notes = [h for r in rec.records for h in r.hazards if h.kind.value == "static_argument"]
+    [note] = notes
+    assert "0.0243, 0.0486, 0.0729" in note.text and "000000" not in note.text
+    assert "jnp.asarray(lr" in note.hint and "not static" not in note.hint
+
+
+def test_a_static_tuple_that_sets_a_shape_is_not_told_to_be_an_array():
+    from otel_jax._capture._signature import StaticArg
+    from otel_jax._explain._static_runs import _hint
+
+    hint = _hint("shape", StaticArg("shape", "tuple", "(8, 128)", 1, False))
+    assert "sets a shape" in hint and not hint.startswith("pass what changes")

@@ -88,7 +88,8 @@ def value_text(static: StaticArg) -> str:
     import jax
     import numpy as np
 
-    if jax.config.jax_enable_x64 or not np.isfinite(value):
+    wide = jax.dtypes.canonicalize_dtype(np.float64) == np.dtype(np.float64)  # x64 on
+    if wide or not np.isfinite(value):
         return repr(value)
     return str(np.float32(value))
 

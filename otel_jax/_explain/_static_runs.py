@@ -102,9 +102,18 @@ def new_each_call(count: int, signature: Signature, earlier: Sequence[tuple[int,
                      + ("" if run >= STATIC_WARN_RUN else
                         " (a few fixed values, each used again, would hit the cache)"),
                      _parts.TEXT_LIMIT),
-            _hint(name, last, wrapped=_parts.inputs(signature) is None),
+            _hint(name, last, wrapped=_held_by_wrapper(signature)),
             warn=run >= STATIC_WARN_RUN))
     return found
+
+
+def _held_by_wrapper(signature: Signature) -> bool:
+    """Whether a wrapper library holds the call's statics (``eqx.filter_jit`` keeps every
+    non-array argument static, and passes the user's function among them): the user never
+    asked for them to be static."""
+    return not signature.top_names and any(
+        s.kind is StaticKind.STATIC_ARGUMENT and s.name.startswith("<function>")
+        for s in signature.statics)
 
 
 def _made_on_the_line(static: StaticArg, callsite: str | None) -> bool:
