@@ -63,7 +63,21 @@ def test_a_dict_unpacked_on_the_next_line_is_a_warning_naming_the_item():
     assert _causes(rec.records) == ["first_compile", "weak_type"]
     [hazard] = rec.records[0].hazards
     assert (hazard.path, hazard.warn) == ("lr", True)
-    assert "['lr'] of the result" in hazard.text and "lr = out['lr']" in hazard.text
+    assert "['lr'] of the result" in hazard.text and 'lr = out["lr"]' in hazard.text  # as written
+
+
+def test_a_line_read_back_is_quoted_as_written_without_added_parentheses():
+    @jax.jit
+    def step(params, lr):
+        return params - lr * params, lr * DECAY
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params, lr = jnp.ones(3), 0.1
+        for _ in range(3):
+            out = step(params, lr)
+            params, lr = out[0], out[1]
+    [hazard] = rec.records[0].hazards
+    assert "params, lr = out[0], out[1]" in hazard.text and "(out[0]" not in hazard.text
 
 
 class _Result(NamedTuple):
