@@ -190,8 +190,9 @@ def _bind(out: list[tuple[str, str]], name: str, value: Any, functions: _Functio
 
 
 #: Closures looked into below a bound function, how deep, and the most values they add.
-_NESTED_DEPTH = 4
+_NESTED_DEPTH = 3
 _MAX_NESTED = 12
+_NUMBERS = frozenset({type(None), bool, int, float})
 
 
 def _functions_in(path: str, value: Any, depth: int = 0) -> _Functions:
@@ -298,7 +299,9 @@ def _bind_nested(out: list[tuple[str, str]], level: _Functions) -> None:
                 except ValueError:  # an empty cell
                     continue
                 path = f"{name}.{var}"
-                if type(contents) in _PLAIN or _array_like(contents):
+                if type(contents) in _NUMBERS:  # their repr is short and runs no user code
+                    out.append((path, repr(contents)))
+                elif type(contents) in _PLAIN or _array_like(contents):
                     out.append((path, bound_text(contents, var)))
                 else:
                     deeper += _functions_in(path, contents)
