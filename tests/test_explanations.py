@@ -1040,3 +1040,72 @@ def test_a_value_hashed_static_self_changed_in_place_is_said_so(telemetry):
             "hash changed)"}
         hint = spans[1].attributes["jax.compile.hint"]
         assert "changed in place" in hint and "== to one compiled before" not in hint
+
+
+class _Trainer:
+    def __init__(self, lr):
+        self.lr = lr
+        self.name = "sgd"
+        self.step = jax.jit(self._step)
+
+    def _step(self, x):
+        return x - self.lr * x
+
+
+def test_a_bound_method_of_a_new_object_names_the_attribute_that_differs(telemetry):
+    x = jnp.ones(3)
+    for lr in (1e-3, 3e-3):
+        _Trainer(lr).step(x)  # each trainer's bound method is a new function
+    span = telemetry.last("_Trainer._step")
+    assert span.attributes["jax.compile.cause.kind"] == "function_identity"
+    changes = {c["path"]: (c["before"], c["after"]) for c in diff_of(span)}
+    assert changes["<function>"][1] == "new bound method object, same method"
+    assert changes["<function>.self.lr"] == ("0.001", "0.003")
+    assert "<function>.self.name" not in changes  # the same value: not a difference
+
+
+class _EqxTrainer:
+    def __init__(self, lr):
+        import equinox as eqx
+
+        self.lr = lr
+        self.step = eqx.filter_jit(self._step)
+
+    def _step(self, x):
+        return x - self.lr * x
+
+
+def test_a_bound_method_a_wrapper_holds_static_names_the_attribute_that_differs(telemetry):
+    pytest.importorskip("equinox")
+    x = jnp.ones(3)
+    trainers = [_EqxTrainer(lr) for lr in (1e-3, 3e-3)]  # kept: both alive for the diff
+    for trainer in trainers:
+        trainer.step(x)  # equinox passes each trainer's bound method as a static
+    span = telemetry.last("_EqxTrainer._step")
+    assert span.attributes["jax.compile.cause.kind"] == "static_argument"
+    changes = {c["path"]: c for c in diff_of(span)}
+    method = changes["<function>[0]"]  # the static equinox passes the function as
+    assert method["after"] == "the same method bound to another _EqxTrainer object"
+    lr = changes["<function>[0].self.lr"]
+    assert (lr["before"], lr["after"]) == ("0.001", "0.003")
+    assert "a new function for each object" in span.attributes["jax.compile.hint"]
+
+
+def _make_optax_step(opt):
+    def step(params):
+        updates, _ = opt.update(params, opt.init(params), params)
+        return updates
+
+    return step
+
+
+def test_a_step_closing_over_an_optimizer_built_again_names_the_value_inside(telemetry):
+    optax = pytest.importorskip("optax")
+    x = jnp.ones(3)
+    for lr in (1e-3, 3e-3):  # a step made per rate, from optax.adam(lr)
+        jax.jit(_make_optax_step(optax.adam(lr)))(x)
+    span = telemetry.last("_make_optax_step.<locals>.step")
+    assert span.attributes["jax.compile.cause.kind"] == "function_identity"
+    changes = {c["path"]: (c["before"], c["after"]) for c in diff_of(span)}
+    [size] = [p for p in changes if p.startswith("<function>.opt.")]
+    assert size.endswith(".step_size") and changes[size] == ("-0.001", "-0.003")

@@ -63,7 +63,21 @@ def test_a_dict_unpacked_on_the_next_line_is_a_warning_naming_the_item():
     assert _causes(rec.records) == ["first_compile", "weak_type"]
     [hazard] = rec.records[0].hazards
     assert (hazard.path, hazard.warn) == ("lr", True)
-    assert "['lr'] of the result" in hazard.text and "lr = out['lr']" in hazard.text
+    assert "['lr'] of the result" in hazard.text and 'lr = out["lr"]' in hazard.text  # as written
+
+
+def test_a_line_read_back_is_quoted_as_written_without_added_parentheses():
+    @jax.jit
+    def step(params, lr):
+        return params - lr * params, lr * DECAY
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params, lr = jnp.ones(3), 0.1
+        for _ in range(3):
+            out = step(params, lr)
+            params, lr = out[0], out[1]
+    [hazard] = rec.records[0].hazards
+    assert "params, lr = out[0], out[1]" in hazard.text and "(out[0]" not in hazard.text
 
 
 class _Result(NamedTuple):
@@ -287,3 +301,154 @@ def test_parts_are_followed_through_tuples_dicts_and_namedtuples_never_rebuildin
             params, scale = out[1], out[2]
     assert _causes(rec.records) == ["first_compile", "weak_type"]
     assert _said(rec.records, "weak_type") == [(1, "scale", True)]
+
+
+# --- function_identity: a sweep item reaching the function through an object ---------------
+
+def _make_opt_step(opt):
+    def step(params):
+        return params - opt["lr"] * params
+
+    return step
+
+
+def test_an_object_built_from_the_swept_float_per_item_is_a_warning():
+    with otel_jax.testing.record_compiles("_make_opt_step.<locals>.step") as rec:
+        for lr in (1e-3, 1e-2, 1e-1):
+            opt = dict(lr=lr)
+            step = jax.jit(_make_opt_step(opt))
+            params = jnp.ones(3)
+            for _ in range(2):
+                params = step(params)
+    assert len(rec.records) == 3
+    [(count, hazard)] = [(r.count, h) for r in rec.records for h in r.hazards]
+    assert (count, hazard.warn) == (1, True)
+    assert "opt, built there from lr" in hazard.text and "pass lr as an argument" in hazard.hint
+
+
+def _make_scaled_step(opt):
+    def step(params):
+        return params - opt["lr"] * params
+
+    return step
+
+
+def test_an_object_built_from_the_item_and_another_name_stays_a_note():
+    with otel_jax.testing.record_compiles("_make_scaled_step.<locals>.step") as rec:
+        scale = 2.0
+        for lr in (1e-3, 1e-2):
+            scale = scale * 2
+            opt = dict(lr=lr * scale)
+            step = jax.jit(_make_scaled_step(opt))
+            params = jnp.ones(3)
+            for _ in range(2):
+                params = step(params)
+    assert _said(rec.records, "function_identity") == [(1, "", False)]
+
+
+class _SweepTrainer:
+    def __init__(self, lr):
+        self.lr = lr
+        self.step = jax.jit(self._step)
+
+    def _step(self, params):
+        return params - self.lr * params
+
+    def fit(self, params):
+        for _ in range(2):
+            params = self.step(params)
+        return params
+
+
+def test_a_trainer_that_jits_its_bound_method_made_per_swept_rate_is_a_warning():
+    with otel_jax.testing.record_compiles("_SweepTrainer._step") as rec:
+        for lr in [1e-3, 1e-2, 1e-1]:
+            trainer = _SweepTrainer(lr)
+            trainer.fit(jnp.ones(3))
+    assert _causes(rec.records) == ["first_compile"] + ["function_identity"] * 2
+    [(count, hazard)] = [(r.count, h) for r in rec.records for h in r.hazards]
+    assert (count, hazard.warn) == (1, True)
+    assert "from lr (self.lr)" in hazard.text and "_SweepTrainer.__init__" in hazard.text
+
+
+class _OnceTrainer:
+    def __init__(self, lr):
+        self.lr = lr
+        self.step = jax.jit(self._step)
+
+    def _step(self, params):
+        return params - self.lr * params
+
+    def fit(self, params):
+        for _ in range(2):
+            params = self.step(params)
+        return params
+
+
+def test_a_trainer_made_once_before_the_loop_says_nothing():
+    with otel_jax.testing.record_compiles("_OnceTrainer._step") as rec:
+        trainer = _OnceTrainer(1e-3)
+        for epoch in range(3):
+            trainer.fit(jnp.ones(3) * epoch)
+    assert len(rec.records) == 1 and not rec.records[0].hazards
+
+
+class _WidthTrainer:
+    def __init__(self, width):
+        self.width = width
+        self.step = jax.jit(self._step)
+
+    def _step(self, params):
+        return jnp.tile(params, self.width)
+
+
+def test_a_trainer_made_per_width_is_a_note():
+    # one program per width is what the sweep means (the shapes differ)
+    with otel_jax.testing.record_compiles("_WidthTrainer._step") as rec:
+        for width in (2, 3):
+            trainer = _WidthTrainer(width)
+            trainer.step(jnp.ones(3))
+    assert _said(rec.records, "function_identity") == [(1, "", False)]
+
+
+# --- words true in their case ---------------------------------------------------------------
+
+def _shift(amount, params):
+    return params + amount
+
+
+def _score_once(params):
+    score = jax.jit(functools.partial(_shift, 1.0))  # made at each run of this function
+    return score(params)
+
+
+def test_a_plain_function_jitting_per_run_is_told_module_level_not_init():
+    with otel_jax.testing.record_compiles("_shift") as rec:
+        for i in range(3):
+            _score_once(jnp.ones(3) * i)
+    [hazard] = [h for r in rec.records for h in r.hazards]
+    assert hazard.warn and "at module level" in hazard.hint and "__init__" not in hazard.hint
+
+
+def _scaled(x, lr):
+    return x * lr
+
+
+def test_a_float_an_eqx_wrapper_holds_static_reads_as_written_and_the_fix_is_an_array():
+    eqx = pytest.importorskip("equinox")
+    scaled = eqx.filter_jit(_scaled)
+    with otel_jax.testing.record_compiles("_scaled") as rec:
+        for i in range(1, 4):
+            scaled(jnp.ones(3), 0.1 * 0.243 * i)  # 0.024300000000000002, ...
+    notes = [h for r in rec.records for h in r.hazards if h.kind.value == "static_argument"]
+    [note] = notes
+    assert "0.0243, 0.0486, 0.0729" in note.text and "000000" not in note.text
+    assert "jnp.asarray(lr" in note.hint and "not static" not in note.hint
+
+
+def test_a_static_tuple_that_sets_a_shape_is_not_told_to_be_an_array():
+    from otel_jax._capture._signature import StaticArg
+    from otel_jax._explain._static_runs import _hint
+
+    hint = _hint("shape", StaticArg("shape", "tuple", "(8, 128)", 1, False))
+    assert "sets a shape" in hint and not hint.startswith("pass what changes")

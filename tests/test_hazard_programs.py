@@ -69,6 +69,9 @@ def _warnings(run: dict) -> list[tuple[int, str, str]]:
     "fixpt_shape_grows",       # a sequence grown by concatenation, fed back
     "fixpt_list_grows",        # a Python list of losses appended to each step
     "fixpt_list_kv_cache",     # a decoding cache kept as a Python list
+    "sweep_optax_adam_lr",  # optax.adam(lr) per rate, a step made from it jitted per rate
+    "sweep_trainer_init",   # a trainer per rate jitting its bound method in __init__
+    "sweep_trainer_eqx",    # the same under eqx.filter_jit
 ])
 def test_a_recompile_the_program_shows_is_warned_before_it_at_the_call_line(name):
     run = _run(name)
@@ -105,6 +108,8 @@ def test_a_recompile_the_program_shows_is_warned_before_it_at_the_call_line(name
     "fixpt_struct_key_from_start",  # the key in the state from the first call
     "fixpt_shape_fixed_buffer",  # tokens written into a fixed-size buffer
     "fixpt_list_fixed",       # a fixed-length list of layers; a few crop counts cycled
+    "sweep_optax_built_once",  # the optimizer and its jitted step built before the loop
+    "sweep_trainer_module_fn",  # each trainer calls one module-level jitted step
 ])
 def test_a_pattern_that_does_not_compile_again_is_no_warning(name):
     run = _run(name)

@@ -177,13 +177,62 @@ def _bound_fields(value: Any) -> list[tuple[str, Any]] | None:
     return None
 
 
-def _bind(out: list[tuple[str, str]], name: str, value: Any) -> None:
+#: ``(path, function)`` of the closures a function binds, looked into after the rest.
+_Functions = list[tuple[str, Any]]
+
+
+def _bind(out: list[tuple[str, str]], name: str, value: Any, functions: _Functions) -> None:
+    fields = _bound_fields(value)
+    for path, v in [(f"{name}.{f}", v) for f, v in fields] if fields else [(name, value)]:
+        out.append((path, bound_text(v, path.rpartition(".")[2])))
+        if type(v) is types.FunctionType and v.__closure__ and len(functions) < _MAX_BOUND:
+            functions.append((path, v))
+
+
+#: Closures looked into below a bound function, how deep, and the most values they add.
+_NESTED_DEPTH = 3
+_MAX_NESTED = 12
+_NUMBERS = frozenset({type(None), bool, int, float})
+
+
+def _functions_in(path: str, value: Any, depth: int = 0) -> _Functions:
+    """The closures ``value`` holds: itself, a small tuple's or list's items, a
+    NamedTuple's or dataclass's fields (an optax ``GradientTransformation``)."""
+    if type(value) is types.FunctionType:
+        return [(path, value)] if value.__closure__ else []
+    if depth > 1:
+        return []
     fields = _bound_fields(value)
     if fields:
-        for field_name, v in fields:
-            out.append((f"{name}.{field_name}", bound_text(v, field_name)))
-    else:
-        out.append((name, bound_text(value, name)))
+        return [f for name, v in fields for f in _functions_in(f"{path}.{name}", v, depth + 1)]
+    if type(value) in (tuple, list) and len(value) <= 8:
+        return [f for i, v in enumerate(value)
+                for f in _functions_in(f"{path}[{i}]", v, depth + 1)]
+    return []
+
+
+def _array_like(value: Any) -> bool:
+    module = getattr(type(value), "__module__", "") or ""
+    return module.startswith(("jax", "numpy")) and hasattr(value, "shape") \
+        and hasattr(value, "dtype")
+
+
+def _bind_attributes(out: list[tuple[str, str]], owner: Any) -> None:
+    """``self.<name>`` of each instance attribute of ``owner`` that is a plain value or
+    an array (its type): the values a method reads off its object; an object of any other
+    type is left out (its text, its type's name, tells no two objects apart)."""
+    try:
+        state = object.__getattribute__(owner, "__dict__")
+    except Exception:  # slots, or no instance dict
+        return
+    if not isinstance(state, dict):
+        return
+    for name, value in list(state.items())[:4 * _MAX_BOUND]:
+        if len(out) >= _MAX_BOUND:
+            break
+        text = bound_text(value, name)
+        if isinstance(name, str) and not text.startswith("<"):
+            out.append((f"self.{name}", text))
 
 
 def bound_values(fun: Any) -> tuple[tuple[str, str], ...]:
@@ -191,6 +240,7 @@ def bound_values(fun: Any) -> tuple[tuple[str, str], ...]:
     after the parameters they fill) and keywords, then the closure cells of the
     function inside; a dataclass or NamedTuple field by field."""
     out: list[tuple[str, str]] = []
+    functions: _Functions = []
     partials: list[Any] = []
     target = fun
     while isinstance(target, functools.partial) and len(partials) < 4:
@@ -202,15 +252,20 @@ def bound_values(fun: Any) -> tuple[tuple[str, str], ...]:
     for p in reversed(partials):  # innermost first: its arguments come first
         for i, v in enumerate(p.args):
             j = offset + i
-            _bind(out, params[j] if j < len(params) else f"args[{j}]", v)
+            _bind(out, params[j] if j < len(params) else f"args[{j}]", v, functions)
         offset += len(p.args)
         for k, v in p.keywords.items():
-            _bind(out, str(k), v)
+            _bind(out, str(k), v, functions)
     if code is None and not partials and not isinstance(target, type):
         # A jitted callable object (a dataclass with __call__): its fields are what
         # it binds, read without running its code.
         for field_name, v in _bound_fields(target) or ():
             out.append((f"self.{field_name}", bound_text(v, field_name)))
+    if isinstance(target, types.MethodType) and not partials:
+        # A bound method (``jax.jit(self._step)``): a new object's method is a new
+        # function, and what differs is the object's state. Its instance attributes,
+        # read from its ``__dict__`` without running its code (no properties).
+        _bind_attributes(out, target.__self__)
     cells = getattr(target, "__closure__", None) if code is not None else None
     if cells and code is not None:
         for var, cell in zip(code.co_freevars, cells):
@@ -220,8 +275,39 @@ def bound_values(fun: Any) -> tuple[tuple[str, str], ...]:
                 contents = cell.cell_contents
             except ValueError:  # an empty cell (a variable assigned later)
                 continue
-            _bind(out, var, contents)
-    return tuple(out[:_MAX_BOUND])
+            _bind(out, var, contents, functions)
+    del out[_MAX_BOUND:]
+    _bind_nested(out, functions)
+    return tuple(out)
+
+
+def _bind_nested(out: list[tuple[str, str]], level: _Functions) -> None:
+    """The plain values held in the closures of the functions ``out`` names (an optax
+    optimizer's ``update``, closing over ``step_size``), breadth first, a few levels deep,
+    after everything else: what differs between two objects of one source, each a
+    closure over another value (``opt.update.update_fns[1].step_size: -0.001 ->
+    -0.003``)."""
+    for _ in range(_NESTED_DEPTH):
+        deeper: list[tuple[str, Any]] = []
+        for name, fn in level:
+            code = fn.__code__
+            for var, cell in zip(code.co_freevars, fn.__closure__ or ()):
+                if len(out) >= _MAX_BOUND + _MAX_NESTED:
+                    return
+                try:
+                    contents = cell.cell_contents
+                except ValueError:  # an empty cell
+                    continue
+                path = f"{name}.{var}"
+                if type(contents) in _NUMBERS:  # their repr is short and runs no user code
+                    out.append((path, repr(contents)))
+                elif type(contents) in _PLAIN or _array_like(contents):
+                    out.append((path, bound_text(contents, var)))
+                else:
+                    deeper += _functions_in(path, contents)
+        level = deeper
+        if not level:
+            return
 
 
 #: A repr slower than this marks its type slow: later values of that type are

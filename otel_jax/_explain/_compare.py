@@ -108,8 +108,8 @@ def diff(old: Signature, new: Signature) -> Diff:
                    new.transformation, Detail.TRANSFORMATION_PARAMETERS))
     if not same_function(old, new):
         add(_new_function(old, new))
-        if not is_bound_method(new):
-            _bound_changes(old.bound, new.bound, add)
+        # a closure's or partial's values; a bound method's, its object's attributes
+        _bound_changes(old.bound, new.bound, add)
     elif _other_object(old, new) and old.cache_clears == new.cache_clears:
         # The transformation was applied to another function object (a seen clear is said
         # as one): JAX traces a jitted function once per object and argument types (its
@@ -419,6 +419,16 @@ def _same_text_change(name: str, prev: StaticArg, new: StaticArg, add: AddChange
                    "are no longer held to say why)", Detail.PRINTS_SAME))
         return
     before, after = live
+    if _bound_to_another(before, after):
+        # a bound method of another object (``eqx.filter_jit(self._step)`` in each new
+        # trainer's ``__init__``): the same method, a new function; said with the
+        # attributes of the two objects that differ
+        owner = type(after.__self__).__name__
+        add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
+                   f"the same method bound to another {owner} object", Detail.BOUND_METHOD,
+                   new.type))
+        _attribute_changes(f"{name}.self", before.__self__, after.__self__, add)
+        return
     by_identity = getattr(type(after), "__eq__", None) is getattr(object, "__eq__", None)
     if not plainly_equal(after, after) or by_identity:
         add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
@@ -430,6 +440,12 @@ def _same_text_change(name: str, prev: StaticArg, new: StaticArg, add: AddChange
         add(Change(name, CauseKind.STATIC_ARGUMENT, prev.repr,
                    f"{new.repr} (another value that prints the same: not == to it)",
                    Detail.UNSHOWN_VALUE))
+
+
+def _bound_to_another(before: Any, after: Any) -> bool:
+    """Two bound methods of one function, bound to two objects."""
+    return (isinstance(before, types.MethodType) and isinstance(after, types.MethodType)
+            and before.__func__ is after.__func__ and before.__self__ is not after.__self__)
 
 
 def _attribute_changes(name: str, before: Any, after: Any, add: AddChange) -> bool:

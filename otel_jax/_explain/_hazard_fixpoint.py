@@ -445,7 +445,8 @@ def _wrapped_fed_back(info: FunctionInfo, signature: Signature, outputs: Outputs
                                                 "(jnp.asarray(x, dtype)), so that what goes "
                                                 "in and what comes back are typed alike")
         elif name in scalars and not after[0]:
-            text = (f"{name} goes in as a Python scalar ({scalars[name].repr}), which the "
+            text = (f"{name} goes in as a Python scalar ({_parts.value_text(scalars[name])}), "
+                    "which the "
                     f"wrapper holds static, and comes back an array as output [{i}], which "
                     f"the calling line assigns back to {name}")
             cause, hint = CauseKind.STATIC_ARGUMENT, ("pass it as an array from the first "

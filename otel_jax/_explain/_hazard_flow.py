@@ -93,6 +93,10 @@ def _derive(node: ast.AST, bound: dict[str, tuple[Access, ...]]) -> tuple[Access
     return derived[0]
 
 
+def _file(callsite: str | None) -> str | None:
+    return callsite.rpartition(":")[0] if callsite else None
+
+
 def routes(callsite: str | None) -> tuple[Route, ...]:
     """The names the call at ``callsite`` is given that a later line of the loop around it
     sets from parts of what it returned, with nothing else in the loop setting them."""
@@ -137,7 +141,7 @@ def routes(callsite: str | None) -> tuple[Route, ...]:
             continue
         found.append(Route(_src._expression(ast.Name(name, ast.Load())) or name,
                            bound[name], node.lineno,
-                           truncate(ast.unparse(node), _SOURCE_LIMIT)))
+                           truncate(_src.quoted(_file(callsite), node), _SOURCE_LIMIT)))
     return tuple(found)
 
 

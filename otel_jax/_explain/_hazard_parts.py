@@ -111,6 +111,25 @@ def positional_names(signature: Signature) -> tuple[str, ...] | None:
     return signature.top_names
 
 
+def value_text(static: StaticArg) -> str:
+    """A static's value as the user wrote it: a Python float shown at the precision JAX
+    computes with it (float32 unless x64 is on: ``0.1 * 0.243`` reads ``0.0243``, not
+    ``0.024300000000000002``), the shortest text that reads back as that value."""
+    if static.type != "float":
+        return static.repr
+    try:
+        value = float(static.repr)  # a float's repr reads back as the very value
+    except ValueError:
+        return static.repr
+    import jax
+    import numpy as np
+
+    wide = jax.dtypes.canonicalize_dtype(np.float64) == np.dtype(np.float64)  # x64 on
+    if wide or not np.isfinite(value):
+        return repr(value)
+    return str(np.float32(value))
+
+
 def weakness(weak: bool, kind: str = "") -> str:
     if weak:
         return f"weakly typed ({kind}: a Python scalar)" if kind else "weakly typed"

@@ -209,6 +209,7 @@ def made_per_run(info: FunctionInfo, count: int, callsite: str | None,
         truncate(f"{info.qualname} is jitted anew at each run of {where} (line "
                  f"{made.line}), {who}: each run makes a new jitted function, which "
                  "compiles again", _TEXT_LIMIT),
-        f"jit it once, outside {where} (in __init__ or at module level), keep that jitted "
-        "function and call it each time", warn=warn)]
+        f"jit it once, outside {where} ("
+        + ("in __init__ or at module level" if made.method else "at module level")
+        + "), keep that jitted function and call it each time", warn=warn)]
 

@@ -120,6 +120,14 @@ def _index(filename: str) -> _Index | None:
     return index
 
 
+def quoted(filename: str | None, node: ast.AST) -> str:
+    """``node`` as the file writes it (its own spacing and parentheses), on one line;
+    rebuilt from the tree only where the file's text is not at hand."""
+    lines = linecache.getlines(filename) if filename else []
+    text = ast.get_source_segment("".join(lines), node) if lines else None
+    return " ".join(text.split()) if text else ast.unparse(node)
+
+
 def _expression(node: ast.AST | None) -> str | None:
     """A name the statement can both read and assign (``state``, ``self.state``,
     ``box['lr']``), as comparable text; ``None`` for anything else."""

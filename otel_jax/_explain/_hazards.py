@@ -34,7 +34,8 @@ note (an INFO log line and a span event, no warning).
   called elsewhere: a note; reading a name the loop binds, one program per item
   (:mod:`._hazard_sweep`); made under an ``if`` or kept in a container (a cache,
   reused): nothing. Said at the first compile. Made in a function called again, or on
-  each pass of an outer loop: :mod:`._hazard_repeat`.
+  each pass of an outer loop: :mod:`._hazard_repeat`; a bound method jitted in
+  ``__init__`` of an object a loop makes per pass: :mod:`._hazard_object`.
 - ``shape``: an input dimension that took a new value at each of the last compiles
   (data-dependent lengths), not already bucketed (powers of two, multiples of a step of 8
   or more: a warm-up over buckets, which then hit the cache): a note after ``SHAPE_RUN``
@@ -57,6 +58,7 @@ from .._core._vocab import CauseKind
 from . import (
     _hazard_fixpoint,
     _hazard_flow,
+    _hazard_object,
     _hazard_repeat,
     _hazard_source,
     _hazard_sweep,
@@ -91,7 +93,8 @@ def hazards(info: FunctionInfo, count: int, signature: Signature, outputs: Outpu
                                           info.qualname.rpartition(".")[2])
         found += _identity_statics(signature, callsite)
         found += _made_again(info, callsite) or _hazard_repeat.made_per_run(
-            info, count, callsite, caller)
+            info, count, callsite, caller) or _hazard_object.made_per_object(
+            info, signature, callsite, caller)
     elif cause_kind is CauseKind.FUNCTION_IDENTITY and count == 2:
         found += _hazard_repeat.made_per_run(info, count, callsite, caller)
     elif cause_kind is CauseKind.SHAPE:

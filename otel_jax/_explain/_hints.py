@@ -60,6 +60,11 @@ DETAIL_HINTS: dict[tuple[str, str], str] = {
         "type and an equal value hit the cache): keep it to a few values, or pass it as a "
         "traced argument (an array) if it changes every step"),
     (CauseKind.STATIC_ARGUMENT, Detail.IDENTITY_HASHED.value): HINTS[CauseKind.STATIC_ARGUMENT],
+    (CauseKind.STATIC_ARGUMENT, Detail.BOUND_METHOD.value): (
+        "a bound method is a new function for each object (eqx.filter_jit(self.method) in "
+        "__init__ of an object made per item): make the object once, or jit one "
+        "module-level function once and pass what differs between the objects as "
+        "arguments"),
     (CauseKind.STATIC_ARGUMENT, Detail.INTERNED.value): (
         "JAX keeps one object per distinct value of this type (a Mesh built again with the "
         "same devices and axes is the same object, and hits the cache), so this is another "

@@ -92,7 +92,8 @@ def new_each_call(count: int, signature: Signature, earlier: Sequence[tuple[int,
                     f"({truncate(last.repr, _VALUE_TEXT)}, hashed by identity): each new "
                     "object compiles again")
         else:
-            values = ", ".join(truncate(s.repr, _VALUE_TEXT) for s in statics[-run:] if s)
+            values = ", ".join(truncate(_parts.value_text(s), _VALUE_TEXT)
+                               for s in statics[-run:] if s)
             what = (f"took a new value at each of the last {run} compiles ({values}): each "
                     "new value compiles again")
         found.append(_parts.Hazard(
@@ -101,8 +102,18 @@ def new_each_call(count: int, signature: Signature, earlier: Sequence[tuple[int,
                      + ("" if run >= STATIC_WARN_RUN else
                         " (a few fixed values, each used again, would hit the cache)"),
                      _parts.TEXT_LIMIT),
-            _hint(name, last), warn=run >= STATIC_WARN_RUN))
+            _hint(name, last, wrapped=_held_by_wrapper(signature)),
+            warn=run >= STATIC_WARN_RUN))
     return found
+
+
+def _held_by_wrapper(signature: Signature) -> bool:
+    """Whether a wrapper library holds the call's statics (``eqx.filter_jit`` keeps every
+    non-array argument static, and passes the user's function among them): the user never
+    asked for them to be static."""
+    return not signature.top_names and any(
+        s.kind is StaticKind.STATIC_ARGUMENT and s.name.startswith("<function>")
+        for s in signature.statics)
 
 
 def _made_on_the_line(static: StaticArg, callsite: str | None) -> bool:
@@ -112,12 +123,28 @@ def _made_on_the_line(static: StaticArg, callsite: str | None) -> bool:
     return any(h.warn for h in _parts.by_identity(static, made))
 
 
-def _hint(name: str, static: StaticArg) -> str:
+#: Types of a static that holds ints (a shape, a window, an axis list): no array can
+#: stand in for one where it sets a shape.
+_SEQUENCES = frozenset({"tuple", "list"})
+
+
+def _hint(name: str, static: StaticArg, wrapped: bool = False) -> str:
+    """The fix for a static that takes a new value at each compile. ``wrapped``: held
+    static by a wrapper library (``eqx.filter_jit`` keeps every non-array argument
+    static), not by the user's ``static_argnums``: the fix is an array, not an option."""
     short = static.type.rpartition(".")[2]
+    if short in _SCALARS and wrapped:
+        return (f"pass {name} as an array (jnp.asarray({name}, dtype)): the wrapper holds "
+                "every Python scalar static and traces an array; where it sets a shape, "
+                "round it up to a few sizes")
     if short in _SCALARS:
         return (f"pass {name} as a traced argument (not static) where it only feeds "
                 "arithmetic or indexing (jax.lax.dynamic_slice for a position); where it "
                 "sets a shape, round it up to a few sizes")
+    if short in _SEQUENCES:
+        return (f"where {name} sets a shape, keep it to a few values that come back (pad or "
+                "bucket to a few sizes: each compiles once, then hits the cache); what only "
+                "feeds arithmetic can go in as an array argument instead")
     if short in _parts.LONG_LIVED:  # a function: no class of the user's to change
         return f"make {name} once, before the loop, and pass that same function"
     if static.identity_hashed:
