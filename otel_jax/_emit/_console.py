@@ -107,9 +107,21 @@ def _compile(f: _Fields, style: _Style, cwd: str) -> str:
         what += f"; {f[Field.MEMORY_CHANGE]}"
     if f.get(Field.PERSISTENT_CACHE_HIT):
         what += "; from the persistent cache"
+    what += _program(f.get(Field.PROGRAM_FINDINGS), cwd)
     return _join(style(_BRIGHT, f"{f.get(Field.FUNCTION)} #{f.get(Field.COUNT)}"), what,
                  style(_DIM, _where(f.get(Field.CALLSITE), cwd)),
                  _seconds(f.get(Field.COMPILE_S)))
+
+
+def _program(findings: Any, cwd: str) -> str:
+    # A compile whose program is large for a reason worth a warning says where and the
+    # fix (the JSON line and the warning have the whole text).
+    for finding in findings if isinstance(findings, list) else ():
+        if isinstance(finding, dict) and finding.get("level") == "warning":
+            where = _where(finding.get("line"), cwd)
+            return (f"; large program: {finding.get('kind')}" + (f" at {where}" if where else "")
+                    + f"; fix: {_short(finding.get('hint'))}")
+    return ""
 
 
 def _hazard(f: _Fields, style: _Style, cwd: str) -> str:
