@@ -45,8 +45,8 @@ from .._core._failopen import FailOpen
 from .._core._text import clean_text
 from .._core._vocab import Phase
 from .._explain import _causes, _hazards
-from .._explain import _program as _program_facts
 from .._explain import _memory as _memory_change
+from .._explain import _program as _program_facts
 from .._explain._hazard_parts import Hazard
 from ._history import CompileEntry, History
 from ._plugins import CacheLedger
@@ -360,12 +360,14 @@ def assemble(captured: Captured, history: History, ledger: CacheLedger, guard: F
 def _analyse(computation: Any, executable: Any, info: FunctionInfo, compared_with: int | None,
              compile_s: float, history: History,
              ) -> tuple[_program_facts.ProgramFacts,
-                        tuple[_program_facts.ProgramFinding, ...]]:
+                        tuple[_program_facts.ProgramFinding, ...]] | None:
     """The lowered program's size by the user's line, its constants and XLA's cost
     analysis, and the patterns they show (``_explain._program``)."""
     import os
 
     walk = _program_walk.walk_program(computation, _is_user_file)
+    if walk is None:  # bindings that do not walk: nothing said, never a wrong count
+        return None
     cost = None if executable is None else _program_walk.program_cost(executable)
     facts = _program_facts.facts(walk, cost)
     earlier = None if compared_with is None else history.program(info, compared_with)

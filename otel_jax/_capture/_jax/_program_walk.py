@@ -86,12 +86,18 @@ class _Resolver:
     def __init__(self, is_user: Callable[[str], bool]) -> None:
         self.is_user = is_user
         self.user_files: dict[str, bool] = {}
+        self.broken = False  # the bindings' locations could not be read
 
     def __call__(self, loc: Any) -> tuple[Line, Any, bool]:
         """(the user's line, the op's place: its whole chain and name stack, in a loop)."""
         names: list[str] = []
         frames: list[tuple[str, int, int]] = []
-        _flatten(loc, names, frames, 0)
+        if not self.broken:
+            try:
+                _flatten(loc, names, frames, 0)
+            except Exception:  # locations read another way: the counts, without lines
+                self.broken = True
+                names, frames = [], []
         line = ""
         for file, number, _ in frames:
             user = self.user_files.get(file)
@@ -183,11 +189,18 @@ def _first_use(operation: Any) -> Any:
 
 
 def walk_program(module: Any, is_user: Callable[[str], bool],
-                 max_ops: int = MAX_OPS) -> ProgramWalk:
+                 max_ops: int = MAX_OPS) -> ProgramWalk | None:
     """Walk ``module`` (a lowered MLIR module), at most ``max_ops`` operations; each op is
-    put on the innermost frame of its location that ``is_user`` accepts. May raise on
-    bindings that moved: the caller runs it under its fail-open guard."""
-    resolve = _Resolver(is_user)
+    put on the innermost frame of its location that ``is_user`` accepts. ``None`` where
+    the bindings do not walk (a module or operation API that moved): no count, rather
+    than a wrong one."""
+    try:
+        return _walk(module, _Resolver(is_user), max_ops)
+    except Exception:
+        return None
+
+
+def _walk(module: Any, resolve: _Resolver, max_ops: int) -> ProgramWalk:
     by_line: Counter[Line] = Counter()
     places: Counter[tuple[Line, Any, str]] = Counter()
     in_loops: Counter[Line] = Counter()
