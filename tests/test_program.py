@@ -271,3 +271,54 @@ def test_thresholds_keep_small_programs_silent():
     # the same shape of program, compiled for long: said, and a warning
     [slow] = _program.findings(_program.facts(walk, None), compile_s=_program.WARN_COMPILE_S)
     assert slow.kind == "unrolled_loop" and slow.warn
+
+
+def test_programs_kept_once_each_named_on_the_span_and_line_without_constant_values(
+        tmp_path):
+    import gzip
+    import os
+
+    import otel_jax
+    from tests.conftest import Telemetry
+
+    folder = tmp_path / "programs"
+    otel_jax.uninstall()
+    t = Telemetry()
+    otel_jax.install(tracer_provider=t.tracer_provider, meter_provider=t.meter_provider,
+                     log_output=t.log, programs=str(folder))
+    try:
+        f = jax.jit(fresh(embed))
+        f(jnp.arange(4))
+        f(jnp.arange(6))  # another program
+        jax.jit(fresh(embed))(jnp.arange(4))  # the same program again: kept once
+        lines = [line for line in t.log_lines() if line["event"] == "jax.compile"
+                 and line["function"].endswith("embed")]
+    finally:
+        otel_jax.uninstall()
+    assert len(lines) == 3
+    files = [line["program_file"] for line in lines]
+    assert files[0] == files[2] != files[1]
+    assert sorted(os.listdir(folder)) == sorted({os.path.basename(p) for p in files})
+    assert os.path.basename(files[0]) == f"embed-{lines[0]['program_fingerprint']}.mlir.gz"
+    text = gzip.decompress((folder / os.path.basename(files[0])).read_bytes()).decode()
+    assert "stablehlo" in text and "test_program.py" in text  # with its source locations
+    assert "__elided__" in text and "5.242880e+05" not in text  # the table's values: none
+    span = [s for s in t.spans() if s.attributes.get("jax.compile.program.file")][0]
+    assert span.attributes["jax.compile.program.file"] == files[0]
+
+
+def test_the_folder_is_bounded_oldest_dropped_first(tmp_path):
+    import os
+    import time
+
+    from otel_jax._pipeline import _program_store
+
+    for i in range(5):
+        _program_store.keep(str(tmp_path), "f", f"{i:016x}", os.urandom(100).hex(),
+                            max_bytes=300)
+        time.sleep(0.01)
+    kept = sorted(os.listdir(tmp_path))
+    assert kept[-1] == f"f-{4:016x}.mlir.gz"
+    assert sum(os.path.getsize(tmp_path / k) for k in kept) <= 300
+    assert len(kept) < 5
+    assert _program_store.file_name("A.<locals>.f/x", "ab") == "A._locals_.f_x-ab.mlir.gz"

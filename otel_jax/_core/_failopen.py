@@ -201,6 +201,7 @@ class Topic(enum.Enum):
     ENVIRONMENT = "environment"                 # detail: the OTEL_JAX_* variable
     USER_CODE = "user-code"                     # detail: which code and exception type
     PROGRAM = "program"                         # detail: the function and the pattern
+    PROGRAMS = "programs"                       # detail: the programs' folder
     HAZARD = "hazard"                           # detail: the function and the hazard's kind
 
 

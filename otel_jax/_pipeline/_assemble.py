@@ -48,6 +48,7 @@ from .._explain import _causes, _hazards
 from .._explain import _memory as _memory_change
 from .._explain import _program as _program_facts
 from .._explain._hazard_parts import Hazard
+from . import _program_store
 from ._history import CompileEntry, History
 from ._plugins import CacheLedger
 from ._record import CompileRecord, Devices, PersistentCache, PhaseTiming
@@ -125,6 +126,7 @@ class Captured:
     #: analyse the lowered program (its size by line, constants, cost) when the record is
     #: made: ``taken.compiled`` is kept until then
     programs: bool = False
+    programs_dir: str | None = None  # the folder to keep the lowered program in
 
     @property
     def compile_s(self) -> float:
@@ -136,11 +138,12 @@ class Captured:
 
 def capture(taken: Taken, history: History, guard: FailOpen, devices_of: DevicesOf,
             warmup_done: bool, later: bool, hazards: bool = False,
-            programs: bool = False) -> Captured:
+            programs: bool = False, programs_dir: str | None = None) -> Captured:
     """What of ``taken`` must be read now, on the compiling thread (``later``: the record is
     assembled on another thread, so an eager op's signature waits for it; ``hazards``:
     keep what the hazard analysis reads, which it does when the record is made;
-    ``programs``: keep the lowered program for its analysis, made then too)."""
+    ``programs``: keep the lowered program for its analysis, made then too;
+    ``programs_dir``: and to keep it in that folder)."""
     miss, name = taken.miss, taken.name
     signature: _signature.Signature | None = None
     detached: _detached.Detached | None = None
@@ -172,8 +175,10 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
     cache_enabled = guard.call("persistent cache",
                                _persistent_cache.persistent_cache_enabled, False)
     analyse = programs and not naming.eager_op and not taken.cache_hit
+    programs_dir = None if naming.eager_op else programs_dir
     if compiled is not None and (naming.eager_op or not (
-            analyse or cache_enabled or _coordination.coordination() is not None)):
+            analyse or programs_dir or cache_enabled
+            or _coordination.coordination() is not None)):
         # The lowered program is read only for its fingerprint and its analysis (see
         # ``assemble``): not kept while the record waits to be made, it can be large.
         compiled = None
@@ -196,7 +201,8 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
         warmup_done=warmup_done,
         cache_enabled=cache_enabled,
         outputs=outputs,
-        hazards=look_for_hazards, caller=sites[2], programs=analyse)
+        hazards=look_for_hazards, caller=sites[2], programs=analyse,
+        programs_dir=programs_dir)
 
 
 def _shown(cause: _causes.Cause, found: tuple[Hazard, ...],
@@ -277,7 +283,8 @@ def assemble(captured: Captured, history: History, ledger: CacheLedger, guard: F
     # The program's fingerprint tells ranks and restarts apart; one process on its
     # own has nothing to compare it with, and it costs a serialisation of the program.
     if compiled is not None and not naming.eager_op and (
-            cache_enabled or _coordination.coordination() is not None):
+            cache_enabled or captured.programs_dir
+            or _coordination.coordination() is not None):
         digest = guard.call("program fingerprint",
                             lambda: _program.program_digest(compiled.computation), None)
         program = digest.hex() if digest else ""
@@ -318,6 +325,11 @@ def assemble(captured: Captured, history: History, ledger: CacheLedger, guard: F
             captured.compile_s, history), None)
         if analysed is not None:
             program_facts, program_findings = analysed
+    program_file = ""
+    if captured.programs_dir and compiled is not None and program:
+        folder, fingerprint = captured.programs_dir, program
+        program_file = guard.call("program file", lambda: _keep_program(
+            folder, info.qualname, fingerprint, compiled.computation), "")
     cache = None
     if cache_enabled:
         reason = None
@@ -341,6 +353,7 @@ def assemble(captured: Captured, history: History, ledger: CacheLedger, guard: F
         compared_with=cause.compared_with, fingerprint=fingerprint,
         program_fingerprint=program, hazards=found, memory=memory,
         program=program_facts, program_findings=program_findings,
+        program_file=program_file,
         memory_change=guard.call("memory change",
                                  lambda: _memory_change.growth(earlier_memory, memory), ""),
     )
@@ -382,3 +395,11 @@ def _is_user_file(filename: str) -> bool:
     """A file of the user's, not JAX's, a wrapper library's, the standard library's or
     otel_jax's: where an operation of the program is put."""
     return not is_library_file(filename)
+
+
+def _keep_program(folder: str, function: str, fingerprint: str, computation: Any) -> str:
+    """The lowered program kept in ``folder`` (``_program_store``), its path or ``""``."""
+    text = _program_walk.program_text(computation)
+    if text is None:
+        return ""
+    return _program_store.keep(folder, function, fingerprint, text)

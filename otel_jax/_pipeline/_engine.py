@@ -132,6 +132,8 @@ class Engine:
         self.hazards = True
         #: Analyse each compile's lowered program (its size by line, constants, cost).
         self.programs = True
+        #: Keep each distinct lowered program in this folder (``install(programs=...)``).
+        self.programs_dir: str | None = None
         #: Functions compiled in this process (``_first_seen``), kept across installs.
         self._seen_functions: set[tuple[str, str | None, int | None]] = set()
 
@@ -352,7 +354,7 @@ class Engine:
                                 seen.executable)
         return _assemble.capture(taken, self.history, guard, self._devices_of,
                                  self.policy.warmup_done, later, self.hazards,
-                                 self.programs)
+                                 self.programs, self.programs_dir)
 
     def _hand_off(self, record: CompileRecord, storm: Storm | None, installed: Route,
                   added: tuple[Emitter, ...]) -> None:

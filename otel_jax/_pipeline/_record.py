@@ -116,6 +116,8 @@ class CompileRecord:
     program: ProgramFacts | None = None
     #: the patterns that program shows (an unrolled loop, a captured constant, growth)
     program_findings: tuple[ProgramFinding, ...] = ()
+    #: where the lowered program was kept (``install(programs=DIR)``; ``""``: not kept)
+    program_file: str = ""
 
     @property
     def is_recompile(self) -> bool:
@@ -192,6 +194,8 @@ def span_attributes(record: CompileRecord) -> dict[str, AttributeValue]:
             attrs[Attr.PROGRAM_FLOPS] = program.flops
         if program.bytes_accessed is not None:
             attrs[Attr.PROGRAM_BYTES_ACCESSED] = program.bytes_accessed
+    if record.program_file:
+        attrs[Attr.PROGRAM_FILE] = record.program_file
     cache = record.persistent_cache
     if cache is not None:
         attrs[Attr.PERSISTENT_CACHE_HIT] = cache.hit
@@ -256,6 +260,8 @@ def log_fields(record: CompileRecord, link: SpanLink | None) -> dict[str, Any]:
         fields.update(_program_fields(program))
     if record.program_findings:
         fields[Field.PROGRAM_FINDINGS] = [f.as_dict() for f in record.program_findings]
+    if record.program_file:
+        fields[Field.PROGRAM_FILE] = record.program_file
     return _encodable(_linked(fields, link))
 
 

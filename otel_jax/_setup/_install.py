@@ -104,6 +104,7 @@ def install(
     eager_op_spans: Literal["nested", "always"] = "nested",
     emit_in_background: bool = True,
     hazards: bool = True,
+    programs: str | os.PathLike[str] | None = None,
 ) -> Installation:
     """Report every JAX compilation as a span, metrics and a JSON log line, with its cause.
 
@@ -198,6 +199,13 @@ def install(
             function and kind (notes, less sure, are INFO lines only). Looked for where
             the cause is worded (off the compiling thread by default); a cache hit
             costs nothing. ``False``: none.
+        programs: a folder to keep each distinct lowered program in, once (by its
+            program fingerprint, gzip-compressed, ``<function>-<fingerprint>.mlir.gz``,
+            with its source locations and large constants elided), the folder bounded
+            in bytes with the oldest dropped first; named on the compile's span
+            (``jax.compile.program.file``) and log line, listed by ``otel-jax report``.
+            ``None`` (default): ``OTEL_JAX_PROGRAMS`` when set, else none kept: nothing
+            of a program leaves the process.
 
     Environment: an option left at its default takes its ``OTEL_JAX_*`` variable when
     that is set (``OTEL_JAX_STORM_THRESHOLD=4``, ``OTEL_JAX_LOG_OUTPUT=none``,
@@ -250,6 +258,7 @@ def install(
         rank_local, ledger_path, eager_op_spans = o.rank_local, o.ledger_path, o.eager_op_spans
         ENGINE.emit_in_background = o.emit_in_background
         ENGINE.hazards = o.hazards
+        ENGINE.programs_dir = os.fspath(o.programs) if o.programs is not None else None
         _scrub.configure(scrub)
         refusal = _scrub.refusal() if scrub is None else None
         if refusal is not None:
@@ -373,6 +382,7 @@ def uninstall() -> None:
         flush(UNINSTALL_FLUSH_S)
         ENGINE.emit_in_background = True
         ENGINE.hazards = True
+        ENGINE.programs_dir = None
         STEPS.telemetry = None
         ENGINE.on_recompile = "log"
         CROSS_RANK.configure("off", CROSS_RANK.timeout_s, None)

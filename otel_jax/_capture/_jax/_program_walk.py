@@ -285,3 +285,20 @@ def program_cost(executable: Any) -> ProgramCost | None:
         return None
     cost = ProgramCost(_number(found.get("flops")), _number(found.get("bytes accessed")))
     return None if cost.flops is None and cost.bytes_accessed is None else cost
+
+
+#: Constants with more elements than this are written elided (``dense_resource<__elided__>``)
+#: in a kept program's text: their values never leave the process.
+TEXT_ELEMENTS_LIMIT = 16
+
+
+def program_text(module: Any) -> str | None:
+    """The lowered program as text a person reads, with its source locations (MLIR's
+    ``get_asm`` with debug information, as ``Lowered.as_text(debug_info=True)``), large
+    constants elided; ``None`` where the bindings do not print it."""
+    try:
+        text = module.operation.get_asm(enable_debug_info=True,
+                                        large_elements_limit=TEXT_ELEMENTS_LIMIT)
+    except Exception:
+        return None
+    return text if isinstance(text, str) else None
