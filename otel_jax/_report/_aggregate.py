@@ -26,6 +26,7 @@ from .._core._vocab import (
 )
 from ._bounded import _Quantiles, _round, _Tally, _TopK
 from ._hazards import HAZARD_MARKER, Hazards
+from ._programs import ProgramTally
 from ._read import (
     _MAX_DIFF,
     _MAX_FILE,
@@ -143,6 +144,7 @@ class _Row:
         "function", "file", "line", "row_kind", "compiles", "recompiles",
         "after_warmup", "cache_hits", "total_s", "recompile_s", "trace_s",
         "lower_s", "backend_s", "times", "causes", "signatures", "largest", "callsites",
+        "programs",
     )
 
     def __init__(self, function: str, file: str | None, line: int | None,
@@ -169,6 +171,8 @@ class _Row:
         self.largest: dict[str, Any] | None = None
         #: the (eager ops) row's: callsite -> [compiles, [seconds]] (``callsites``)
         self.callsites = _Tally(MAX_EAGER_CALLSITES)
+        #: its largest program by operations and the programs kept (``_programs``)
+        self.programs = ProgramTally()
 
     def called_at(self, callsite: str | None, seconds: float | None) -> None:
         """One eager op compiled at the user's line ``callsite``."""
@@ -234,6 +238,7 @@ class _Row:
                 self.largest is None
                 or other.largest["total_bytes"] > self.largest["total_bytes"]):
             self.largest = dict(other.largest)
+        self.programs.merge(other.programs)
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON shape of one row (see :func:`summarize`)."""
@@ -281,6 +286,7 @@ class _Row:
             "hazards": None,
             "largest_program": dict(self.largest) if self.largest is not None else None,
             "callsites": self.top_callsites(),
+            **self.programs.to_dict(),
         }
 
 
@@ -445,6 +451,7 @@ class Report:
         if aggregate_of_ops:
             row.called_at(_text(ev.get(Field.CALLSITE), _MAX_FILE), secs)
         program_total = row.program(ev)
+        row.programs.add(ev)
         if secs is not None:
             row.total_s += secs
             row.times.add(secs)

@@ -17,6 +17,7 @@ from typing import Any
 from .._core._terminal import printable as printable  # the report modules name it here
 from .._core._units import human_bytes
 from ._aggregate import Report
+from ._programs import programs_lines
 
 _COLUMNS = ("FUNCTION", "LOCATION", "COMPILES", "RECOMPILES", "TOTAL_S",
             "P95_S", "RECOMPILE_S")
@@ -108,6 +109,7 @@ def render_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> st
         program = program_text(row.get("largest_program"))
         if program:
             out.append(_clip(f"  largest program {program}", width))
+        out.extend(_clip(line, width) for line in programs_lines(row))
         for c in row["causes"]:
             detail = f"  - {c['cause']} x{c['count']} ({_fmt_s(c['seconds'])} s)"
             if c["top_diff"]:
