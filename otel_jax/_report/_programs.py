@@ -132,3 +132,42 @@ def programs_lines(row: dict[str, Any]) -> list[str]:
     if more:
         out.append(f"  kept {more} more")
     return out
+
+
+def programs_section(add: Any, rows: list[dict[str, Any]]) -> None:
+    """The HTML report's programs: per function, its largest program by operations, the
+    line that makes most of it, what makes it large, and a link to each program kept."""
+    from html import escape
+    from urllib.parse import quote
+
+    shown = [r for r in rows if r.get("program") or r.get("program_files")]
+    if not shown:
+        return
+    add('<section id="programs"><h2>Programs</h2><div class="scroll"><table class="sortable">'
+        "<thead><tr><th>Function</th><th>Operations</th><th>Top line</th><th>Found</th>"
+        "<th>Kept</th></tr></thead><tbody>")
+    for r in shown:
+        program = r.get("program") or {}
+        top = (program.get("top_lines") or [{}])[0]
+        where = (f'{escape(str(top.get("line")))} ({top["share"]:.0%})'
+                 if top.get("line") and top.get("share") is not None else "")
+        found = "".join(
+            f'<div title="{escape(f.get("text") or "")}">{escape(f["kind"])} '
+            f'{"warning" if f["level"] == "warning" else "note"}'
+            + (f': {escape(f["hint"])}' if f.get("hint") else "") + "</div>"
+            for f in program.get("findings") or ())
+        kept = "".join(
+            f'<div><a href="{escape(quote(f["file"], safe="/:._-"))}">{_at(f.get("count"))}'
+            f'{escape(f["file"].rpartition("/")[2])}</a></div>'
+            for f in r.get("program_files") or ())
+        ops = program.get("ops")
+        add(f'<tr><td title="{escape(r.get("file") or "")}">{escape(r["function"])}</td>'
+            f'<td class="n" data-v="{ops if ops is not None else -1}">'
+            f'{"" if ops is None else ("≥ " if program.get("at_least") else "") + f"{ops:,}"}'
+            f'</td><td class="mono">{where}</td><td>{found}</td><td class="mono">{kept}</td>'
+            "</tr>")
+    add("</tbody></table></div></section>")
+
+
+def _at(count: Any) -> str:
+    return "" if count is None else f"#{count} "
