@@ -115,11 +115,23 @@ def embed_fixed(table, ids):
     return table[ids].sum()
 
 
+def baked(fun, *args) -> bool:
+    """Whether JAX bakes the arrays ``fun`` captures into its program text (to 0.10; JAX
+    0.12 passes them to the program as arguments of its own), as JAX's text shows it."""
+    return len(jax.jit(fresh(fun)).lower(*args).as_text()) > TABLE.nbytes
+
+
 def test_a_captured_table_is_named_with_its_bytes_and_passed_as_an_argument_is_not(telemetry):
     ids = jnp.arange(4)
-    jax.jit(embed)(ids)
-    jax.jit(embed_fixed)(TABLE, ids)
+    jax.jit(fresh(embed))(ids)
+    jax.jit(fresh(embed_fixed))(TABLE, ids)
+    fixed = compile_line(telemetry, "embed_fixed")
+    assert fixed["program_constant_bytes"] < 1024 and "program_findings" not in fixed
+    assert "program_constants" not in fixed
     line = compile_line(telemetry, "embed")
+    if not baked(embed, ids):  # this JAX makes the table an argument: nothing to say
+        assert line["program_constant_bytes"] < 1024 and "program_findings" not in line
+        return
     assert line["program_constant_bytes"] >= TABLE.nbytes
     [constant] = line["program_constants"]
     assert constant == {"line": line_of(embed, "TABLE[ids]"), "bytes": TABLE.nbytes,
@@ -130,10 +142,6 @@ def test_a_captured_table_is_named_with_its_bytes_and_passed_as_an_argument_is_n
     span = telemetry.last("embed")
     assert span.attributes["jax.compile.program.constant_bytes"] >= TABLE.nbytes
     assert "f32[512,1024] 2.0 MiB" in span.attributes["jax.compile.program.constants"]
-
-    fixed = compile_line(telemetry, "embed_fixed")
-    assert fixed["program_constant_bytes"] < 1024 and "program_findings" not in fixed
-    assert "program_constants" not in fixed
 
 
 def layer(w, x):
@@ -302,7 +310,9 @@ def test_programs_kept_once_each_named_on_the_span_and_line_without_constant_val
     assert os.path.basename(files[0]) == f"embed-{lines[0]['program_fingerprint']}.mlir.gz"
     text = gzip.decompress((folder / os.path.basename(files[0])).read_bytes()).decode()
     assert "stablehlo" in text and "test_program.py" in text  # with its source locations
-    assert "__elided__" in text and "5.242880e+05" not in text  # the table's values: none
+    if baked(embed, jnp.arange(4)):  # the table's values: none written
+        assert "__elided__" in text
+    assert "5.242880e+05" not in text and "5.242870e+05" not in text
     span = [s for s in t.spans() if s.attributes.get("jax.compile.program.file")][0]
     assert span.attributes["jax.compile.program.file"] == files[0]
 

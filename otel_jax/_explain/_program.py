@@ -12,8 +12,9 @@ program shows it, and only for a program large enough to matter:
   once per pass, or a ``scan`` unrolled (the line calls ``scan(``, or the repeated
   operations sit in a loop XLA runs). Its passes: the most times one operation repeats.
 - ``captured_constant``: a constant of at least ``CONSTANT_BYTES`` baked into the program
-  (an array captured from the enclosing scope, or a NumPy value): it is part of the
-  program text XLA parses, hashes and compiles, and of every program that captures it.
+  (an array captured from the enclosing scope, which JAX to 0.10 inlines; 0.12 passes it
+  as an argument of its own): it is part of the program text XLA parses, hashes and
+  compiles, and of every program that captures it.
 - ``program_growth``: the program grew by at least ``GROWTH_RATIO`` and ``NOTE_OPS``
   operations since the compile its cause is compared with, and by which lines.
 
@@ -154,9 +155,9 @@ def findings(program: ProgramFacts, compile_s: float, earlier: ProgramFacts | No
         found.append(ProgramFinding(
             CAPTURED_CONSTANT, constant.line,
             f"a {constant.type} constant of {human_bytes(constant.nbytes)} is baked into "
-            f"the program{where}: an array from outside the function (captured from the "
-            "enclosing scope, or a NumPy value) becomes part of the program text XLA "
-            "parses and compiles, and is compiled again into every program that uses it",
+            f"the program{where}: an array captured from the enclosing scope becomes part "
+            "of the program text XLA parses and compiles, and is compiled again into every "
+            "program that captures it",
             "pass it to the jitted function as an argument"))
         break  # the largest says it; the others are in the program's constants
     if earlier is not None and compared_with is not None:

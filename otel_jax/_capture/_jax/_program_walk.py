@@ -11,8 +11,10 @@ fused location; JAX keeps its own frames out of that chain, a wrapper library's 
 it, and the op is put on the innermost frame the ``is_user`` test accepts.
 
 Checked on JAX 0.8.0, 0.10.2 and 0.12.x (the oldest, default and newest test venvs).
-Bounded: the walk stops after ``MAX_OPS`` operations (the count is then "at least"); a
-location's chain is followed 64 deep at most. Fallback, decided by what fails: bindings
+Bounded: the walk stops after ``MAX_OPS`` operations (the count is then "at least"); each
+distinct location is resolved once, its chain followed 64 deep at most. Measured (JAX
+0.10.2, a loaded 2-core CPU): 21,002 operations in 0.1-0.2 s of the thread that makes the
+record. Fallback, decided by what fails: bindings
 without the ``Location`` kinds leave the counts without lines; a walk that raises gives
 no walk (``None``); a cost analysis the backend does not give (or that raises) gives no
 flops or bytes. Never a number that was not read.
@@ -33,8 +35,8 @@ MAX_OPS = 250_000
 MAX_CONSTANTS = 8
 #: A constant smaller than this is not kept one by one (only counted in the total).
 CONSTANT_MIN_BYTES = 1024
-#: Files whose verdict (the user's or not) is kept.
-MAX_LOCATIONS = 4096
+#: Distinct locations (and files) whose resolution is kept.
+MAX_LOCATIONS = 65_536
 #: The name-stack words of a loop XLA runs (the body of a scan or fori_loop).
 _LOOP_WORDS = ("while", "scan")
 
@@ -79,17 +81,36 @@ class ProgramWalk:
 
 
 class _Resolver:
-    """Locations resolved to the user's line and the op's place. The bindings make a new
-    ``Location`` object at each read, hashed by identity: nothing to cache them by, but
-    the files' verdicts are kept."""
+    """Locations resolved to the user's line and the op's place, each distinct one once.
+    The bindings make a new ``Location`` object at each read, hashed by identity; its
+    attribute (``loc.attr``) hashes and compares as MLIR uniques it (checked on jaxlib
+    0.8.0 and 0.10.2), so equal locations share one entry."""
 
     def __init__(self, is_user: Callable[[str], bool]) -> None:
         self.is_user = is_user
         self.user_files: dict[str, bool] = {}
+        self.seen: dict[Any, tuple[Line, Any, bool]] = {}
         self.broken = False  # the bindings' locations could not be read
 
     def __call__(self, loc: Any) -> tuple[Line, Any, bool]:
         """(the user's line, the op's place: its whole chain and name stack, in a loop)."""
+        try:
+            key = loc.attr
+            return self.seen[key]
+        except KeyError:
+            pass
+        except Exception:  # no attribute, or one that does not hash: resolved each time
+            key = None
+        found = self._resolve(loc)
+        if key is not None:
+            # the location itself is the op's place: equal ones are one place
+            found = (found[0], key, found[2])
+            if len(self.seen) >= MAX_LOCATIONS:
+                self.seen.clear()
+            self.seen[key] = found
+        return found
+
+    def _resolve(self, loc: Any) -> tuple[Line, Any, bool]:
         names: list[str] = []
         frames: list[tuple[str, int, int]] = []
         if not self.broken:
