@@ -332,3 +332,44 @@ def test_the_folder_is_bounded_oldest_dropped_first(tmp_path):
     assert sum(os.path.getsize(tmp_path / k) for k in kept) <= 300
     assert len(kept) < 5
     assert _program_store.file_name("A.<locals>.f/x", "ab") == "A._locals_.f_x-ab.mlir.gz"
+
+
+def test_program_diff_of_two_kept_programs_says_what_grew_locations_stripped(
+        tmp_path, capsys):
+    import functools
+
+    import otel_jax
+    from otel_jax import _cli
+    from tests.conftest import Telemetry
+
+    @functools.partial(jax.jit, static_argnums=1)
+    def passes(x, n):
+        x = jnp.cos(x)
+        for _ in range(n):
+            x = x * 2.0 + 1.0
+        return x.sum()
+
+    folder = tmp_path / "programs"
+    otel_jax.uninstall()
+    t = Telemetry()
+    otel_jax.install(tracer_provider=t.tracer_provider, meter_provider=t.meter_provider,
+                     log_output=t.log, programs=str(folder))
+    try:
+        passes(jnp.ones(4), 3)
+        passes(jnp.ones(4), 5)
+        first, second = [line["program_file"] for line in t.log_lines()
+                         if line["event"] == "jax.compile"
+                         and line["function"].endswith("passes")]
+    finally:
+        otel_jax.uninstall()
+    capsys.readouterr()
+    assert _cli.main(["program-diff", first, second]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert "  stablehlo.multiply 3 -> 5 (+2)" in lines
+    assert "  stablehlo.add 3 -> 5 (+2)" in lines
+    assert sum(x.startswith("+") and "stablehlo.multiply" in x for x in lines) == 2
+    assert "loc(" not in out and "test_program.py" not in out  # locations stripped
+    assert _cli.main(["program-diff", first, first]) == 0
+    assert "the programs are the same, locations aside" in capsys.readouterr().out
+    assert _cli.main(["program-diff", first, str(tmp_path / "missing.mlir.gz")]) == 2
