@@ -5,7 +5,8 @@
 ``otel-jax program-diff`` (:mod:`otel_jax._report._program_diff`) compares two kept
 programs; ``otel-jax run`` (:func:`otel_jax._run.main`) runs a Python program with otel_jax
 installed, with no change to its code. This module sits above them and is imported by no
-module of the package: the console script (``pyproject.toml``) and ``python -m otel_jax`` call :func:`main`.
+module of the package: the console script (``pyproject.toml``) and ``python -m otel_jax``
+call :func:`main`.
 Each sub-command's package is imported only when that sub-command runs, so ``otel-jax report``
 stays as light as the report itself (standard library and the vocabulary).
 """
