@@ -7,6 +7,7 @@ their fixed forms; bounded, and absent (never wrong) where the bindings do not w
 from __future__ import annotations
 
 import inspect
+import json
 import types
 import warnings
 
@@ -373,3 +374,28 @@ def test_program_diff_of_two_kept_programs_says_what_grew_locations_stripped(
     assert _cli.main(["program-diff", first, first]) == 0
     assert "the programs are the same, locations aside" in capsys.readouterr().out
     assert _cli.main(["program-diff", first, str(tmp_path / "missing.mlir.gz")]) == 2
+
+
+def test_a_secret_in_a_source_path_never_reaches_a_finding_or_its_warning(
+        telemetry, tmp_path, monkeypatch):
+    import importlib.util
+
+    secret = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
+    folder = tmp_path / secret
+    folder.mkdir()
+    source = folder / "loop_module.py"
+    source.write_text("def looped(x):\n    for _ in range(600):\n        x = x + 1.0\n"
+                      "    return x\n")
+    spec = importlib.util.spec_from_file_location("loop_module", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(_program, "WARN_OPS", 1_000)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        jax.jit(module.looped)(jnp.float32(0))
+        line = compile_line(telemetry, "looped")
+    said = [str(w.message) for w in caught if "large program" in str(w.message)]
+    assert said and line["program_findings"]
+    emitted = json.dumps(line) + "".join(said) + json.dumps(
+        dict(telemetry.last("looped").attributes))
+    assert secret not in emitted

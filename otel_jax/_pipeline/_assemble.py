@@ -388,7 +388,10 @@ def _analyse(computation: Any, executable: Any, info: FunctionInfo, compared_wit
         cwd = os.getcwd()
     except OSError:  # removed under the program
         cwd = ""
-    return facts, _program_facts.findings(facts, compile_s, earlier, compared_with, cwd)
+    found = _program_facts.findings(facts, compile_s, earlier, compared_with, cwd)
+    # as every text of the record, as it may leave the process (the warning's too)
+    return facts, tuple(dataclasses.replace(f, line=clean_text(f.line), text=clean_text(f.text),
+                                            hint=clean_text(f.hint)) for f in found)
 
 
 def _is_user_file(filename: str) -> bool:
