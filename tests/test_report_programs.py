@@ -59,8 +59,8 @@ def test_the_largest_program_and_the_files_kept_per_function():
 
 def test_the_table_says_the_program_its_fix_and_the_files():
     table = _text.render([rows()["step"]], "table").splitlines()
-    assert "  program #2: 25,003 ops, 100% at /src/step.py:12" in table
-    assert ("      unrolled_loop at /src/step.py:12; fix: write the loop as lax.fori_loop or "
+    assert "  program #2: 25,003 ops, 100% at step.py:12" in table
+    assert ("      unrolled_loop at step.py:12; fix: write the loop as lax.fori_loop or "
             "lax.scan") in table
     assert "  kept #2 /runs/p/step-bb.mlir.gz (25,003 ops)" in table
 

@@ -108,8 +108,14 @@ def program_size_text(program: dict[str, Any] | None) -> str:
             + ("at least " if program.get("at_least") else "") + f"{program['ops']:,} ops")
     top = program.get("top_lines") or []
     if top and top[0].get("share") is not None:
-        text += f", {top[0]['share']:.0%} at {top[0]['line']}"
+        text += f", {top[0]['share']:.0%} at {short_line(top[0]['line'])}"
     return text
+
+
+def short_line(line: Any) -> str:
+    """``file:line`` as the table's location column shows a file: its base name."""
+    text = str(line or "")
+    return text.replace("\\", "/").rpartition("/")[2] or text
 
 
 def programs_lines(row: dict[str, Any]) -> list[str]:
@@ -121,7 +127,8 @@ def programs_lines(row: dict[str, Any]) -> list[str]:
     if size:
         out.append(f"  program {size}")
     for f in (program or {}).get("findings") or ():
-        out.append(f"      {f['kind']}" + (f" at {f['line']}" if f.get("line") else "")
+        out.append(f"      {f['kind']}" + (f" at {short_line(f['line'])}" if f.get("line")
+                                             else "")
                    + (f"; fix: {f['hint']}" if f.get("hint") else ""))
     for f in row.get("program_files") or ():
         count = f.get("count")
