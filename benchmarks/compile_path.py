@@ -22,6 +22,10 @@ collection happen before each timed call, never inside it.
     run of new values, the hazard analysis's run-length case), otel_jax installed on both
     sides, hazards on or off (``ENGINE.hazards``): what deciding hazards adds to a
     recompile, the compile and its record made by the time the next pair begins;
+(8) one jitted function with a Python loop of 200 passes (1,000 operations), a new shape
+    per call, otel_jax installed on both sides, its lowered program analysed (on) or not
+    (``ENGINE.programs``): what the analysis adds to the compile, and the analysis's own
+    CPU time on the thread that makes the record (the emitting thread by default);
 (7) the same function's cache hits (a static value seen before), hazards on or off, per
     call in microseconds (1,000 calls a side): what hazards add to a call that does not
     compile (nothing: no wrapper on the call path).
@@ -80,6 +84,7 @@ import overhead
 import otel_jax
 from otel_jax._capture._jax import _compile_entry, _memory, _miss_path
 from otel_jax._explain import _hazards
+from otel_jax._pipeline import _assemble
 from otel_jax._pipeline._engine import ENGINE
 
 # Input sizes never repeat in a process: every timed call is a first call.
@@ -143,6 +148,22 @@ def make_new_static() -> Callable[[], Callable[[], Any]]:
     def prepare() -> Callable[[], Any]:
         pos = next(positions)
         return lambda: decode(x, pos=pos).block_until_ready()
+
+    return prepare
+
+
+def make_new_unrolled() -> Callable[[], Callable[[], Any]]:
+    """Loop (8): one jitted function with a Python loop of 200 passes (1,000 operations:
+    a program the analysis names), a new input shape per call."""
+    @jax.jit
+    def unrolled(x):
+        for _ in range(200):
+            x = jnp.sin(x) * 0.5 + 1.0
+        return x.sum()
+
+    def prepare() -> Callable[[], Any]:
+        x = _array()
+        return lambda: unrolled(x).block_until_ready()
 
     return prepare
 
@@ -234,6 +255,32 @@ def paired_hazards(prepare: Callable[[], Callable[[], Any]], pairs: int,
     """Loop (6): hazards looked for on one side only."""
     return paired_installed(prepare, pairs, install,
                             lambda on: setattr(ENGINE, "hazards", on))
+
+
+#: Loop (8): the thread CPU seconds of each program analysis, wherever records are made.
+PROGRAM_ANALYSES: list[float] = []
+
+
+def paired_programs(prepare: Callable[[], Callable[[], Any]], pairs: int,
+                    install: Callable[[], None]) -> tuple[list[Pair], list[Pair]]:
+    """Loop (8): the lowered program analysed on one side only (``ENGINE.programs``); the
+    analysis itself timed on the thread that makes the record (the emitting thread by
+    default), per compile."""
+    real = _assemble._analyse
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.thread_time()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            PROGRAM_ANALYSES.append(time.thread_time() - t0)
+
+    _assemble._analyse = timed
+    try:
+        return paired_installed(prepare, pairs, install,
+                                lambda on: setattr(ENGINE, "programs", on))
+    finally:
+        _assemble._analyse = real
 
 
 def cache_hits(pairs: int, calls: int = 1000) -> Result:
@@ -558,6 +605,7 @@ LOOPS = (
     ("(4) application's SDK, new shape", make_new_shape, install_with_application_sdk),
     ("(5) memory analysis, new shape", make_new_shape_with_temporaries, overhead.install),
     ("(6) hazards, new static value", make_new_static, overhead.install),
+    ("(8) program analysis, unrolled loop", make_new_unrolled, overhead.install),
 )
 
 
@@ -565,7 +613,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=60, help="pairs per loop (default 60)")
     parser.add_argument("--repeat", type=int, default=1, help="whole measurements (default 1)")
-    parser.add_argument("--only", default="1234567", help="which loops, e.g. '12'")
+    parser.add_argument("--only", default="12345678", help="which loops, e.g. '12'")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 6 pairs per loop")
     args = parser.parse_args()
     pairs = 6 if args.quick else args.pairs
@@ -593,6 +641,11 @@ def main() -> None:
             cpus.setdefault(label, []).append(cpu)
             print(result.line(label), flush=True)
             print(cpu.line("    compiling thread's CPU"), flush=True)
+            if label.startswith("(8)") and PROGRAM_ANALYSES:
+                print(f"    the analysis on the emitting thread: median "
+                      f"{statistics.median(PROGRAM_ANALYSES) * 1e3:.2f} ms CPU per compile "
+                      f"({len(PROGRAM_ANALYSES)} compiles)", flush=True)
+                PROGRAM_ANALYSES.clear()
         if "7" in args.only:
             hits = cache_hits(pairs)
             print(_per_call_line("(7) hazards, cache hit (per call)", hits), flush=True)
@@ -646,6 +699,8 @@ def _pairs_of(label: str) -> Callable[..., tuple[list[Pair], list[Pair]]]:
     analysis read or not."""
     if label.startswith("(5)"):
         return paired_memory
+    if label.startswith("(8)"):
+        return paired_programs
     return paired_hazards if label.startswith("(6)") else paired
 
 

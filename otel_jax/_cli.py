@@ -2,9 +2,11 @@
 
 ``otel-jax report`` (:func:`otel_jax._report.main`) summarises otel_jax's JSON compile logs;
 ``otel-jax diff`` (:func:`otel_jax._report.diff_main`) compares two runs' logs or reports;
-``otel-jax run`` (:func:`otel_jax._run.main`) runs a Python program with otel_jax installed,
-with no change to its code. This module sits above both and is imported by no module of the
-package: the console script (``pyproject.toml``) and ``python -m otel_jax`` call :func:`main`.
+``otel-jax program-diff`` (:mod:`otel_jax._report._program_diff`) compares two kept
+programs; ``otel-jax run`` (:func:`otel_jax._run.main`) runs a Python program with otel_jax
+installed, with no change to its code. This module sits above them and is imported by no
+module of the package: the console script (``pyproject.toml``) and ``python -m otel_jax``
+call :func:`main`.
 Each sub-command's package is imported only when that sub-command runs, so ``otel-jax report``
 stays as light as the report itself (standard library and the vocabulary).
 """
@@ -31,6 +33,12 @@ def _diff(argv: Sequence[str]) -> int:
     return diff_main(argv)
 
 
+def _program_diff(argv: Sequence[str]) -> int:
+    from ._report._program_diff import main as program_diff
+
+    return program_diff(argv)
+
+
 def _run(argv: Sequence[str]) -> int:
     from ._run import main as run
 
@@ -43,6 +51,8 @@ COMMANDS: dict[str, tuple[Command, str]] = {
                         "(otel-jax report [options] app.log ...; otel-jax report --help)"),
     "diff": (_diff, "compare two runs' compiles per function, exit 1 past thresholds "
                     "(otel-jax diff [options] BASE NEW; otel-jax diff --help)"),
+    "program-diff": (_program_diff, "what changed between two kept programs of a function "
+                                    "(otel-jax program-diff BASE.mlir.gz NEW.mlir.gz)"),
     "run": (_run, "run a Python program with otel_jax installed, no code change "
                   "(otel-jax run [options] [--] python train.py ...; otel-jax run --help)"),
 }

@@ -198,6 +198,7 @@ def test_json_exact_numbers(log_file: Path, capsys: pytest.CaptureFixture[str]) 
         "total_s", "recompile_s", "p50_s", "p95_s", "max_s", "trace_s", "lower_s",
         "backend_compile_s", "causes", "cause_paths", "hazards", "largest_program", "callsites",
         "ops", "ops_more",
+        "program", "program_files", "program_files_more",
     ]
     # the keys ``otel-jax diff`` compares on: the median, and each recompile's cause kind
     # with the paths its diff changed (no values), the first example and call site kept

@@ -210,6 +210,8 @@ class Topic(enum.Enum):
     LEDGER_SKIPPED = "ledger-skipped"           # detail: the ledger's path
     ENVIRONMENT = "environment"                 # detail: the OTEL_JAX_* variable
     USER_CODE = "user-code"                     # detail: which code and exception type
+    PROGRAM = "program"                         # detail: the function and the pattern
+    PROGRAMS = "programs"                       # detail: the programs' folder
     HAZARD = "hazard"                           # detail: the function and the hazard's kind
 
 

@@ -110,6 +110,21 @@ class Attr:
     MEMORY_TEMP_BYTES: Final = "jax.compile.memory.temp_bytes"
     MEMORY_GENERATED_CODE_BYTES: Final = "jax.compile.memory.generated_code_bytes"
     MEMORY_CHANGE: Final = "jax.compile.memory.change"
+    # the lowered program: its size by the user's line, constants, XLA's cost analysis
+    PROGRAM_OPS: Final = "jax.compile.program.ops"
+    PROGRAM_OPS_AT_LEAST: Final = "jax.compile.program.ops_at_least"
+    PROGRAM_TOP_LINES: Final = "jax.compile.program.top_lines"
+    PROGRAM_CONSTANT_BYTES: Final = "jax.compile.program.constant_bytes"
+    PROGRAM_CONSTANTS: Final = "jax.compile.program.constants"
+    PROGRAM_FLOPS: Final = "jax.compile.program.flops"
+    PROGRAM_BYTES_ACCESSED: Final = "jax.compile.program.bytes_accessed"
+    PROGRAM_FILE: Final = "jax.compile.program.file"
+    # the jax.compile.program.finding span event (what makes the program large)
+    PROGRAM_FINDING_KIND: Final = "jax.compile.program.finding.kind"
+    PROGRAM_FINDING: Final = "jax.compile.program.finding"
+    PROGRAM_FINDING_LINE: Final = "jax.compile.program.finding.line"
+    PROGRAM_FINDING_HINT: Final = "jax.compile.program.finding.hint"
+    PROGRAM_FINDING_LEVEL: Final = "jax.compile.program.finding.level"
     PERSISTENT_CACHE_HIT: Final = "jax.persistent_cache.hit"
     PERSISTENT_CACHE_NOT_WRITTEN_REASON: Final = "jax.persistent_cache.not_written_reason"
     STEP_NAME: Final = "jax.step.name"
@@ -166,6 +181,8 @@ EVENT_DIVERGENCE: Final = "jax.compile.divergence"
 EVENT_STEP: Final = "jax.step"
 #: A recompile named at the compile before it (a span event of that compile, a log line).
 EVENT_HAZARD: Final = "jax.compile.hazard"
+#: What makes a compile's program large (a span event of that compile).
+EVENT_PROGRAM_FINDING: Final = "jax.compile.program.finding"
 LOGGER_NAME: Final = "otel_jax"
 
 
@@ -210,6 +227,15 @@ class Field:
     MEMORY_TEMP_BYTES: Final = "memory_temp_bytes"
     MEMORY_GENERATED_CODE_BYTES: Final = "memory_generated_code_bytes"
     MEMORY_CHANGE: Final = "memory_change"
+    PROGRAM_OPS: Final = "program_ops"
+    PROGRAM_OPS_AT_LEAST: Final = "program_ops_at_least"
+    PROGRAM_TOP_LINES: Final = "program_top_lines"
+    PROGRAM_CONSTANT_BYTES: Final = "program_constant_bytes"
+    PROGRAM_CONSTANTS: Final = "program_constants"
+    PROGRAM_FLOPS: Final = "program_flops"
+    PROGRAM_BYTES_ACCESSED: Final = "program_bytes_accessed"
+    PROGRAM_FINDINGS: Final = "program_findings"
+    PROGRAM_FILE: Final = "program_file"
     TRACE_ID: Final = "trace_id"
     SPAN_ID: Final = "span_id"
     # the storm warning's own fields

@@ -107,6 +107,7 @@ def _compile(f: _Fields, style: _Style, cwd: str) -> str:
         what += f"; {f[Field.MEMORY_CHANGE]}"
     if f.get(Field.PERSISTENT_CACHE_HIT):
         what += "; from the persistent cache"
+    what += _program(f.get(Field.PROGRAM_FINDINGS), cwd)
     return _join(style(_BRIGHT, f"{f.get(Field.FUNCTION)} #{f.get(Field.COUNT)}"), what,
                  style(_DIM, _where(f.get(Field.CALLSITE), cwd)),
                  _seconds(f.get(Field.COMPILE_S)))
@@ -115,6 +116,21 @@ def _compile(f: _Fields, style: _Style, cwd: str) -> str:
 #: How much of a hazard's text or fix a line shows: the whole of what the rules say (the
 #: line is where a terminal reads it: the OtelJaxWarning at the same call is left to it).
 _HAZARD_TEXT = 600
+
+
+def _program(findings: Any, cwd: str) -> str:
+    # A compile whose program is large for a reason worth a warning says it in full, where
+    # and the fix: as for hazards, this line is where a terminal reads it (the warning at
+    # the same line is left to it).
+    for finding in findings if isinstance(findings, list) else ():
+        if isinstance(finding, dict) and finding.get("level") == "warning":
+            where = _where(finding.get("line"), cwd)
+            text = finding.get("text")
+            return (f"; large program ({finding.get('kind')})"
+                    + (f" at {where}" if where else "")
+                    + (f": {_short(text, _HAZARD_TEXT)}" if text else "")
+                    + f". Fix: {_short(finding.get('hint'), _HAZARD_TEXT)}.")
+    return ""
 
 
 def _hazard(f: _Fields, style: _Style, cwd: str) -> str:

@@ -6,7 +6,12 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Tracer
 
-from .._core._vocab import EVENT_HAZARD, SPAN_COMPILE_PREFIX, SPAN_DIVERGENCE
+from .._core._vocab import (
+    EVENT_HAZARD,
+    EVENT_PROGRAM_FINDING,
+    SPAN_COMPILE_PREFIX,
+    SPAN_DIVERGENCE,
+)
 from .._pipeline._record import (
     CompileRecord,
     Divergence,
@@ -14,6 +19,7 @@ from .._pipeline._record import (
     Storm,
     divergence_attributes,
     hazard_attributes,
+    program_finding_attributes,
     span_attributes,
 )
 
@@ -71,6 +77,9 @@ class SpanEmitter:
                 child.end(end_time=_ns(timing.end))
         for hazard in record.hazards:  # recompiles this compile shows are coming
             span.add_event(EVENT_HAZARD, hazard_attributes(hazard), timestamp=_ns(record.end))
+        for finding in record.program_findings:  # what makes its program large
+            span.add_event(EVENT_PROGRAM_FINDING, program_finding_attributes(finding),
+                           timestamp=_ns(record.end))
         span.end(end_time=_ns(record.end))
         span_context = span.get_span_context()
         if not span_context.is_valid:

@@ -24,17 +24,31 @@ from typing import Any
 
 from .._capture import _build, _detached, _fingerprint, _naming, _signature
 from .._capture._correlate import Traced
-from .._capture._jax import _coordination, _memory, _names, _persistent_cache, _program
+from .._capture._jax import (
+    _coordination,
+    _memory,
+    _names,
+    _persistent_cache,
+    _program,
+    _program_walk,
+)
 from .._capture._jax._compile_entry import CompileInputs
 from .._capture._jax._miss import Miss
 from .._capture._jax._outputs import Outputs, outputs_of
-from .._capture._source import FunctionInfo, user_callsites, user_callsites_and_caller
+from .._capture._source import (
+    FunctionInfo,
+    is_library_file,
+    user_callsites,
+    user_callsites_and_caller,
+)
 from .._core._failopen import FailOpen
 from .._core._text import clean_text
 from .._core._vocab import Phase
 from .._explain import _causes, _hazards
 from .._explain import _memory as _memory_change
+from .._explain import _program as _program_facts
 from .._explain._hazard_parts import Hazard
+from . import _program_store
 from ._history import CompileEntry, History
 from ._plugins import CacheLedger
 from ._record import CompileRecord, Devices, PersistentCache, PhaseTiming
@@ -109,6 +123,10 @@ class Captured:
     #: the user's line that called the function holding the call site (a helper's
     #: caller), read only for the hazard analysis
     caller: str | None = None
+    #: analyse the lowered program (its size by line, constants, cost) when the record is
+    #: made: ``taken.compiled`` is kept until then
+    programs: bool = False
+    programs_dir: str | None = None  # the folder to keep the lowered program in
 
     @property
     def compile_s(self) -> float:
@@ -119,10 +137,13 @@ class Captured:
 
 
 def capture(taken: Taken, history: History, guard: FailOpen, devices_of: DevicesOf,
-            warmup_done: bool, later: bool, hazards: bool = False) -> Captured:
+            warmup_done: bool, later: bool, hazards: bool = False,
+            programs: bool = False, programs_dir: str | None = None) -> Captured:
     """What of ``taken`` must be read now, on the compiling thread (``later``: the record is
     assembled on another thread, so an eager op's signature waits for it; ``hazards``:
-    keep what the hazard analysis reads, which it does when the record is made)."""
+    keep what the hazard analysis reads, which it does when the record is made;
+    ``programs``: keep the lowered program for its analysis, made then too;
+    ``programs_dir``: and to keep it in that folder)."""
     miss, name = taken.miss, taken.name
     signature: _signature.Signature | None = None
     detached: _detached.Detached | None = None
@@ -153,10 +174,13 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
         outputs = guard.call("hazard outputs", lambda: outputs_of(params), None)
     cache_enabled = guard.call("persistent cache",
                                _persistent_cache.persistent_cache_enabled, False)
+    analyse = programs and not naming.eager_op and not taken.cache_hit
+    programs_dir = None if naming.eager_op else programs_dir
     if compiled is not None and (naming.eager_op or not (
-            cache_enabled or _coordination.coordination() is not None)):
-        # The lowered program is read only for its fingerprint (see ``assemble``): not
-        # kept while the record waits to be made, it can be large.
+            analyse or programs_dir or cache_enabled
+            or _coordination.coordination() is not None)):
+        # The lowered program is read only for its fingerprint and its analysis (see
+        # ``assemble``): not kept while the record waits to be made, it can be large.
         compiled = None
     # Let go of the user's and JAX's objects: what is kept is plain data (the signature,
     # or what an eager op's is made of) and weak references, and the executable JAX's
@@ -177,7 +201,8 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
         warmup_done=warmup_done,
         cache_enabled=cache_enabled,
         outputs=outputs,
-        hazards=look_for_hazards, caller=sites[2])
+        hazards=look_for_hazards, caller=sites[2], programs=analyse,
+        programs_dir=programs_dir)
 
 
 def _shown(cause: _causes.Cause, found: tuple[Hazard, ...],
@@ -258,7 +283,8 @@ def assemble(captured: Captured, history: History, ledger: CacheLedger, guard: F
     # The program's fingerprint tells ranks and restarts apart; one process on its
     # own has nothing to compare it with, and it costs a serialisation of the program.
     if compiled is not None and not naming.eager_op and (
-            cache_enabled or _coordination.coordination() is not None):
+            cache_enabled or captured.programs_dir
+            or _coordination.coordination() is not None):
         digest = guard.call("program fingerprint",
                             lambda: _program.program_digest(compiled.computation), None)
         program = digest.hex() if digest else ""
@@ -291,6 +317,19 @@ def assemble(captured: Captured, history: History, ledger: CacheLedger, guard: F
         compared = cause.compared_with
         earlier_memory = guard.call("history", lambda: history.memory(info, compared), None)
     compile_s = taken.end - taken.start
+    program_facts: _program_facts.ProgramFacts | None = None
+    program_findings: tuple[_program_facts.ProgramFinding, ...] = ()
+    if captured.programs and compiled is not None:
+        analysed = guard.call("program analysis", lambda: _analyse(
+            compiled.computation, executable, info, cause.compared_with,
+            captured.compile_s, history), None)
+        if analysed is not None:
+            program_facts, program_findings = analysed
+    program_file = ""
+    if captured.programs_dir and compiled is not None and program:
+        folder, fingerprint = captured.programs_dir, program
+        program_file = guard.call("program file", lambda: _keep_program(
+            folder, info.qualname, fingerprint, compiled.computation), "")
     cache = None
     if cache_enabled:
         reason = None
@@ -313,6 +352,8 @@ def assemble(captured: Captured, history: History, ledger: CacheLedger, guard: F
         hint=cause.hint, devices=devices, persistent_cache=cache,
         compared_with=cause.compared_with, fingerprint=fingerprint,
         program_fingerprint=program, hazards=found, memory=memory,
+        program=program_facts, program_findings=program_findings,
+        program_file=program_file,
         memory_change=guard.call("memory change",
                                  lambda: _memory_change.growth(earlier_memory, memory), ""),
     )
@@ -324,6 +365,44 @@ def assemble(captured: Captured, history: History, ledger: CacheLedger, guard: F
         backend_compile_s=record.phase_seconds(Phase.BACKEND_COMPILE),
         callsite=record.callsite, timestamp=record.start,
         persistent_cache_hit=record.persistent_cache_hit,
-        _signature=signature, _memory=memory,
+        _signature=signature, _memory=memory, _program=program_facts,
     )
     return record, entry
+
+
+def _analyse(computation: Any, executable: Any, info: FunctionInfo, compared_with: int | None,
+             compile_s: float, history: History,
+             ) -> tuple[_program_facts.ProgramFacts,
+                        tuple[_program_facts.ProgramFinding, ...]] | None:
+    """The lowered program's size by the user's line, its constants and XLA's cost
+    analysis, and the patterns they show (``_explain._program``)."""
+    import os
+
+    walk = _program_walk.walk_program(computation, _is_user_file)
+    if walk is None:  # bindings that do not walk: nothing said, never a wrong count
+        return None
+    cost = None if executable is None else _program_walk.program_cost(executable)
+    facts = _program_facts.facts(walk, cost)
+    earlier = None if compared_with is None else history.program(info, compared_with)
+    try:
+        cwd = os.getcwd()
+    except OSError:  # removed under the program
+        cwd = ""
+    found = _program_facts.findings(facts, compile_s, earlier, compared_with, cwd)
+    # as every text of the record, as it may leave the process (the warning's too)
+    return facts, tuple(dataclasses.replace(f, line=clean_text(f.line), text=clean_text(f.text),
+                                            hint=clean_text(f.hint)) for f in found)
+
+
+def _is_user_file(filename: str) -> bool:
+    """A file of the user's, not JAX's, a wrapper library's, the standard library's or
+    otel_jax's: where an operation of the program is put."""
+    return not is_library_file(filename)
+
+
+def _keep_program(folder: str, function: str, fingerprint: str, computation: Any) -> str:
+    """The lowered program kept in ``folder`` (``_program_store``), its path or ``""``."""
+    text = _program_walk.program_text(computation)
+    if text is None:
+        return ""
+    return _program_store.keep(folder, function, fingerprint, text)

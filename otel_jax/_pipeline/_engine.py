@@ -135,6 +135,10 @@ class Engine:
         self.ledger: CacheLedger = NoLedger()
         #: Name the recompiles a compile shows are coming (``install(hazards=...)``).
         self.hazards = True
+        #: Analyse each compile's lowered program (its size by line, constants, cost).
+        self.programs = True
+        #: Keep each distinct lowered program in this folder (``install(programs=...)``).
+        self.programs_dir: str | None = None
         #: Functions compiled in this process (``_first_seen``), kept across installs.
         self._seen_functions: set[tuple[str, str | None, int | None]] = set()
         #: The last wait for a compile's lines on a terminal ran out (``_in_order``).
@@ -378,7 +382,8 @@ class Engine:
                                 seen.cache_hit, seen.cache_written, seen.traced,
                                 seen.executable)
         return _assemble.capture(taken, self.history, guard, self._devices_of,
-                                 self.policy.warmup_done, later, self.hazards)
+                                 self.policy.warmup_done, later, self.hazards,
+                                 self.programs, self.programs_dir)
 
     def _hand_off(self, record: CompileRecord, storm: Storm | None, installed: Route,
                   added: tuple[Emitter, ...]) -> None:
@@ -512,7 +517,27 @@ class Engine:
             # after, in the order they compiled: never from how far behind this thread
             # is, so a program says the same hazards at the same compiles on every run.
             self._warn_hazards(record, route)
+        if record.program_findings:
+            self._warn_program(record, route)
         return record, self.policy.storm(record, fh)
+
+    def _warn_program(self, record: CompileRecord, route: Route) -> None:
+        """One Python warning per function and pattern that makes its program large,
+        located at the line that makes it (else at the call); notes are their events and
+        log fields only. As for hazards, a WARNING line on stderr says it where there is
+        one (``told``)."""
+        info = record.function
+        told: bool | None = None
+        for finding in record.program_findings:
+            if finding.warn:
+                if told is None:
+                    told = route.says_on_stderr(logging.WARNING)
+                self.failopen.warn_once(
+                    WarnKey(Topic.PROGRAM, f"{info.qualname}@{info.file}:{info.line}:"
+                                           f"{finding.kind}"),
+                    f"otel_jax: {info.qualname} compiles a large program "
+                    f"({finding.kind}): {finding.text}. Fix: {finding.hint}.",
+                    site=finding.line or record.callsite or None, told=told)
 
     def _warn_hazards(self, record: CompileRecord, route: Route) -> None:
         """One Python warning per function and hazard kind, located at the user's call

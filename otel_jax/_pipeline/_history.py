@@ -11,6 +11,7 @@ from .._capture._jax._memory import ProgramMemory
 from .._capture._signature import Signature
 from .._capture._source import FunctionInfo
 from .._core._vocab import ENTRY_SIGNATURE, DiffKey, Field
+from .._explain._program import ProgramFacts
 
 DEFAULT_SIGNATURES_PER_FUNCTION = 16
 DEFAULT_ENTRIES_PER_FUNCTION = 64
@@ -39,6 +40,8 @@ class CompileEntry:
     _signature: Signature | None = field(default=None, repr=False, compare=False)
     #: XLA's memory analysis of the program (what a later recompile's growth is read against)
     _memory: ProgramMemory | None = field(default=None, repr=False, compare=False)
+    #: the lowered program's size by line (what a later recompile's growth is read against)
+    _program: ProgramFacts | None = field(default=None, repr=False, compare=False)
 
     @property
     def signature(self) -> dict[str, Any]:
@@ -258,6 +261,15 @@ class History:
             for entry in reversed(fh.entries if fh is not None else ()):
                 if entry.count == count:
                     return entry._memory
+            return None
+
+    def program(self, info: FunctionInfo, count: int) -> ProgramFacts | None:
+        """The program analysis of compile ``count`` of ``info``, while its entry is kept."""
+        with self._lock:
+            fh = self._functions.get(info.key)
+            for entry in reversed(fh.entries if fh is not None else ()):
+                if entry.count == count:
+                    return entry._program
             return None
 
     def entries(self, info: FunctionInfo) -> list[CompileEntry]:

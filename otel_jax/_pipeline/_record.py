@@ -28,6 +28,7 @@ from .._core._vocab import (
 )
 from .._explain._diff import Diff
 from .._explain._hazard_parts import Hazard
+from .._explain._program import ProgramFacts, ProgramFinding
 
 #: Attribute values as OpenTelemetry accepts them.
 AttributeValue = str | bool | int | float
@@ -110,6 +111,13 @@ class CompileRecord:
     #: sizes that grew past the thresholds since the compile the cause is against
     #: (``temp 1.2 GiB -> 2.5 GiB``; ``""``: none did, or nothing to compare)
     memory_change: str = ""
+    #: the lowered program's size by the user's line, its constants and XLA's cost
+    #: analysis (``_explain._program``; ``None``: not analysed)
+    program: ProgramFacts | None = None
+    #: the patterns that program shows (an unrolled loop, a captured constant, growth)
+    program_findings: tuple[ProgramFinding, ...] = ()
+    #: where the lowered program was kept (``install(programs=DIR)``; ``""``: not kept)
+    program_file: str = ""
 
     @property
     def is_recompile(self) -> bool:
@@ -172,6 +180,22 @@ def span_attributes(record: CompileRecord) -> dict[str, AttributeValue]:
         attrs[key] = value
     if record.memory_change:
         attrs[Attr.MEMORY_CHANGE] = record.memory_change
+    program = record.program
+    if program is not None:
+        attrs[Attr.PROGRAM_OPS] = program.ops
+        if not program.complete:
+            attrs[Attr.PROGRAM_OPS_AT_LEAST] = True
+        if program.lines:
+            attrs[Attr.PROGRAM_TOP_LINES] = program.top_lines_text()
+        attrs[Attr.PROGRAM_CONSTANT_BYTES] = program.constant_bytes
+        if program.constants:
+            attrs[Attr.PROGRAM_CONSTANTS] = program.constants_text()
+        if program.flops is not None:
+            attrs[Attr.PROGRAM_FLOPS] = program.flops
+        if program.bytes_accessed is not None:
+            attrs[Attr.PROGRAM_BYTES_ACCESSED] = program.bytes_accessed
+    if record.program_file:
+        attrs[Attr.PROGRAM_FILE] = record.program_file
     cache = record.persistent_cache
     if cache is not None:
         attrs[Attr.PERSISTENT_CACHE_HIT] = cache.hit
@@ -231,7 +255,33 @@ def log_fields(record: CompileRecord, link: SpanLink | None) -> dict[str, Any]:
         fields[key] = value
     if record.memory_change:
         fields[Field.MEMORY_CHANGE] = record.memory_change
+    program = record.program
+    if program is not None:
+        fields.update(_program_fields(program))
+    if record.program_findings:
+        fields[Field.PROGRAM_FINDINGS] = [f.as_dict() for f in record.program_findings]
+    if record.program_file:
+        fields[Field.PROGRAM_FILE] = record.program_file
     return _encodable(_linked(fields, link))
+
+
+def _program_fields(program: ProgramFacts) -> dict[str, Any]:
+    """The program analysis as log fields: numbers, and lists of plain dicts."""
+    fields: dict[str, Any] = {Field.PROGRAM_OPS: program.ops}
+    if not program.complete:
+        fields[Field.PROGRAM_OPS_AT_LEAST] = True
+    fields[Field.PROGRAM_TOP_LINES] = [
+        {"line": t.line, "ops": t.ops, "share": round(program.share(t), 4)}
+        for t in program.top_lines]
+    fields[Field.PROGRAM_CONSTANT_BYTES] = program.constant_bytes
+    if program.constants:
+        fields[Field.PROGRAM_CONSTANTS] = [
+            {"line": c.line, "bytes": c.nbytes, "type": c.type} for c in program.constants]
+    if program.flops is not None:
+        fields[Field.PROGRAM_FLOPS] = program.flops
+    if program.bytes_accessed is not None:
+        fields[Field.PROGRAM_BYTES_ACCESSED] = program.bytes_accessed
+    return fields
 
 
 #: The memory sizes of a compile, by the ``ProgramMemory`` field (or ``None``: the device's
@@ -282,6 +332,17 @@ def _linked(fields: dict[str, Any], link: SpanLink | None) -> dict[str, Any]:
         fields[Field.TRACE_ID] = link.trace_id
         fields[Field.SPAN_ID] = link.span_id
     return fields
+
+
+def program_finding_attributes(finding: ProgramFinding) -> dict[str, AttributeValue]:
+    """Attributes of a ``jax.compile.program.finding`` span event (on the compile span)."""
+    return _encodable({
+        Attr.PROGRAM_FINDING_KIND: finding.kind,
+        Attr.PROGRAM_FINDING: finding.text,
+        Attr.PROGRAM_FINDING_LINE: finding.line,
+        Attr.PROGRAM_FINDING_HINT: finding.hint,
+        Attr.PROGRAM_FINDING_LEVEL: finding.level,
+    })
 
 
 def hazard_attributes(hazard: Hazard) -> dict[str, AttributeValue]:

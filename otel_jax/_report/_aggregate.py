@@ -26,6 +26,7 @@ from .._core._vocab import (
 )
 from ._bounded import _Quantiles, _round, _Tally, _TopK
 from ._hazards import HAZARD_MARKER, Hazards
+from ._programs import ProgramTally
 from ._read import (
     _MAX_DIFF,
     _MAX_FILE,
@@ -148,6 +149,7 @@ class _Row:
         "after_warmup", "cache_hits", "total_s", "recompile_s", "trace_s",
         "lower_s", "backend_s", "times", "causes", "signatures", "largest", "callsites",
         "ops",
+        "programs",
     )
 
     def __init__(self, function: str, file: str | None, line: int | None,
@@ -176,6 +178,8 @@ class _Row:
         self.callsites = _Tally(MAX_EAGER_CALLSITES)
         #: the (eager ops) row's: op -> [compiles, [seconds]] (``ops``)
         self.ops = _Tally(MAX_EAGER_OPS)
+        #: its largest program by operations and the programs kept (``_programs``)
+        self.programs = ProgramTally()
 
     def called_at(self, callsite: str | None, seconds: float | None, op: str) -> None:
         """One eager op, ``op``, compiled at the user's line ``callsite``."""
@@ -250,6 +254,7 @@ class _Row:
                 self.largest is None
                 or other.largest["total_bytes"] > self.largest["total_bytes"]):
             self.largest = dict(other.largest)
+        self.programs.merge(other.programs)
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON shape of one row (see :func:`summarize`)."""
@@ -300,6 +305,7 @@ class _Row:
             "callsites": self.top_callsites(),
             "ops": ops,
             "ops_more": ops_more,
+            **self.programs.to_dict(),
         }
 
 
@@ -467,6 +473,7 @@ class Report:
             # of anything, and a primitive's own recompiles are not the program's.
             rec = False
         program_total = row.program(ev)
+        row.programs.add(ev)
         if secs is not None:
             row.total_s += secs
             row.times.add(secs)

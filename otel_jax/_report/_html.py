@@ -25,6 +25,7 @@ from ._aggregate import _Row
 from ._html_charts import _steps_chart, _timeline_chart
 from ._html_style import _CSS, _FIRST, _JS, _colour, _csp, _location
 from ._page_data import HtmlReport
+from ._programs import programs_section
 from ._text import printable, program_text
 
 __all__ = ["render_html"]
@@ -110,6 +111,7 @@ def render_html(report: HtmlReport, rows: list[dict[str, Any]],
     _steps(add, report, rows, row_index)
     _functions(add, report, rows)
     _hazards(add, rows)
+    programs_section(add, rows)
     _callsites(add, report)
     _cache(add, report)
     _compiles(add, report, rows, row_index)

@@ -18,6 +18,7 @@ from .._core._terminal import printable as printable  # the report modules name 
 from .._core._units import human_bytes
 from .._core._vocab import RowKind
 from ._aggregate import Report
+from ._programs import programs_lines
 
 _COLUMNS = ("FUNCTION", "LOCATION", "COMPILES", "RECOMPILES", "TOTAL_S",
             "P95_S", "RECOMPILE_S")
@@ -122,6 +123,7 @@ def render_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> st
         program = program_text(row.get("largest_program"))
         if program:
             out.append(_clip(f"  largest program {program}", width))
+        out.extend(_clip(line, width) for line in programs_lines(row))
         for c in row["causes"]:
             detail = f"  - {c['cause']} x{c['count']} ({_fmt_s(c['seconds'])} s)"
             if c["top_diff"]:

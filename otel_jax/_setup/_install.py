@@ -106,6 +106,7 @@ def install(
     emit_in_background: bool = True,
     hazards: bool = True,
     max_functions: int = 4096,
+    programs: str | os.PathLike[str] | None = None,
 ) -> Installation:
     """Report every JAX compilation as a span, metrics and a JSON log line, with its cause.
 
@@ -206,6 +207,13 @@ def install(
             compiled function's detail is dropped first (its next compile is compared
             with nothing earlier, its history starts again), counted by the
             ``jax.compile.functions_dropped`` counter; compile counts stay exact.
+        programs: a folder to keep each distinct lowered program in, once (by its
+            program fingerprint, gzip-compressed, ``<function>-<fingerprint>.mlir.gz``,
+            with its source locations and large constants elided), the folder bounded
+            in bytes with the oldest dropped first; named on the compile's span
+            (``jax.compile.program.file``) and log line, listed by ``otel-jax report``.
+            ``None`` (default): ``OTEL_JAX_PROGRAMS`` when set, else none kept: nothing
+            of a program leaves the process.
 
     Environment: an option left at its default takes its ``OTEL_JAX_*`` variable when
     that is set (``OTEL_JAX_STORM_THRESHOLD=4``, ``OTEL_JAX_LOG_OUTPUT=none``,
@@ -259,6 +267,7 @@ def install(
         ENGINE.emit_in_background = o.emit_in_background
         ENGINE.hazards = o.hazards
         ENGINE.history.set_max_functions(o.max_functions)
+        ENGINE.programs_dir = os.fspath(o.programs) if o.programs is not None else None
         _scrub.configure(scrub)
         refusal = _scrub.refusal() if scrub is None else None
         if refusal is not None:
@@ -385,6 +394,7 @@ def uninstall() -> None:
         ENGINE.emit_in_background = True
         ENGINE.hazards = True
         ENGINE.history.set_max_functions(DEFAULT_MAX_FUNCTIONS)
+        ENGINE.programs_dir = None
         STEPS.telemetry = None
         ENGINE.on_recompile = "log"
         CROSS_RANK.configure("off", CROSS_RANK.timeout_s, None)

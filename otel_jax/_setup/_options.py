@@ -134,6 +134,17 @@ def _max_functions(value: Any) -> Any:
     return value
 
 
+def _programs_folder(folder: Any) -> Any:
+    if not (folder is None or isinstance(folder, (str, os.PathLike))) or (
+            isinstance(folder, str) and not folder.strip()):
+        raise ValueError(f"programs must be None or a folder path, not {folder!r}")
+    return folder
+
+
+def _path(raw: str) -> Any:
+    return raw.strip() or None
+
+
 def _prometheus_port(port: Any) -> Any:
     if port is not None and (not _is_int(port) or not 0 <= port <= 65535):
         raise ValueError(f"prometheus_port must be None or an int port number 0-65535, "
@@ -237,6 +248,8 @@ class InstallOptions:
     hazards: bool = _option(True, _hazards_flag, env="OTEL_JAX_HAZARDS", parse=_bool)
     max_functions: int = _option(DEFAULT_MAX_FUNCTIONS, _max_functions,
                                  env="OTEL_JAX_MAX_FUNCTIONS", parse=_int)
+    programs: str | os.PathLike[str] | None = _option(None, _programs_folder,
+                                                     env="OTEL_JAX_PROGRAMS", parse=_path)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -97,6 +97,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--compile-time-floor", type=_seconds, default=1.0, metavar="SECONDS",
                    help="an increase of compile seconds below this never fails, whatever "
                         "its percentage: timing noise on small totals (default: 1.0)")
+    p.add_argument("--max-program-growth", type=_percent, metavar="PCT",
+                   help="exit 1 when a function's largest lowered program (its operations, "
+                        "as the program analysis counted them) grew by more than PCT "
+                        "(e.g. 20%%)")
     p.add_argument("--fail-on-new-hazards", action="store_true",
                    help="exit 1 when NEW has a hazard warning (kind and path) BASE did "
                         "not have for that function (notes are listed, never fail)")
@@ -117,7 +121,8 @@ def _run(args: argparse.Namespace) -> int:
         max_new_recompiles=args.max_new_recompiles,
         max_compile_time_increase=args.max_compile_time_increase,
         compile_time_floor_s=args.compile_time_floor,
-        fail_on_new_hazards=args.fail_on_new_hazards), args.match)
+        fail_on_new_hazards=args.fail_on_new_hazards,
+        max_program_growth=args.max_program_growth), args.match)
     if args.format == "html":
         from ._render_html import render_diff_html
 

@@ -70,6 +70,9 @@ class Thresholds:
     #: an increase below this many seconds never fails (timing noise on small totals)
     compile_time_floor_s: float = 1.0
     fail_on_new_hazards: bool = False
+    #: a ratio: 0.2 fails a function whose largest program grew by more than 20 % in
+    #: operations (deterministic: the same code lowers to the same program)
+    max_program_growth: float | None = None
 
 
 @dataclass
@@ -105,7 +108,8 @@ class Comparison:
             "thresholds": {"max_new_recompiles": t.max_new_recompiles,
                            "max_compile_time_increase": t.max_compile_time_increase,
                            "compile_time_floor_s": t.compile_time_floor_s,
-                           "fail_on_new_hazards": t.fail_on_new_hazards},
+                           "fail_on_new_hazards": t.fail_on_new_hazards,
+                           "max_program_growth": t.max_program_growth},
             "summary": self.summary,
             "functions": self.rows,
         }
@@ -296,6 +300,13 @@ def _by_cause(b: dict[str, Any] | None, n: dict[str, Any] | None) -> list[dict[s
             for k, v in sorted(counts.items(), key=lambda kv: (-kv[1][1], kv[0]))]
 
 
+def _ops(row: Row | None) -> int | None:
+    """The operations of a row's largest program (``None``: not given)."""
+    program = row.get("program") if row is not None else None
+    ops = program.get("ops") if isinstance(program, dict) else None
+    return ops if type(ops) is int else None
+
+
 def _compare(key: RowKey, b: Row | None, n: Row | None, sites: dict[str, str],
              moved_from: str | None) -> Row:
     function, kind, fkey, _ = key
@@ -308,11 +319,13 @@ def _compare(key: RowKey, b: Row | None, n: Row | None, sites: dict[str, str],
     new_causes = _new_causes(b, n, sites) if n is not None else []
     new_hazards = _new_hazards(b, n) if n is not None else []
     gained = max(0, get(n, "recompiles", 0) - get(b, "recompiles", 0))
+    ops = _pair(_ops(b), _ops(n))
     total = _pair(get(b, "total_s", 0.0), get(n, "total_s", 0.0))
     changed = (status != "both" or get(b, "compiles") != get(n, "compiles")
                or get(b, "recompiles") != get(n, "recompiles")
                or any(c["base"] != c["new"] for c in by_cause)
-               or bool(new_causes) or bool(new_hazards))
+               or bool(new_causes) or bool(new_hazards)
+               or (None not in (ops["base"], ops["new"]) and ops["base"] != ops["new"]))
     return {
         "function": function, "file": fkey or None, "moved_from": moved_from,
         "row_kind": kind, "status": status,
@@ -327,6 +340,11 @@ def _compare(key: RowKey, b: Row | None, n: Row | None, sites: dict[str, str],
         "p95_s": _pair(get(b, "p95_s"), get(n, "p95_s")),
         "new_causes": new_causes,
         "new_hazards": new_hazards,
+        # the largest program's operations (``None``: that run's lines gave none)
+        "program_ops": ops,
+        "program_ops_growth": (round(ops["new"] / ops["base"] - 1, 6)
+                               if None not in (ops["base"], ops["new"]) and ops["base"] > 0
+                               else None),
         "gated": kind in _GATED,
         "changed": changed,
     }
@@ -423,4 +441,15 @@ def _regressions(diff: Comparison, t: Thresholds) -> list[str]:
                                   for r in diff.rows if r["gated"]
                                   for h in r["new_hazards"] if h["level"] == "warning"}))
         out.append(f"{s['new_hazards']} new hazards: {names}")
+    if t.max_program_growth is not None:
+        grown = [r for r in diff.rows if r["gated"] and r["program_ops_growth"] is not None
+                 and r["program_ops_growth"] > t.max_program_growth]
+        grown.sort(key=lambda r: -r["program_ops_growth"])
+        if grown:
+            names = ", ".join(
+                f"{r['function']} {r['program_ops']['base']:,} -> "
+                f"{r['program_ops']['new']:,} ops ({100 * r['program_ops_growth']:+.0f}%)"
+                for r in grown[:5])
+            out.append(f"{len(grown)} programs grew by more than "
+                       f"{100 * t.max_program_growth:.0f}%: {names}")
     return out

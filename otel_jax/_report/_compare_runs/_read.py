@@ -232,6 +232,10 @@ def _row(v: Any) -> dict[str, Any] | None:
     else:
         row["cause_paths"] = None
     row["hazards"] = hazard_list(v.get("hazards"))
+    # the largest program's operations came with a later report; without them, ``None``
+    program = v.get("program")
+    ops = _int(program.get("ops")) if isinstance(program, dict) else None
+    row["program"] = {"ops": ops} if ops is not None else None
     return row
 
 

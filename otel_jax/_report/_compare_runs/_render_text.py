@@ -152,6 +152,8 @@ def render_diff_table(diff: Comparison, top: int | None = None) -> str:
                 out.append(printable(f"  recompiles by cause: {changed}"))
             for c in r["new_causes"]:
                 out.append(printable(f"  + new cause {cause_text(c)}"))
+            if r.get("program_ops_growth"):
+                out.append(f"  program {_arrow(r['program_ops'], '{:,}'.format)} ops")
             for h in r["new_hazards"]:
                 out.append(printable(f"  + new hazard {hazard_text(h)}"))
                 if h["hint"]:
