@@ -520,3 +520,35 @@ def test_the_exit_with_an_unread_stderr_waits_once_not_once_per_write(tmp_path):
     plain = _exit_seconds(tmp_path, "plain")
     ours = _exit_seconds(tmp_path, "otel_jax")
     assert ours - plain < 3.0, (ours, plain)  # was 6 s and more
+
+
+MAIN_EXITS_FIRST = textwrap.dedent("""
+    import sys, threading, time
+    import jax, numpy as np
+    import otel_jax
+    otel_jax.install(log_output=sys.stdout)
+
+    def train():  # the program's own thread: its compiles come once the main thread ended
+        time.sleep(0.5)
+        for n in range(1, 21):
+            jax.jit(lambda x: x * 2)(np.ones(n, np.float32))
+
+    threading.Thread(target=train).start()
+    sys.exit(0)
+""")
+
+
+def test_lines_of_compiles_made_after_the_main_thread_exited_are_all_written(tmp_path):
+    # On Python 3.12.0-3.12.1 no thread starts once the main thread has finished: the
+    # writer, started at the first line, never ran, and every line was dropped.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("OTEL_") or k == "OTEL_JAX_HAZARDS"}
+    env.update({"JAX_PLATFORMS": "cpu", "OTEL_TRACES_EXPORTER": "none",
+                "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none"})
+    done = subprocess.run([sys.executable, "-c", MAIN_EXITS_FIRST], capture_output=True,
+                          text=True, timeout=HANG + 180, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert sum(1 for line in lines if line.get("event") == "jax.compile") == 20, (
+        done.stdout[-2000:], done.stderr[-2000:])
+    assert "dropped" not in done.stderr, done.stderr[-2000:]
