@@ -519,7 +519,7 @@ def test_the_exit_with_an_unread_stderr_waits_once_not_once_per_write(tmp_path):
     # second more than the same program's without otel_jax, not one per write.
     plain = _exit_seconds(tmp_path, "plain")
     ours = _exit_seconds(tmp_path, "otel_jax")
-    assert ours - plain < 3.0, (ours, plain)  # was 6 s and more
+    assert ours - plain < 4.0, (ours, plain)  # was 6 s and more
 
 
 MAIN_EXITS_FIRST = textwrap.dedent("""
