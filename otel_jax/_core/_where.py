@@ -16,9 +16,9 @@ the marks: a thread inside otel_jax's own JAX call is waited for until it return
 inside the application's code until that code ends, as Python waits for the
 application's own threads.
 
-Once the exit has stopped waiting (:func:`close`), a call into JAX that otel_jax's
-daemon thread would start then parks that thread instead, outside any C++, where the
-interpreter's teardown ends it harmlessly.
+Once the exit has stopped waiting (:func:`close`), a call into JAX that one of
+otel_jax's own daemon threads would start then parks that thread instead, outside any
+C++, where the interpreter's teardown ends it harmlessly.
 
 A mark costs two list operations; a thread with none holds no entry.
 """
@@ -48,6 +48,8 @@ class Mark(str, Enum):
 #: Each thread's marks, outermost first, by ``threading.get_ident()``; a thread whose
 #: stack of marks is empty has no entry. Read from any thread (one dict look-up, a copy).
 _MARKS: dict[int, list[Mark]] = {}
+#: The names of otel_jax's own threads begin so (``_background.start_thread``).
+OURS_PREFIX = "otel_jax-"
 #: Set once the exit has stopped waiting: see :func:`close`.
 _closed = False
 #: What a parked thread waits on (set by :func:`reopen`).
@@ -102,9 +104,9 @@ def marks() -> dict[int, tuple[Mark, ...]]:
 
 
 def close() -> None:
-    """The exit has stopped waiting for threads: from now on a daemon thread that would
-    start a call into JAX parks instead (it would still be inside it when the interpreter
-    tears down). The exiting thread, and any thread the program left running, go on."""
+    """The exit has stopped waiting for threads: from now on a daemon thread of otel_jax's
+    that would start a call into JAX parks instead (it would still be inside it when the
+    interpreter tears down). The exiting thread, and every other thread, go on."""
     global _closed, _gate
     _gate = threading.Event()
     _closed = True
@@ -118,8 +120,10 @@ def reopen() -> None:
 
 
 def _park_if_daemon() -> None:
+    # otel_jax's own threads only: another thread (the program's, the SDK's) may be
+    # joined by an exit handler that runs later, which must not wait on a parked one
     thread = threading.current_thread()
-    if thread.daemon and thread is not threading.main_thread():
+    if thread.daemon and thread.name.startswith(OURS_PREFIX):
         _gate.wait()  # in C, outside JAX: the teardown ends it harmlessly
 
 
