@@ -166,13 +166,16 @@ _WATCHED = ("otel_jax-", "Otel")
 def _marked(ended: list[threading.Thread]) -> dict[threading.Thread, tuple[_where.Mark, ...]]:
     """The threads of otel_jax's, or of the SDK's, other than this one, that are inside
     otel_jax's own JAX call or the application's code now, with their marks."""
-    marks = _where.marks()
-    if not marks:
+    try:
+        marks = _where.marks()
+        if not marks:
+            return {}
+        here = threading.current_thread()
+        return {t: marks[t.ident] for t in threading.enumerate()
+                if t.ident in marks and t is not here and t.is_alive()
+                and (t in ended or t.name.startswith(_WATCHED))}
+    except Exception:  # the exit must go on
         return {}
-    here = threading.current_thread()
-    return {t: marks[t.ident] for t in threading.enumerate()
-            if t.ident in marks and t is not here and t.is_alive()
-            and (t in ended or t.name.startswith(_WATCHED))}
 
 
 def _running(thread: threading.Thread) -> str:
