@@ -588,83 +588,140 @@ def test_compile_history_sees_every_compile_that_returned_however_long_its_recor
         otel_jax.uninstall()
 
 
-def _code_in(directory: str, source: str, namespace: dict) -> None:
-    """Define ``source``'s functions as if they were in a file of ``directory``: their
-    frames say that file, as a package's own would."""
-    exec(compile(source, os.path.join(directory, "_as_if_here.py"), "exec"), namespace)
-
-
-def test_a_watched_thread_back_in_the_sdk_after_otel_jaxs_work_inside_jax_is_not_waited_for(
-        monkeypatch):
-    # A thread of the SDK's (its metric reader) was inside JAX for otel_jax's own work (a
-    # gauge's callback) when the exit looked, then went back to its own wait: that is no
-    # application code to wait for, and the exit ends within its bound, not when that
-    # thread ends (which, for a reader's loop, is never).
-    import opentelemetry.sdk
-
-    import otel_jax
-
-    namespace: dict = {}
-    entered, leave_jax, stop = threading.Event(), threading.Event(), threading.Event()
-    namespace.update(entered=entered, leave_jax=leave_jax, stop=stop)
-    _code_in(os.path.dirname(jax.__file__),
-             "def in_jax():\n    entered.set()\n    leave_jax.wait(30)\n", namespace)
-    _code_in(os.path.dirname(otel_jax.__file__), "def gauge():\n    in_jax()\n", namespace)
-    _code_in(list(opentelemetry.sdk.__path__)[0],
-             "def reader_loop():\n    gauge()\n    stop.wait(60)\n", namespace)
-    monkeypatch.setattr(_background, "_ENDING", __import__("weakref").WeakSet())
-    thread = threading.Thread(target=namespace["reader_loop"],
-                              name="OtelPeriodicExportingMetricReader", daemon=True)
-    thread.start()
-    assert entered.wait(30)
-    assert _background._theirs_inside_jax(thread) is None  # otel_jax's work, in JAX
-    ended = threading.Event()
+def _exit_in_background(seconds: float = 0.05) -> tuple[threading.Event, list, list]:
+    """``end_threads_at_exit(seconds)`` on a thread of its own: (ended, what it returned,
+    the OtelJaxWarnings it said)."""
+    ended, stuck, said = threading.Event(), [], []
 
     def exit_now() -> None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            _background.end_threads_at_exit(0.05)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            stuck.extend(_background.end_threads_at_exit(seconds))
+        said.extend(str(w.message) for w in caught if issubclass(w.category, OtelJaxWarning))
         ended.set()
 
-    try:
-        threading.Thread(target=exit_now, daemon=True).start()
-        time.sleep(0.3)
-        leave_jax.set()  # back in the reader's own wait, for good
-        assert ended.wait(_background.EXIT_JAX_S + 20), "the exit waited for the reader"
-    finally:
-        stop.set()
+    threading.Thread(target=exit_now, daemon=True).start()
+    return ended, stuck, said
 
 
-def test_the_exit_waits_for_the_applications_code_inside_jax_within_a_bound(monkeypatch):
-    # The application's code that runs JAX on a thread of otel_jax's at exit is waited for,
-    # but not for good: one that never comes back (or a chain of them) costs the exit
-    # EXIT_THEIRS_S at most, then one line names it.
-    import jax
+def test_the_exit_waits_for_the_applications_code_blocked_in_native_code_to_its_end(
+        monkeypatch):
+    # A span processor of the application's that runs a computation on otel_jax's thread
+    # (``jax.jit(big)(x).block_until_ready()``) is blocked in C++: no Python frame of
+    # JAX's on its stack says where it is. Its call is marked as the application's code,
+    # and the exit waits for it to its end, saying so once.
+    from otel_jax._core import _where
 
-    namespace: dict = {}
     entered, release = threading.Event(), threading.Event()
-    namespace.update(entered=entered, release=release)
-    _code_in(os.path.dirname(jax.__file__),
-             "def in_jax():\n    entered.set()\n    release.wait(60)\n", namespace)
 
-    def processor_of_theirs() -> None:  # this file is the application's
-        namespace["in_jax"]()
+    def emission() -> None:
+        with _where.THEIRS:  # what otel_jax's emission does around the SDK's calls
+            entered.set()
+            release.wait(60)  # in C, as a computation's wait is
 
     monkeypatch.setattr(_background, "_ENDING", __import__("weakref").WeakSet())
-    monkeypatch.setattr(_background, "EXIT_JAX_S", 0.1)
+    thread = threading.Thread(target=emission, name="otel_jax-test", daemon=True)
+    thread.start()
+    assert entered.wait(30)
+    try:
+        ended, stuck, said = _exit_in_background()
+        assert not ended.wait(1.5), "the exit did not wait for the application's code"
+    finally:
+        release.set()
+    assert ended.wait(30), "the exit did not end once the application's code returned"
+    assert stuck == [], stuck
+    assert len([s for s in said if "waiting for the application's code" in s]) == 1, said
+    assert any("otel_jax-test" in s for s in said), said
+
+
+def test_the_exit_waits_for_otel_jaxs_own_call_into_jax_until_it_returns_and_no_longer(
+        monkeypatch):
+    # A gauge of otel_jax's that reads JAX on the SDK's metric reader thread: waited for
+    # until that call returns (nothing is torn down inside C++), not said as the
+    # application's, and not waited for once the reader is back in its own wait (which,
+    # for a reader's loop, never ends).
+    from otel_jax._core import _where
+
+    entered, leave_jax, stop = threading.Event(), threading.Event(), threading.Event()
+
+    @_where.jax_call
+    def read_device() -> None:
+        entered.set()
+        leave_jax.wait(60)
+
+    def reader_loop() -> None:
+        read_device()
+        stop.wait(60)
+
+    monkeypatch.setattr(_background, "_ENDING", __import__("weakref").WeakSet())
+    thread = threading.Thread(target=reader_loop, name="OtelPeriodicExportingMetricReader",
+                              daemon=True)
+    thread.start()
+    assert entered.wait(30)
+    try:
+        ended, stuck, said = _exit_in_background()
+        assert not ended.wait(1.5), "the exit did not wait for otel_jax's call into JAX"
+        leave_jax.set()
+        assert ended.wait(30), "the exit waited for the reader's own loop"
+    finally:
+        leave_jax.set()
+        stop.set()
+    assert stuck == [] and said == [], (stuck, said)
+
+
+def test_the_exit_waits_for_the_applications_code_within_a_bound(monkeypatch):
+    # One that never comes back (or a chain of them) costs the exit EXIT_THEIRS_S at most,
+    # then one line names it.
+    from otel_jax._core import _where
+
+    entered, release = threading.Event(), threading.Event()
+
+    def processor_of_theirs() -> None:
+        with _where.THEIRS:
+            entered.set()
+            release.wait(60)
+
+    monkeypatch.setattr(_background, "_ENDING", __import__("weakref").WeakSet())
     monkeypatch.setattr(_background, "EXIT_THEIRS_S", 1.0)
     thread = threading.Thread(target=processor_of_theirs, name="otel_jax-test", daemon=True)
     thread.start()
     assert entered.wait(30)
     try:
         started = time.monotonic()
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            stuck = _background.end_threads_at_exit(0.05)
+        ended, stuck, said = _exit_in_background()
+        assert ended.wait(30)
         assert time.monotonic() - started < 20
     finally:
         release.set()
     assert stuck == [thread]
-    said = [str(w.message) for w in caught if issubclass(w.category, OtelJaxWarning)]
     assert any("waiting for the application's code" in s for s in said), said
     assert any("otel_jax-test in " in s for s in said), said
+
+
+def test_a_call_into_jax_that_a_daemon_thread_starts_once_the_exit_stopped_waiting_parks():
+    # Past the exit's wait, a thread of otel_jax's that goes on to its next job (the record
+    # of a compile the application's code made) does not start a call into JAX the
+    # interpreter's teardown would find it inside of.
+    from otel_jax._core import _where
+
+    called, returned = threading.Event(), threading.Event()
+
+    @_where.jax_call
+    def into_jax() -> None:
+        called.set()
+
+    def job() -> None:
+        into_jax()
+        returned.set()
+
+    _where.close()
+    try:
+        thread = threading.Thread(target=job, name="otel_jax-test", daemon=True)
+        thread.start()
+        assert not returned.wait(0.5) and not called.is_set()
+        into_jax()  # the exiting thread itself goes on
+        assert called.is_set()
+        called.clear()
+    finally:
+        _where.reopen()
+    assert returned.wait(30) and called.is_set()  # reopened (a fork, a test): it goes on

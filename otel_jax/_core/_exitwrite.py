@@ -38,6 +38,8 @@ EXIT_WRITE_S = 1.0
 #: How long a write that found the reader's side full waits before it tries again (never
 #: ``select()``: see the module's text).
 _RETRY_S = 0.005
+#: The longest pause between two tries (a reader that keeps its side full for long).
+_RETRY_MAX_S = 0.05
 
 
 def exiting() -> bool:
@@ -80,12 +82,17 @@ def write_within(stream: Any, text: str, seconds: float = EXIT_WRITE_S) -> bool:
         data = text.encode(encoding, "backslashreplace")
     except Exception:
         data = text.encode("utf-8", "backslashreplace")
-    return write_fd_within(fd, data, deadline)
+    return bool(write_fd_within(fd, data, deadline))
 
 
-def write_fd_within(fd: int, data: bytes, deadline: float) -> bool:
+def write_fd_within(fd: int, data: bytes, deadline: float, *, exit_only: bool = False,
+                    ) -> bool | None:
     """Write ``data`` to descriptor ``fd`` until ``deadline`` (``time.monotonic()``) at
-    most; whether all of it was written. Never raises."""
+    most; whether all of it was written. Never raises. With ``exit_only`` (a write made
+    before the exit too, ``deadline`` infinite): bounded only once the process exits
+    (the exit's shared deadline), and ``None`` without writing anything where that
+    needs the descriptor's own blocking flag changed (a socket, no ``/proc``): the
+    caller writes it its own way."""
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
@@ -98,6 +105,8 @@ def write_fd_within(fd: int, data: bytes, deadline: float) -> bool:
             return _write_until(own, data, deadline)
         finally:
             os.close(own)
+    if exit_only and not exiting():
+        return None
     return _write_nonblocking(fd, data, deadline)
 
 
@@ -130,15 +139,39 @@ def _write_nonblocking(fd: int, data: bytes, deadline: float) -> bool:
                 pass
 
 
+#: The one deadline every write at exit shares once one found its reader's side full
+#: (``time.monotonic()``): a pipe nobody reads costs the exit one wait, not one per write
+#: (the log lines, the words on what was dropped, a warning, a summary...).
+_exit_deadline: float | None = None
+
+
+def shared_deadline(deadline: float) -> float:
+    """``deadline``, or the exit's one shared deadline where that comes first: set, while
+    the process exits, by the first write that found its reader's side full, to
+    ``EXIT_WRITE_S`` from then."""
+    global _exit_deadline
+    if _exit_deadline is None:
+        if not exiting():
+            return deadline
+        _exit_deadline = time.monotonic() + EXIT_WRITE_S
+    return min(deadline, _exit_deadline)
+
+
 def _write_until(fd: int, data: bytes, deadline: float) -> bool:
     view = memoryview(data)
+    pause = _RETRY_S
     while view:
         try:
             view = view[os.write(fd, view):]
+            pause = _RETRY_S
         except BlockingIOError:
+            # looked at again at every retry: a write begun before the exit (the log
+            # writer's, with no deadline of its own) ends with the exit's
+            deadline = shared_deadline(deadline)
             if time.monotonic() >= deadline:
                 return False
-            time.sleep(_RETRY_S)
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, _RETRY_MAX_S)
         except InterruptedError:
             continue
         except OSError:  # the reader is gone: nothing more can be written

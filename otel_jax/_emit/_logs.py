@@ -30,6 +30,7 @@ import atexit
 import contextvars
 import functools
 import io
+import math
 import os
 import select
 import stat
@@ -45,7 +46,7 @@ from typing import IO, Any, Final, Literal, get_args
 from opentelemetry import trace
 
 from .._core import _vocab
-from .._core._exitwrite import write_within
+from .._core._exitwrite import exiting, write_fd_within, write_within
 from .._core._failopen import FailOpen, Topic, WarnKey, writable_now
 from .._core._terminal import json_printable
 from .._core._vocab import (
@@ -83,6 +84,8 @@ _LEVEL_NAMES = {v: k for k, v in _LEVELS.items()}
 QUEUE_SIZE = QUEUE_CAPACITY
 #: How often the writer thread looks for queued lines (it is not woken per line).
 _WRITER_POLL_S = 0.05
+#: After this long without a line the writer sleeps until the next line wakes it.
+_WRITER_IDLE_S = 30.0
 #: How long the process's exit lets the writers write queued lines, at most.
 EXIT_FLUSH_S = 1.0
 #: How long ``uninstall()`` waits, at most.
@@ -220,6 +223,13 @@ class LogEmitter:
         self._queue_size = max(1, int(QUEUE_SIZE if queue_size is None else queue_size))
         self._reset()
         _live.add(self)
+        if not self._immediate:
+            # Started now, at install(), not at the first line: a line first written once
+            # the main thread has finished (a worker thread of the program's that compiles
+            # while the main thread exits) would find threads refused (Python 3.12.0-1),
+            # and the exit would find no writer for it.
+            with self._cond:
+                self._writer_locked(idle=True)
 
     def _reset(self) -> None:
         """A fresh queue, lock and (not yet started) thread: at creation and in a forked child."""
@@ -228,6 +238,7 @@ class LogEmitter:
         self._waker = Waker()  # the writer's wait
         self._pending = 0  # lines queued or being written
         self._thread: threading.Thread | None = None
+        self._sleeping = False  # the writer waits without a timeout: a line must wake it
         self._closed = False
         #: The process is exiting: the writer ends by this time (``end_by``) and no new
         #: one starts.
@@ -314,7 +325,7 @@ class LogEmitter:
                 # The writer wakes up on its own every _WRITER_POLL_S: waking it
                 # here would hand it the GIL inside the user's jit call. Only a
                 # queue filling up is worth an early wake-up.
-                if len(self._queue) * 2 >= self._queue_size:
+                if len(self._queue) * 2 >= self._queue_size or self._sleeping:
                     self._waker.wake()
                 if self._thread is None:  # a writer that ends says so (``_serve``)
                     self._writer_locked()
@@ -352,11 +363,12 @@ class LogEmitter:
 
     # --- the writer thread ----------------------------------------------------------
 
-    def _writer_locked(self) -> bool:
+    def _writer_locked(self, idle: bool = False) -> bool:
         """Whether a writer thread of this process's serves the queue, started when none
-        does (under ``_cond``). A writer that is gone (its thread ended by an error, or
-        never started: threads refused) took its batch with it: those lines are counted
-        as dropped, so that what is waited for is only what can still be written."""
+        does (under ``_cond``; with ``idle``, also with nothing queued). A writer that is
+        gone (its thread ended by an error, or never started: threads refused) took its
+        batch with it: those lines are counted as dropped, so that what is waited for is
+        only what can still be written."""
         thread = self._thread
         if thread is not None and thread.is_alive():
             return True
@@ -366,7 +378,7 @@ class LogEmitter:
             self.dropped += lost
             self.drops["log", _WRITER_ENDED] += lost
         self._thread = None
-        if not self._queue or self._end_deadline is not None:
+        if (not self._queue and not idle) or self._end_deadline is not None:
             return False
         try:
             self._thread = start_thread(self._serve, self._thread_name)
@@ -378,10 +390,20 @@ class LogEmitter:
         """The writer thread. Ended by an error as well as by close(): no writer any more,
         which a flush or the next line sees (``_writer_locked``)."""
         try:
+            idle_since = time.monotonic()
             while True:
                 with self._cond:
                     while not self._queue and not self._closed and self._end_deadline is None:
-                        self._waker.wait(_WRITER_POLL_S, self._cond)
+                        if time.monotonic() - idle_since >= _WRITER_IDLE_S:
+                            # No line for a while: asleep until the next one wakes it (one
+                            # wake-up per burst of lines), so an idle process has no
+                            # thread waking up.
+                            self._sleeping = True
+                            self._waker.wait(None, self._cond)
+                            self._sleeping = False
+                            idle_since = time.monotonic()
+                        else:
+                            self._waker.wait(_WRITER_POLL_S, self._cond)
                     if self._queue and self._end_deadline is not None \
                             and time.monotonic() >= self._end_deadline:
                         # The exit's bound passed: what is left is dropped, counted (an output
@@ -395,6 +417,7 @@ class LogEmitter:
                     self._write(batch)
                     written = True
                 finally:
+                    idle_since = time.monotonic()
                     with self._cond:
                         self._pending -= len(batch)
                         if not written:  # the writer ends with them (below)
@@ -548,7 +571,16 @@ class JsonLogEmitter(LogEmitter):
                     self._count_dropped(batch, _UNREAD)
             elif fd is not None:
                 encoding = getattr(stream, "encoding", None) or "utf-8"
-                _write_fd(fd, text.encode(encoding, "backslashreplace"))
+                data = text.encode(encoding, "backslashreplace")
+                # Waits for a reader as long as it takes, until the process exits: then
+                # within the exit's one deadline (a pipe nobody reads any more).
+                written = write_fd_within(fd, data, math.inf, exit_only=True)
+                if written is None:
+                    _write_fd(fd, data)
+                elif not written:
+                    if not exiting():
+                        raise BrokenPipeError  # not a wait: the reader is gone
+                    self._count_dropped(batch, _UNREAD)
             else:
                 stream.write(text)
                 flush = getattr(stream, "flush", None)

@@ -27,10 +27,9 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from types import FrameType
 from typing import Protocol
 
-from .._core import _threads
+from .._core import _exitwrite, _threads, _where
 from .._core._failopen import FailOpen, Topic, at_site, emit
 
 __all__ = ["EXIT_END_S", "QUEUE_CAPACITY", "WORKER", "Ends", "Waker", "Worker",
@@ -71,14 +70,12 @@ Job = Callable[[], None]
 #: How long the exit waits, at most, for otel_jax's threads to end once asked to (after
 #: the exit's flushes, which have bounds of their own).
 EXIT_END_S = 1.0
-#: How much longer the exit waits for a thread that is inside JAX (a compile of a
-#: finalizer's or a span processor's): a daemon thread there when the interpreter tears down
-#: aborts the process.
-EXIT_JAX_S = 4.0
-#: How long, past that, the exit waits at most for the application's own code that runs
-#: JAX on one of these threads (a processor or finalizer that compiles): long enough for the
-#: compiles such code makes, and never for good (a chain of them, or one that never returns,
-#: would hold the process; the interpreter then tears down under it, said in one line).
+#: How long, past that, the exit waits at most for a thread that is inside otel_jax's own
+#: call into JAX, or inside the application's code (a span processor that compiles and
+#: runs its program, an exporter), said by the marks of ``_core._where``: long enough for
+#: the compiles such code makes on a loaded machine, and never for good (one that never
+#: returns would hold the process; the interpreter then tears down under it, said in one
+#: line).
 EXIT_THEIRS_S = 60.0
 #: Once otel_jax's thread has ended, how long a compile's job run on the exiting thread may
 #: go on running what its own emission handed over (the compile of a span processor's that
@@ -108,10 +105,11 @@ def ends_at_exit(holder: Ends) -> None:
 def end_threads_at_exit(seconds: float = EXIT_END_S) -> list[threading.Thread]:
     """Ask each of otel_jax's long-lived threads to end, wait for them at most ``seconds``
     in all, and say in one warning which did not end and what code they were running.
-    A thread of otel_jax's, or of the OpenTelemetry SDK (its batch processors', its metric
-    reader's), that is inside JAX (a finalizer of the program's that the collector ran
-    there, a processor that compiles) is waited for up to ``EXIT_JAX_S`` more. The threads
-    still running."""
+    A thread of otel_jax's, or of the OpenTelemetry SDK's (its batch processors', its
+    metric reader's), that is inside otel_jax's own call into JAX, or inside the
+    application's code, is waited for until it is out of it (``EXIT_THEIRS_S`` at most):
+    a daemon thread inside C++ when the interpreter tears down aborts the process. The
+    threads still running."""
     deadline = time.monotonic() + max(0.0, seconds)
     threads = []
     for holder in list(_ENDING):
@@ -123,35 +121,29 @@ def end_threads_at_exit(seconds: float = EXIT_END_S) -> list[threading.Thread]:
             threads.append(thread)
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
-    # A thread inside JAX is in a compile (or a computation) that ends on its own, where
-    # a thread held by an exporter may never come back (and, blocked outside JAX, is
-    # harmless as the interpreter tears down): otel_jax's own work there gets EXIT_JAX_S
-    # more; the application's (a processor or finalizer of its own that runs JAX) is
-    # waited for to its end, as Python waits for the application's own threads.
-    # A thread waited for so is waited for until it is out of the application's code (the
-    # rest of its processor's call), as that code would run to its end on its own thread.
-    waited: dict[threading.Thread, FrameType] = {}
+    # Known, not guessed: each call into JAX that otel_jax makes, and each call into the
+    # application's code on these threads, marks its thread while it runs (``_where``).
+    # The application's code is waited for to its end, as Python waits for the
+    # application's own threads, and said once; otel_jax's own JAX call until it returns.
+    announced: set[threading.Thread] = set()
+    marked: dict[threading.Thread, tuple[_where.Mark, ...]] = {}
     while True:
-        in_jax = [t for t in threading.enumerate() if t.is_alive() and _inside_jax(t)
-                  and (t in threads or t.name.startswith(_WATCHED))]
-        theirs = {t: frame for t in in_jax if (frame := _theirs_inside_jax(t)) is not None}
-        still = [t for t, frame in waited.items() if t.is_alive() and _on_stack(t, frame)]
-        now = time.monotonic()
-        if not theirs and not still and (not in_jax or now >= deadline + EXIT_JAX_S):
+        marked = _marked(threads)
+        for thread, marks in marked.items():
+            if _where.Mark.APPLICATION in marks and thread not in announced:
+                announced.add(thread)
+                emit(f"otel_jax: at exit, waiting for the application's code that runs on "
+                     f"{thread.name} to end ({_running(thread)}): a daemon thread inside "
+                     "JAX when the interpreter tears down would abort the process.")
+        if not marked or time.monotonic() >= deadline + EXIT_THEIRS_S:
             break
-        if now >= deadline + EXIT_JAX_S + EXIT_THEIRS_S:
-            break  # the application's code has not come back: said below, and exit goes on
-        for thread, frame in theirs.items():
-            if waited.get(thread) is not frame:
-                if thread not in waited:
-                    emit(f"otel_jax: at exit, waiting for the application's code that runs "
-                         f"JAX on {thread.name} to end ({_running(thread)}): a daemon "
-                         "thread inside JAX when the interpreter tears down would abort the "
-                         "process.")
-                waited[thread] = frame
-        time.sleep(0.01)
+        time.sleep(0.005)
+    if _exitwrite.exiting():
+        # From here on a call into JAX that one of these threads would start parks it:
+        # nothing is torn down inside C++ (a compile's record, queued by code that ended).
+        _where.close()
     stuck = [t for t in threads if t.is_alive()]
-    stuck += [t for t in in_jax if t not in stuck]
+    stuck += [t for t in marked if t not in stuck and t.is_alive()]
     # said within a bound at exit (``emit``): a stderr pipe nobody reads (the stuck
     # thread may be a log writer blocked on it) must not hold the process
     if stuck:
@@ -165,74 +157,31 @@ def end_threads_at_exit(seconds: float = EXIT_END_S) -> list[threading.Thread]:
 
 
 #: The names of the threads, besides those :func:`ends_at_exit` ends, that the exit waits
-#: for while they are inside JAX: otel_jax's (its bounded exports) and the OpenTelemetry
-#: SDK's (``OtelBatchSpanRecordProcessor``, ``OtelPeriodicExportingMetricReader``).
+#: for while they are marked: otel_jax's (its bounded exports) and the OpenTelemetry
+#: SDK's (``OtelBatchSpanRecordProcessor``, ``OtelPeriodicExportingMetricReader``: a
+#: gauge of otel_jax's that reads JAX there).
 _WATCHED = ("otel_jax-", "Otel")
 
 
-def _inside_jax(thread: threading.Thread) -> bool:
-    """Whether ``thread`` is inside JAX now (a frame of its package on its stack): a daemon
-    thread there when the interpreter tears down can abort the process."""
-    jax = sys.modules.get("jax")
-    where = os.path.dirname(getattr(jax, "__file__", None) or "/nowhere/jax/") + os.sep
-    frame = sys._current_frames().get(thread.ident or -1)
-    while frame is not None:
-        if frame.f_code.co_filename.startswith(where):
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _on_stack(thread: threading.Thread, frame: FrameType) -> bool:
-    """Whether ``frame`` (the application's call found inside JAX) is still on ``thread``'s
-    stack: the call runs to its end, and nothing that thread runs after it is waited for."""
-    current = sys._current_frames().get(thread.ident or -1)
-    while current is not None:
-        if current is frame:
-            return True
-        current = current.f_back
-    return False
-
-
-def _package_dirs(*names: str) -> tuple[str, ...]:
-    """The folders of the packages ``names`` that are imported (a namespace package such as
-    ``opentelemetry.sdk`` has no file: its ``__path__`` says where it is)."""
-    return tuple(os.path.join(folder, "") for name in names
-                 for folder in getattr(sys.modules.get(name), "__path__", None) or ())
-
-
-def _theirs(filename: str, driven: tuple[str, ...]) -> bool:
-    """Whether code of ``filename`` is the application's (its own, or a library's it
-    brought): neither otel_jax's, the standard library's, nor a package otel_jax drives."""
-    return not filename.startswith((_OURS, "<frozen", *driven)) and (
-        not filename.startswith(_STDLIB) or "-packages" in filename)
-
-
-def _theirs_inside_jax(thread: threading.Thread) -> FrameType | None:
-    """The application's call that has ``thread`` inside JAX, or ``None``: the outermost
-    frame, between JAX's innermost frame and the thread's start, of code that is neither
-    otel_jax's, JAX's, the OpenTelemetry SDK's (which otel_jax drives: a metric reader
-    collecting otel_jax's gauges is otel_jax's work) nor the standard library's (a span
-    processor's ``on_end``, a finalizer)."""
-    jax_dirs = _package_dirs("jax", "jaxlib")
-    driven = (*jax_dirs, *_package_dirs("opentelemetry.sdk", "opentelemetry.trace",
-                                        "opentelemetry.metrics", "opentelemetry.context"))
-    frame = sys._current_frames().get(thread.ident or -1)
-    in_jax = False
-    found: FrameType | None = None
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if filename.startswith(jax_dirs):
-            in_jax = True
-        elif in_jax and _theirs(filename, driven):
-            found = frame
-        frame = frame.f_back
-    return found
+def _marked(ended: list[threading.Thread]) -> dict[threading.Thread, tuple[_where.Mark, ...]]:
+    """The threads of otel_jax's, or of the SDK's, other than this one, that are inside
+    otel_jax's own JAX call or the application's code now, with their marks."""
+    try:
+        marks = _where.marks()
+        if not marks:
+            return {}
+        here = threading.current_thread()
+        return {t: marks[t.ident] for t in threading.enumerate()
+                if t.ident in marks and t is not here and t.is_alive()
+                and (t in ended or t.name.startswith(_WATCHED))}
+    except Exception:  # the exit must go on
+        return {}
 
 
 def _running(thread: threading.Thread) -> str:
-    """What ``thread`` runs: its innermost frame that is neither otel_jax's nor the standard
-    library's (the program's, or a library's it called), as ``name (file:line)``."""
+    """What ``thread`` runs, for the reader of the line that names it (never to decide
+    anything): its innermost frame that is neither otel_jax's nor the standard library's
+    (the program's, or a library's it called), as ``name (file:line)``."""
     frame = sys._current_frames().get(thread.ident or -1)
     found = None
     while frame is not None:

@@ -48,6 +48,7 @@ from .._capture._jax import (
 )
 from .._capture._source import FunctionInfo
 from .._core._failopen import FailOpen, OtelJaxWarning, Topic, WarnKey, at_site
+from .._core._where import THEIRS
 from .._explain._hazard_parts import Hazard
 from . import _assemble
 from ._background import WORKER
@@ -497,8 +498,12 @@ class Engine:
         self.history.after_fork()
 
     def _emit_later(self, record: CompileRecord, storm: Storm | None, route: Route) -> None:
-        """On the background thread: what install()'s emitters make of one compile."""
-        with self.failopen.guard("background emission"):
+        """On the background thread: what install()'s emitters make of one compile.
+
+        They call the application's code (its span processors and exporters, log
+        handlers, metric readers): marked so (``_where.THEIRS``), the exit waits for it
+        to its end."""
+        with self.failopen.guard("background emission"), THEIRS:
             link = self._deliver(record, route)
             if storm is not None:
                 route.storm(storm)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from ..._core._where import jax_call
 from ._capabilities import say_lost
 
 #: The parts of JAX's persistent-cache key, in the order ``jax._src.cache_key.get`` hashes
@@ -51,6 +52,7 @@ def _part_hash(part: str, fn: Any, *args: Any, **kwargs: Any) -> str:
         return ""
 
 
+@jax_call
 def xla_flags_in_key(cache_key: Any = None) -> list[str]:
     """The XLA flags JAX puts in the cache key, as it reads them (``XLA_FLAGS``,
     ``LIBTPU_INIT_ARGS``, and the program's ``--xla*`` arguments and registered prefixes),
@@ -75,6 +77,7 @@ def _compression(compilation_cache: Any) -> str:
     return "zstandard" if getattr(compilation_cache, "zstandard", None) is not None else "zlib"
 
 
+@jax_call
 def cache_key_parts(inputs: Any, program: str = "") -> CacheKeyParts | None:
     """The parts of the persistent-cache key of one backend compile, from its captured
     inputs (``_compile_entry.CompileInputs``), each hashed by JAX's per-part hash function.

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from ..._core._where import jax_call
+
 #: The key-value methods of JAX's distributed runtime client that ``_ranks`` uses (present
 #: from JAX 0.8 to 0.12 with these names and arguments).
 COORDINATION_METHODS = ("key_value_set", "key_value_dir_get", "key_value_delete",
@@ -27,6 +29,7 @@ class Coordination(NamedTuple):
     process_count: int
 
 
+@jax_call
 def coordination() -> Coordination | None:
     """The job's coordination client when this is one process of several, else ``None``.
 
@@ -48,11 +51,13 @@ def coordination() -> Coordination | None:
     return Coordination(client, index, count)
 
 
+@jax_call
 def coordination_missing(client: Any) -> tuple[str, ...]:
     """The key-value methods this JAX's client lacks (empty when all are there)."""
     return tuple(m for m in COORDINATION_METHODS if not callable(getattr(client, m, None)))
 
 
+@jax_call
 def kv_set(client: Any, key: str, value: str) -> None:
     client.key_value_set(key, value, True)  # allow_overwrite: a re-published entry
 
@@ -61,6 +66,7 @@ def kv_set(client: Any, key: str, value: str) -> None:
 _EXISTS = "ALREADY_EXISTS"
 
 
+@jax_call
 def kv_create(client: Any, key: str, value: str) -> bool:
     """Sets the key only if it is not set: ``False`` when it was (first writer wins)."""
     try:
@@ -72,15 +78,18 @@ def kv_create(client: Any, key: str, value: str) -> bool:
     return True
 
 
+@jax_call
 def kv_dir_get(client: Any, directory: str) -> list[tuple[str, str]]:
     return list(client.key_value_dir_get(directory))
 
 
+@jax_call
 def kv_delete(client: Any, key: str) -> None:
     """Deletes the key and every key under ``key/`` (the service deletes directories)."""
     client.key_value_delete(key)
 
 
+@jax_call
 def kv_increment(client: Any, key: str, by: int = 1) -> int:
     """Adds ``by`` to the counter at ``key`` (made at 0 when absent): the value after it."""
     return int(client.key_value_increment(key, by))
@@ -90,6 +99,7 @@ def kv_increment(client: Any, key: str, by: int = 1) -> int:
 _DEADLINE = "DEADLINE_EXCEEDED"
 
 
+@jax_call
 def kv_wait(client: Any, key: str, timeout_ms: int) -> str | None:
     """The key's value, waiting at most ``timeout_ms`` for it to be set: ``None`` when the
     time passed first. One call on the service however long the wait (the client

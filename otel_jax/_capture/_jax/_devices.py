@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._core._where import jax_call
 
+
+@jax_call
 def argument_devices(values: Any, limit: int = 256) -> set[Any]:
     """The devices the first ``limit`` arguments live on (one mesh is enough to see)."""
     from itertools import islice
@@ -24,18 +27,21 @@ def argument_devices(values: Any, limit: int = 256) -> set[Any]:
     return devices
 
 
+@jax_call
 def device_facts(device: Any) -> tuple[str, str]:
     """``(platform, device kind)`` of one device."""
     return (str(getattr(device, "platform", "unknown")),
             str(getattr(device, "device_kind", "unknown")))
 
 
+@jax_call
 def default_device() -> Any:
     import jax
 
     return jax.devices()[0]
 
 
+@jax_call
 def process_index() -> int:
     import jax
 

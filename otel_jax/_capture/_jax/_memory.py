@@ -26,6 +26,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from ..._core._where import jax_call
+
 
 @dataclass(frozen=True, slots=True)
 class ProgramMemory:
@@ -61,6 +63,7 @@ def _size(stats: Any, name: str) -> int | None:
     return value
 
 
+@jax_call
 def program_memory(executable: Any) -> ProgramMemory | None:
     """XLA's memory analysis of ``executable`` (what JAX's backend-compile entry returned),
     or ``None`` where this backend or version gives none."""
@@ -85,6 +88,7 @@ _limits_lock = threading.Lock()
 MAX_DEVICES = 4096
 
 
+@jax_call
 def memory_limit(device: Any) -> int | None:
     """The device's memory limit in bytes (``bytes_limit`` of its ``memory_stats()``), read
     once per device; ``None`` where it is not known (the CPU)."""

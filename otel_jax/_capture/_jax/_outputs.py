@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from ..._core._where import jax_call
+
 
 class Outputs(NamedTuple):
     """The outputs of a jitted function: the program's output variables (each with its
@@ -32,6 +34,7 @@ class Outputs(NamedTuple):
         return [getattr(v, "aval", None) for v in self.variables]
 
 
+@jax_call
 def outputs_of(params: Any) -> Outputs | None:
     """The outputs of the call ``params`` (the miss's ``PjitParams``) traced, or ``None``.
 

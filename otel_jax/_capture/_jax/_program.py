@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._core._where import jax_call
 from ._capabilities import say_lost
 
 #: A tiny program as JAX lowers ``jax.jit(lambda x: x + x)`` of an ``f32[2]``: the real
@@ -86,6 +87,7 @@ def _find_hashing(cache_key: Any, computation: Any) -> bytes | None:
     return None
 
 
+@jax_call
 def program_digest(computation: Any) -> bytes | None:
     """A digest of a lowered program, computed as JAX's persistent cache hashes it: the
     MLIR bytecode without debug information (no file paths or line numbers), so the
@@ -107,6 +109,7 @@ def program_digest(computation: Any) -> bytes | None:
     return digest
 
 
+@jax_call
 def probe_fingerprints() -> None:
     """Find how ``_hash_computation`` is called, on the probe program, unless known. Left
     to the first compile when the probe itself cannot be built (MLIR's API moved)."""
