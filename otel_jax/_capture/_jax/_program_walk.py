@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..._core._where import jax_call
+
 #: The most operations walked: a program past it is said to have at least this many.
 MAX_OPS = 250_000
 #: Constants kept, largest first (each with its line and type).
@@ -209,6 +211,7 @@ def _first_use(operation: Any) -> Any:
     return None
 
 
+@jax_call
 def walk_program(module: Any, is_user: Callable[[str], bool],
                  max_ops: int = MAX_OPS) -> ProgramWalk | None:
     """Walk ``module`` (a lowered MLIR module), at most ``max_ops`` operations; each op is
@@ -289,6 +292,7 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) and value >= 0 else None
 
 
+@jax_call
 def program_cost(executable: Any) -> ProgramCost | None:
     """XLA's cost analysis of ``executable`` (what JAX's backend-compile entry returned):
     ``flops`` and ``bytes accessed``, or ``None`` where this backend gives none. Older
@@ -313,6 +317,7 @@ def program_cost(executable: Any) -> ProgramCost | None:
 TEXT_ELEMENTS_LIMIT = 16
 
 
+@jax_call
 def program_text(module: Any) -> str | None:
     """The lowered program as text a person reads, with its source locations (MLIR's
     ``get_asm`` with debug information, as ``Lowered.as_text(debug_info=True)``), large
