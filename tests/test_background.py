@@ -565,11 +565,11 @@ def test_compile_history_sees_every_compile_that_returned_however_long_its_recor
     making = threading.Event()
     build = ENGINE._build_record
 
-    def slow(captured):  # type: ignore[no-untyped-def]
+    def slow(captured, route):  # type: ignore[no-untyped-def]
         if threading.current_thread().name == "otel_jax-emit" and not making.is_set():
             making.set()
             time.sleep(6.0)  # longer than the 5 s the kit used to wait
-        return build(captured)
+        return build(captured, route)
 
     monkeypatch.setattr(ENGINE, "_build_record", slow)
     try:
