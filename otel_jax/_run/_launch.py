@@ -42,6 +42,7 @@ def _accepts() -> dict[str, str]:
     from .._emit._logs import LOG_OUTPUTS
     from .._emit._spans import EAGER_OP_SPANS
     from .._fleet._ranks import DEFAULT_TIMEOUT_S, ON_DIVERGENCE
+    from .._pipeline._history import DEFAULT_MAX_FUNCTIONS
     from .._pipeline._policy import ON_RECOMPILE, STORM_THRESHOLD
 
     def one_of(choices: Sequence[str], default: str) -> str:
@@ -73,6 +74,10 @@ def _accepts() -> dict[str, str]:
         "eager_op_spans": "spans of eager op compiles: " + one_of(EAGER_OP_SPANS, "nested"),
         "emit_in_background": "1|0: make telemetry off the compiling thread (default 1)",
         "hazards": "1|0: name the recompiles a compile shows are coming (default 1)",
+        "max_functions": f"functions whose compile detail is kept, an int >= 1, the least "
+                         f"recently compiled dropped first (default {DEFAULT_MAX_FUNCTIONS})",
+        "programs": "a folder to keep each distinct lowered program in, once (default "
+                    "none: nothing of a program leaves the process)",
     }
 
 
