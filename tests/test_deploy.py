@@ -485,6 +485,21 @@ def published_ports(service: dict) -> set[int]:
     return ports
 
 
+def test_the_log_store_the_tests_build_and_the_image_are_one_release_named_on_the_page():
+    # The tests run VictoriaLogs built from scripts/tools.versions; the compose file pins the
+    # newest image tag shown to exist. Both in one minor release, and the page says both.
+    image = compose()["services"]["victorialogs"]["image"].split(":v")[1]
+    versions = dict(line.split("=", 1) for line in
+                    (REPO / "scripts" / "tools.versions").read_text().splitlines()
+                    if "=" in line and not line.startswith("#"))
+    built = versions["VICTORIALOGS_VERSION"].lstrip("v")
+    assert image.split(".")[:2] == built.split(".")[:2], (image, built)
+    text = README.read_text(encoding="utf-8")
+    assert f"victoria-logs:v{image}" in text and f"VictoriaLogs v{built}" in text
+    if image != built:
+        assert f"stays at v{image}" in text
+
+
 def test_compose_services_images_and_ports():
     services = compose()["services"]
     assert SERVICES <= set(services)
@@ -964,7 +979,7 @@ def test_promql_metric_name_extraction():
 
 def test_readme_documents_the_one_command_and_ports():
     text = README.read_text(encoding="utf-8")
-    assert "docker compose up" in text
+    assert "docker compose -f deploy/docker-compose.yml up -d" in text
     for port in ("16686", "9090", "3000", "4317", "4318"):
         assert port in text, port
 
