@@ -55,7 +55,8 @@ def test_the_warm_up_rule_is_stated_as_the_code_applies_it():
 # --- the front page and the first hour -----------------------------------------------------------
 
 #: The front page's sections, in the order JAX-world READMEs keep (equinox, optax, flax).
-FRONT_PAGE = ["Install", "Sixty seconds", "Why did it recompile?", "In your code",
+FRONT_PAGE = ["Install", "Sixty seconds", "Why did it recompile?", "Why is it slow?",
+              "In your code",
               "In your tests", "In CI", "In production", "Documentation", "Licence"]
 
 
