@@ -34,9 +34,9 @@ def _diff(argv: Sequence[str]) -> int:
 
 
 def _program_diff(argv: Sequence[str]) -> int:
-    from ._report._program_diff import main as program_diff
+    from ._report import program_diff_main
 
-    return program_diff(argv)
+    return program_diff_main(argv)
 
 
 def _run(argv: Sequence[str]) -> int:

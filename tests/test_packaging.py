@@ -351,11 +351,11 @@ def test_the_report_flows_one_way_reading_aggregating_rendering_then_the_command
     graph = _module_graph()
     report = {n: {d for d in deps if d.startswith("otel_jax.")}
               for n, deps in graph.items() if n.startswith("otel_jax._report.")}
-    layers = [("_read",), ("_bounded", "_hazards"), ("_steps",), ("_aggregate",),
+    layers = [("_read",), ("_bounded", "_hazards", "_programs"), ("_steps",), ("_aggregate",),
               ("_page_data",), ("_compare_runs._read",), ("_compare_runs._compare",),
               ("_text",), ("_compare_runs._render_text",), ("_html_style",),
               ("_html_charts",), ("_html",), ("_compare_runs._render_html",), ("_output",),
-              ("_command",), ("_compare_runs._command",), ("_compare_runs",)]
+              ("_command", "_program_diff"), ("_compare_runs._command",), ("_compare_runs",)]
     rank = {f"otel_jax._report.{m}": i for i, names in enumerate(layers) for m in names}
     assert set(report) == set(rank)
     for name, deps in report.items():
@@ -365,10 +365,12 @@ def test_the_report_flows_one_way_reading_aggregating_rendering_then_the_command
         assert deps - ours <= {"otel_jax._core._vocab", "otel_jax._core._units",
                                "otel_jax._core._terminal"}, (
             name, sorted(deps - ours))
-    # the package exports the ``otel-jax report`` and ``otel-jax diff`` commands, which the
+    # the package exports the ``otel-jax report``, ``otel-jax diff`` and ``otel-jax
+    # program-diff`` commands, which the
     # command line calls
     assert graph["otel_jax._report"] == {"otel_jax._report._command",
-                                         "otel_jax._report._compare_runs"}
+                                         "otel_jax._report._compare_runs",
+                                         "otel_jax._report._program_diff"}
     # the reading, aggregating and comparing layers render nothing
     renderers = {f"otel_jax._report.{m}" for m in (
         "_text", "_html_style", "_html_charts", "_html", "_command",
@@ -443,7 +445,8 @@ def test_the_core_depends_on_itself_and_the_standard_library_only():
 
 EXPORT_SIDE = ("otel_jax._emit._providers", "otel_jax._emit._export", "otel_jax._emit._health",
                "otel_jax._emit._observe", "otel_jax._emit._bounded", "otel_jax._emit._clean",
-               "otel_jax._emit._resource")
+               "otel_jax._emit._resource", "otel_jax._emit._protocol",
+               "otel_jax._emit._answer_body")
 
 
 def test_the_export_layer_depends_on_the_core_only():

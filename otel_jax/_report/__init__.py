@@ -26,6 +26,9 @@ and :mod:`._command` (the ``otel-jax report`` command, :func:`main`, which the
 
 ``otel-jax diff BASE NEW`` (:func:`diff_main`) compares two runs with the same parts, in
 its own subpackage (:mod:`._compare_runs`: read, compare, render, the command).
+``otel-jax program-diff A B`` (:func:`program_diff_main`, :mod:`._program_diff`) compares two
+programs kept by ``install(programs=DIR)``; :mod:`._programs` sums up each function's
+programs for the report.
 
 Design constraints, and how they are met:
 
@@ -60,5 +63,6 @@ Log fields read from each ``jax.compile`` line (all optional except
 
 from ._command import main
 from ._compare_runs import main as diff_main
+from ._program_diff import main as program_diff_main
 
-__all__ = ["diff_main", "main"]
+__all__ = ["diff_main", "main", "program_diff_main"]
