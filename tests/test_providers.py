@@ -160,10 +160,22 @@ def run_health(endpoint: str, rounds: int = 3, pause: float = 0.6, **env: str):
                          "OTEL_METRIC_EXPORT_INTERVAL": "200", **env}),
         capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    warnings_ = [ln for ln in proc.stderr.splitlines() if "OtelJaxWarning" in ln]
-    others = [ln for ln in proc.stderr.splitlines() if ln.strip() and ln not in warnings_]
+    warnings_, others = split_stderr(proc.stderr)
     assert not others, others  # no retry lines, no traceback
     return warnings_
+
+
+def split_stderr(stderr: str) -> tuple[list[str], list[str]]:
+    """``stderr``'s OtelJaxWarning lines, and its other lines but the source line Python
+    prints under a warning located at the program's line (Python 3.13 keeps a ``-c``
+    program's source for that)."""
+    lines = stderr.splitlines()
+    warnings_ = [ln for ln in lines if "OtelJaxWarning" in ln]
+    quoted = {i + 1 for i, ln in enumerate(lines) if "OtelJaxWarning" in ln
+              and i + 1 < len(lines) and lines[i + 1].startswith("  ")}
+    others = [ln for i, ln in enumerate(lines)
+              if ln.strip() and ln not in warnings_ and i not in quoted]
+    return warnings_, others
 
 
 def user_spans(names: list[str]) -> Counter[str]:
@@ -338,9 +350,9 @@ def run_without_grpc(endpoint: str, **env: str) -> list[str]:
                          "OTEL_METRIC_EXPORT_INTERVAL": "200", **env}),
         capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert not [ln for ln in lines if "OtelJaxWarning" not in ln], lines  # no traceback
-    return lines
+    warnings_, others = split_stderr(proc.stderr)
+    assert not others, proc.stderr  # no traceback
+    return warnings_
 
 
 def a_collector_address() -> str:
