@@ -971,3 +971,24 @@ def test_a_collector_that_is_down_is_one_warning_naming_each_signal_at_the_set_u
     closed = _health.answer_from_error(requests.exceptions.ConnectionError(
         ConnectionResetError(104, "Connection reset by peer")))
     assert closed.health is _health.Health.UNREACHABLE and not closed.endpoint_down
+
+
+def test_a_warning_said_at_exit_keeps_the_line_it_is_located_at(tmp_path):
+    # A collector found down only at the exit's last export (a gRPC exporter retrying until
+    # its timeout, on a busy machine): its warning is still located at the line that set
+    # the export up, as it is while the program runs, not at no line.
+    program = tmp_path / "prog.py"
+    program.write_text(textwrap.dedent("""\
+        import atexit
+        from otel_jax._core import _failopen
+
+        def at_exit():
+            _failopen.emit("otel_jax: found at exit", at="/srv/job/train.py:91")
+
+        atexit.register(at_exit)
+        """))
+    proc = subprocess.run([sys.executable, str(program)], env=clean_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "/srv/job/train.py:91: OtelJaxWarning: otel_jax: found at exit" in proc.stderr, \
+        proc.stderr

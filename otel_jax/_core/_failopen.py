@@ -419,8 +419,12 @@ def emit(message: str, at: str | None = None, told: bool = False) -> None:
     otel_jax's lines on stderr says the same (:func:`_left_to_the_line`)."""
     message = shown(message)
     if _exitwrite.exiting():
+        # at exit no frame of the user's is on any stack: a warning whose line is known
+        # (the line that set the export up) is still located there, as before the exit
+        located = _site_location(at) if at else None
         if not (told and _left_to_the_line(message, "sys", 1)):
-            _exitwrite.warn_within(OtelJaxWarning, message)
+            _exitwrite.warn_within(OtelJaxWarning, message, at=None if located is None
+                                   else (shown(located[0]), located[1]))
         return
     try:
         found = user_frame()
