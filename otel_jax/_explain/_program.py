@@ -6,7 +6,7 @@ record is made, off the compiling thread by default. Each pattern is said only w
 program shows it, and only for a program large enough to matter:
 
 - ``unrolled_loop``: at least ``UNROLL_SHARE`` of a program of at least ``NOTE_OPS``
-  operations (or one that compiled for ``WARN_COMPILE_S``) is code repeated: operations
+  operations is code repeated: operations
   at one place (same source chain, same name stack) repeating ``MIN_REPEAT`` times or
   more, a Python loop (a ``for``, a comprehension over layers) that tracing unrolled,
   once per pass, or a ``scan`` unrolled (the line calls ``scan(``, or the repeated
@@ -19,8 +19,9 @@ program shows it, and only for a program large enough to matter:
   operations since the compile its cause is compared with, and by which lines.
 
 A finding is a warning (and a Python warning) where the cost is material: a program of at
-least ``WARN_OPS`` operations, or a compile of at least ``WARN_COMPILE_S`` seconds (a
-constant: always, past its threshold); else a note.
+least ``WARN_OPS`` operations (a constant: always, past its threshold); else a note.
+Decided by the program alone, never by its compile's seconds, which grow with how busy
+the machine is: the same program gets the same words on every run.
 """
 
 from __future__ import annotations
@@ -34,10 +35,8 @@ from .._core._units import human_bytes
 
 #: Below this many operations a program is small: no pattern is said.
 NOTE_OPS = 1_000
-#: A finding is a warning from this many operations on...
+#: A finding is a warning from this many operations on.
 WARN_OPS = 10_000
-#: ... or from this many seconds of compile.
-WARN_COMPILE_S = 5.0
 #: One line makes at least this share of the program: it is what makes it large.
 UNROLL_SHARE = 0.5
 #: A constant this large baked into the program is named.
@@ -138,14 +137,14 @@ def facts(walk: ProgramWalk, cost: ProgramCost | None) -> ProgramFacts:
         bytes_accessed=cost.bytes_accessed if cost is not None else None)
 
 
-def findings(program: ProgramFacts, compile_s: float, earlier: ProgramFacts | None = None,
+def findings(program: ProgramFacts, earlier: ProgramFacts | None = None,
              compared_with: int | None = None, cwd: str = "") -> tuple[ProgramFinding, ...]:
     """The patterns ``program`` shows (``earlier``: the program of compile
     ``compared_with`` of the same function, to say what grew)."""
-    material = program.ops >= WARN_OPS or compile_s >= WARN_COMPILE_S
+    material = program.ops >= WARN_OPS
     found: list[ProgramFinding] = []
     repeated = sum(t.repeated for t in program.lines)
-    large = program.ops >= NOTE_OPS or compile_s >= WARN_COMPILE_S
+    large = program.ops >= NOTE_OPS
     if large and repeated >= program.ops * UNROLL_SHARE:
         found.append(_unrolled(program, material, cwd))
     for constant in program.constants:

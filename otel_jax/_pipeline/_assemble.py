@@ -321,8 +321,7 @@ def assemble(captured: Captured, history: History, ledger: CacheLedger, guard: F
     program_findings: tuple[_program_facts.ProgramFinding, ...] = ()
     if captured.programs and compiled is not None:
         analysed = guard.call("program analysis", lambda: _analyse(
-            compiled.computation, executable, info, cause.compared_with,
-            captured.compile_s, history), None)
+            compiled.computation, executable, info, cause.compared_with, history), None)
         if analysed is not None:
             program_facts, program_findings = analysed
     program_file = ""
@@ -371,7 +370,7 @@ def assemble(captured: Captured, history: History, ledger: CacheLedger, guard: F
 
 
 def _analyse(computation: Any, executable: Any, info: FunctionInfo, compared_with: int | None,
-             compile_s: float, history: History,
+             history: History,
              ) -> tuple[_program_facts.ProgramFacts,
                         tuple[_program_facts.ProgramFinding, ...]] | None:
     """The lowered program's size by the user's line, its constants and XLA's cost
@@ -388,7 +387,7 @@ def _analyse(computation: Any, executable: Any, info: FunctionInfo, compared_wit
         cwd = os.getcwd()
     except OSError:  # removed under the program
         cwd = ""
-    found = _program_facts.findings(facts, compile_s, earlier, compared_with, cwd)
+    found = _program_facts.findings(facts, earlier, compared_with, cwd)
     # as every text of the record, as it may leave the process (the warning's too)
     return facts, tuple(dataclasses.replace(f, line=clean_text(f.line), text=clean_text(f.text),
                                             hint=clean_text(f.hint)) for f in found)
