@@ -529,40 +529,35 @@ class Engine:
     def _warn_program(self, record: CompileRecord, route: Route) -> None:
         """One Python warning per function and pattern that makes its program large,
         located at the line that makes it (else at the call); notes are their events and
-        log fields only. As for hazards, a WARNING line on stderr says it where there is
-        one (``told``)."""
+        log fields only."""
         info = record.function
-        told: bool | None = None
-        for finding in record.program_findings:
-            if finding.warn:
-                if told is None:
-                    told = route.says_on_stderr(logging.WARNING)
-                self.failopen.warn_once(
-                    WarnKey(Topic.PROGRAM, f"{info.qualname}@{info.file}:{info.line}:"
-                                           f"{finding.kind}"),
-                    f"otel_jax: {info.qualname} compiles a large program "
-                    f"({finding.kind}): {finding.text}. Fix: {finding.hint}.",
-                    site=finding.line or record.callsite or None, told=told)
+        self._warn_each(route, [
+            (WarnKey(Topic.PROGRAM, f"{info.qualname}@{info.file}:{info.line}:{f.kind}"),
+             f"otel_jax: {info.qualname} compiles a large program ({f.kind}): {f.text}. "
+             f"Fix: {f.hint}.", f.line or record.callsite or None)
+            for f in record.program_findings if f.warn])
 
     def _warn_hazards(self, record: CompileRecord, route: Route) -> None:
         """One Python warning per function and hazard kind, located at the user's call
         recorded at the compile (whichever thread says it, whatever its stack); notes
-        (hazards not precise enough for a warning) are their log lines and events only.
-        Where a WARNING line of ``route``'s goes to stderr, that line says the hazard,
-        and the warning is given for the filters and test runners only (``told``:
-        ``_failopen._left_to_the_line``)."""
+        (hazards not precise enough for a warning) are their log lines and events only."""
         info = record.function
-        told: bool | None = None
-        for hazard in record.hazards:
-            if hazard.warn and not self._claimed(record, hazard):
-                if told is None:
-                    told = route.says_on_stderr(logging.WARNING)
-                self.failopen.warn_once(
-                    WarnKey(Topic.HAZARD, f"{info.qualname}@{info.file}:{info.line}:"
-                                          f"{hazard.kind.value}"),
-                    f"otel_jax: {info.qualname} will compile again ({hazard.kind.value}): "
-                    f"{hazard.text}. Fix: {hazard.hint}.", site=record.callsite or None,
-                    told=told)
+        self._warn_each(route, [
+            (WarnKey(Topic.HAZARD, f"{info.qualname}@{info.file}:{info.line}:"
+                                   f"{h.kind.value}"),
+             f"otel_jax: {info.qualname} will compile again ({h.kind.value}): {h.text}. "
+             f"Fix: {h.hint}.", record.callsite or None)
+            for h in record.hazards if h.warn and not self._claimed(record, h)])
+
+    def _warn_each(self, route: Route, said: list[tuple[WarnKey, str, str | None]]) -> None:
+        """Each ``(key, message, site)`` once as an OtelJaxWarning. Where a WARNING line of
+        ``route``'s goes to stderr, that line says it, and the warning is given for the
+        filters and test runners only (``told``: ``_failopen._left_to_the_line``)."""
+        if not said:
+            return
+        told = route.says_on_stderr(logging.WARNING)
+        for key, message, site in said:
+            self.failopen.warn_once(key, message, site=site, told=told)
 
     def _claimed(self, record: CompileRecord, hazard: Hazard) -> bool:
         """Whether an active gate reports ``hazard`` itself, as a test failure: said there,
