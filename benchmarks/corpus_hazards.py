@@ -26,6 +26,7 @@ warning must be located at the call line the compile recorded.
 
     python benchmarks/corpus_hazards.py --programs            # every program
     python benchmarks/corpus_hazards.py --programs --python .venv-latest/bin/python
+    python benchmarks/corpus_hazards.py --programs --jobs 8   # 8 programs at a time
 
 A program says the same warnings and hazards however late its compiles' telemetry is
 made (each span 0.3 s to export: most records are then made after the program returned):
@@ -43,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -244,11 +246,13 @@ def recall(runs: dict[str, dict[str, Any]],
 
 
 def run_programs(python: str = sys.executable, only: list[str] | None = None,
-                 ) -> dict[str, Any]:
-    """Every program (or those named), run; the corpus form ``precision`` reads, with
-    each program as a test, and the recall."""
+                 jobs: int = 1) -> dict[str, Any]:
+    """Every program (or those named), run, ``jobs`` at a time (each in its own process);
+    the corpus form ``precision`` reads, with each program as a test, and the recall."""
     programs = sorted(p for p in PROGRAMS.glob("*.py") if not only or p.stem in only)
-    runs = {p.stem: run_program(p, python) for p in programs}
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        runs = dict(zip((p.stem for p in programs),
+                        pool.map(lambda p: run_program(p, python), programs)))
     failed = {k: v["stderr"] for k, v in runs.items() if v["returncode"]}
     corpus = {"tests": {k: {"records": v["records"]} for k, v in runs.items()}}
     return {"precision": precision(corpus),
@@ -306,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
         python = sys.executable
         if len(rest) >= 2 and rest[0] == "--python":
             python, rest = rest[1], rest[2:]
+        jobs = 1
+        if len(rest) >= 2 and rest[0] == "--jobs":
+            jobs, rest = int(rest[1]), rest[2:]
         if rest and rest[0] == "--late":
             only = rest[1:] or None
             differ = compare_late(python, only)
@@ -317,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{LATE_SPAN_S} s late: {count - len(differ)} said the same, "
                   f"{len(differ)} differ")
             return 1 if differ else 0
-        print(render_programs(run_programs(python, rest or None)))
+        print(render_programs(run_programs(python, rest or None, jobs)))
         return 0
     # One or more runs (a suite run in shards side by side): their tests, together.
     paths = [Path(a) for a in args] or [Path("test-output/corpus/otel.json")]

@@ -160,6 +160,36 @@ def test_an_output_given_back_where_no_loop_calls_again_is_a_note():
     assert "a call given it back compiles again" in hazard.text
 
 
+def test_outputs_laid_out_by_a_library_jit_are_not_compared_as_the_users_result():
+    # nnx.jit(graph=False) jits a callable of flax's own, which returns the user's result
+    # beside its state updates (a tuple of 2), while the model goes in as the user passed
+    # it: compared as the user's return, the model would "come back a tuple" every time
+    nnx = pytest.importorskip("flax.nnx")
+    import inspect
+
+    if "graph" not in inspect.signature(nnx.jit).parameters:
+        pytest.skip("this flax has no tree-mode nnx.jit")
+
+    class Model(nnx.Module):
+        def __init__(self, rngs):
+            self.linear = nnx.Linear(2, 2, rngs=rngs)
+
+        def __call__(self, x):
+            return self.linear(x)
+
+    @nnx.jit(graph=False)
+    def train_step(model, x):
+        grads = nnx.grad(lambda m: jnp.mean(m(x) ** 2), graph=False)(model)
+        return jax.tree.map(lambda w, g: w - 0.1 * g, model, grads)
+
+    model = Model(nnx.Rngs(0))
+    with otel_jax.testing.record_compiles() as rec:
+        for _ in range(3):
+            model = train_step(model, jnp.ones((4, 2)))
+    mine = [r for r in rec.records if r.function.qualname.endswith("train_step")]
+    assert len(mine) == 1 and not _hazards(mine), _hazards(mine)
+
+
 def test_a_python_list_passed_longer_at_each_step_is_a_note_then_a_warning():
     @jax.jit
     def smoothed(losses):

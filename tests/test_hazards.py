@@ -615,3 +615,31 @@ def test_the_analysis_runs_once_per_compile_never_on_a_cache_hit(monkeypatch):
     with otel_jax.testing.record_compiles(step) as rec:
         _feed_back(step, 20)
     assert len(rec.records) == 2 and calls == [1, 2]
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _apply_static(fn, x):
+    return fn(x)
+
+
+def _apply_once():
+    return _apply_static(lambda v: v + 1, jnp.ones(3))  # a line run once
+
+
+def test_a_lambda_on_a_calling_line_run_once_is_a_note_and_in_a_loop_a_warning():
+    # each run of the line makes a new lambda, hashed by identity: a new compile only
+    # where the line runs again (equinox's own tests pass a lambda once per test body)
+    with otel_jax.testing.record_compiles(_apply_static) as rec:
+        _apply_once()
+    [(count, note)] = _hazards(rec.records, "static_argument")
+    assert count == 1 and not note.warn and "lambda written on the calling line" in note.text
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def looped(fn, x):
+        return fn(x)
+
+    with otel_jax.testing.record_compiles(looped) as rec:
+        for _ in range(2):
+            looped(lambda v: v * 2, jnp.ones(3))
+    first = [h for c, h in _hazards(rec.records, "static_argument") if c == 1]
+    assert len(rec.records) == 2 and [h.warn for h in first] == [True]

@@ -42,6 +42,34 @@ def _unwrap(fun: Any) -> Any:
     return fun
 
 
+def wrapped_by_library(fun: Any) -> bool:
+    """Whether a layer of ``fun``, unwrapped as :func:`function_info` does, is code of a
+    library other than JAX (a callable object whose ``__call__`` is flax's, equinox's):
+    such a layer may return something else than the function it wraps (``nnx.jit``'s
+    returns the user's result beside its own state updates). Partials, bound methods and
+    JAX's own wrappers (``vmap``, ``checkpoint``) return what the function returns."""
+    seen = 0
+    while seen < 32:
+        seen += 1
+        if isinstance(fun, functools.partial):
+            fun = fun.func
+            continue
+        code = getattr(fun, "__code__", None)
+        if code is None and not isinstance(fun, type) and not hasattr(fun, "__func__"):
+            code = getattr(_unwrap(getattr(type(fun), "__call__", None)), "__code__", None)
+        filename = getattr(code, "co_filename", None)
+        if isinstance(filename, str) and is_library_file(filename) \
+                and not is_jax_file(filename):
+            return True
+        if hasattr(fun, "__wrapped__"):
+            fun = fun.__wrapped__
+        elif hasattr(fun, "__func__"):
+            fun = fun.__func__
+        else:
+            return False
+    return False
+
+
 def function_info(fun: Any) -> FunctionInfo:
     """Qualified name and definition site of ``fun`` (a function, partial or callable)."""
     target = _unwrap(fun)

@@ -6,6 +6,7 @@ it calls, each of which imports this one, never the entry point."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,23 +144,29 @@ LONG_LIVED = frozenset({"function", "builtin_function_or_method", "type", "modul
                          "custom_vjp"})
 
 
-def by_identity(static: StaticArg, made: frozenset[str] = frozenset()) -> list[Hazard]:
+def by_identity(static: StaticArg, made: frozenset[str] = frozenset(),
+                runs_again: Callable[[], bool] = lambda: False) -> list[Hazard]:
     """``made``: what the calling line calls to make its arguments (class names). A
     warning where the calling line makes a new object of the static's class; else a
     note: the same object passed again (a static ``self``, a module-level config) hits the
-    cache, which nothing at the first compile tells apart from a new one each call."""
+    cache, which nothing at the first compile tells apart from a new one each call.
+    ``runs_again``: whether the calling line is seen to run again (a loop of its own
+    scope, or its function called from one), asked only for a lambda written there."""
     short = static.type.rpartition(".")[2]
     if short in LONG_LIVED or static.type in LONG_LIVED:
         if "<lambda>" in static.repr and _hazard_source.LAMBDA in made:
-            # written on the calling line: each run of the line makes another. A function
-            # made elsewhere (a local function a wrapper library passes as its static, the
+            # written on the calling line: each run of the line makes another. A warning
+            # where the line is seen to run again; a line run once (a test's body, a
+            # script's last step) compiles once, so only a note. A function made
+            # elsewhere (a local function a wrapper library passes as its static, the
             # same object at each call) is said only once seen compiling anew.
             return [Hazard(
                 CauseKind.STATIC_ARGUMENT, static.name,
                 truncate(f"static argument {static.name} is a lambda written on the calling "
                          f"line ({static.repr}), hashed by identity: each run of the line "
                          "makes a new one, which compiles again", TEXT_LIMIT),
-                "define it once (module level) and pass that same function")]
+                "define it once (module level) and pass that same function",
+                warn=runs_again())]
         return []
     fresh = short in made
     return [Hazard(

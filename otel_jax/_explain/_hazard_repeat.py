@@ -154,20 +154,6 @@ def made_where(callsite: str | None) -> Made | None:
                 _src._loop_names_read(loop, made))
 
 
-def runs_again(caller: str | None) -> bool | None:
-    """Whether the line that called the function (``caller``) runs it again: in a loop
-    of its scope, or in a comprehension on that line; ``None`` when not known."""
-    index, line = _src._at(caller)
-    statement = index.statements.get(line) if index is not None else None
-    if index is None or statement is None:
-        return None
-    if _src._loop_around(index, statement) is not None:
-        return True
-    return any(isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp))
-               and n.lineno <= line <= (n.end_lineno or n.lineno)
-               for n in ast.walk(statement))
-
-
 def made_per_run(info: FunctionInfo, count: int, callsite: str | None,
                  caller: str | None) -> list[_parts.Hazard]:
     """The hazards of a jitted function made where the code that makes it runs again
@@ -188,7 +174,7 @@ def made_per_run(info: FunctionInfo, count: int, callsite: str | None,
     if not made.scope or made.scope.startswith("test"):
         # module level, outside any loop: made once; a test's body runs once per case
         return []
-    again = runs_again(caller)
+    again = _src.runs_again(caller)
     if again is False:
         return []  # a line that runs it once (``main()``; twice in a row, no more)
     if count == 1:

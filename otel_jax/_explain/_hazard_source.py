@@ -414,6 +414,26 @@ def in_loop(callsite: str | None) -> bool:
         and _loop_around(index, statement) is not None
 
 
+def runs_again(caller: str | None) -> bool | None:
+    """Whether the line that called the function (``caller``) runs it again: in a loop
+    of its scope, or in a comprehension on that line; ``None`` when not known."""
+    index, line = _at(caller)
+    statement = index.statements.get(line) if index is not None else None
+    if index is None or statement is None:
+        return None
+    if _loop_around(index, statement) is not None:
+        return True
+    return any(isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp))
+               and n.lineno <= line <= (n.end_lineno or n.lineno)
+               for n in ast.walk(statement))
+
+
+def line_runs_again(callsite: str | None, caller: str | None) -> bool:
+    """Whether the statement at ``callsite`` is seen to run again: a loop of its own
+    scope, or its function called by a line that runs it again (``caller``)."""
+    return in_loop(callsite) or runs_again(caller) is True
+
+
 def helper_feeds_back(callsite: str | None, caller: str | None, name: str) -> bool:
     """Whether the function holding the call at ``callsite`` (a helper) is called at
     ``caller`` by an assignment, run again by a loop of its own scope, that passes as the

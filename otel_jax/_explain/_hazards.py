@@ -91,7 +91,7 @@ def hazards(info: FunctionInfo, count: int, signature: Signature, outputs: Outpu
         found += _hazard_fixpoint.fed_back(info, signature, outputs, callsite, caller)
         found += _hazard_flow.accumulated(signature, callsite,
                                           info.qualname.rpartition(".")[2])
-        found += _identity_statics(signature, callsite)
+        found += _identity_statics(signature, callsite, caller)
         found += _made_again(info, callsite) or _hazard_repeat.made_per_run(
             info, count, callsite, caller) or _hazard_object.made_per_object(
             info, signature, callsite, caller)
@@ -104,13 +104,15 @@ def hazards(info: FunctionInfo, count: int, signature: Signature, outputs: Outpu
     elif cause_kind is CauseKind.STATIC_ARGUMENT:
         if count == 2:
             found += _static_functions_made_anew(signature, diff)
-        found += _static_runs.new_each_call(count, signature, earlier, diff, callsite)
+        found += _static_runs.new_each_call(count, signature, earlier, diff, callsite,
+                                               caller)
     return tuple(found[:MAX_HAZARDS])
 
 
 # --- static_argument: hashed by identity, or equal values hashed apart --------------------
 
-def _identity_statics(signature: Signature, callsite: str | None) -> list[Hazard]:
+def _identity_statics(signature: Signature, callsite: str | None,
+                      caller: str | None) -> list[Hazard]:
     found: list[Hazard] = []
     for static in signature.statics:
         if static.kind is not StaticKind.STATIC_ARGUMENT:
@@ -126,7 +128,8 @@ def _identity_statics(signature: Signature, callsite: str | None) -> list[Hazard
                 warn=False))
         elif static.identity_hashed and not static.interned:
             # the calling line is read only here: most first compiles have no such static
-            found += _parts.by_identity(static, _hazard_source.made_in_call(callsite))
+            found += _parts.by_identity(static, _hazard_source.made_in_call(callsite),
+                                        lambda: _hazard_source.line_runs_again(callsite, caller))
     return found
 
 

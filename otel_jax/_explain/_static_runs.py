@@ -60,7 +60,8 @@ def _identity(static: StaticArg | None) -> tuple[object, ...] | None:
 
 
 def new_each_call(count: int, signature: Signature, earlier: Sequence[tuple[int, Signature]],
-                  diff: Diff, callsite: str | None = None) -> list[_parts.Hazard]:
+                  diff: Diff, callsite: str | None = None,
+                  caller: str | None = None) -> list[_parts.Hazard]:
     """At a recompile caused by a static argument: a note where it took a new value at each
     of the last ``STATIC_RUN`` compiles in a row, a warning at each of the last
     ``STATIC_WARN_RUN``. Not said again of an object the calling line makes (a warning at
@@ -85,7 +86,7 @@ def new_each_call(count: int, signature: Signature, earlier: Sequence[tuple[int,
             continue  # said at the compile where the run reached that length
         last = statics[-1]
         assert last is not None
-        if last.identity_hashed and _made_on_the_line(last, callsite):
+        if last.identity_hashed and _made_on_the_line(last, callsite, caller):
             continue
         if last.identity_hashed:
             what = (f"was a new object at each of the last {run} compiles "
@@ -116,11 +117,12 @@ def _held_by_wrapper(signature: Signature) -> bool:
         for s in signature.statics)
 
 
-def _made_on_the_line(static: StaticArg, callsite: str | None) -> bool:
+def _made_on_the_line(static: StaticArg, callsite: str | None, caller: str | None) -> bool:
     """Whether the first compile's rule warns of ``static`` already: an object of a class,
-    or a lambda, that the calling line makes."""
+    or a lambda, that the calling line makes (a lambda where that line runs again)."""
     made = _hazard_source.made_in_call(callsite)
-    return any(h.warn for h in _parts.by_identity(static, made))
+    return any(h.warn for h in _parts.by_identity(
+        static, made, lambda: _hazard_source.line_runs_again(callsite, caller)))
 
 
 #: Types of a static that holds ints (a shape, a window, an axis list): no array can

@@ -44,9 +44,13 @@ def test_statics_by_kind_and_level():
     # a function made elsewhere (a local function a wrapper library passes as its static,
     # the same object each call): nothing at the first compile
     assert _hazard_parts.by_identity(static_arg("fn", lambda x: x)) == []
-    # a lambda written on the calling line: each run of the line makes another
-    [made] = _hazard_parts.by_identity(static_arg("fn", lambda x: x), frozenset({"<lambda>"}))
+    # a lambda written on the calling line: each run of the line makes another, a
+    # warning where the line runs again, a note where it is not seen to
+    [made] = _hazard_parts.by_identity(static_arg("fn", lambda x: x), frozenset({"<lambda>"}),
+                                       lambda: True)
     assert made.warn and "calling line" in made.text
+    [once] = _hazard_parts.by_identity(static_arg("fn", lambda x: x), frozenset({"<lambda>"}))
+    assert not once.warn and "calling line" in once.text
     for spelling in (jnp.bfloat16, np.float32, jnp.dtype("bfloat16"), np.dtype("float32"),
                      "bfloat16"):
         assert _hazards._dtype_like(static_arg("dtype", spelling)), spelling
