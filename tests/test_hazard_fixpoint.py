@@ -222,7 +222,8 @@ def test_parameters_sharded_by_model_that_come_back_replicated_are_a_sharding_wa
     [(count, hazard)] = _hazards(rec.records)
     assert (count, hazard.kind.value, hazard.path, hazard.warn) == (
         1, "sharding", "params['w']", True)
-    assert "P(None, 'model')" in hazard.text and "sharded P() over" in hazard.text
+    text = hazard.text.replace("PartitionSpec", "P")  # JAX 0.8 writes PartitionSpec(...)
+    assert "P(None, 'model') over" in text and "sharded P() over" in text
     assert "out_shardings" in hazard.hint and "with_sharding_constraint" in hazard.hint
     assert "params['w']" in [c.path for c in rec.records[1].diff.changes]
 
@@ -241,7 +242,7 @@ def test_a_sharding_xla_propagates_otherwise_is_a_sharding_warning():
     assert [r.cause_kind.value for r in rec.records][:2] == ["first_compile", "sharding"]
     [(count, hazard), *_] = _hazards(rec.records)
     assert (count, hazard.kind.value, hazard.path) == (1, "sharding", "state")
-    assert "P(None, 'data')" in hazard.text
+    assert "(None, 'data') over" in hazard.text
 
 
 @pytest.mark.parametrize("out_spec", [("data",), ("data", None)])

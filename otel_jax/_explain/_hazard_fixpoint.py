@@ -292,7 +292,8 @@ class _Placed:
             return None
         after = (f"sharded {compared[1]} over mesh({placement.mesh})" if placement.mesh
                  else f"sharded {compared[1]}")
-        spec = "P(" + ", ".join(placement.spec) + ")" if placement.spec else "its spec"
+        spec = ("P(" + ", ".join(e if e == "None" or e.startswith("(") else repr(e)
+                                 for e in placement.spec) + ")") if placement.spec else "spec"
         return Difference(
             CauseKind.SHARDING, path, placement.text, after,
             f"place it as it came in: out_shardings= the input's sharding on jax.jit "
