@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._capture._arg_texts import aval_text, sharding_of
-from .._capture._jax._out_shardings import compare, device_ids, output_shardings
+from .._capture._jax._out_shardings import Memo, compare, device_ids, output_shardings
 from .._capture._jax._outputs import Outputs, aval_facts
 from .._capture._signature import Placement, Signature, StaticArg, StaticKind
 from .._capture._source import FunctionInfo
@@ -269,6 +269,7 @@ class _Placed:
         self._read = False
         self._shardings: Sequence[Any] | None = None
         self._devices: list[tuple[int, int]] | None = None
+        self._memo: Memo = {}
 
     def difference(self, placement: Placement, path: str, j: int, ndim: int,
                    ) -> Difference | None:
@@ -287,7 +288,7 @@ class _Placed:
                 self._devices = device_ids(executable) if self._shardings else None
         if self._shardings is None or j >= len(self._shardings):
             return None
-        compared = compare(in_sharding, self._shardings[j], ndim, self._devices)
+        compared = compare(in_sharding, self._shardings[j], ndim, self._devices, self._memo)
         if compared is None or compared[0]:
             return None
         after = (f"sharded {compared[1]} over mesh({placement.mesh})" if placement.mesh

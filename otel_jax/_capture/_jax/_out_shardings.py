@@ -42,9 +42,15 @@ def output_shardings(executable: Any, count: int) -> Sequence[Any] | None:
     return shardings if len(shardings) == count else None
 
 
+#: A comparison's answer by what decides it (the input's sharding, the rank, the output's
+#: HLO sharding): a model's leaves share a few placements, each compared once per analysis.
+Memo = dict[tuple[Any, int, Any], "tuple[bool, str] | None"]
+
+
 @jax_call
 def compare(in_sharding: Any, out_hlo: Any, ndim: int,
-            devices: Sequence[tuple[int, int]] | None) -> tuple[bool, str] | None:
+            devices: Sequence[tuple[int, int]] | None,
+            memo: Memo | None = None) -> tuple[bool, str] | None:
     """Whether an output placed by ``out_hlo`` (an HLO sharding the executable reports)
     comes back placed as the input's ``in_sharding`` (a ``NamedSharding``), by JAX's
     equivalence for arrays of ``ndim`` dimensions, and the output's spec as text
@@ -56,20 +62,28 @@ def compare(in_sharding: Any, out_hlo: Any, ndim: int,
         return None
     try:
         from jax._src import sharding_impls
+        from jax._src.lib import xla_client  # type: ignore[attr-defined]  # not re-exported
 
+        hlo = (xla_client.HloSharding.from_proto(out_hlo)
+               if isinstance(out_hlo, xla_client.OpSharding) else out_hlo)
+        key = (in_sharding, ndim, hlo)
+        if memo is not None and key in memo:
+            return memo[key]
         mesh = in_sharding.mesh
         processes = {p for p, _ in devices or ()}
-        if not devices or list(devices) != [(d.process_index, d.id) for d in mesh.devices.flat
-                                            if d.process_index in processes]:
-            return None  # the HLO sharding indexes other devices than the input mesh's
-        # an OpSharding or an HloSharding (JAX converts the one to the other)
-        specs = sharding_impls.parse_flatten_op_sharding(out_hlo, mesh)
-        if len(specs) != 1:
-            return None
-        # HLO does not say which memory an output lives in: the input's is taken, so
-        # that only the placement over devices is compared
-        out = NamedSharding(mesh, specs[0], memory_kind=in_sharding.memory_kind)
-        return bool(in_sharding.is_equivalent_to(out, ndim)), str(specs[0])
+        answer: tuple[bool, str] | None = None
+        # the HLO sharding indexes the executable's devices: they must be the input mesh's
+        if devices and list(devices) == [(d.process_index, d.id) for d in mesh.devices.flat
+                                         if d.process_index in processes]:
+            specs = sharding_impls.parse_flatten_op_sharding(hlo, mesh)
+            if len(specs) == 1:
+                # HLO does not say which memory an output lives in: the input's is taken,
+                # so that only the placement over devices is compared
+                out = NamedSharding(mesh, specs[0], memory_kind=in_sharding.memory_kind)
+                answer = bool(in_sharding.is_equivalent_to(out, ndim)), str(specs[0])
+        if memo is not None:
+            memo[key] = answer
+        return answer
     except Exception:  # moved internals, a sharding the mesh cannot express
         return None
 
