@@ -195,9 +195,10 @@ def test_a_few_list_lengths_that_come_back_are_no_warning():
 
 def _mesh():
     import numpy as np
+    from conftest import needs_devices
     from jax.sharding import Mesh
 
-    return Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("data", "model"))
+    return Mesh(np.array(needs_devices(4)[:4]).reshape(2, 2), ("data", "model"))
 
 
 def _placed(mesh, *spec):

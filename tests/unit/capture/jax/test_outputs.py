@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import pytest
+from conftest import needs_devices
 from jax import tree_util
 
 import otel_jax
@@ -45,7 +46,7 @@ def test_output_shardings_compared_by_jax_equivalence_and_unknown_where_moved():
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    mesh = Mesh(np.array(jax.devices()[:4]), ("data",))
+    mesh = Mesh(np.array(needs_devices(4)[:4]), ("data",))
     by_rows = NamedSharding(mesh, P("data"))
     x = jax.device_put(jnp.ones((4, 4)), by_rows)
     executable = jax.jit(lambda x: (x * 2, x.T)).lower(x).compile().runtime_executable()
