@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-EXPECT = [("train_step", "sharding")]
+EXPECT = [("_step", "sharding")]
 
 mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("data", "model"))
 replicated = NamedSharding(mesh, P())
