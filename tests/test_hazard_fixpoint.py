@@ -219,3 +219,93 @@ def test_a_few_list_lengths_that_come_back_are_no_warning():
                 average([jnp.ones(2)] * n)
     assert len(rec.records) == 3
     assert not [h for _, h in _hazards(rec.records) if h.warn]
+
+
+# --- sharding: the 4 CPU devices conftest.py asks for, as a ("data", "model") mesh -------
+
+def _mesh():
+    import numpy as np
+    from conftest import needs_devices
+    from jax.sharding import Mesh
+
+    return Mesh(np.array(needs_devices(4)[:4]).reshape(2, 2), ("data", "model"))
+
+
+def _placed(mesh, *spec):
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    return NamedSharding(mesh, PartitionSpec(*spec))
+
+
+def test_parameters_sharded_by_model_that_come_back_replicated_are_a_sharding_warning():
+    mesh = _mesh()
+
+    def update(params, x):
+        return jax.tree.map(lambda p: p - 0.1 * jnp.mean(x) * p, params), jnp.sum(x)
+
+    step = jax.jit(update, out_shardings=(_placed(mesh), _placed(mesh)))
+    with otel_jax.testing.record_compiles(step) as rec:
+        params = {"w": jax.device_put(jnp.ones((4, 4)), _placed(mesh, None, "model"))}
+        x = jax.device_put(jnp.ones((4, 4)), _placed(mesh, "data"))
+        for _ in range(3):
+            params, loss = step(params, x)
+    assert [r.cause_kind.value for r in rec.records] == ["first_compile", "sharding"]
+    [(count, hazard)] = _hazards(rec.records)
+    assert (count, hazard.kind.value, hazard.path, hazard.warn) == (
+        1, "sharding", "params['w']", True)
+    text = hazard.text.replace("PartitionSpec", "P")  # JAX 0.8 writes PartitionSpec(...)
+    assert "P(None, 'model') over" in text and "sharded P() over" in text
+    assert "out_shardings" in hazard.hint and "with_sharding_constraint" in hazard.hint
+    assert "params['w']" in [c.path for c in rec.records[1].diff.changes]
+
+
+def test_a_sharding_xla_propagates_otherwise_is_a_sharding_warning():
+    mesh = _mesh()
+
+    @jax.jit
+    def rotate(state):
+        return state.T  # sharded by rows in, by columns out
+
+    with otel_jax.testing.record_compiles(rotate) as rec:
+        state = jax.device_put(jnp.ones((4, 4)), _placed(mesh, "data", None))
+        for _ in range(3):
+            state = rotate(state)
+    assert [r.cause_kind.value for r in rec.records][:2] == ["first_compile", "sharding"]
+    [(count, hazard), *_] = _hazards(rec.records)
+    assert (count, hazard.kind.value, hazard.path) == (1, "sharding", "state")
+    assert "(None, 'data') over" in hazard.text
+
+
+@pytest.mark.parametrize("out_spec", [("data",), ("data", None)])
+def test_out_shardings_equivalent_to_the_inputs_are_no_hazard(out_spec):
+    # P('data', None) is not == P('data'), but JAX's cache takes them as one placement
+    mesh = _mesh()
+    step = jax.jit(lambda p: p * 0.9, out_shardings=_placed(mesh, *out_spec))
+    with otel_jax.testing.record_compiles(step) as rec:
+        params = jax.device_put(jnp.ones((4, 4)), _placed(mesh, "data"))
+        for _ in range(3):
+            params = step(params)
+    assert len(rec.records) == 1 and not _hazards(rec.records)
+
+
+def test_a_sharding_constraint_back_to_the_inputs_and_default_placement_are_no_hazard():
+    mesh = _mesh()
+
+    @jax.jit
+    def step(p):
+        return jax.lax.with_sharding_constraint(p @ p, _placed(mesh, None, "model"))
+
+    @jax.jit
+    def local(p):
+        return p @ p
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params = jax.device_put(jnp.ones((4, 4)), _placed(mesh, None, "model"))
+        for _ in range(3):
+            params = step(params)
+    with otel_jax.testing.record_compiles(local) as rec_local:
+        plain = jnp.ones((4, 4))  # uncommitted: its placement is JAX's to choose
+        for _ in range(3):
+            plain = local(plain)
+    assert len(rec.records) == 1 and not _hazards(rec.records)
+    assert len(rec_local.records) == 1 and not _hazards(rec_local.records)

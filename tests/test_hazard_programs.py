@@ -72,6 +72,8 @@ def _warnings(run: dict) -> list[tuple[int, str, str]]:
     "sweep_optax_adam_lr",  # optax.adam(lr) per rate, a step made from it jitted per rate
     "sweep_trainer_init",   # a trainer per rate jitting its bound method in __init__
     "sweep_trainer_eqx",    # the same under eqx.filter_jit
+    "fixpt_shard_replicated_params",  # weights split by "model" returned replicated
+    "fixpt_shard_transposed_state",   # a state XLA's propagation places by columns
 ])
 def test_a_recompile_the_program_shows_is_warned_before_it_at_the_call_line(name):
     run = _run(name)
@@ -110,6 +112,8 @@ def test_a_recompile_the_program_shows_is_warned_before_it_at_the_call_line(name
     "fixpt_list_fixed",       # a fixed-length list of layers; a few crop counts cycled
     "sweep_optax_built_once",  # the optimizer and its jitted step built before the loop
     "sweep_trainer_module_fn",  # each trainer calls one module-level jitted step
+    "fixpt_shard_out_matching",     # out_shardings as each weight came in
+    "fixpt_shard_constraint_back",  # constrained back to P('data', None) for P('data')
 ])
 def test_a_pattern_that_does_not_compile_again_is_no_warning(name):
     run = _run(name)

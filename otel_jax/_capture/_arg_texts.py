@@ -24,6 +24,11 @@ _MAX_CACHED_STRINGS = 8192
 _type_strings: dict[Any, str] = {}
 _type_strings_by_id: IdentityCache[str] = IdentityCache(_MAX_CACHED_STRINGS)
 _placements: dict[Any, Placement] = {}
+# The sharding each sharded placement was read from, for the fixed-point rule, which
+# compares what a compile returns with it (``None``: placements alike read from shardings
+# that are not equal, which one an argument had is not known). Filled where a placement
+# is made, once per distinct sharding: nothing per compile.
+_shardings: dict[Placement, Any] = {}
 # Options rendered once per distinct set of option values, not once per
 # compile. Keyed by the values (shardings, argnums, flags), never by the jit
 # wrapper's PjitInfo: that holds the function's signature and so its default
@@ -108,7 +113,23 @@ def placement(value: Any) -> Placement:
         entries, axes = (), ""
     result = (UNCOMMITTED if text == UNCOMMITTED.text
               else Placement(text, sharded, entries, axes))
+    if sharded and committed and key is not None:
+        _remember_sharding(result, sharding)
     return _remember(_placements, key, result) if key is not None else result
+
+
+def _remember_sharding(placement: Placement, sharding: Any) -> None:
+    known = _shardings.get(placement, sharding)
+    try:
+        same = known is sharding or bool(known == sharding)
+    except Exception:
+        same = False
+    _remember(_shardings, placement, sharding if same else None)
+
+
+def sharding_of(placement: Placement) -> Any | None:
+    """The sharding a committed, sharded ``placement`` was read from, or ``None``."""
+    return _shardings.get(placement)
 
 
 def placements_of(flat: Sequence[Any]) -> tuple[Placement, ...]:

@@ -62,6 +62,9 @@ HAZARD_KINDS: Final[tuple[CauseKind, ...]] = (
     CauseKind.STATIC_ARGUMENT,
     CauseKind.FUNCTION_IDENTITY,
     CauseKind.SHAPE,
+    CauseKind.PYTREE_STRUCTURE,
+    CauseKind.DTYPE,
+    CauseKind.SHARDING,
 )
 
 # --- spans -------------------------------------------------------------------------

@@ -12,7 +12,12 @@ and node by node, at the first compile:
   filled in, another container type (a NamedTuple returned as a tuple);
 - *dtype*: bfloat16 parameters updated with a float32 value and not cast back;
 - *shape*: a sequence grown by concatenation;
-- *weak type*: a Python scalar (weakly typed) that comes back an array (strongly typed).
+- *weak type*: a Python scalar (weakly typed) that comes back an array (strongly typed);
+- *sharding*, where both are known (an input committed with a ``NamedSharding``; the
+  output's placement as the compiled program reports it): parameters placed
+  ``P(None, 'model')`` that come back replicated (``out_shardings``, a
+  ``with_sharding_constraint``, XLA's propagation). JAX's own equivalence decides
+  (``P('data')`` and ``P('data', None)`` are one placement).
 
 The edges are read off the user's source, never the stack: the calling line's own
 targets (``state = step(state)``; ``params, loss, lr = step(params, batch, lr)``; an
@@ -23,9 +28,9 @@ out["lr"]``: :func:`._hazard_flow.routes`). Under a wrapper library's jit (``nnx
 Python scalar held static coming back an array) are compared.
 
 The next compile's cause is the most significant kind among what differs (docs/causes.md:
-structure before dtype before shape before weak type), so the hazards said are those of
-that kind: each names its path, both types and the fix that fits. A warning where a loop
-runs the call again with what came back; a note where nothing seen does.
+structure before dtype before shape before weak type before sharding), so the hazards said
+are those of that kind: each names its path, both types and the fix that fits. A warning
+where a loop runs the call again with what came back; a note where nothing seen does.
 """
 
 from __future__ import annotations
@@ -34,9 +39,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._capture._arg_texts import aval_text
+from .._capture._arg_texts import aval_text, sharding_of
+from .._capture._jax._out_shardings import Memo, compare, device_ids, output_shardings
 from .._capture._jax._outputs import Outputs, aval_facts
-from .._capture._signature import Signature, StaticArg, StaticKind
+from .._capture._signature import Placement, Signature, StaticArg, StaticKind
 from .._capture._source import FunctionInfo, function_info, wrapped_by_library
 from .._core._text import safe_repr, truncate
 from .._core._vocab import DIFFERENCE_KINDS, CauseKind
@@ -254,16 +260,68 @@ def _same_data(na: tuple[Any, Any], nb: tuple[Any, Any]) -> bool:
         return False
 
 
-def _leaves(edge: Edge, signature: Signature, outputs: Outputs) -> list[Difference]:
-    """Leaf by leaf, for an output shaped as the input: dtype, shape, weak type."""
+class _Placed:
+    """Where the program places its outputs, read off its executable once, at the first
+    feedback leaf whose input is committed and sharded (none: never read)."""
+
+    def __init__(self, outputs: Outputs) -> None:
+        self._outputs = outputs
+        self._read = False
+        self._shardings: Sequence[Any] | None = None
+        self._devices: list[tuple[int, int]] | None = None
+        self._memo: Memo = {}
+
+    def difference(self, placement: Placement, path: str, j: int, ndim: int,
+                   ) -> Difference | None:
+        """A sharding the output ``j`` comes back with that JAX's cache tells apart from
+        the input's ``placement``; ``None`` where they are alike or either is unknown."""
+        if not placement.sharded or placement.text.endswith("uncommitted"):
+            return None
+        in_sharding = sharding_of(placement)
+        if in_sharding is None:
+            return None
+        if not self._read:
+            self._read = True
+            executable = self._outputs.executable
+            if executable is not None:
+                self._shardings = output_shardings(executable, len(self._outputs.variables))
+                self._devices = device_ids(executable) if self._shardings else None
+        if self._shardings is None or j >= len(self._shardings):
+            return None
+        compared = compare(in_sharding, self._shardings[j], ndim, self._devices, self._memo)
+        if compared is None or compared[0]:
+            return None
+        after = (f"sharded {compared[1]} over mesh({placement.mesh})" if placement.mesh
+                 else f"sharded {compared[1]}")
+        spec = ("P(" + ", ".join(e if e == "None" or e.startswith("(") else repr(e)
+                                 for e in placement.spec) + ")") if placement.spec else "spec"
+        return Difference(
+            CauseKind.SHARDING, path, placement.text, after,
+            f"place it as it came in: out_shardings= the input's sharding on jax.jit "
+            f"(NamedSharding(mesh, {spec})), or jax.lax.with_sharding_constraint of the "
+            "output to it before returning it")
+
+
+def _leaves(edge: Edge, signature: Signature, outputs: Outputs,
+            placed: _Placed | None = None) -> list[Difference]:
+    """Leaf by leaf, for an output shaped as the input: dtype, shape, weak type, and
+    (typed alike) sharding, where both are known."""
     found: list[Difference] = []
     out_avals = outputs.avals
+    placements = signature.placements
     for k in range(edge.in_tree.num_leaves):
         i, j = edge.in_first + k, edge.out_first + k
         if i >= len(signature.avals) or j >= len(out_avals):
             break
         before, after = aval_facts(signature.avals[i]), aval_facts(out_avals[j])
-        if before is None or after is None or before == after:
+        if before is None or after is None:
+            continue
+        if before == after:
+            if placed is not None and i < len(placements):
+                moved = placed.difference(placements[i], signature.paths[i], j,
+                                          len(before[0]))
+                if moved is not None:
+                    found.append(moved)
             continue
         path = signature.paths[i]
         in_type, out_type = signature.types[i], aval_text(out_avals[j])
@@ -287,10 +345,11 @@ def _leaves(edge: Edge, signature: Signature, outputs: Outputs) -> list[Differen
     return found
 
 
-def differences(edge: Edge, signature: Signature, outputs: Outputs) -> list[Difference]:
+def differences(edge: Edge, signature: Signature, outputs: Outputs,
+                placed: _Placed | None = None) -> list[Difference]:
     """What the next call, given the edge's output, sees otherwise than this compile."""
     if edge.in_tree == edge.out_tree or (_is_leaf(edge.in_tree) and _is_leaf(edge.out_tree)):
-        return _leaves(edge, signature, outputs)
+        return _leaves(edge, signature, outputs, placed)
     found: list[Difference] = []
     _structure(edge.in_tree, edge.out_tree, edge.name, found, [_MAX_NODES], edge.out_first,
                outputs.avals)
@@ -323,9 +382,10 @@ def said_of(edges: Sequence[Edge], signature: Signature, outputs: Outputs) -> li
     """The hazards the edges show: those of the kind the next compile's cause will be
     (the most significant that differs), one per edge, naming its first path."""
     found: list[tuple[Edge, list[Difference]]] = []
+    placed = _Placed(outputs)
     for edge in edges:
         try:
-            diffs = differences(edge, signature, outputs)
+            diffs = differences(edge, signature, outputs, placed)
         except Exception:  # a tree whose nodes do not compare: this edge says nothing
             diffs = []
         if diffs:

@@ -171,7 +171,8 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
     outputs = None
     if hazards and miss is not None and not naming.eager_op:
         params = miss.params  # a few references JAX already computed: nothing traced again
-        outputs = guard.call("hazard outputs", lambda: outputs_of(params), None)
+        returned = taken.executable
+        outputs = guard.call("hazard outputs", lambda: outputs_of(params, returned), None)
     cache_enabled = guard.call("persistent cache",
                                _persistent_cache.persistent_cache_enabled, False)
     analyse = programs and not naming.eager_op and not taken.cache_hit

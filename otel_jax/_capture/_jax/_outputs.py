@@ -27,6 +27,9 @@ class Outputs(NamedTuple):
 
     variables: Sequence[Any]
     tree: Any
+    #: what the backend compile returned (JAX's cache holds it anyway): where it places
+    #: each output, read only for a feedback edge's sharded input (``_out_shardings``)
+    executable: Any = None
 
     @property
     def avals(self) -> list[Any]:
@@ -35,7 +38,7 @@ class Outputs(NamedTuple):
 
 
 @jax_call
-def outputs_of(params: Any) -> Outputs | None:
+def outputs_of(params: Any, executable: Any = None) -> Outputs | None:
     """The outputs of the call ``params`` (the miss's ``PjitParams``) traced, or ``None``.
 
     Costs two attribute reads on the compiling thread: the output variables are the
@@ -49,7 +52,7 @@ def outputs_of(params: Any) -> Outputs | None:
         return None
     if tree is None or variables is None:
         return None
-    return Outputs(variables, tree)
+    return Outputs(variables, tree, executable)
 
 
 def aval_facts(aval: Any) -> tuple[tuple[int, ...], str, bool] | None:

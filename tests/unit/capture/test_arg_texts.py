@@ -42,6 +42,25 @@ def test_placements_of_all_leaves_match_each_leaf_s():
     assert _arg_texts.placements_of([jnp.ones(2), jnp.ones(3)]) == (UNCOMMITTED,) * 2
 
 
+def test_the_sharding_a_committed_sharded_placement_was_read_from():
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    devices = needs_devices(2)
+    by_rows = NamedSharding(Mesh(devices[:2], ("data",)), P("data"))
+    placed = _arg_texts.placement(jax.device_put(jnp.ones(4), by_rows))
+    assert _arg_texts.sharding_of(placed) == by_rows
+    # placements alike read from shardings that are not equal (another device order):
+    # which one an argument had is not known
+    turned = NamedSharding(Mesh(np.array(devices[:2])[::-1], ("data",)), P("data"))
+    assert _arg_texts.placement(jax.device_put(jnp.ones(4), turned)) == placed
+    assert _arg_texts.sharding_of(placed) is None
+    # not sharded, or not committed: none
+    one = _arg_texts.placement(jax.device_put(jnp.ones(2), devices[1]))
+    assert _arg_texts.sharding_of(one) is None and _arg_texts.sharding_of(UNCOMMITTED) is None
+
+
 def test_option_texts_are_rendered_once_per_distinct_options():
     # a jit wrapper's options, as the attributes JAX keeps them under
     info = types.SimpleNamespace(donate_argnums=(0,), inline=True, keep_unused=False)
