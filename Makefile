@@ -139,15 +139,16 @@ test-oldest: $(OLDEST_VENV)/.installed
 # The whole suite on the newest Python and JAX but for these files, which run on the default
 # Python only: they test the servers' build, the deploy stack (promtool and Prometheus on
 # its rules), the export to real receivers, Jaeger and Prometheus (what reaches them is
-# made by the library, whose own tests run on every JAX), the README's and docs' examples
-# and the report's reading of log lines; none of which depends on the JAX version
+# made by the library, whose own tests run on every JAX), the README's and docs' examples,
+# the report's reading of log lines and the package's layout and benchmark
+# scripts; none of which depends on the JAX version
 # (tests/test_report_html.py stays: it runs the demo and examples/multiprocess.py under
 # JAX, and reads what they wrote). A second run of them would add minutes to a `make test`
 # that must stay well within CI's limit with four suites on two cores.
 VERSION_FREE_TESTS := tests/test_deploy.py tests/test_deploy_multiprocess.py \
 	tests/test_ensure_tools.py tests/test_report.py tests/test_report_hostile.py \
 	tests/test_diff.py tests/test_integration.py tests/test_pipeline.py \
-	tests/test_exemplars_pipeline.py tests/test_docs.py
+	tests/test_exemplars_pipeline.py tests/test_docs.py tests/test_packaging.py
 test-latest: $(LATEST_VENV)/.installed
 	$(LATEST_VENV)/bin/python -m pytest -q -o cache_dir=.pytest_cache/newest \
 		$(addprefix --ignore=,$(VERSION_FREE_TESTS))
