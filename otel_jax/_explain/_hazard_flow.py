@@ -142,7 +142,45 @@ def routes(callsite: str | None) -> tuple[Route, ...]:
         found.append(Route(_src._expression(ast.Name(name, ast.Load())) or name,
                            bound[name], node.lineno,
                            truncate(_src.quoted(_file(callsite), node), _SOURCE_LIMIT)))
+    for node in assigns:
+        for argument, access in _replaced_fields(node, bound, loop):
+            found.append(Route(argument, access, node.lineno,
+                               truncate(_src.quoted(_file(callsite), node), _SOURCE_LIMIT)))
     return tuple(found)
+
+
+def _replaced_fields(node: ast.Assign, bound: dict[str, tuple[Access, ...]],
+                     loop: ast.AST) -> list[tuple[str, tuple[Access, ...]]]:
+    """The fields a line renews an object with from parts of the call's result, each as
+    the argument text the next call reads it by and the part it is set from: ``state =
+    state.replace(params=new_params)`` (a flax ``TrainState``, a flax struct),
+    ``dataclasses.replace(state, params=...)``, a NamedTuple's ``state._replace(...)``,
+    where ``new_params`` came back from the call: the next call given ``state.params`` is
+    given it. Nothing else in the loop may set the object or the field."""
+    target, value = node.targets[0], node.value
+    text = _src._expression(target)
+    if text is None or not isinstance(value, ast.Call):
+        return []
+    func = value.func
+    renewed = (isinstance(func, ast.Attribute) and func.attr in ("replace", "_replace")
+               and not value.args and _src._expression(func.value) == text) or (
+        _src._callee(value) == "replace" and len(value.args) == 1
+        and _src._expression(value.args[0]) == text)
+    if not renewed:
+        return []
+    found: list[tuple[str, tuple[Access, ...]]] = []
+    for keyword in value.keywords:
+        access = _derive(keyword.value, bound) if keyword.arg else None
+        if access is None or keyword.arg is None:
+            continue
+        field = _src._expression(ast.Attribute(target, keyword.arg, ast.Load()))
+        # set anew elsewhere in the loop (``state = make_state()``, ``state.params =
+        # ...``): what the next call reads is not (only) what came back
+        others = [n for n in ast.walk(loop) if isinstance(getattr(n, "ctx", None), ast.Store)
+                  and _src._expression(n) in (text, field) and not _within(n, node)]
+        if field is not None and not others:
+            found.append((field, access))
+    return found
 
 
 def _pairs(target: ast.AST, value: ast.expr, bound: dict[str, tuple[Access, ...]],
@@ -169,8 +207,11 @@ def _within(node: ast.AST, statement: ast.AST) -> bool:
 
 def part(outputs: Outputs, access: tuple[Access, ...]) -> tuple[Any, list[int]] | None:
     """The tree of the outputs' part ``access`` reaches, and its leaves' indices; ``None``
-    past a node other than a tuple, list, NamedTuple or dict. Read off the tree's own
-    nodes (their types and keys): no user class is rebuilt, no user code runs."""
+    past a node whose children are not told apart by the access. A tuple's, list's,
+    NamedTuple's or dict's children are read off the tree's own nodes (their types and
+    keys); a dataclass's field or a mapping's key (a flax struct, a registered dataclass,
+    an equinox Module, a ``FrozenDict``) by the key paths JAX gives its leaves
+    (:func:`_keyed_child`)."""
     tree, first = outputs.tree, 0
     for kind, key in access:
         node = tree.node_data()  # (type, keys) of the top node; ``None`` for a leaf
@@ -185,12 +226,56 @@ def part(outputs: Outputs, access: tuple[Access, ...]) -> tuple[Any, list[int]] 
             at = list(data).index(key)
         elif kind == "attr" and isinstance(fields, tuple) and key in fields:
             at = fields.index(key)
+        elif kind in ("attr", "key") and node_type not in (tuple, list, dict):
+            at = _keyed_child(tree, kind, key)
         children = _parts.tree_children(tree)
         if not isinstance(at, int) or not 0 <= at < len(children):
             return None
         first += sum(c.num_leaves for c in children[:at])
         tree = children[at]
     return tree, list(range(first, first + tree.num_leaves))
+
+
+#: The most leaves a node is rebuilt with to read its children's keys.
+_MAX_KEYED_LEAVES = 4096
+
+
+class _StandIn:
+    """A leaf put in a rebuilt node's place: holds nothing of the user's."""
+
+    __slots__ = ()
+
+
+def _keyed_child(tree: Any, kind: str, key: Any) -> int | None:
+    """Which child of the node ``tree`` (a registered class: a flax struct, a
+    ``register_dataclass`` dataclass, an equinox Module, a ``FrozenDict``) holds the field
+    or key ``key``: the node is rebuilt from stand-in leaves (its own unflatten, as JAX
+    runs it on every call's outputs), and each child's leaves must carry that key at the
+    head of their key paths (``GetAttrKey`` for a field, ``DictKey`` for a key). Children
+    are flattened in their fields' order by each of these classes, but the registration
+    decides it (``data_fields``), so the keys are read, never assumed. ``None`` where
+    the node does not tell: a child of no leaf, leaves out of order, another key type."""
+    from jax import tree_util
+
+    count = tree.num_leaves
+    if not 0 < count <= _MAX_KEYED_LEAVES:
+        return None
+    stand_ins = [_StandIn() for _ in range(count)]
+    rebuilt = tree_util.tree_unflatten(tree, stand_ins)
+    flat, _ = tree_util.tree_flatten_with_path(rebuilt)
+    if len(flat) != count or any(leaf is not s for (_, leaf), s in zip(flat, stand_ins)):
+        return None
+    wanted = tree_util.GetAttrKey if kind == "attr" else tree_util.DictKey
+    heads = [path[0] if path else None for path, _ in flat]
+    first = 0
+    for i, child in enumerate(_parts.tree_children(tree)):
+        mine = heads[first:first + child.num_leaves]
+        first += child.num_leaves
+        if mine and all(isinstance(h, wanted) and (
+                h.name if isinstance(h, tree_util.GetAttrKey) else h.key) == key
+                for h in mine):
+            return i
+    return None
 
 
 def accessed(access: tuple[Access, ...]) -> str:
