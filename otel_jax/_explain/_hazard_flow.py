@@ -207,11 +207,9 @@ def _within(node: ast.AST, statement: ast.AST) -> bool:
 
 def part(outputs: Outputs, access: tuple[Access, ...]) -> tuple[Any, list[int]] | None:
     """The tree of the outputs' part ``access`` reaches, and its leaves' indices; ``None``
-    past a node whose children are not told apart by the access. A tuple's, list's,
-    NamedTuple's or dict's children are read off the tree's own nodes (their types and
-    keys); a dataclass's field or a mapping's key (a flax struct, a registered dataclass,
-    an equinox Module, a ``FrozenDict``) by the key paths JAX gives its leaves
-    (:func:`_keyed_child`)."""
+    past a node other than a tuple, list, NamedTuple, dict or dataclass. Read off the
+    tree's own nodes (their types and keys) and a dataclass's fields
+    (:func:`_field_child`): no user class is rebuilt, no user code runs."""
     tree, first = outputs.tree, 0
     for kind, key in access:
         node = tree.node_data()  # (type, keys) of the top node; ``None`` for a leaf
@@ -226,9 +224,9 @@ def part(outputs: Outputs, access: tuple[Access, ...]) -> tuple[Any, list[int]] 
             at = list(data).index(key)
         elif kind == "attr" and isinstance(fields, tuple) and key in fields:
             at = fields.index(key)
-        elif kind in ("attr", "key") and node_type not in (tuple, list, dict):
-            at = _keyed_child(tree, kind, key)
         children = _parts.tree_children(tree)
+        if kind == "attr" and at is None:
+            at = _field_child(node_type, key, len(children))
         if not isinstance(at, int) or not 0 <= at < len(children):
             return None
         first += sum(c.num_leaves for c in children[:at])
@@ -236,46 +234,31 @@ def part(outputs: Outputs, access: tuple[Access, ...]) -> tuple[Any, list[int]] 
     return tree, list(range(first, first + tree.num_leaves))
 
 
-#: The most leaves a node is rebuilt with to read its children's keys.
-_MAX_KEYED_LEAVES = 4096
+#: The field metadata that keeps a dataclass's field out of its pytree's children:
+#: ``jax.tree_util.register_dataclass`` and equinox (``static=True``), flax's struct
+#: (``pytree_node=False``).
+_STATIC_FIELD = (("static", True), ("pytree_node", False))
 
 
-class _StandIn:
-    """A leaf put in a rebuilt node's place: holds nothing of the user's."""
+def _field_child(node_type: Any, name: str, count: int) -> int | None:
+    """Which of the ``count`` children of a dataclass node (a flax struct, a dataclass
+    registered with ``register_dataclass``, an equinox Module) holds the field ``name``:
+    these flatten their fields in the order the class declares them, less those their
+    metadata marks static. Read off the class's fields: no user class is rebuilt, no user
+    code runs. ``None`` where the count differs (fields kept out otherwise, as a
+    registration's own ``meta_fields`` list does) or the field is not a child."""
+    import dataclasses
 
-    __slots__ = ()
-
-
-def _keyed_child(tree: Any, kind: str, key: Any) -> int | None:
-    """Which child of the node ``tree`` (a registered class: a flax struct, a
-    ``register_dataclass`` dataclass, an equinox Module, a ``FrozenDict``) holds the field
-    or key ``key``: the node is rebuilt from stand-in leaves (its own unflatten, as JAX
-    runs it on every call's outputs), and each child's leaves must carry that key at the
-    head of their key paths (``GetAttrKey`` for a field, ``DictKey`` for a key). Children
-    are flattened in their fields' order by each of these classes, but the registration
-    decides it (``data_fields``), so the keys are read, never assumed. ``None`` where
-    the node does not tell: a child of no leaf, leaves out of order, another key type."""
-    from jax import tree_util
-
-    count = tree.num_leaves
-    if not 0 < count <= _MAX_KEYED_LEAVES:
+    if not (isinstance(node_type, type) and dataclasses.is_dataclass(node_type)):
         return None
-    stand_ins = [_StandIn() for _ in range(count)]
-    rebuilt = tree_util.tree_unflatten(tree, stand_ins)
-    flat, _ = tree_util.tree_flatten_with_path(rebuilt)
-    if len(flat) != count or any(leaf is not s for (_, leaf), s in zip(flat, stand_ins)):
+    try:
+        fields = [f.name for f in dataclasses.fields(node_type)
+                  if not any(f.metadata.get(k, not v) == v for k, v in _STATIC_FIELD)]
+    except Exception:  # metadata that does not read as a mapping: not one of these
         return None
-    wanted = tree_util.GetAttrKey if kind == "attr" else tree_util.DictKey
-    heads = [path[0] if path else None for path, _ in flat]
-    first = 0
-    for i, child in enumerate(_parts.tree_children(tree)):
-        mine = heads[first:first + child.num_leaves]
-        first += child.num_leaves
-        if mine and all(isinstance(h, wanted) and (
-                h.name if isinstance(h, tree_util.GetAttrKey) else h.key) == key
-                for h in mine):
-            return i
-    return None
+    if len(fields) != count or name not in fields:
+        return None
+    return fields.index(name)
 
 
 def accessed(access: tuple[Access, ...]) -> str:
