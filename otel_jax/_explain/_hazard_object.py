@@ -196,11 +196,17 @@ def _kept_as(made: _PerObject, call: ast.Call, item: str,
                  None)
     me = made.init.args.args[0].arg
     for node in ast.walk(made.init):
-        if param and isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                and isinstance(t := node.targets[0], ast.Attribute) \
-                and isinstance(t.value, ast.Name) and t.value.id == me \
-                and isinstance(node.value, ast.Name) and node.value.id == param:
-            return f"self.{t.attr}"
+        if not param or not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target, value = node.targets[0], node.value
+        # ``self.lr = lr``; ``self.lr, self.steps = lr, steps``
+        pairs = list(zip(target.elts, value.elts)) if isinstance(target, ast.Tuple) \
+            and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts) \
+            else [(target, value)]
+        for t, v in pairs:
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) \
+                    and t.value.id == me and isinstance(v, ast.Name) and v.id == param:
+                return f"self.{t.attr}"
     return None
 
 
