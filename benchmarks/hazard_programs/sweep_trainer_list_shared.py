@@ -3,7 +3,6 @@ once, and passes its rate as an argument; the sweep is one program."""
 import jax
 import jax.numpy as jnp
 
-
 EXPECT = []
 
 
