@@ -4,10 +4,13 @@ own targets, read off the user's source:
 - *routes*: the call's result is named, then taken apart on a later line of the loop,
   through aliases, items, attributes, arithmetic and the builtins that keep an array an
   array (``out = step(params, lr)``, then ``lr = out["lr"]``; ``lr = result.lr``;
-  ``new_lr = ...``, then ``lr = max(new_lr, 1e-3)``): :func:`routes` finds them and
-  :func:`part` the output they reach; the fixed-point rule (:mod:`._hazard_fixpoint`)
-  compares that output with the input it becomes (an output computed only from weak
-  inputs and Python scalars stays weak, and feeding it back compiles nothing).
+  ``new_lr = ...``, then ``lr = max(new_lr, 1e-3)``; a field of a returned dataclass,
+  ``params = out.params``; a field of a state renewed from the result, ``state =
+  state.replace(params=new_params)``, which the next call is given as ``state.params``):
+  :func:`routes` finds them and :func:`part` the output they reach; the fixed-point
+  rule (:mod:`._hazard_fixpoint`) compares that output with the input it becomes (an
+  output computed only from weak inputs and Python scalars stays weak, and feeding it
+  back compiles nothing).
 - *accumulated*: a Python scalar the loop updates by arithmetic from what another jitted
   function of the file returns (a running mean of the loss, started at ``0.0``), passed
   to this function before it is an array: from the next call on it is one (a

@@ -11,9 +11,13 @@ decides the words, as the sweep rule (:mod:`._hazard_sweep`) says them: a Python
 loop sweeps (a learning rate), or nothing the loop binds (the same object, made again), a
 warning; anything else (a config, a width), which may be why the programs differ, a note.
 
-Not seen: an object made in a helper the loop calls (``run(lr)`` making the trainer), or
-kept in a container per item; there the second compile's cause names the new bound method
-and the attributes of its object that differ.
+The loop may make the object through a function that makes one each time it runs: a
+factory (``trainer = make_trainer(lr)``) or the class's classmethod
+(``Trainer.from_config(cfg)``), not one that makes it under an ``if`` or keeps what it
+made (a cache); or in a comprehension (``[Trainer(lr) for lr in rates]``). Not seen: a
+factory that calls another, an object kept in a container the loop fills on some passes;
+there the second compile's cause names the new bound method and the attributes of its
+object that differ.
 """
 
 from __future__ import annotations

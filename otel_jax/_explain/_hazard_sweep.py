@@ -57,8 +57,9 @@ def _floats(node: ast.AST, index: _src._Index, depth: int = 0) -> bool:
 @dataclass(frozen=True, slots=True)
 class Swept:
     """A loop that sweeps Python floats, as the jitted function reads it: the item itself
-    (``for lr in rates``), or an object the loop builds from it on each pass (``opt =
-    optax.adam(lr)``), which carries the float into the function's closure."""
+    (``for lr in rates``, ``[Trainer(lr) for lr in rates]``), or an object the loop builds
+    from it on each pass (``opt = optax.adam(lr)``; ``cfg = {"lr": lr}`` then ``opt =
+    build_optimizer(cfg)``), which carries the float into the function's closure."""
 
     item: str  # the name the loop binds to each float
     through: tuple[str, ...] = ()  # the names read that hold an object built from it
