@@ -72,6 +72,10 @@ def _warnings(run: dict) -> list[tuple[int, str, str]]:
     "sweep_optax_adam_lr",  # optax.adam(lr) per rate, a step made from it jitted per rate
     "sweep_trainer_init",   # a trainer per rate jitting its bound method in __init__
     "sweep_trainer_eqx",    # the same under eqx.filter_jit
+    "fixpt_unpack_flax_struct",  # params = out.params of a flax struct, come back float32
+    "fixpt_replace_train_state",  # state = state.replace(params=new_params), a TrainState
+    "sweep_trainer_factory",  # a trainer per rate made by a factory function
+    "sweep_trainer_list",     # trainers made in a comprehension, then trained one by one
 ])
 def test_a_recompile_the_program_shows_is_warned_before_it_at_the_call_line(name):
     run = _run(name)
@@ -110,6 +114,8 @@ def test_a_recompile_the_program_shows_is_warned_before_it_at_the_call_line(name
     "fixpt_list_fixed",       # a fixed-length list of layers; a few crop counts cycled
     "sweep_optax_built_once",  # the optimizer and its jitted step built before the loop
     "sweep_trainer_module_fn",  # each trainer calls one module-level jitted step
+    "fixpt_replace_train_state_cast",  # the TrainState renewed with an update cast back
+    "sweep_trainer_factory_once",  # the factory called once, before the loop
 ])
 def test_a_pattern_that_does_not_compile_again_is_no_warning(name):
     run = _run(name)
