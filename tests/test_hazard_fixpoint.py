@@ -155,6 +155,37 @@ def test_a_dataclass_result_unpacked_by_its_fields_is_followed_to_the_inputs():
         in hazard.text
 
 
+@dataclasses.dataclass
+class _SortedResult:
+    params: jax.Array
+    opt_state: dict
+
+
+# registered as chex registers its dataclasses: the fields sorted by name (opt_state,
+# then params), their names kept as the node's data
+jax.tree_util.register_pytree_with_keys(
+    _SortedResult,
+    lambda r: (tuple((jax.tree_util.GetAttrKey(k), getattr(r, k))
+                     for k in sorted(vars(r))), tuple(sorted(vars(r)))),
+    lambda keys, children: _SortedResult(**dict(zip(keys, children))))
+
+
+def test_a_dataclass_flattened_in_another_order_than_declared_is_followed_by_its_names():
+    @jax.jit
+    def step(params, opt_state, x):
+        mom = 0.9 * opt_state["mom"] + x if "mom" in opt_state else x
+        return _SortedResult(params - 0.1 * mom, {"mom": mom})
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params, opt_state = jnp.ones(3), {}
+        for _ in range(3):
+            out = step(params, opt_state, jnp.ones(3))
+            params = out.params
+            opt_state = out.opt_state
+    assert [r.cause_kind.value for r in rec.records] == ["first_compile", "pytree_structure"]
+    assert [(h.path, h.warn) for _, h in _hazards(rec.records)] == [("opt_state['mom']", True)]
+
+
 def test_a_flax_struct_result_unpacked_by_a_field_names_the_dtype_it_comes_back_with():
     struct = pytest.importorskip("flax.struct")
 

@@ -229,7 +229,7 @@ def part(outputs: Outputs, access: tuple[Access, ...]) -> tuple[Any, list[int]] 
             at = fields.index(key)
         children = _parts.tree_children(tree)
         if kind == "attr" and at is None:
-            at = _field_child(node_type, key, len(children))
+            at = _field_child(node, key, len(children))
         if not isinstance(at, int) or not 0 <= at < len(children):
             return None
         first += sum(c.num_leaves for c in children[:at])
@@ -243,20 +243,32 @@ def part(outputs: Outputs, access: tuple[Access, ...]) -> tuple[Any, list[int]] 
 _STATIC_FIELD = (("static", True), ("pytree_node", False))
 
 
-def _field_child(node_type: Any, name: str, count: int) -> int | None:
-    """Which of the ``count`` children of a dataclass node (a flax struct, a dataclass
-    registered with ``register_dataclass``, an equinox Module) holds the field ``name``:
-    these flatten their fields in the order the class declares them, less those their
-    metadata marks static. Read off the class's fields: no user class is rebuilt, no user
-    code runs. ``None`` where the count differs (fields kept out otherwise, as a
-    registration's own ``meta_fields`` list does) or the field is not a child."""
+def _field_child(node: tuple[Any, Any], name: str, count: int) -> int | None:
+    """Which of the ``count`` children of a dataclass node (its ``node_data()``) holds the
+    field ``name``. A node that keeps its fields' names as its data (chex's dataclass,
+    its fields sorted by name) says their order; a flax struct, a dataclass registered
+    with ``register_dataclass`` and an equinox Module flatten their fields in the order
+    the class declares them, less those their metadata marks static. Read off the node's
+    data and the class's fields: no user class is rebuilt, no user code runs. ``None``
+    where the count differs (fields kept out otherwise, as a registration's own
+    ``meta_fields`` list does), the class flattens itself (``tree_flatten``: its own
+    order), or the field is not a child."""
     import dataclasses
 
+    node_type, data = node
     if not (isinstance(node_type, type) and dataclasses.is_dataclass(node_type)):
         return None
     try:
-        fields = [f.name for f in dataclasses.fields(node_type)
-                  if not any(f.metadata.get(k, not v) == v for k, v in _STATIC_FIELD)]
+        declared = list(dataclasses.fields(node_type))
+        names = {f.name for f in declared}
+        if isinstance(data, tuple) and len(data) == count and data \
+                and all(isinstance(k, str) for k in data) and set(data) <= names:
+            fields = list(data)  # the names, in their children's order
+        elif any(hasattr(node_type, m) for m in ("tree_flatten", "tree_flatten_with_keys")):
+            return None
+        else:
+            fields = [f.name for f in declared
+                      if not any(f.metadata.get(k, not v) == v for k, v in _STATIC_FIELD)]
     except Exception:  # metadata that does not read as a mapping: not one of these
         return None
     if len(fields) != count or name not in fields:
