@@ -1109,3 +1109,20 @@ def test_a_step_closing_over_an_optimizer_built_again_names_the_value_inside(tel
     changes = {c["path"]: (c["before"], c["after"]) for c in diff_of(span)}
     [size] = [p for p in changes if p.startswith("<function>.opt.")]
     assert size.endswith(".step_size") and changes[size] == ("-0.001", "-0.003")
+
+
+def _build_chained_optimizer(optax, cfg):
+    return optax.chain(optax.clip_by_global_norm(1.0),
+                       optax.adamw(cfg["lr"], weight_decay=1e-4))
+
+
+def test_a_rate_inside_a_chain_of_chains_a_helper_built_is_named_with_both_values(telemetry):
+    # adamw is a chain itself: the rate is four closures below the step
+    optax = pytest.importorskip("optax")
+    x = jnp.ones(3)
+    for lr in (1e-3, 3e-3):
+        jax.jit(_make_optax_step(_build_chained_optimizer(optax, {"lr": lr})))(x)
+    span = telemetry.last("_make_optax_step.<locals>.step")
+    changes = {c["path"]: (c["before"], c["after"]) for c in diff_of(span)}
+    [size] = [p for p in changes if p.startswith("<function>.opt.")]
+    assert size.endswith(".step_size") and changes[size] == ("-0.001", "-0.003")

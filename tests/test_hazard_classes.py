@@ -411,6 +411,143 @@ def test_a_trainer_made_per_width_is_a_note():
     assert _said(rec.records, "function_identity") == [(1, "", False)]
 
 
+class _FactoryTrainer:
+    def __init__(self, lr, steps=2):
+        self.lr, self.steps = lr, steps
+        self.step = jax.jit(self._step)
+
+    def _step(self, params):
+        return params - self.lr * params
+
+    def fit(self, params):
+        for _ in range(self.steps):
+            params = self.step(params)
+        return params
+
+
+def _make_factory_trainer(lr):
+    return _FactoryTrainer(lr, steps=2)
+
+
+def test_a_trainer_made_by_a_factory_per_swept_rate_is_a_warning_naming_the_factory():
+    with otel_jax.testing.record_compiles("_FactoryTrainer._step") as rec:
+        for lr in [1e-3, 1e-2, 1e-1]:
+            trainer = _make_factory_trainer(lr)
+            trainer.fit(jnp.ones(3))
+    assert _causes(rec.records) == ["first_compile"] + ["function_identity"] * 2
+    [(count, hazard)] = [(r.count, h) for r in rec.records for h in r.hazards]
+    assert (count, hazard.warn) == (1, True)
+    assert "(through _make_factory_trainer) from lr (self.lr)" in hazard.text
+    # the recompile names the attribute that differs, with both values
+    assert [(c.path, c.before, c.after) for c in rec.records[1].diff.changes][1:] == [
+        ("<function>.self.lr", "0.001", "0.01")]
+
+
+class _ConfigTrainer:
+    def __init__(self, lr):
+        self.lr = lr
+        self.step = jax.jit(self._step)
+
+    @classmethod
+    def from_config(cls, cfg):
+        return cls(cfg["lr"])
+
+    def _step(self, params):
+        return params - self.lr * params
+
+
+def test_a_trainer_made_by_its_classmethod_from_a_config_of_the_swept_rate_is_a_warning():
+    with otel_jax.testing.record_compiles("_ConfigTrainer._step") as rec:
+        for lr in (1e-3, 1e-2):
+            cfg = {"lr": lr}
+            trainer = _ConfigTrainer.from_config(cfg)
+            trainer.step(jnp.ones(3))
+    assert _causes(rec.records) == ["first_compile", "function_identity"]
+    [(count, hazard)] = [(r.count, h) for r in rec.records for h in r.hazards]
+    assert (count, hazard.warn) == (1, True)
+    assert "(through _ConfigTrainer.from_config) from lr" in hazard.text
+
+
+class _ListTrainer:
+    def __init__(self, lr):
+        self.lr = lr
+        self.step = jax.jit(self._step)
+
+    def _step(self, params):
+        return params - self.lr * params
+
+
+def test_trainers_made_in_a_comprehension_over_swept_rates_are_a_warning():
+    with otel_jax.testing.record_compiles("_ListTrainer._step") as rec:
+        trainers = [_ListTrainer(lr) for lr in (1e-3, 1e-2, 1e-1)]
+        for trainer in trainers:
+            trainer.step(jnp.ones(3))
+    assert len(rec.records) == 3
+    [(count, hazard)] = [(r.count, h) for r in rec.records for h in r.hazards]
+    assert (count, hazard.warn) == (1, True)
+    assert "from lr (self.lr), a Python float it sweeps" in hazard.text
+
+
+class _CachedTrainer:
+    def __init__(self, lr):
+        self.lr = lr
+        self.step = jax.jit(self._step)
+
+    def _step(self, params):
+        return params - self.lr * params
+
+
+_TRAINERS: dict = {}
+
+
+def _cached_trainer(lr):
+    if lr not in _TRAINERS:
+        _TRAINERS[lr] = _CachedTrainer(lr)
+    return _TRAINERS[lr]
+
+
+def _one_trainer(lr):
+    return _CachedTrainer(lr)
+
+
+def test_a_factory_called_once_or_keeping_what_it_made_says_nothing():
+    with otel_jax.testing.record_compiles("_CachedTrainer._step") as rec:
+        for _epoch in range(3):
+            trainer = _cached_trainer(1e-3)  # the same trainer each pass
+            trainer.step(jnp.ones(3))
+        trainer = _one_trainer(1e-3)  # made once, before the loop
+        for _epoch in range(3):
+            trainer.step(jnp.ones(3))
+    assert _causes(rec.records) == ["first_compile", "function_identity"]
+    assert not [h for r in rec.records for h in r.hazards]
+
+
+def _build_optimizer(cfg):
+    return {"lr": cfg["lr"], "decay": 0.9}
+
+
+def _make_helper_opt_step(opt):
+    def step(params):
+        return params - opt["lr"] * params
+
+    return step
+
+
+def test_an_optimizer_built_by_a_helper_from_a_config_of_the_swept_rate_is_a_warning():
+    with otel_jax.testing.record_compiles("_make_helper_opt_step.<locals>.step") as rec:
+        for lr in (1e-3, 1e-2, 1e-1):
+            cfg = {"lr": lr}
+            opt = _build_optimizer(cfg)
+            step = jax.jit(_make_helper_opt_step(opt))
+            params = jnp.ones(3)
+            for _ in range(2):
+                params = step(params)
+    assert len(rec.records) == 3
+    [(count, hazard)] = [(r.count, h) for r in rec.records for h in r.hazards]
+    assert (count, hazard.warn) == (1, True)
+    assert "opt, built there from lr" in hazard.text
+
+
 # --- words true in their case ---------------------------------------------------------------
 
 def _shift(amount, params):

@@ -6,6 +6,7 @@ Each pattern beside its look-alike, which compiles once and says nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import jax
@@ -123,6 +124,137 @@ def test_a_field_that_starts_none_and_is_filled_by_the_step_is_named_by_its_path
     assert (count, hazard.kind.value, hazard.path) == (1, "pytree_structure",
                                                        "state.velocity")
     assert "None" in hazard.text and "not None" in hazard.hint
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class _Result:
+    params: jax.Array
+    steps: int = dataclasses.field(metadata={"static": True})  # not a child of the node
+    opt_state: dict = dataclasses.field(default_factory=dict)
+
+
+def _momentum_step(params, opt_state, x):
+    mom = 0.9 * opt_state["mom"] + x if "mom" in opt_state else x
+    return _Result(params - 0.1 * mom, 1, {"mom": mom})
+
+
+def test_a_dataclass_result_unpacked_by_its_fields_is_followed_to_the_inputs():
+    step = jax.jit(_momentum_step)
+    with otel_jax.testing.record_compiles(step) as rec:
+        params, opt_state = jnp.ones(3), {}
+        for _ in range(3):
+            out = step(params, opt_state, jnp.ones(3))
+            params = out.params
+            opt_state = out.opt_state  # a field after a static one: the node's 2nd child
+    assert [r.cause_kind.value for r in rec.records] == ["first_compile", "pytree_structure"]
+    [(count, hazard)] = _hazards(rec.records)
+    assert (count, hazard.kind.value, hazard.path, hazard.warn) == (
+        1, "pytree_structure", "opt_state['mom']", True)
+    assert ".opt_state of the result" in hazard.text and "opt_state = out.opt_state" \
+        in hazard.text
+
+
+@dataclasses.dataclass
+class _SortedResult:
+    params: jax.Array
+    opt_state: dict
+
+
+# registered as chex registers its dataclasses: the fields sorted by name (opt_state,
+# then params), their names kept as the node's data
+jax.tree_util.register_pytree_with_keys(
+    _SortedResult,
+    lambda r: (tuple((jax.tree_util.GetAttrKey(k), getattr(r, k))
+                     for k in sorted(vars(r))), tuple(sorted(vars(r)))),
+    lambda keys, children: _SortedResult(**dict(zip(keys, children))))
+
+
+def test_a_dataclass_flattened_in_another_order_than_declared_is_followed_by_its_names():
+    @jax.jit
+    def step(params, opt_state, x):
+        mom = 0.9 * opt_state["mom"] + x if "mom" in opt_state else x
+        return _SortedResult(params - 0.1 * mom, {"mom": mom})
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params, opt_state = jnp.ones(3), {}
+        for _ in range(3):
+            out = step(params, opt_state, jnp.ones(3))
+            params = out.params
+            opt_state = out.opt_state
+    assert [r.cause_kind.value for r in rec.records] == ["first_compile", "pytree_structure"]
+    assert [(h.path, h.warn) for _, h in _hazards(rec.records)] == [("opt_state['mom']", True)]
+
+
+def test_a_flax_struct_result_unpacked_by_a_field_names_the_dtype_it_comes_back_with():
+    struct = pytest.importorskip("flax.struct")
+
+    @struct.dataclass
+    class StepOut:
+        loss: jax.Array
+        params: dict
+
+    @jax.jit
+    def step(params, lr):
+        return StepOut(jnp.zeros(()), _update(params, lr))
+
+    @jax.jit
+    def step_cast(params, lr):
+        return StepOut(jnp.zeros(()), _update(params, lr, cast_back=True))
+
+    with otel_jax.testing.record_compiles(step) as rec:
+        params, lr = {"w": jnp.zeros(2, jnp.bfloat16)}, jnp.float32(0.1)
+        for _ in range(3):
+            out = step(params, lr)
+            params = out.params
+    assert [r.cause_kind.value for r in rec.records] == ["first_compile", "dtype"]
+    [(count, hazard)] = _hazards(rec.records)
+    assert (count, hazard.kind.value, hazard.path, hazard.warn) == (
+        1, "dtype", "params['w']", True)
+    with otel_jax.testing.record_compiles(step_cast) as rec:
+        params = {"w": jnp.zeros(2, jnp.bfloat16)}
+        for _ in range(3):
+            out = step_cast(params, lr)
+            params = out.params
+    assert len(rec.records) == 1 and not _hazards(rec.records)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class _State:
+    params: dict
+    step: int = 0
+
+
+def test_a_state_renewed_with_replace_from_the_result_is_followed_to_its_field():
+    update = jax.jit(lambda params, lr: _update(params, lr))
+    with otel_jax.testing.record_compiles(update) as rec:
+        state = _State({"w": jnp.zeros(2, jnp.bfloat16)})
+        for _ in range(3):
+            new_params = update(state.params, jnp.float32(0.1))
+            state = dataclasses.replace(state, params=new_params)
+    assert [r.cause_kind.value for r in rec.records] == ["first_compile", "dtype"]
+    [(count, hazard)] = _hazards(rec.records)
+    assert (count, hazard.kind.value, hazard.path, hazard.warn) == (
+        1, "dtype", "params['w']", True)
+    assert "dataclasses.replace(state, params=new_params)" in hazard.text
+
+
+def test_a_state_renewed_with_what_comes_back_cast_or_set_anew_says_nothing():
+    update = jax.jit(lambda params, lr: _update(params, lr, cast_back=True))
+    with otel_jax.testing.record_compiles(update) as rec:
+        state = _State({"w": jnp.zeros(2, jnp.bfloat16)})
+        for _ in range(3):
+            new_params = update(state.params, jnp.float32(0.1))
+            state = dataclasses.replace(state, params=new_params)
+    assert len(rec.records) == 1 and not _hazards(rec.records)
+    update = jax.jit(lambda params, lr: _update(params, lr))
+    with otel_jax.testing.record_compiles(update) as rec:
+        for _ in range(3):
+            state = _State({"w": jnp.zeros(2, jnp.bfloat16)})  # a new state each pass
+            new_params = update(state.params, jnp.float32(0.1))
+            state = dataclasses.replace(state, params=new_params)
+    assert len(rec.records) == 1 and not _hazards(rec.records)
 
 
 def test_a_sequence_grown_by_the_step_and_fed_back_is_a_shape_warning_at_once():

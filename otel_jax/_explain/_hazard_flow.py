@@ -4,10 +4,13 @@ own targets, read off the user's source:
 - *routes*: the call's result is named, then taken apart on a later line of the loop,
   through aliases, items, attributes, arithmetic and the builtins that keep an array an
   array (``out = step(params, lr)``, then ``lr = out["lr"]``; ``lr = result.lr``;
-  ``new_lr = ...``, then ``lr = max(new_lr, 1e-3)``): :func:`routes` finds them and
-  :func:`part` the output they reach; the fixed-point rule (:mod:`._hazard_fixpoint`)
-  compares that output with the input it becomes (an output computed only from weak
-  inputs and Python scalars stays weak, and feeding it back compiles nothing).
+  ``new_lr = ...``, then ``lr = max(new_lr, 1e-3)``; a field of a returned dataclass,
+  ``params = out.params``; a field of a state renewed from the result, ``state =
+  state.replace(params=new_params)``, which the next call is given as ``state.params``):
+  :func:`routes` finds them and :func:`part` the output they reach; the fixed-point
+  rule (:mod:`._hazard_fixpoint`) compares that output with the input it becomes (an
+  output computed only from weak inputs and Python scalars stays weak, and feeding it
+  back compiles nothing).
 - *accumulated*: a Python scalar the loop updates by arithmetic from what another jitted
   function of the file returns (a running mean of the loss, started at ``0.0``), passed
   to this function before it is an array: from the next call on it is one (a
@@ -142,7 +145,45 @@ def routes(callsite: str | None) -> tuple[Route, ...]:
         found.append(Route(_src._expression(ast.Name(name, ast.Load())) or name,
                            bound[name], node.lineno,
                            truncate(_src.quoted(_file(callsite), node), _SOURCE_LIMIT)))
+    for node in assigns:
+        for argument, access in _replaced_fields(node, bound, loop):
+            found.append(Route(argument, access, node.lineno,
+                               truncate(_src.quoted(_file(callsite), node), _SOURCE_LIMIT)))
     return tuple(found)
+
+
+def _replaced_fields(node: ast.Assign, bound: dict[str, tuple[Access, ...]],
+                     loop: ast.AST) -> list[tuple[str, tuple[Access, ...]]]:
+    """The fields a line renews an object with from parts of the call's result, each as
+    the argument text the next call reads it by and the part it is set from: ``state =
+    state.replace(params=new_params)`` (a flax ``TrainState``, a flax struct),
+    ``dataclasses.replace(state, params=...)``, a NamedTuple's ``state._replace(...)``,
+    where ``new_params`` came back from the call: the next call given ``state.params`` is
+    given it. Nothing else in the loop may set the object or the field."""
+    target, value = node.targets[0], node.value
+    text = _src._expression(target)
+    if text is None or not isinstance(value, ast.Call):
+        return []
+    func = value.func
+    renewed = (isinstance(func, ast.Attribute) and func.attr in ("replace", "_replace")
+               and not value.args and _src._expression(func.value) == text) or (
+        _src._callee(value) == "replace" and len(value.args) == 1
+        and _src._expression(value.args[0]) == text)
+    if not renewed:
+        return []
+    found: list[tuple[str, tuple[Access, ...]]] = []
+    for keyword in value.keywords:
+        access = _derive(keyword.value, bound) if keyword.arg else None
+        if access is None or keyword.arg is None:
+            continue
+        field = _src._expression(ast.Attribute(target, keyword.arg, ast.Load()))
+        # set anew elsewhere in the loop (``state = make_state()``, ``state.params =
+        # ...``): what the next call reads is not (only) what came back
+        others = [n for n in ast.walk(loop) if isinstance(getattr(n, "ctx", None), ast.Store)
+                  and _src._expression(n) in (text, field) and not _within(n, node)]
+        if field is not None and not others:
+            found.append((field, access))
+    return found
 
 
 def _pairs(target: ast.AST, value: ast.expr, bound: dict[str, tuple[Access, ...]],
@@ -169,8 +210,9 @@ def _within(node: ast.AST, statement: ast.AST) -> bool:
 
 def part(outputs: Outputs, access: tuple[Access, ...]) -> tuple[Any, list[int]] | None:
     """The tree of the outputs' part ``access`` reaches, and its leaves' indices; ``None``
-    past a node other than a tuple, list, NamedTuple or dict. Read off the tree's own
-    nodes (their types and keys): no user class is rebuilt, no user code runs."""
+    past a node other than a tuple, list, NamedTuple, dict or dataclass. Read off the
+    tree's own nodes (their types and keys) and a dataclass's fields
+    (:func:`_field_child`): no user class is rebuilt, no user code runs."""
     tree, first = outputs.tree, 0
     for kind, key in access:
         node = tree.node_data()  # (type, keys) of the top node; ``None`` for a leaf
@@ -186,11 +228,52 @@ def part(outputs: Outputs, access: tuple[Access, ...]) -> tuple[Any, list[int]] 
         elif kind == "attr" and isinstance(fields, tuple) and key in fields:
             at = fields.index(key)
         children = _parts.tree_children(tree)
+        if kind == "attr" and at is None:
+            at = _field_child(node, key, len(children))
         if not isinstance(at, int) or not 0 <= at < len(children):
             return None
         first += sum(c.num_leaves for c in children[:at])
         tree = children[at]
     return tree, list(range(first, first + tree.num_leaves))
+
+
+#: The field metadata that keeps a dataclass's field out of its pytree's children:
+#: ``jax.tree_util.register_dataclass`` and equinox (``static=True``), flax's struct
+#: (``pytree_node=False``).
+_STATIC_FIELD = (("static", True), ("pytree_node", False))
+
+
+def _field_child(node: tuple[Any, Any], name: str, count: int) -> int | None:
+    """Which of the ``count`` children of a dataclass node (its ``node_data()``) holds the
+    field ``name``. A node that keeps its fields' names as its data (chex's dataclass,
+    its fields sorted by name) says their order; a flax struct, a dataclass registered
+    with ``register_dataclass`` and an equinox Module flatten their fields in the order
+    the class declares them, less those their metadata marks static. Read off the node's
+    data and the class's fields: no user class is rebuilt, no user code runs. ``None``
+    where the count differs (fields kept out otherwise, as a registration's own
+    ``meta_fields`` list does), the class flattens itself (``tree_flatten``: its own
+    order), or the field is not a child."""
+    import dataclasses
+
+    node_type, data = node
+    if not (isinstance(node_type, type) and dataclasses.is_dataclass(node_type)):
+        return None
+    try:
+        declared = list(dataclasses.fields(node_type))
+        names = {f.name for f in declared}
+        if isinstance(data, tuple) and len(data) == count and data \
+                and all(isinstance(k, str) for k in data) and set(data) <= names:
+            fields = list(data)  # the names, in their children's order
+        elif any(hasattr(node_type, m) for m in ("tree_flatten", "tree_flatten_with_keys")):
+            return None
+        else:
+            fields = [f.name for f in declared
+                      if not any(f.metadata.get(k, not v) == v for k, v in _STATIC_FIELD)]
+    except Exception:  # metadata that does not read as a mapping: not one of these
+        return None
+    if len(fields) != count or name not in fields:
+        return None
+    return fields.index(name)
 
 
 def accessed(access: tuple[Access, ...]) -> str:

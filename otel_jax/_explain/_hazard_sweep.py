@@ -23,6 +23,7 @@ from . import _hazard_parts as _parts
 from . import _hazard_source as _src
 
 _TEXT_LIMIT = 300
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 #: What makes an array of evenly spread floats (``np.logspace(-5, -2, 4)``).
 _FLOAT_RANGES = frozenset({"linspace", "logspace", "geomspace"})
 
@@ -56,8 +57,9 @@ def _floats(node: ast.AST, index: _src._Index, depth: int = 0) -> bool:
 @dataclass(frozen=True, slots=True)
 class Swept:
     """A loop that sweeps Python floats, as the jitted function reads it: the item itself
-    (``for lr in rates``), or an object the loop builds from it on each pass (``opt =
-    optax.adam(lr)``), which carries the float into the function's closure."""
+    (``for lr in rates``, ``[Trainer(lr) for lr in rates]``), or an object the loop builds
+    from it on each pass (``opt = optax.adam(lr)``; ``cfg = {"lr": lr}`` then ``opt =
+    build_optimizer(cfg)``), which carries the float into the function's closure."""
 
     item: str  # the name the loop binds to each float
     through: tuple[str, ...] = ()  # the names read that hold an object built from it
@@ -70,22 +72,36 @@ def _reads(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
-def _built_from(loop: ast.AST, name: str, item: str, loop_bound: set[str]) -> ast.Call | None:
-    """The call the loop assigns ``name`` from on each pass, reading ``item`` and nothing
-    else the loop binds (``opt = optax.adam(lr)``, ``tx = optax.chain(..., optax.adamw(3e-4,
-    weight_decay=wd))``); ``None`` where ``name`` is set otherwise too."""
+#: How many objects built one from another a swept float is followed through
+#: (``cfg = {"lr": lr}``, ``opt = build_optimizer(cfg)``).
+_CHAIN = 3
+
+
+def _built_from(loop: ast.AST, name: str, item: str, loop_bound: set[str],
+                depth: int = 0) -> ast.Call | ast.Dict | None:
+    """The call (or dict, a config) the loop assigns ``name`` from on each pass, reading
+    ``item`` and nothing else the loop binds, directly or through another object built so
+    (``opt = optax.adam(lr)``, ``tx = optax.chain(..., optax.adamw(3e-4,
+    weight_decay=wd))``, ``cfg = {"lr": lr}`` then ``opt = build_optimizer(cfg)``);
+    ``None`` where ``name`` is set otherwise too."""
     stores = [n for n in ast.walk(loop) if isinstance(n, ast.Name) and n.id == name
               and isinstance(n.ctx, ast.Store)]
     assigns = [a for a in ast.walk(loop) if isinstance(a, ast.Assign) and len(a.targets) == 1
                and isinstance(a.targets[0], ast.Name) and a.targets[0].id == name]
-    if len(stores) != 1 or len(assigns) != 1 or not isinstance(assigns[0].value, ast.Call):
+    if len(stores) != 1 or len(assigns) != 1 \
+            or not isinstance(value := assigns[0].value, (ast.Call, ast.Dict)):
         return None
-    value = assigns[0].value
     read = _reads(value) & loop_bound
-    return value if read == {item} else None
+    if read == {item}:
+        return value
+    if not read or item in read or depth >= _CHAIN:
+        return None
+    # built from objects the loop built from the item on this pass, and nothing else
+    return value if all(_built_from(loop, other, item, loop_bound, depth + 1) is not None
+                        for other in read) else None
 
 
-def _optax_slot(call: ast.Call, item: str, index: _src._Index) -> tuple[str, str] | None:
+def _optax_slot(call: ast.AST, item: str, index: _src._Index) -> tuple[str, str] | None:
     """Where ``item`` goes into an optax transformation inside ``call``: the innermost
     ``optax.*(...)`` call given it directly, with the keyword it fills (an optax alias's
     first parameter is its ``learning_rate``)."""
@@ -114,10 +130,15 @@ def swept(filename: str | None, loop_line: int, names: tuple[str, ...]) -> Swept
     if index is None or not names:
         return None
     loop = next((n for n in index.parents if isinstance(n, (ast.For, ast.AsyncFor))
-                 and n.lineno == loop_line), None)
+                 and n.lineno == loop_line), None) or next(
+        (n for n in index.parents if isinstance(n, _COMPREHENSIONS)
+         and n.lineno == loop_line and len(n.generators) == 1), None)
     if loop is None:
         return None
-    target, items = loop.target, loop.iter
+    if isinstance(loop, _COMPREHENSIONS):  # ``[Trainer(lr) for lr in rates]``
+        target, items = loop.generators[0].target, loop.generators[0].iter
+    else:
+        target, items = loop.target, loop.iter
     if isinstance(target, ast.Tuple) and len(target.elts) == 2 \
             and isinstance(items, ast.Call) and _src._callee(items) == "enumerate" \
             and items.args:
