@@ -3,9 +3,10 @@
 
 One program (a child process per trial) compiles one new function after another for a
 few seconds: each is traced, lowered and compiled by XLA (a Python loop unrolled into a
-few hundred operations, so that XLA's compile takes a while). This script sends it
-SIGINT at a random moment after its first compile began, as a terminal's Ctrl-C does,
-and reads what happened:
+few hundred operations, so that XLA's compile takes a while; with ``--trace-heavy`` it
+also traces ten times as many operations that XLA never sees, so that tracing does).
+This script sends it SIGINT at a random moment after its first compile began, as a
+terminal's Ctrl-C does, and reads what happened:
 
 * ``delivered``: the program ended by the KeyboardInterrupt (its traceback, status -2);
 * ``lost in gc callback``: CPython raised the KeyboardInterrupt inside a function of
@@ -58,10 +59,13 @@ def count(what, info):  # only in the counting run: no signal is sent to it
         else:
             counts["other_threads"] += 1
 
+dead = int(os.environ.get("CTRL_C_DEAD", "0"))
 def make(k):
     def f(x):
         for i in range(int(os.environ.get("CTRL_C_OPS", "150"))):
             x = jnp.sin(x) * (i % 7 + 1 + k) + jnp.cos(x[::-1])
+            for _ in range(dead):  # traced, then dropped: only tracing takes longer
+                jnp.sin(x) * 2
         return x
     f.__name__ = f"f{k}"
     return f
@@ -181,9 +185,14 @@ def main() -> None:
                         help="seconds after the signal before a run counts as a hang")
     parser.add_argument("--modes", default=",".join(MODES),
                         help="comma-separated, of " + ", ".join(MODES))
+    parser.add_argument("--trace-heavy", action="store_true",
+                        help="each function also traces ten times as many operations "
+                             "that XLA never sees: most signals land in tracing")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args()
     modes = [m for m in args.modes.split(",") if m]
+    if args.trace_heavy:
+        os.environ["CTRL_C_DEAD"] = "10"
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         program = os.path.join(tmp, "compiles.py")
