@@ -19,10 +19,12 @@ terminal's Ctrl-C does, and reads what happened:
 
 The three modes run paired and alternating (plain, install, run, plain, …) with the same
 random moment for each triple, so that the machine's load falls on all of them alike.
-Also counted per mode, in one run without a signal: the collections of the cyclic
-collector on the main thread while it traces and lowers, and while XLA compiles (a
-``gc.callbacks`` counter of the program's own; no signal is sent in that run, so that
-the counter cannot be where a Ctrl-C lands).
+Also counted per mode, in one run of three compiles without a signal: the collections
+of the cyclic collector on the main thread while it traces and lowers, and while XLA
+compiles, and the share of each phase's time the main thread spent inside them (the
+window in which a signal is raised in a ``gc.callbacks`` function); a ``gc.callbacks``
+timer of the program's own, in a run without a signal so that it cannot be where a
+Ctrl-C lands.
 
     python benchmarks/ctrl_c.py --python .venv/bin/python \\
         --python .venv-py312/bin/python --python .venv-latest/bin/python --trials 15
@@ -51,13 +53,18 @@ import jax, jax.numpy as jnp
 
 counting = sys.argv[2] == "count"
 counts = {"lower": [0, 0, 0], "compile": [0, 0, 0], "other_threads": 0}
+inside = {"lower": 0.0, "compile": 0.0}  # seconds the main thread spent collecting
+spent = {"lower": 0.0, "compile": 0.0}  # seconds in each phase
 phase = ["lower"]
+began = [0.0]
 def count(what, info):  # only in the counting run: no signal is sent to it
-    if what == "start":
-        if threading.current_thread() is threading.main_thread():
-            counts[phase[0]][info["generation"]] += 1
-        else:
-            counts["other_threads"] += 1
+    if threading.current_thread() is not threading.main_thread():
+        counts["other_threads"] += what == "start"
+    elif what == "start":
+        counts[phase[0]][info["generation"]] += 1
+        began[0] = time.perf_counter()
+    else:
+        inside[phase[0]] += time.perf_counter() - began[0]
 
 dead = int(os.environ.get("CTRL_C_DEAD", "0"))
 def make(k):
@@ -80,14 +87,20 @@ end = start + float(os.environ.get("CTRL_C_SECONDS", "6"))
 while (k < 3) if counting else (time.monotonic() < end):
     phase[0] = "lower"
     print("P lower %.3f" % (time.monotonic() - start), flush=True)
+    t = time.perf_counter()
     lowered = jax.jit(make(k)).lower(jnp.ones(8))
+    spent["lower"] += time.perf_counter() - t
     phase[0] = "compile"
     print("P compile %.3f" % (time.monotonic() - start), flush=True)
+    t = time.perf_counter()
     lowered.compile()
+    spent["compile"] += time.perf_counter() - t
     k += 1
 if counting:
     gc.callbacks.remove(count)
-    print("COUNTS", k, counts["lower"], counts["compile"], counts["other_threads"], flush=True)
+    print("COUNTS", k, ",".join(map(str, counts["lower"])), ",".join(map(str, counts["compile"])),
+          counts["other_threads"], "%.3f %.3f %.3f %.3f" % (
+              inside["lower"], spent["lower"], inside["compile"], spent["compile"]), flush=True)
 print("DONE", k, flush=True)
 """
 
@@ -122,10 +135,12 @@ def count(python: str, mode: str, program: str) -> str:
     line = next((x for x in out.splitlines() if x.startswith("COUNTS")), None)
     if line is None:
         return "no count"
-    k, rest = line.split(" ", 2)[1:]
-    lower, comp, others = rest.replace(", ", ",").split(" ")
-    return (f"{k} compiles; on the main thread while tracing and lowering {lower}, "
-            f"while XLA compiles {comp} (generations 0, 1, 2); on other threads {others}")
+    _, k, lower, comp, others, *times = line.split()
+    in_lower, lowering, in_comp, compiling = map(float, times)
+    return (f"{k} compiles; collections on the main thread while tracing and lowering "
+            f"{lower} (generations 0, 1, 2), {in_lower * 1e3:.0f} ms of {lowering:.2f} s "
+            f"({100 * in_lower / lowering:.1f}%); while XLA compiles {comp}, "
+            f"{in_comp * 1e3:.0f} ms of {compiling:.2f} s; on other threads {others}")
 
 
 def trial(python: str, mode: str, program: str, delay: float, bound: float
@@ -200,7 +215,7 @@ def main() -> None:
         for python in args.python or [sys.executable]:
             print(f"== {python}: {_versions(python)}", flush=True)
             for mode in modes:
-                print(f"  collections, {mode}: {count(python, mode, program)}", flush=True)
+                print(f"  {mode}: {count(python, mode, program)}", flush=True)
             results: dict[str, list[tuple[str, float, str, str]]] = {m: [] for m in modes}
             for k in range(args.trials):
                 delay = rng.uniform(0.1, args.latest)
@@ -211,7 +226,7 @@ def main() -> None:
                     print(f"  {k:2d} {mode:7s} signal at {delay:4.2f}s ({phase}): {what}, "
                           f"exit {took:.2f}s later" + (f"; {detail[:160]}" if detail else ""),
                           flush=True)
-            for mode in modes:
+            for mode in modes if args.trials else ():
                 got = results[mode]
                 kinds = {w: sum(1 for r in got if r[0] == w)
                          for w in ("delivered", "lost in gc callback", "other", "hang")}
