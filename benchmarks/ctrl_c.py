@@ -220,9 +220,9 @@ def main() -> None:
             for k in range(args.trials):
                 delay = rng.uniform(0.1, args.latest)
                 for mode in modes:
-                    got = trial(python, mode, program, delay, args.bound)
-                    results[mode].append(got)
-                    what, took, phase, detail = got
+                    one = trial(python, mode, program, delay, args.bound)
+                    results[mode].append(one)
+                    what, took, phase, detail = one
                     print(f"  {k:2d} {mode:7s} signal at {delay:4.2f}s ({phase}): {what}, "
                           f"exit {took:.2f}s later" + (f"; {detail[:160]}" if detail else ""),
                           flush=True)
