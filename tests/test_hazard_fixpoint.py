@@ -7,7 +7,9 @@ Each pattern beside its look-alike, which compiles once and says nothing."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import NamedTuple
+from weakref import ref as _weak_ref
 
 import jax
 import jax.numpy as jnp
@@ -441,3 +443,41 @@ def test_a_sharding_constraint_back_to_the_inputs_and_default_placement_are_no_h
             plain = local(plain)
     assert len(rec.records) == 1 and not _hazards(rec.records)
     assert len(rec_local.records) == 1 and not _hazards(rec_local.records)
+
+
+def test_the_function_is_never_taken_from_its_weak_reference_once_the_call_returned(
+        monkeypatch):
+    # A reference taken on otel_jax's thread, however briefly, keeps the program's
+    # function alive while its next jax.jit of an equal one (a new bound method of the
+    # same object) looks in JAX's cache, which finds the earlier entry while that
+    # function lives: the program compiled less often than without otel_jax, now and then.
+    from otel_jax._capture import _detached
+
+    taken: list[str] = []
+
+    class Watched:
+        def __init__(self, obj):
+            self._ref = _weak_ref(obj)
+
+        def __call__(self):
+            taken.append(threading.current_thread().name)
+            return self._ref()
+
+    monkeypatch.setattr(_detached, "_weak", lambda obj: Watched(obj))
+
+    class Model:
+        def step(self, state):
+            return {"w": state["w"] * 2, "n": jnp.float32(1.0)}  # gains a key: fed back
+
+    model = Model()
+    with otel_jax.testing.record_compiles() as rec:
+        state = {"w": jnp.ones(2)}
+        for _ in range(3):
+            forward = jax.jit(model.step)  # a new jitted bound method each pass
+            state = forward(state)
+    mine = [r for r in rec.records if r.function.qualname.endswith("Model.step")]
+    # the recompile names the earlier function object (its liveness told without it) and
+    # the first compile compared what comes back (the function read in the call)
+    assert [r.cause_kind.value for r in mine][:2] == ["first_compile", "function_identity"]
+    assert any(h.kind.value == "pytree_structure" for h in mine[0].hazards)
+    assert taken == [], taken

@@ -70,6 +70,15 @@ def wrapped_by_library(fun: Any) -> bool:
     return False
 
 
+def returns_its_own(fun: Any, info: FunctionInfo) -> bool:
+    """Whether what the jitted ``fun`` returns is what the function ``info`` names
+    returns: JAX traced that function itself (through partials, bound methods and
+    wrappers that keep it as ``__wrapped__``), not another library's callable around it,
+    which lays the outputs out its own way (``nnx.jit(graph=False)`` traces one returning
+    the user's result beside its own state updates, a tuple of 2)."""
+    return not wrapped_by_library(fun) and function_info(fun) == info
+
+
 def function_info(fun: Any) -> FunctionInfo:
     """Qualified name and definition site of ``fun`` (a function, partial or callable)."""
     target = _unwrap(fun)

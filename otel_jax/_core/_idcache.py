@@ -57,10 +57,11 @@ class Serials:
     then reads as two objects to a diff, never one object as two others).
     """
 
-    __slots__ = ("_entries", "_next")
+    __slots__ = ("_entries", "_live", "_next")
 
     def __init__(self) -> None:
         self._entries: dict[int, tuple[weakref.ref[Any], int]] = {}
+        self._live: set[int] = set()  # the serials whose objects are alive
         self._next = itertools.count(1)
 
     def of(self, obj: Any) -> int:
@@ -75,12 +76,22 @@ class Serials:
         except TypeError:
             return 0
         self._entries[key] = (ref, serial)
+        self._live.add(serial)
         return serial
+
+    def alive(self, serial: int) -> bool:
+        """Whether the object numbered ``serial`` is alive, told without a reference to it:
+        one taken on otel_jax's thread, however briefly, would keep the program's function
+        alive while its next ``jax.jit`` of an equal one (another bound method of the same
+        object) looks in JAX's cache, which finds the earlier entry while its function
+        lives: the program would compile less often than without otel_jax."""
+        return serial in self._live
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def _gone(self, key: int, serial: int, _ref: object) -> None:
+        self._live.discard(serial)
         found = self._entries.get(key)
         if found is not None and found[1] == serial:
             del self._entries[key]

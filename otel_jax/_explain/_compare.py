@@ -16,6 +16,7 @@ from .._capture._leaves import differing
 from .._capture._reprs import MAX_FIELDS, bound_text
 from .._capture._signature import Signature, StaticArg, StaticKind
 from .._capture._statics import EXPORTED_PROGRAM
+from .._core._idcache import SERIALS
 from .._core._text import safe_repr, truncate
 from .._core._vocab import ABSENT, CauseKind
 from ._merge import drop_implied, merge_gone_and_back, merge_traced_and_static
@@ -208,7 +209,9 @@ _TRANSFORMED_FUNCTION = Change(
 
 
 def _new_function(old: Signature, new: Signature) -> Change:
-    alive = old.function_ref is not None and old.function_ref() is not None
+    # never through its weak reference, which would hold it, racing the program's next
+    # jit of an equal function (``Serials.alive``)
+    alive = bool(old.function_serial) and SERIALS.alive(old.function_serial)
     before = "earlier function object" + ("" if alive else " (garbage-collected)")
     if is_bound_method(new):
         return Change("<function>", CauseKind.FUNCTION_IDENTITY, before,

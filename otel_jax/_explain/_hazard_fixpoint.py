@@ -43,7 +43,7 @@ from .._capture._arg_texts import aval_text, sharding_of
 from .._capture._jax._out_shardings import Memo, compare, device_ids, output_shardings
 from .._capture._jax._outputs import Outputs, aval_facts
 from .._capture._signature import Placement, Signature, StaticArg, StaticKind
-from .._capture._source import FunctionInfo, function_info, wrapped_by_library
+from .._capture._source import FunctionInfo
 from .._core._text import safe_repr, truncate
 from .._core._vocab import DIFFERENCE_KINDS, CauseKind
 from . import _hazard_flow
@@ -426,7 +426,7 @@ def fed_back(info: FunctionInfo, signature: Signature, outputs: Outputs | None,
         return fed.in_loop or _src.helper_feeds_back(callsite, caller, text)
 
     inputs = _parts.inputs(signature)
-    if inputs is None or not signature.top_names or not _returns_its_own(info, signature):
+    if inputs is None or not signature.top_names or not outputs.own:
         # a wrapper library's layout (``nnx.jit``, ``eqx.filter_jit``): its leaves keyed
         # by their paths, no positional parameters, or its outputs its own
         return _wrapped_fed_back(info, signature, outputs, fed,
@@ -438,18 +438,6 @@ def fed_back(info: FunctionInfo, signature: Signature, outputs: Outputs | None,
     edges = _line_edges(signature, outputs, fed, inputs, by_expression, again)
     edges += _route_edges(outputs, callsite, inputs, by_expression)
     return said_of(edges, signature, outputs)
-
-
-def _returns_its_own(info: FunctionInfo, signature: Signature) -> bool:
-    """Whether the program's outputs are what the function ``info`` names returns: JAX
-    traced that function itself (through partials, bound methods and wrappers that keep
-    it as ``__wrapped__``). A library's callable around it lays the outputs out its own
-    way (``nnx.jit(graph=False)`` traces one returning the user's result and its own
-    state updates, a tuple of 2, while the arguments go in as the user passed them):
-    compared with the inputs, that layout would differ every time. Not known (no
-    function kept): the user's own."""
-    fun = signature.function_ref() if signature.function_ref is not None else None
-    return fun is None or not wrapped_by_library(fun) and function_info(fun) == info
 
 
 def _plain_tuples(tree: Any, arity: int, limit: int = 256) -> list[tuple[list[Any], int]]:

@@ -35,12 +35,10 @@ def plainly_equal(a: Any, b: Any) -> bool:
 
 def same_function(old: Signature, new: Signature) -> bool:
     """One function object (JAX caches per object): by the numbers taken while each was
-    alive (``Serials``); else by reference while the earlier one is, else by id."""
+    alive (``Serials``), else by id. Never through the weak references, which would hold
+    the program's function on otel_jax's thread (``Serials.alive`` says why)."""
     if old.function_serial and new.function_serial:
         return old.function_serial == new.function_serial
-    if old.function_ref is not None and new.function_ref is not None:
-        previous = old.function_ref()
-        return previous is not None and previous is new.function_ref()
     return old.function_id == new.function_id
 
 

@@ -38,6 +38,7 @@ from .._capture._jax._outputs import Outputs, outputs_of
 from .._capture._source import (
     FunctionInfo,
     is_library_file,
+    returns_its_own,
     user_callsites,
     user_callsites_and_caller,
 )
@@ -173,6 +174,12 @@ def capture(taken: Taken, history: History, guard: FailOpen, devices_of: Devices
         params = miss.params  # a few references JAX already computed: nothing traced again
         returned = taken.executable
         outputs = guard.call("hazard outputs", lambda: outputs_of(params, returned), None)
+        if outputs is not None:
+            # read here, while the function is surely alive (``Serials.alive`` says why
+            # otel_jax's thread never takes it from its weak reference)
+            fun, info = miss.fun, naming.info
+            outputs = outputs._replace(own=guard.call(
+                "hazard outputs", lambda: returns_its_own(fun, info), True))
     cache_enabled = guard.call("persistent cache",
                                _persistent_cache.persistent_cache_enabled, False)
     analyse = programs and not naming.eager_op and not taken.cache_hit

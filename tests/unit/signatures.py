@@ -16,6 +16,7 @@ import jax
 
 from otel_jax._capture import _arg_texts, _statics
 from otel_jax._capture._signature import Signature, StaticArg
+from otel_jax._core._idcache import SERIALS
 
 
 def step(*args: Any, **kwargs: Any) -> Any:
@@ -44,7 +45,8 @@ def build(*args: Any, names: Sequence[str] = (), kwargs: dict[str, Any] | None =
     leaves = [leaf for _, leaf in with_paths]
     avals = [jax.typeof(leaf) for leaf in leaves]
     return Signature(
-        function_ref=weakref.ref(fun), function_id=id(fun), options=options,
+        function_ref=weakref.ref(fun), function_id=id(fun),
+        function_serial=SERIALS.of(fun), options=options,
         context=context, treedef=treedef, avals=avals, top_names=names[:len(args)],
         paths=[_name(names, p) for p, _ in with_paths],
         types=[_arg_texts.aval_text(a) for a in avals],

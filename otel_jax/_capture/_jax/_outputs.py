@@ -30,6 +30,10 @@ class Outputs(NamedTuple):
     #: what the backend compile returned (JAX's cache holds it anyway): where it places
     #: each output, read only for a feedback edge's sharded input (``_out_shardings``)
     executable: Any = None
+    #: whether they are what the user's function returns: JAX traced that function
+    #: itself, not another library's callable around it (read in the call, while the
+    #: function is alive: ``_source.returns_its_own``)
+    own: bool = True
 
     @property
     def avals(self) -> list[Any]:

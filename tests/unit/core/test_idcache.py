@@ -50,3 +50,16 @@ def test_an_object_without_weak_references_gets_zero():
     serials = Serials()
     assert serials.of((1, 2)) == 0
     assert serials.of(object()) == 0
+
+
+def test_a_serial_says_whether_its_object_lives_without_a_reference_to_it():
+    serials = Serials()
+
+    def fun() -> None:
+        pass
+
+    number = serials.of(fun)
+    assert serials.alive(number)
+    del fun
+    gc.collect()
+    assert not serials.alive(number) and not serials.alive(0)
