@@ -127,6 +127,7 @@ def test_a_local_function_a_wrapper_passes_as_its_static_is_no_note():
     assert not [h for r in run["records"] for h in r["hazards"]]
 
 
+@pytest.mark.version_free  # the programs' hazards on each JAX: the tests above
 @pytest.mark.parametrize("name", [
     "jit_in_handler_thread",  # warned at the second compile: made after the program returned
     "static_step_counter",    # a static step number, warned from its second value on
