@@ -6,6 +6,7 @@ import functools
 import os
 import sys
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,10 +28,11 @@ class FunctionInfo:
         return (self.qualname, self.file, self.line)
 
 
-def _unwrap(fun: Any) -> Any:
-    seen = 0
-    while seen < 32:
-        seen += 1
+def _layers(fun: Any) -> Iterator[Any]:
+    """``fun``, then each function it stands for in turn, outermost first: a partial's
+    function, a wrapper's ``__wrapped__``, a bound method's function (at most 32)."""
+    for _ in range(32):
+        yield fun
         if isinstance(fun, functools.partial):
             fun = fun.func
         elif hasattr(fun, "__wrapped__"):
@@ -38,35 +40,31 @@ def _unwrap(fun: Any) -> Any:
         elif hasattr(fun, "__func__"):  # bound method
             fun = fun.__func__
         else:
-            break
-    return fun
+            return
+    yield fun
+
+
+def _unwrap(fun: Any) -> Any:
+    *_, innermost = _layers(fun)
+    return innermost
 
 
 def wrapped_by_library(fun: Any) -> bool:
-    """Whether a layer of ``fun``, unwrapped as :func:`function_info` does, is code of a
-    library other than JAX (a callable object whose ``__call__`` is flax's, equinox's):
-    such a layer may return something else than the function it wraps (``nnx.jit``'s
-    returns the user's result beside its own state updates). Partials, bound methods and
-    JAX's own wrappers (``vmap``, ``checkpoint``) return what the function returns."""
-    seen = 0
-    while seen < 32:
-        seen += 1
-        if isinstance(fun, functools.partial):
-            fun = fun.func
+    """Whether a layer of ``fun`` (:func:`_layers`) is code of a library other than JAX
+    (a callable object whose ``__call__`` is flax's, equinox's): such a layer may return
+    something else than the function it wraps (``nnx.jit``'s returns the user's result
+    beside its own state updates). Partials, bound methods and JAX's own wrappers
+    (``vmap``, ``checkpoint``) return what the function returns."""
+    for layer in _layers(fun):
+        if isinstance(layer, functools.partial):
             continue
-        code = getattr(fun, "__code__", None)
-        if code is None and not isinstance(fun, type) and not hasattr(fun, "__func__"):
-            code = getattr(_unwrap(getattr(type(fun), "__call__", None)), "__code__", None)
+        code = getattr(layer, "__code__", None)
+        if code is None and not isinstance(layer, type):
+            code = getattr(_unwrap(getattr(type(layer), "__call__", None)), "__code__", None)
         filename = getattr(code, "co_filename", None)
         if isinstance(filename, str) and is_library_file(filename) \
                 and not is_jax_file(filename):
             return True
-        if hasattr(fun, "__wrapped__"):
-            fun = fun.__wrapped__
-        elif hasattr(fun, "__func__"):
-            fun = fun.__func__
-        else:
-            return False
     return False
 
 

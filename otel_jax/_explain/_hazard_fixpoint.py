@@ -275,8 +275,7 @@ class _Placed:
                    ) -> Difference | None:
         """A sharding the output ``j`` comes back with that JAX's cache tells apart from
         the input's ``placement``; ``None`` where they are alike or either is unknown."""
-        if not placement.sharded or placement.text.endswith("uncommitted"):
-            return None
+        # known only for a committed, sharded placement (``_arg_texts.placement``)
         in_sharding = sharding_of(placement)
         if in_sharding is None:
             return None
