@@ -25,7 +25,7 @@ from otel_jax._core import _vocab
 from otel_jax._core._failopen import OtelJaxWarning
 from otel_jax._pipeline._engine import ENGINE
 
-pytestmark = [pytest.mark.hazards, pytest.mark.version_free,
+pytestmark = [pytest.mark.hazards,
               pytest.mark.filterwarnings("ignore::otel_jax.OtelJaxWarning")]
 
 ROOT = Path(__file__).resolve().parent.parent
