@@ -142,7 +142,8 @@ test-oldest: $(OLDEST_VENV)/.installed
 # made by the library, whose own tests run on every JAX), the README's and docs' examples,
 # the report's reading of log lines and the package's layout and benchmark
 # scripts; none of which depends on the JAX version; and the tests marked `version_free`
-# (otel_jax's own ordering and timing of hazards, the same on every JAX)
+# (hazard programs rerun with their telemetry made late: otel_jax's own timing, whose
+# ordering across threads tests/test_hazard_order.py checks in every suite)
 # (tests/test_report_html.py stays: it runs the demo and examples/multiprocess.py under
 # JAX, and reads what they wrote). A second run of them would add minutes to a `make test`
 # that must stay well within CI's limit with four suites on two cores.
